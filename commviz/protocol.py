@@ -1,0 +1,271 @@
+"""The wire protocol between rank processes and the viewer (version 1).
+
+Every ZeroMQ message is one msgpack map with ``v`` (the version) and ``k`` (the kind):
+
+* ``hb``: heartbeat with the rank's identity and a telemetry sample (about 2 Hz);
+* ``ops``: a columnar batch of operation records from one rank;
+* ``bye``: the rank is exiting normally.
+
+Op batches are columnar (each column one little-endian byte string) so that both sides
+stay cheap: the rank packs them off its hot path, the viewer decodes them with
+``numpy.frombuffer`` and validates whole columns at once. ``docs/protocol.md`` is the
+human-readable description; this module is the reference. Never pickle.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import msgpack
+import numpy as np
+
+VERSION = 1
+MAX_MESSAGE_BYTES = 8 * 1024 * 1024
+MAX_BATCH = 8192
+MAX_RANKS = 1 << 20
+
+# Operation names, in wire-code order. Append only: codes are part of the protocol.
+OPS: tuple[str, ...] = (
+    "send", "recv", "isend", "irecv",
+    "broadcast", "all_reduce", "reduce",
+    "all_gather", "all_gather_into_tensor", "all_gather_single",
+    "gather", "scatter",
+    "reduce_scatter", "reduce_scatter_tensor", "reduce_scatter_single",
+    "all_to_all", "all_to_all_single",
+    "barrier", "monitored_barrier",
+    "all_gather_object", "broadcast_object_list", "gather_object",
+    "scatter_object_list", "send_object_list", "recv_object_list",
+    "batch_isend_irecv",
+)
+OP_CODE = {name: code for code, name in enumerate(OPS)}
+NO_CODE = 255  # "none" for the parent and dtype columns
+
+DTYPES: tuple[str, ...] = (
+    "float32", "float64", "float16", "bfloat16", "uint8", "int8", "int16", "int32",
+    "int64", "bool", "complex64", "complex128", "float8_e4m3fn", "float8_e5m2", "other",
+)
+DTYPE_CODE = {name: code for code, name in enumerate(DTYPES)}
+
+SENDS = frozenset({"send", "isend", "send_object_list"})
+RECVS = frozenset({"recv", "irecv", "recv_object_list"})
+P2P = SENDS | RECVS
+ROOTED = frozenset({"broadcast", "reduce", "gather", "scatter", "broadcast_object_list",
+                    "gather_object", "scatter_object_list"})
+OBJECT_OPS = frozenset({"all_gather_object", "broadcast_object_list", "gather_object",
+                        "scatter_object_list", "send_object_list", "recv_object_list"})
+
+# Flag bits of the ``flags`` column.
+FLAG_ASYNC = 1          # called with async_op=True, or isend/irecv
+FLAG_UNWAITED = 2       # async work dropped before anyone saw it complete: t_end is when it was dropped
+FLAG_CUDA = 4           # CUDA tensors: times are host times of the call, not of the GPU work
+FLAG_FAILED = 8         # the call raised, or its work completed with an error
+
+# Columns of an ``ops`` batch: name -> numpy dtype. t_end == -1 marks an op still in flight
+# (sent when an op has run longer than one emitter tick; its completed record follows
+# with the same id).
+COLUMNS: dict[str, str] = {
+    "id": "<i8",        # per-rank operation id, increasing
+    "op": "u1",         # OPS code
+    "parent": "u1",     # OPS code of the logical op this transfer belongs to, or NO_CODE
+    "gid": "<u4",       # index into the batch's ``groups`` table
+    "seq": "<i8",       # collective: per-group sequence; p2p: per (src, dst) sequence
+    "peer": "<i4",      # global rank: dst of a send, src of a recv, root; -1 if none
+    "bytes_in": "<i8",  # bytes of the tensors the call reads on this rank
+    "bytes_out": "<i8", # bytes of the tensors the call writes on this rank
+    "dtype": "u1",      # DTYPES code or NO_CODE
+    "flags": "u1",
+    "t_start": "<i8",   # wall-clock ns (time.time_ns) when the call began
+    "t_end": "<i8",     # wall-clock ns when it completed, or -1 while in flight
+    "site": "<u4",      # index into the batch's ``sites`` table
+}
+COLUMN_DTYPES = {name: np.dtype(dt) for name, dt in COLUMNS.items()}
+
+
+class ProtocolError(ValueError):
+    """A message that does not follow the protocol; the viewer counts and drops it."""
+
+
+def pack(obj: dict[str, Any]) -> bytes:
+    return msgpack.packb(obj, use_bin_type=True)
+
+
+def encode_ops(rank: int, columns: dict[str, bytes], groups: list[list[Any]],
+               sites: list[list[Any]]) -> bytes:
+    """Encode one batch. ``groups`` rows: [gid, name, [global ranks]]; ``sites``: [sid, file, line]."""
+    return pack({"v": VERSION, "k": "ops", "rank": rank, "cols": columns,
+                 "groups": groups, "sites": sites})
+
+
+@dataclass(frozen=True)
+class OpBatch:
+    """A validated ``ops`` message: numpy columns plus its lookup tables."""
+
+    rank: int
+    cols: dict[str, np.ndarray]
+    groups: dict[int, tuple[str, tuple[int, ...]]]
+    sites: dict[int, tuple[str, int]]
+
+    def __len__(self) -> int:
+        return len(self.cols["id"])
+
+
+@dataclass(frozen=True)
+class Heartbeat:
+    rank: int
+    world: int
+    host: str
+    pid: int
+    backend: str
+    device: str
+    t_ns: int
+    dropped: int
+    telemetry: dict[str, float | None]
+
+
+@dataclass(frozen=True)
+class Bye:
+    rank: int
+    t_ns: int
+    dropped: int
+
+
+Message = OpBatch | Heartbeat | Bye
+
+_TELEMETRY_KEYS = ("cpu_pct", "rss_bytes", "gpu_util_pct", "gpu_mem_used", "gpu_mem_total",
+                   "gpu_power_w")
+
+
+def decode(data: bytes) -> Message:
+    """Decode and validate one message, or raise ProtocolError. Never trusts the sender."""
+    if len(data) > MAX_MESSAGE_BYTES:
+        raise ProtocolError(f"message of {len(data)} bytes exceeds {MAX_MESSAGE_BYTES}")
+    try:
+        msg = msgpack.unpackb(data, raw=False, strict_map_key=True, max_bin_len=MAX_MESSAGE_BYTES,
+                              max_str_len=1 << 16, max_array_len=MAX_BATCH * 4,
+                              max_map_len=64)
+    except Exception as exc:  # msgpack raises many types on garbage
+        raise ProtocolError(f"undecodable message: {type(exc).__name__}") from None
+    if not isinstance(msg, dict):
+        raise ProtocolError("message is not a map")
+    if msg.get("v") != VERSION:
+        raise ProtocolError(f"unsupported protocol version {msg.get('v')!r}")
+    kind = msg.get("k")
+    if kind == "ops":
+        return _decode_ops(msg)
+    if kind == "hb":
+        return _decode_heartbeat(msg)
+    if kind == "bye":
+        return Bye(_rank(msg), _int(msg, "t_ns"), _int(msg, "dropped"))
+    raise ProtocolError(f"unknown message kind {kind!r}")
+
+
+def _int(msg: dict, key: str, lo: int = 0, hi: int = 1 << 63) -> int:
+    value = msg.get(key)
+    if type(value) is not int or not lo <= value < hi:
+        raise ProtocolError(f"field {key!r} must be an int in [{lo}, {hi})")
+    return value
+
+
+def _str(msg: dict, key: str) -> str:
+    value = msg.get(key)
+    if not isinstance(value, str):
+        raise ProtocolError(f"field {key!r} must be a string")
+    return value
+
+
+def _rank(msg: dict) -> int:
+    return _int(msg, "rank", 0, MAX_RANKS)
+
+
+def _decode_heartbeat(msg: dict) -> Heartbeat:
+    tel = msg.get("tel")
+    if not isinstance(tel, dict):
+        raise ProtocolError("field 'tel' must be a map")
+    telemetry: dict[str, float | None] = {}
+    for key in _TELEMETRY_KEYS:
+        value = tel.get(key)
+        if value is not None and (type(value) not in (int, float) or value != value or value < 0):
+            raise ProtocolError(f"telemetry {key!r} must be a non-negative number or nil")
+        telemetry[key] = value
+    rank = _rank(msg)
+    world = _int(msg, "world", 1, MAX_RANKS + 1)
+    if rank >= world:
+        raise ProtocolError("rank must be below world")
+    return Heartbeat(rank, world, _str(msg, "host"), _int(msg, "pid"), _str(msg, "backend"),
+                     _str(msg, "device"), _int(msg, "t_ns"), _int(msg, "dropped"), telemetry)
+
+
+def _decode_ops(msg: dict) -> OpBatch:
+    rank = _rank(msg)
+    raw = msg.get("cols")
+    if not isinstance(raw, dict) or set(raw) != COLUMNS.keys():
+        raise ProtocolError("field 'cols' must hold exactly the protocol's columns")
+    cols: dict[str, np.ndarray] = {}
+    n = None
+    for name, dtype in COLUMN_DTYPES.items():
+        buf = raw[name]
+        if not isinstance(buf, bytes) or len(buf) % dtype.itemsize:
+            raise ProtocolError(f"column {name!r} must be bytes of {dtype} items")
+        col = np.frombuffer(buf, dtype=dtype)
+        if n is None:
+            n = len(col)
+        elif len(col) != n:
+            raise ProtocolError("columns differ in length")
+        cols[name] = col
+    if not n or n > MAX_BATCH:
+        raise ProtocolError(f"batch must hold 1..{MAX_BATCH} records")
+    groups = _decode_groups(msg.get("groups"))
+    sites = _decode_sites(msg.get("sites"))
+    _check_columns(cols, groups, sites)
+    return OpBatch(rank, cols, groups, sites)
+
+
+def _decode_groups(rows: Any) -> dict[int, tuple[str, tuple[int, ...]]]:
+    if not isinstance(rows, list) or not rows:
+        raise ProtocolError("field 'groups' must be a non-empty list")
+    groups = {}
+    for row in rows:
+        if not (isinstance(row, list) and len(row) == 3 and type(row[0]) is int
+                and isinstance(row[1], str) and isinstance(row[2], list) and row[2]
+                and all(type(r) is int and 0 <= r < MAX_RANKS for r in row[2])):
+            raise ProtocolError("each group must be [gid, name, [ranks...]]")
+        groups[row[0]] = (row[1], tuple(row[2]))
+    return groups
+
+
+def _decode_sites(rows: Any) -> dict[int, tuple[str, int]]:
+    if not isinstance(rows, list):
+        raise ProtocolError("field 'sites' must be a list")
+    sites = {}
+    for row in rows:
+        if not (isinstance(row, list) and len(row) == 3 and type(row[0]) is int
+                and isinstance(row[1], str) and type(row[2]) is int):
+            raise ProtocolError("each site must be [sid, file, line]")
+        sites[row[0]] = (row[1], row[2])
+    return sites
+
+
+def _check_columns(cols: dict[str, np.ndarray], groups: dict, sites: dict) -> None:
+    if (cols["op"] >= len(OPS)).any():
+        raise ProtocolError("unknown op code")
+    parent = cols["parent"]
+    if ((parent >= len(OPS)) & (parent != NO_CODE)).any():
+        raise ProtocolError("unknown parent op code")
+    dtype = cols["dtype"]
+    if ((dtype >= len(DTYPES)) & (dtype != NO_CODE)).any():
+        raise ProtocolError("unknown dtype code")
+    if not np.isin(cols["gid"], np.fromiter(groups, dtype=np.int64)).all():
+        raise ProtocolError("op refers to a group missing from the batch")
+    if sites:
+        known = np.isin(cols["site"], np.fromiter(sites, dtype=np.int64))
+    else:
+        known = np.zeros(len(cols["site"]), dtype=bool)
+    if not known.all():
+        raise ProtocolError("op refers to a call site missing from the batch")
+    if ((cols["seq"] < 0) | (cols["peer"] < -1) | (cols["bytes_in"] < 0)
+            | (cols["bytes_out"] < 0) | (cols["t_start"] < 0)).any():
+        raise ProtocolError("negative seq, peer, byte count or time")
+    t_end = cols["t_end"]
+    if ((t_end != -1) & (t_end < cols["t_start"])).any():
+        raise ProtocolError("op ends before it starts")

@@ -1,0 +1,240 @@
+"""What one torch.distributed call means: its group, peer, bytes read and written, dtype.
+
+One small extractor per API function, with the same parameter names as torch 2.13, so a
+hook can call it with the call's own arguments (or with the locals of a torch frame when
+the call was made through a function bound before ``instrument()``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import torch
+import torch.distributed as dist
+from torch.distributed import distributed_c10d as c10d
+
+from .. import protocol
+
+
+@dataclass
+class GroupInfo:
+    """A process group as the protocol names it: global ranks plus this rank's counters."""
+
+    gid: int
+    name: str
+    ranks: tuple[int, ...]
+    backend: str
+    member: bool
+    seq: int = 0
+    no_future: set[str] = field(default_factory=set)  # ops whose Work has no future here
+
+
+class Registry:
+    """Per-process caches: groups by ProcessGroup object, this rank's global rank, dtypes."""
+
+    def __init__(self) -> None:
+        self.groups: dict[Any, GroupInfo] = {}
+        self.me = -1
+        self.on_new_group: Callable[[GroupInfo], None] = lambda info: None
+
+    def group(self, pg: Any) -> GroupInfo | None:
+        if pg is None:
+            pg = c10d.GroupMember.WORLD
+        info = self.groups.get(pg)
+        if info is None:
+            if not isinstance(pg, dist.ProcessGroup):
+                return None  # NON_GROUP_MEMBER or a backend-level object: not ours to record
+            if self.me < 0:
+                self.me = dist.get_rank()
+            ranks = tuple(dist.get_process_group_ranks(pg))
+            info = GroupInfo(len(self.groups), pg.group_name, ranks, _backend_name(pg),
+                             self.me in ranks)
+            self.groups[pg] = info
+            self.on_new_group(info)
+        return info
+
+
+def _backend_name(pg: Any) -> str:
+    try:
+        return str(dist.get_backend(pg))
+    except Exception:
+        return "unknown"
+
+
+REG = Registry()
+
+_DTYPE_CODES: dict[torch.dtype, int] = {}
+
+
+def dtype_code(tensor: Any) -> int:
+    dtype = getattr(tensor, "dtype", None)
+    if dtype is None:
+        return protocol.NO_CODE
+    code = _DTYPE_CODES.get(dtype)
+    if code is None:
+        name = str(dtype).removeprefix("torch.")
+        code = protocol.DTYPE_CODE.get(name, protocol.DTYPE_CODE["other"])
+        _DTYPE_CODES[dtype] = code
+    return code
+
+
+def _sum(tensors: Any) -> int:
+    return sum(t.nbytes for t in tensors) if tensors else 0
+
+
+def _root(info: GroupInfo, rank: int | None, group_rank: int | None) -> int:
+    if rank is not None:
+        return rank
+    if group_rank is not None and 0 <= group_rank < len(info.ranks):
+        return info.ranks[group_rank]
+    return -1
+
+
+# Each extractor returns (group info, peer or -1, bytes_in, bytes_out, tensor for dtype, async).
+Desc = tuple[GroupInfo | None, int, int, int, Any, bool]
+
+
+def send(tensor, dst=None, group=None, tag=0, group_dst=None) -> Desc:
+    info = REG.group(group)
+    return info, _root(info, dst, group_dst) if info else -1, tensor.nbytes, 0, tensor, False
+
+
+def recv(tensor, src=None, group=None, tag=0, group_src=None) -> Desc:
+    info = REG.group(group)
+    return info, _root(info, src, group_src) if info else -1, 0, tensor.nbytes, tensor, False
+
+
+def isend(tensor, dst=None, group=None, tag=0, group_dst=None) -> Desc:
+    return (*send(tensor, dst, group, tag, group_dst)[:5], True)
+
+
+def irecv(tensor, src=None, group=None, tag=0, group_src=None) -> Desc:
+    return (*recv(tensor, src, group, tag, group_src)[:5], True)
+
+
+def broadcast(tensor, src=None, group=None, async_op=False, group_src=None) -> Desc:
+    info = REG.group(group)
+    root = _root(info, src, group_src) if info else -1
+    nb = tensor.nbytes
+    return (info, root, nb, 0, tensor, async_op) if root == REG.me else \
+        (info, root, 0, nb, tensor, async_op)
+
+
+def all_reduce(tensor, op=None, group=None, async_op=False) -> Desc:
+    return REG.group(group), -1, tensor.nbytes, tensor.nbytes, tensor, async_op
+
+
+def reduce(tensor, dst=None, op=None, group=None, async_op=False, group_dst=None) -> Desc:
+    info = REG.group(group)
+    root = _root(info, dst, group_dst) if info else -1
+    nb = tensor.nbytes
+    return info, root, nb, nb if root == REG.me else 0, tensor, async_op
+
+
+def all_gather(tensor_list, tensor, group=None, async_op=False) -> Desc:
+    return REG.group(group), -1, tensor.nbytes, _sum(tensor_list), tensor, async_op
+
+
+def all_gather_into_tensor(output_tensor, input_tensor, group=None, async_op=False) -> Desc:
+    return (REG.group(group), -1, input_tensor.nbytes, output_tensor.nbytes, input_tensor,
+            async_op)
+
+
+def gather(tensor, gather_list=None, dst=None, group=None, async_op=False,
+           group_dst=None) -> Desc:
+    info = REG.group(group)
+    root = _root(info, dst, group_dst) if info else -1
+    out = _sum(gather_list) if root == REG.me else 0
+    return info, root, tensor.nbytes, out, tensor, async_op
+
+
+def scatter(tensor, scatter_list=None, src=None, group=None, async_op=False,
+            group_src=None) -> Desc:
+    info = REG.group(group)
+    root = _root(info, src, group_src) if info else -1
+    read = _sum(scatter_list) if root == REG.me else 0
+    return info, root, read, tensor.nbytes, tensor, async_op
+
+
+def reduce_scatter(output, input_list, op=None, group=None, async_op=False) -> Desc:
+    return REG.group(group), -1, _sum(input_list), output.nbytes, output, async_op
+
+
+def reduce_scatter_tensor(output, input, op=None, group=None, async_op=False) -> Desc:
+    return REG.group(group), -1, input.nbytes, output.nbytes, output, async_op
+
+
+def all_to_all(output_tensor_list, input_tensor_list, group=None, async_op=False) -> Desc:
+    return (REG.group(group), -1, _sum(input_tensor_list), _sum(output_tensor_list),
+            input_tensor_list[0] if input_tensor_list else None, async_op)
+
+
+def all_to_all_single(output, input, output_split_sizes=None, input_split_sizes=None,
+                      group=None, async_op=False) -> Desc:
+    return REG.group(group), -1, input.nbytes, output.nbytes, input, async_op
+
+
+def barrier(group=None, async_op=False, device_ids=None, timeout=None) -> Desc:
+    return REG.group(group), -1, 0, 0, None, async_op
+
+
+def monitored_barrier(group=None, timeout=None, wait_all_ranks=False) -> Desc:
+    return REG.group(group), -1, 0, 0, None, False
+
+
+# Object collectives: the logical record's bytes are the sum of its inner transfers.
+def all_gather_object(object_list, obj, group=None) -> Desc:
+    return REG.group(group), -1, 0, 0, None, False
+
+
+def broadcast_object_list(object_list, src=None, group=None, device=None,
+                          group_src=None) -> Desc:
+    info = REG.group(group)
+    return info, _root(info, src, group_src) if info else -1, 0, 0, None, False
+
+
+def gather_object(obj, object_gather_list=None, dst=None, group=None, group_dst=None) -> Desc:
+    info = REG.group(group)
+    return info, _root(info, dst, group_dst) if info else -1, 0, 0, None, False
+
+
+def scatter_object_list(scatter_object_output_list, scatter_object_input_list=None, src=None,
+                        group=None, group_src=None) -> Desc:
+    info = REG.group(group)
+    return info, _root(info, src, group_src) if info else -1, 0, 0, None, False
+
+
+def send_object_list(object_list, dst=None, group=None, device=None, group_dst=None,
+                     use_batch=False) -> Desc:
+    info = REG.group(group)
+    return info, _root(info, dst, group_dst) if info else -1, 0, 0, None, False
+
+
+def recv_object_list(object_list, src=None, group=None, device=None, group_src=None,
+                     use_batch=False) -> Desc:
+    info = REG.group(group)
+    return info, _root(info, src, group_src) if info else -1, 0, 0, None, False
+
+
+EXTRACTORS: dict[str, Callable[..., Desc]] = {
+    "send": send, "recv": recv, "isend": isend, "irecv": irecv, "broadcast": broadcast,
+    "all_reduce": all_reduce, "reduce": reduce, "all_gather": all_gather,
+    "all_gather_into_tensor": all_gather_into_tensor,
+    "all_gather_single": all_gather_into_tensor, "gather": gather, "scatter": scatter,
+    "reduce_scatter": reduce_scatter, "reduce_scatter_tensor": reduce_scatter_tensor,
+    "reduce_scatter_single": reduce_scatter_tensor, "all_to_all": all_to_all,
+    "all_to_all_single": all_to_all_single, "barrier": barrier,
+    "monitored_barrier": monitored_barrier, "all_gather_object": all_gather_object,
+    "broadcast_object_list": broadcast_object_list, "gather_object": gather_object,
+    "scatter_object_list": scatter_object_list, "send_object_list": send_object_list,
+    "recv_object_list": recv_object_list,
+}
+
+
+def from_locals(name: str, local_vars: dict[str, Any]) -> Desc:
+    """Describe a call from the locals of torch's own frame for ``name``."""
+    fn = EXTRACTORS[name]
+    code = fn.__code__
+    params = code.co_varnames[:code.co_argcount]
+    return fn(**{p: local_vars[p] for p in params if p in local_vars})

@@ -1,0 +1,148 @@
+"""The non-blocking path from a rank's hooks to the viewer.
+
+The hot path (``push``) only appends a record list to a deque. A daemon thread wakes every
+``TICK_S``, packs finished records into columnar batches, announces records that have been
+in flight for a whole tick (so a hung op is visible), and sends on a ZeroMQ PUSH socket
+with NOBLOCK: when the viewer is absent, slow or gone, batches are dropped and counted,
+never queued without bound and never waited for.
+"""
+
+from __future__ import annotations
+
+import atexit
+import collections
+import multiprocessing.util
+import os
+import socket
+import threading
+import time
+from array import array
+from typing import Any
+
+import zmq
+
+from .. import protocol
+from .telemetry import TelemetrySampler
+
+DEFAULT_ADDR = "tcp://127.0.0.1:5555"
+TICK_S = 0.01
+ANNOUNCE_AFTER_NS = 20_000_000  # an op running longer than this is reported as in flight
+HEARTBEAT_S = 0.5
+SEND_HWM = 1000
+EXIT_LINGER_MS = 1000  # bounded wait at exit so the last batch can reach a live viewer
+
+# Record layout: one mutable list per op, in protocol.COLUMNS order.
+ID, OP, PARENT, GID, SEQ, PEER, BYTES_IN, BYTES_OUT, DTYPE, FLAGS, T_START, T_END, SITE = range(13)
+_ARRAY_CODES = {"<i8": "q", "u1": "B", "<u4": "I", "<i4": "i"}
+_COLUMN_CODES = [(name, _ARRAY_CODES[dt]) for name, dt in protocol.COLUMNS.items()]
+
+
+class Emitter:
+    """Owns the queue, the sender thread and the socket of one rank process."""
+
+    def __init__(self, addr: str, identity: Any) -> None:
+        self.addr = addr
+        self._identity = identity  # callable -> (rank, world, backend, device) or None before init
+        self.queue: collections.deque[list] = collections.deque()
+        self.groups: dict[int, tuple[str, list[int]]] = {}
+        self.sites: dict[int, tuple[str, int]] = {}
+        self.dropped = 0
+        self.sent = 0
+        self._watching: list[list] = []
+        self._announced: set[int] = set()
+        self._stop = threading.Event()
+        self._pid = os.getpid()
+        self._thread = threading.Thread(target=self._run, name="commviz-emitter", daemon=True)
+        self._thread.start()
+        atexit.register(self.close)
+        # multiprocessing children (fork) leave through os._exit: atexit never runs there.
+        multiprocessing.util.Finalize(None, self.close, exitpriority=100)
+
+    def push(self, record: list) -> None:
+        self.queue.append(record)
+
+    def close(self) -> None:
+        """Flush what is finished, say goodbye and stop; returns within about a second."""
+        if self._stop.is_set() or os.getpid() != self._pid:
+            return
+        self._stop.set()
+        self._thread.join(timeout=EXIT_LINGER_MS / 1000 + 1)
+        atexit.unregister(self.close)
+
+    # ---- sender thread -------------------------------------------------------------
+    def _run(self) -> None:
+        ctx = zmq.Context()
+        sock = ctx.socket(zmq.PUSH)
+        sock.setsockopt(zmq.SNDHWM, SEND_HWM)
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.setsockopt(zmq.IMMEDIATE, 1)  # no viewer connected: drop instead of queueing
+        sock.connect(self.addr)
+        telemetry = TelemetrySampler()
+        next_beat = 0.0
+        try:
+            while not self._stop.wait(TICK_S):
+                self._flush(sock, final=False)
+                if time.monotonic() >= next_beat:
+                    next_beat = time.monotonic() + HEARTBEAT_S
+                    self._heartbeat(sock, telemetry)
+            self._flush(sock, final=True)
+            ident = self._identity()
+            if ident is not None:
+                self._send(sock, protocol.pack({"v": protocol.VERSION, "k": "bye",
+                                                "rank": ident[0], "t_ns": time.time_ns(),
+                                                "dropped": self.dropped}), 0)
+        finally:
+            sock.close(linger=EXIT_LINGER_MS)
+            ctx.term()
+
+    def _send(self, sock: zmq.Socket, data: bytes, records: int) -> None:
+        try:
+            sock.send(data, zmq.NOBLOCK, copy=False)
+            self.sent += records
+        except zmq.Again:
+            self.dropped += records
+
+    def _flush(self, sock: zmq.Socket, final: bool) -> None:
+        queue, watching = self.queue, self._watching
+        while queue:
+            watching.append(queue.popleft())
+        if not watching:
+            return
+        ident = self._identity()
+        if ident is None:
+            return
+        ready, still = [], []
+        announce_before = time.time_ns() - ANNOUNCE_AFTER_NS
+        for rec in watching:
+            if rec[T_END] >= 0:
+                ready.append(rec)
+                self._announced.discard(rec[ID])
+            else:
+                still.append(rec)
+                if (not final and rec[T_START] < announce_before
+                        and rec[ID] not in self._announced):
+                    self._announced.add(rec[ID])
+                    ready.append(rec[:])  # a snapshot with t_end == -1: "in flight"
+        self._watching = still
+        for i in range(0, len(ready), protocol.MAX_BATCH):
+            chunk = ready[i:i + protocol.MAX_BATCH]
+            self._send(sock, self._encode(ident[0], chunk), len(chunk))
+
+    def _encode(self, rank: int, records: list[list]) -> bytes:
+        cols = {name: array(code, [rec[i] for rec in records]).tobytes()
+                for i, (name, code) in enumerate(_COLUMN_CODES)}
+        groups = [[gid, *self.groups[gid]] for gid in {rec[GID] for rec in records}]
+        sites = [[sid, *self.sites[sid]] for sid in {rec[SITE] for rec in records}]
+        return protocol.encode_ops(rank, cols, groups, sites)
+
+    def _heartbeat(self, sock: zmq.Socket, telemetry: TelemetrySampler) -> None:
+        ident = self._identity()
+        if ident is None:
+            return
+        rank, world, backend, device = ident
+        tel = telemetry.sample(device)
+        self._send(sock, protocol.pack({
+            "v": protocol.VERSION, "k": "hb", "rank": rank, "world": world,
+            "host": socket.gethostname(), "pid": self._pid, "backend": backend,
+            "device": device, "t_ns": time.time_ns(), "dropped": self.dropped,
+            "tel": tel}), 0)

@@ -1,0 +1,409 @@
+"""Hooks around every torch.distributed communication call.
+
+Two layers, so that every call is seen exactly once:
+
+* the public functions of ``torch.distributed`` (and ``distributed_c10d``) are replaced by
+  wrappers: the fast path, with the arguments at hand and exact host-side completion times
+  for synchronous calls;
+* the ``ProcessGroup`` methods those functions call are wrapped too, to catch calls made
+  through functions bound before ``instrument()`` ran (``from torch.distributed import
+  all_reduce``) and ``isend``/``irecv``, which are left unpatched because ``P2POp`` and
+  ``batch_isend_irecv`` check them by identity. These find the API function and its
+  arguments in torch's own frames.
+
+A thread-local "current op" keeps nested calls (``send`` -> ``isend``, deprecated names
+forwarding to new ones) from being counted twice, and makes the inner transfers of object
+collectives records of their own with ``parent`` set.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import os
+import sys
+import threading
+import time
+from typing import Any
+
+import torch.distributed as dist
+from torch.distributed import c10d_logger
+from torch.distributed import distributed_c10d as c10d
+
+from .. import protocol
+from ..protocol import FLAG_ASYNC, FLAG_CUDA, FLAG_FAILED, FLAG_UNWAITED, OBJECT_OPS, OP_CODE
+from . import describe
+from .describe import REG, GroupInfo
+from .emitter import BYTES_IN, BYTES_OUT, DEFAULT_ADDR, FLAGS, OP, PEER, SEQ, T_END, Emitter
+
+ENV_ADDR = "COMMVIZ_ADDR"
+_TORCH_FILES = frozenset({c10d.__file__, c10d_logger.__file__})
+_CONTAINERS = OBJECT_OPS | {"batch_isend_irecv"}
+_API_NAMES = frozenset(describe.EXTRACTORS) | {"batch_isend_irecv"}
+# isend/irecv stay unpatched (identity checks in P2POp); the ProcessGroup layer sees them.
+PATCHED_FUNCTIONS = tuple(n for n in describe.EXTRACTORS if n not in ("isend", "irecv"))
+PG_METHODS = ("allreduce", "allgather", "all_gather_single", "reduce_scatter",
+              "reduce_scatter_single", "alltoall", "all_to_all_single", "broadcast", "reduce",
+              "gather", "scatter", "send", "recv", "recv_anysource", "barrier",
+              "monitored_barrier")
+_NO_CODE = protocol.NO_CODE
+_RECV_CODES = frozenset(OP_CODE[n] for n in protocol.RECVS)
+_time_ns = time.time_ns
+
+
+class _ThreadState(threading.local):
+    current: str | None = None   # the instrumented API call running on this thread
+    acc: list[int] | None = None  # bytes of an object collective's inner transfers
+    site: int = 0                 # call site of that object collective
+
+
+_tls = _ThreadState()
+
+
+class _State:
+    """What instrument() installed, so uninstrument() can put it back."""
+
+    def __init__(self, emitter: Emitter) -> None:
+        self.emitter = emitter
+        self.saved_functions: list[tuple[Any, str, Any]] = []
+        self.saved_methods: list[tuple[str, Any]] = []
+
+
+_ACTIVE: _State | None = None
+_EMITTER: Emitter | None = None
+_ids = itertools.count()
+_sites: dict[tuple[str, int], int] = {}
+_p2p_sent: dict[int, int] = {}
+_p2p_received: dict[int, int] = {}
+_device = "cpu"
+
+
+# ---- public API ------------------------------------------------------------------------
+def instrument(addr: str | None = None) -> None:
+    """Start reporting every torch.distributed call of this process to the viewer at ``addr``.
+
+    ``addr`` defaults to ``$COMMVIZ_ADDR``, then to the default of ``commviz watch``. Safe to
+    call before or after ``init_process_group``, and again after ``uninstrument()``.
+    """
+    global _ACTIVE, _EMITTER
+    if _ACTIVE is not None:
+        return
+    addr = addr or os.environ.get(ENV_ADDR) or DEFAULT_ADDR
+    if _EMITTER is None or _EMITTER.addr != addr:
+        if _EMITTER is not None:
+            _EMITTER.close()
+        _EMITTER = Emitter(addr, _identity)
+        REG.on_new_group = _announce_group
+        for info in REG.groups.values():
+            _announce_group(info)
+    state = _State(_EMITTER)
+    for name in PATCHED_FUNCTIONS:
+        orig = getattr(c10d, name)
+        wrapper = _api_wrapper(name, orig)
+        for module in (c10d, dist):
+            state.saved_functions.append((module, name, getattr(module, name)))
+            setattr(module, name, wrapper)
+    for name in PG_METHODS:
+        orig = dist.ProcessGroup.__dict__.get(name)
+        if orig is not None:
+            state.saved_methods.append((name, orig))
+            setattr(dist.ProcessGroup, name, _pg_wrapper(name, orig))
+    _ACTIVE = state
+
+
+def uninstrument() -> None:
+    """Put torch.distributed back exactly as it was; records already made are still sent."""
+    global _ACTIVE
+    state, _ACTIVE = _ACTIVE, None
+    if state is None:
+        return
+    for module, name, orig in reversed(state.saved_functions):
+        setattr(module, name, orig)
+    for name, orig in state.saved_methods:
+        setattr(dist.ProcessGroup, name, orig)
+
+
+def is_instrumented() -> bool:
+    return _ACTIVE is not None
+
+
+def flush_and_close() -> None:
+    """Send what is pending and stop the emitter (also done automatically at exit)."""
+    global _EMITTER
+    uninstrument()
+    if _EMITTER is not None:
+        _EMITTER.close()
+        _EMITTER = None
+
+
+def stats() -> dict[str, int]:
+    """Records sent and dropped by this process so far."""
+    em = _EMITTER
+    return {"sent": em.sent if em else 0, "dropped": em.dropped if em else 0}
+
+
+# ---- identity and tables -----------------------------------------------------------------
+_ident_cache: tuple[Any, tuple[int, int, str, str]] | None = None
+
+
+def _identity() -> tuple[int, int, str, str] | None:
+    """(rank, world, backend, device) of this process, known from init_process_group on.
+
+    The last identity is kept after destroy_process_group so the final records still go out.
+    """
+    global _ident_cache
+    world_pg = c10d.GroupMember.WORLD
+    if world_pg is not None and (_ident_cache is None or _ident_cache[0] is not world_pg):
+        try:
+            ident = (dist.get_rank(), dist.get_world_size(), str(dist.get_backend()), _device)
+        except Exception:
+            return None
+        _ident_cache = (world_pg, ident)
+    if _ident_cache is None:
+        return None
+    cached = _ident_cache[1]
+    return cached if cached[3] == _device else (*cached[:3], _device)
+
+
+def _announce_group(info: GroupInfo) -> None:
+    if _EMITTER is not None:
+        _EMITTER.groups[info.gid] = (info.name, list(info.ranks))
+
+
+def _site_id(frame: Any) -> int:
+    if frame is None:
+        return _site_id_of(("<unknown>", 0))
+    return _site_id_of((frame.f_code.co_filename, frame.f_lineno))
+
+
+def _site_id_of(key: tuple[str, int]) -> int:
+    sid = _sites.get(key)
+    if sid is None:
+        sid = _sites[key] = len(_sites)
+        if _EMITTER is not None:
+            _EMITTER.sites[sid] = key
+    return sid
+
+
+def _walk(frame: Any) -> tuple[list[Any], Any]:
+    """torch.distributed API frames from ``frame`` outwards, and the first frame outside torch."""
+    apis = []
+    while frame is not None and frame.f_code.co_filename in _TORCH_FILES:
+        if frame.f_code.co_name in _API_NAMES:
+            apis.append(frame)
+        frame = frame.f_back
+    return apis, frame
+
+
+def _names(inner: str, apis: list[Any]) -> tuple[str, str | None]:
+    """The op as the program named it (outermost non-container) and its container, if any."""
+    name, parent = inner, None
+    for f in apis:
+        n = f.f_code.co_name
+        if n in _CONTAINERS:
+            parent = n
+        elif parent is None:
+            name = n
+    return name, parent
+
+
+# ---- records ---------------------------------------------------------------------------
+def _start(name: str, parent: str | None, info: GroupInfo, peer: int, b_in: int, b_out: int,
+           tensor: Any, async_op: bool, site: int) -> list:
+    global _device
+    if name in protocol.P2P:
+        if peer < 0:
+            seq = 0  # receive from any source: numbered once the source is known
+        elif name in protocol.SENDS:
+            seq = _p2p_sent[peer] = _p2p_sent.get(peer, 0) + 1
+        else:
+            seq = _p2p_received[peer] = _p2p_received.get(peer, 0) + 1
+    else:
+        info.seq += 1
+        seq = info.seq
+    flags = FLAG_ASYNC if async_op else 0
+    if tensor is not None and tensor.is_cuda:
+        flags |= FLAG_CUDA
+        if _device == "cpu":
+            _device = f"cuda:{tensor.device.index}"
+    acc = _tls.acc
+    if acc is not None and parent is not None:
+        acc[0] += b_in
+        acc[1] += b_out
+    rec = [next(_ids), OP_CODE[name], _NO_CODE if parent is None else OP_CODE[parent],
+           info.gid, seq, peer, b_in, b_out, describe.dtype_code(tensor), flags, _time_ns(), -1,
+           site]
+    _EMITTER.push(rec)  # type: ignore[union-attr]
+    return rec
+
+
+def _resolve_source(rec: list, source: int) -> None:
+    """Number a receive-from-any-source once its source (a global rank) is known."""
+    if rec[PEER] < 0 and source >= 0:
+        rec[PEER] = source
+        rec[SEQ] = _p2p_received[source] = _p2p_received.get(source, 0) + 1
+
+
+def _finish(rec: list, failed: bool = False) -> None:
+    if failed:
+        rec[FLAGS] |= FLAG_FAILED
+    rec[T_END] = _time_ns()
+
+
+def _on_future(rec: list, fut: Any) -> None:
+    try:
+        fut.value()
+        failed = False
+    except Exception:
+        failed = True
+    _finish(rec, failed)
+
+
+def _track_async(rec: list, work: Any, info: GroupInfo, name: str) -> Any:
+    """Time async work: by its future where the backend has one, else by wrapping wait()."""
+    if name not in info.no_future and name not in protocol.P2P:
+        try:
+            fut = work.get_future()
+        except RuntimeError:
+            info.no_future.add(name)
+        else:
+            fut.then(functools.partial(_on_future, rec))
+            return work
+    return TimedWork(work, rec, info)
+
+
+class TimedWork:
+    """A Work whose completion is observed when the program waits on it (or polls it).
+
+    Every other attribute is the real Work's. It never waits by itself: a second wait() on
+    point-to-point work hangs.
+    """
+
+    __slots__ = ("_work", "_rec", "_info")
+
+    def __init__(self, work: Any, rec: list, info: GroupInfo) -> None:
+        self._work, self._rec, self._info = work, rec, info
+
+    def wait(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            result = self._work.wait(*args, **kwargs)
+        except BaseException:
+            self._done(failed=True)
+            raise
+        self._done()
+        return result
+
+    def is_completed(self) -> bool:
+        done = self._work.is_completed()
+        if done:
+            self._done()
+        return done
+
+    def _done(self, failed: bool = False) -> None:
+        rec = self._rec
+        if rec[T_END] >= 0:
+            return
+        if rec[PEER] < 0 and rec[OP] in _RECV_CODES and not failed:
+            try:
+                _resolve_source(rec, self._info.ranks[self._work._source_rank()])
+            except Exception:
+                pass
+        _finish(rec, failed)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._work, name)
+
+    def __del__(self) -> None:
+        if self._rec[T_END] < 0:
+            self._rec[FLAGS] |= FLAG_UNWAITED
+            _finish(self._rec)
+
+
+# ---- the two hook layers ---------------------------------------------------------------
+def _api_wrapper(name: str, orig: Any) -> Any:
+    extract = describe.EXTRACTORS[name]
+    container = name in OBJECT_OPS
+    is_anysource_recv = name == "recv"
+
+    @functools.wraps(orig)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        tls = _tls
+        current = tls.current
+        if _ACTIVE is None or (current is not None and current not in OBJECT_OPS):
+            return orig(*args, **kwargs)
+        try:
+            info, peer, b_in, b_out, tensor, async_op = extract(*args, **kwargs)
+        except Exception:
+            return orig(*args, **kwargs)  # a wrong call: let torch report it in its words
+        if info is None or not info.member:
+            return orig(*args, **kwargs)
+        op, parent = name, current
+        caller = sys._getframe(1)
+        if caller.f_code.co_filename in _TORCH_FILES:  # forwarded by a pre-bound torch function
+            apis, caller = _walk(caller)
+            op, outer_parent = _names(name, apis)
+            parent = parent or outer_parent
+        site = tls.site if parent is not None else _site_id(caller)
+        rec = _start(op, parent, info, peer, b_in, b_out, tensor, async_op, site)
+        saved_acc, saved_site = tls.acc, tls.site
+        tls.current = op
+        if container:
+            tls.acc, tls.site = [0, 0], site
+        try:
+            result = orig(*args, **kwargs)
+        except BaseException:
+            _finish(rec, failed=True)
+            raise
+        finally:
+            tls.current = current
+            if container:
+                rec[BYTES_IN], rec[BYTES_OUT] = tls.acc  # type: ignore[misc]
+                tls.acc, tls.site = saved_acc, saved_site
+        if async_op and result is not None:
+            return _track_async(rec, result, info, op)
+        if is_anysource_recv and peer < 0 and type(result) is int:
+            _resolve_source(rec, result)
+        _finish(rec)
+        return result
+
+    wrapper.__commviz_original__ = orig  # type: ignore[attr-defined]
+    return wrapper
+
+
+def _pg_wrapper(method: str, orig: Any) -> Any:
+    def hook(self: Any, *args: Any, **kwargs: Any) -> Any:
+        current = _tls.current
+        if _ACTIVE is None or (current is not None and current not in OBJECT_OPS):
+            return orig(self, *args, **kwargs)
+        apis, user = _walk(sys._getframe(1))
+        if not apis:  # a direct ProcessGroup call from user code: no API to describe it by
+            return orig(self, *args, **kwargs)
+        inner = apis[0]
+        try:
+            info, peer, b_in, b_out, tensor, async_op = describe.from_locals(
+                inner.f_code.co_name, inner.f_locals)
+        except Exception:
+            return orig(self, *args, **kwargs)
+        if info is None or not info.member:
+            return orig(self, *args, **kwargs)
+        op, parent = _names(inner.f_code.co_name, apis)
+        parent = current or parent
+        outer = next(f for f in apis if f.f_code.co_name == op)
+        async_op = (op in ("isend", "irecv") or parent == "batch_isend_irecv"
+                    or bool(outer.f_locals.get("async_op", False)))
+        site = _tls.site if current is not None else _site_id(user)
+        rec = _start(op, parent, info, peer, b_in, b_out, tensor, async_op, site)
+        try:
+            work = orig(self, *args, **kwargs)
+        except BaseException:
+            _finish(rec, failed=True)
+            raise
+        if work is None:
+            _finish(rec)
+            return work
+        if async_op and op not in protocol.P2P:
+            return _track_async(rec, work, info, op)
+        return TimedWork(work, rec, info)
+
+    functools.update_wrapper(hook, orig, assigned=("__name__", "__doc__"), updated=())
+    return hook
