@@ -1,0 +1,99 @@
+"""The entry point of one demo rank process: ``python -m commviz.rank.runner DEMO ...``.
+
+Started by ``commviz demo``: it instruments itself, joins the process group, runs the demo's
+``main(ctx)`` and leaves. Errors are printed as one line (then the traceback) on stderr,
+where the launcher picks them up.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import importlib
+import sys
+import time
+import traceback
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass
+class DemoContext:
+    """What a demo program needs to know about its run, kept out of its teaching code."""
+
+    rank: int
+    world_size: int
+    device: Any           # torch.device: cuda:<rank> with NCCL, cpu with gloo
+    size: int             # bytes per rank the demo should move (--size)
+    iters: int | None     # None: until stopped
+    interval: float       # seconds between steps (--interval)
+
+    def numel(self, dtype: Any) -> int:
+        """How many elements of ``dtype`` make ``size`` bytes (at least one)."""
+        import torch
+
+        return max(1, self.size // torch.empty((), dtype=dtype).element_size())
+
+    def steps(self) -> Iterator[int]:
+        """Step numbers 0, 1, ... paced by --interval, ending after --iters."""
+        step = 0
+        while self.iters is None or step < self.iters:
+            if step and self.interval > 0:
+                time.sleep(self.interval)
+            yield step
+            step += 1
+
+    def check(self, ok: Any, what: str) -> None:
+        """Fail loudly when a result is wrong: a demo must prove what it shows."""
+        if not bool(ok):
+            raise AssertionError(f"rank {self.rank}: wrong result: {what}")
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="commviz.rank.runner")
+    p.add_argument("demo")
+    p.add_argument("--rank", type=int, required=True)
+    p.add_argument("--world", type=int, required=True)
+    p.add_argument("--backend", choices=("gloo", "nccl"), required=True)
+    p.add_argument("--master-port", type=int, required=True)
+    p.add_argument("--size", type=int, default=4096)
+    p.add_argument("--iters", type=int, default=None)
+    p.add_argument("--interval", type=float, default=0.0)
+    p.add_argument("--timeout", type=float, default=60.0)
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(sys.argv[1:] if argv is None else argv)
+    try:
+        module = importlib.import_module(f"commviz.demos.{args.demo}")
+        import torch
+        import torch.distributed as dist
+
+        import commviz
+
+        commviz.instrument()
+        if args.backend == "nccl":
+            device = torch.device("cuda", args.rank)
+            torch.cuda.set_device(device)
+        else:
+            device = torch.device("cpu")
+        dist.init_process_group(args.backend, init_method=f"tcp://127.0.0.1:{args.master_port}",
+                                rank=args.rank, world_size=args.world,
+                                timeout=datetime.timedelta(seconds=args.timeout))
+        ctx = DemoContext(args.rank, args.world, device, args.size, args.iters, args.interval)
+        module.main(ctx)
+        dist.destroy_process_group()
+    except KeyboardInterrupt:
+        return 130
+    except BaseException as exc:  # report every failure as one line the launcher can show
+        print(f"commviz-rank-error: {type(exc).__name__}: {exc}".splitlines()[0],
+              file=sys.stderr, flush=True)
+        traceback.print_exc()
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

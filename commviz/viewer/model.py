@@ -1,0 +1,372 @@
+"""The viewer's pure model of a job: ranks, ops in flight, matched collectives and transfers.
+
+No Textual, no sockets, no wall clock of its own (time comes from an injected clock), so
+every behaviour is unit-testable with scripted messages. Op batches are applied column-wise
+with numpy: records are matched across ranks in bulk, once per drain round, which is what
+lets one viewer keep up with millions of records per second.
+
+Matching rules (the protocol's): a collective instance is the records of one process group
+(name + global ranks) with one sequence number, one per member rank; a transfer is the k-th
+send a->b together with the k-th receive at b from a.
+"""
+
+from __future__ import annotations
+
+import collections
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Iterable
+
+import numpy as np
+
+from .. import bandwidth, protocol
+
+_P2P_CODES = np.array([op in protocol.P2P for op in protocol.OPS] + [False] * (256 - len(protocol.OPS)))
+_SEND_CODES = np.array([op in protocol.SENDS for op in protocol.OPS] + [False] * (256 - len(protocol.OPS)))
+_SIZE_IN = np.array([s == "in" for s in bandwidth.SIZE_SOURCE] + [False] * (256 - len(protocol.OPS)))
+_SIZE_OUT = np.array([s == "out" for s in bandwidth.SIZE_SOURCE] + [False] * (256 - len(protocol.OPS)))
+_SIZE_TIMES_N = np.array(bandwidth.SIZE_TIMES_N + [False] * (256 - len(protocol.OPS)))
+
+# Pending (unmatched) rows kept per kind; beyond this the oldest are dropped and counted.
+PENDING_MAX = 1_000_000
+RECENT_MAX = 2_000
+SAMPLES_MAX = 100_000
+TELEMETRY_MAX = 240
+
+_ROW_FIELDS = ("rank", "id", "op", "parent", "gkey", "seq", "peer", "bytes_in", "bytes_out",
+               "dtype", "flags", "t_start", "t_end", "site")
+
+
+@dataclass
+class RankState:
+    rank: int
+    world: int = 0
+    host: str = "?"
+    pid: int = 0
+    backend: str = "?"
+    device: str = "?"
+    last_seen: float = 0.0
+    exited: bool = False
+    dropped: int = 0
+    ops: int = 0
+    bytes_out: int = 0
+    bytes_in: int = 0
+    telemetry: collections.deque = field(default_factory=lambda: collections.deque(maxlen=TELEMETRY_MAX))
+
+
+@dataclass(frozen=True)
+class InFlight:
+    rank: int
+    op: str
+    group: tuple[int, ...]
+    seq: int
+    peer: int
+    t_start: int
+
+
+@dataclass(frozen=True)
+class Instance:
+    """One collective instance matched across its group, or one matched p2p transfer."""
+
+    op: str
+    group: tuple[int, ...]  # global ranks of the process group; (src, dst) for a transfer
+    seq: int
+    size: int               # nccl-tests' S in bytes
+    t_first_start: int
+    t_last_start: int
+    t_end: int
+    dtype: str | None
+    parent: str | None
+
+    @property
+    def time_ns(self) -> int:
+        """max(t_end) - max(t_start): the time from the last arrival to the last finish."""
+        return self.t_end - self.t_last_start
+
+    @property
+    def skew_ns(self) -> int:
+        return self.t_last_start - self.t_first_start
+
+
+@dataclass
+class StatRow:
+    op: str
+    n: int
+    size: int
+    count: int = 0
+    _times: list = field(default_factory=list)
+    _skews: list = field(default_factory=list)
+    _kept: int = 0
+
+    def add(self, times: np.ndarray, skews: np.ndarray) -> None:
+        self.count += len(times)
+        self._times.append(times)
+        self._skews.append(skews)
+        self._kept += len(times)
+        if self._kept > 2 * SAMPLES_MAX:  # keep the newest samples only
+            t, s = np.concatenate(self._times)[-SAMPLES_MAX:], np.concatenate(self._skews)[-SAMPLES_MAX:]
+            self._times, self._skews, self._kept = [t], [s], len(t)
+
+    def summary(self) -> dict:
+        times = np.concatenate(self._times) / 1e3
+        skews = np.concatenate(self._skews) / 1e3
+        p50 = float(np.percentile(times, 50))
+        factor = bandwidth.bus_factor(self.op, self.n)
+        algbw = bandwidth.gbps(self.size, p50 / 1e6)
+        return {"op": self.op, "ranks": self.n, "size": self.size, "count": self.count,
+                "time_p50_us": p50, "time_p99_us": float(np.percentile(times, 99)),
+                "skew_p50_us": float(np.percentile(skews, 50)),
+                "algbw_gbps": algbw, "busbw_gbps": algbw * factor if factor is not None else None}
+
+
+class Model:
+    """Everything the views need, updated from decoded protocol messages."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
+        self.ranks: dict[int, RankState] = {}
+        self.groups: list[tuple[str, tuple[int, ...]]] = []
+        self._group_keys: dict[tuple[str, tuple[int, ...]], int] = {}
+        self._group_sizes = np.zeros(0, dtype=np.int64)
+        self.sites: list[tuple[str, int]] = []
+        self._site_keys: dict[tuple[str, int], int] = {}
+        self.inflight: dict[tuple[int, int], InFlight] = {}
+        self.recent: collections.deque[Instance] = collections.deque(maxlen=RECENT_MAX)
+        self.new_instances: list[Instance] | None = None  # set to [] to collect every instance
+        self.stats: dict[tuple[str, int, int], StatRow] = {}
+        self.records = 0
+        self.instances = 0
+        self.transfers = 0
+        self.evicted = 0
+        self._coll = _empty_rows()
+        self._p2p = _empty_rows()
+
+    # ---- messages -------------------------------------------------------------------
+    def apply(self, messages: Iterable[protocol.Message]) -> None:
+        """Apply one drain round of messages; records are matched once for the round."""
+        batches = []
+        for msg in messages:
+            if isinstance(msg, protocol.OpBatch):
+                batches.append(self._rows_of(msg))
+            elif isinstance(msg, protocol.Heartbeat):
+                self._heartbeat(msg)
+            elif isinstance(msg, protocol.Bye):
+                state = self._rank(msg.rank)
+                state.exited, state.dropped, state.last_seen = True, msg.dropped, self.clock()
+        if batches:
+            rows = {k: np.concatenate([b[k] for b in batches]) for k in _ROW_FIELDS}
+            self._apply_rows(rows)
+
+    def group_of(self, gkey: int) -> tuple[str, tuple[int, ...]]:
+        return self.groups[gkey]
+
+    def stats_table(self) -> list[dict]:
+        return [row.summary() for _, row in sorted(self.stats.items())]
+
+    def world_size(self) -> int:
+        return max([s.world for s in self.ranks.values()] + [len(self.ranks)])
+
+    # ---- internals --------------------------------------------------------------------
+    def _rank(self, rank: int) -> RankState:
+        state = self.ranks.get(rank)
+        if state is None:
+            state = self.ranks[rank] = RankState(rank)
+        return state
+
+    def _heartbeat(self, hb: protocol.Heartbeat) -> None:
+        s = self._rank(hb.rank)
+        s.world, s.host, s.pid, s.backend, s.device = hb.world, hb.host, hb.pid, hb.backend, hb.device
+        s.dropped, s.last_seen, s.exited = hb.dropped, self.clock(), False
+        s.telemetry.append((hb.t_ns, hb.telemetry))
+
+    def _gkey(self, name: str, ranks: tuple[int, ...]) -> int:
+        key = self._group_keys.get((name, ranks))
+        if key is None:
+            key = self._group_keys[(name, ranks)] = len(self.groups)
+            self.groups.append((name, ranks))
+            self._group_sizes = np.append(self._group_sizes, len(ranks))
+        return key
+
+    def _site(self, site: tuple[str, int]) -> int:
+        key = self._site_keys.get(site)
+        if key is None:
+            key = self._site_keys[site] = len(self.sites)
+            self.sites.append(site)
+        return key
+
+    def _rows_of(self, batch: protocol.OpBatch) -> dict[str, np.ndarray]:
+        cols = batch.cols
+        n = len(batch)
+        self._rank(batch.rank).last_seen = self.clock()
+        rows = {"rank": np.full(n, batch.rank, dtype=np.int64)}
+        for name in ("id", "seq", "bytes_in", "bytes_out", "t_start", "t_end"):
+            rows[name] = cols[name].astype(np.int64)
+        for name in ("op", "parent", "dtype", "flags"):
+            rows[name] = cols[name]
+        rows["peer"] = cols["peer"].astype(np.int64)
+        rows["gkey"] = _translate(cols["gid"], {g: self._gkey(*v) for g, v in batch.groups.items()})
+        rows["site"] = _translate(cols["site"], {s: self._site(v) for s, v in batch.sites.items()})
+        return rows
+
+    def _apply_rows(self, rows: dict[str, np.ndarray]) -> None:
+        done = rows["t_end"] >= 0
+        if not done.all():
+            self._note_inflight(_take(rows, ~done))
+            rows = _take(rows, done)
+        if self.inflight:
+            for r, i in zip(rows["rank"].tolist(), rows["id"].tolist()):
+                self.inflight.pop((r, i), None)
+        if not len(rows["rank"]):
+            return
+        self.records += len(rows["rank"])
+        self._count_per_rank(rows)
+        p2p = _P2P_CODES[rows["op"]]
+        self._p2p = self._match_p2p(_concat(self._p2p, _take(rows, p2p)))
+        self._coll = self._match_collectives(_concat(self._coll, _take(rows, ~p2p)))
+
+    def _note_inflight(self, rows: dict[str, np.ndarray]) -> None:
+        for r, i, op, g, seq, peer, t0 in zip(*(rows[k].tolist() for k in (
+                "rank", "id", "op", "gkey", "seq", "peer", "t_start"))):
+            self.inflight[(r, i)] = InFlight(r, protocol.OPS[op], self.groups[g][1], seq, peer, t0)
+
+    def _count_per_rank(self, rows: dict[str, np.ndarray]) -> None:
+        ranks = rows["rank"]
+        for r in np.unique(ranks).tolist():
+            mine = ranks == r
+            state = self._rank(r)
+            state.ops += int(mine.sum())
+            state.bytes_in += int(rows["bytes_in"][mine].sum())
+            state.bytes_out += int(rows["bytes_out"][mine].sum())
+
+    def _sizes(self, rows: dict[str, np.ndarray], n: np.ndarray) -> np.ndarray:
+        op = rows["op"]
+        base = np.where(_SIZE_IN[op], rows["bytes_in"],
+                        np.where(_SIZE_OUT[op], rows["bytes_out"],
+                                 np.maximum(rows["bytes_in"], rows["bytes_out"])))
+        return np.where(_SIZE_TIMES_N[op], base * n, base)
+
+    def _match_collectives(self, rows: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        total = len(rows["rank"])
+        if not total:
+            return rows
+        order = np.lexsort((rows["rank"], rows["seq"], rows["gkey"]))
+        rows = _take(rows, order)
+        g, s = rows["gkey"], rows["seq"]
+        starts = np.flatnonzero(np.r_[True, (g[1:] != g[:-1]) | (s[1:] != s[:-1])])
+        counts = np.diff(np.r_[starts, total])
+        n = self._group_sizes[g[starts]]
+        complete = counts >= n
+        if complete.any():
+            self._emit_instances(rows, starts, counts, complete, n)
+        keep = np.repeat(~complete, counts)
+        return self._bounded(_take(rows, keep))
+
+    def _emit_instances(self, rows: dict[str, np.ndarray], starts: np.ndarray,
+                        counts: np.ndarray, complete: np.ndarray, n: np.ndarray) -> None:
+        sizes = self._sizes(rows, np.repeat(n, counts))
+        first = np.minimum.reduceat(rows["t_start"], starts)[complete]
+        last = np.maximum.reduceat(rows["t_start"], starts)[complete]
+        end = np.maximum.reduceat(rows["t_end"], starts)[complete]
+        size = np.maximum.reduceat(sizes, starts)[complete]
+        heads = starts[complete]
+        self._record(rows["op"][heads], rows["gkey"][heads], rows["seq"][heads],
+                     n[complete], size, first, last, end, rows["dtype"][heads],
+                     rows["parent"][heads], transfers=None)
+
+    def _match_p2p(self, rows: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        total = len(rows["rank"])
+        if not total:
+            return rows
+        send = _SEND_CODES[rows["op"]]
+        src = np.where(send, rows["rank"], rows["peer"])
+        dst = np.where(send, rows["peer"], rows["rank"])
+        order = np.lexsort((send, rows["seq"], dst, src))
+        rows, src, dst, send = _take(rows, order), src[order], dst[order], send[order]
+        s = rows["seq"]
+        starts = np.flatnonzero(np.r_[True, (src[1:] != src[:-1]) | (dst[1:] != dst[:-1])
+                                      | (s[1:] != s[:-1])])
+        counts = np.diff(np.r_[starts, total])
+        # a pair: one receive then one send (lexsort puts recv, False, first)
+        complete = (counts == 2) & ~send[starts] & send[np.minimum(starts + 1, total - 1)] \
+            & (src[starts] >= 0)
+        if complete.any():
+            recv_i, send_i = starts[complete], starts[complete] + 1
+            pairs = np.stack([src[recv_i], dst[recv_i]], axis=1)
+            self._record(rows["op"][send_i], None, s[send_i], np.full(len(recv_i), 2),
+                         rows["bytes_in"][send_i],
+                         np.minimum(rows["t_start"][send_i], rows["t_start"][recv_i]),
+                         np.maximum(rows["t_start"][send_i], rows["t_start"][recv_i]),
+                         np.maximum(rows["t_end"][send_i], rows["t_end"][recv_i]),
+                         rows["dtype"][send_i], rows["parent"][send_i], transfers=pairs)
+        keep = np.repeat(~complete, counts)
+        return self._bounded(_take(rows, keep))
+
+    def _record(self, ops, gkeys, seqs, ns, sizes, first, last, end, dtypes, parents,
+                transfers) -> None:
+        count = len(ops)
+        if transfers is None:
+            self.instances += count
+        else:
+            self.transfers += count
+        times, skews = end - last, last - first
+        # statistics per (op, n, size), like nccl-tests' rows
+        keys = np.stack([ops.astype(np.int64), ns, sizes], axis=1)
+        uniq, inverse = np.unique(keys, axis=0, return_inverse=True)
+        inverse = inverse.reshape(-1)
+        for j, (op, n, size) in enumerate(uniq.tolist()):
+            name = protocol.OPS[op]
+            row = self.stats.get((name, n, size))
+            if row is None:
+                row = self.stats[(name, n, size)] = StatRow(name, n, size)
+            sel = inverse == j
+            row.add(times[sel], skews[sel])
+        collect = self.new_instances is not None
+        tail = slice(None) if collect else slice(-RECENT_MAX, None)
+        made = []
+        for i, (op, seq, size, f, la, e, dt, par) in enumerate(zip(
+                *(a[tail].tolist() for a in (ops, seqs, sizes, first, last, end, dtypes,
+                                             parents)))):
+            if transfers is None:
+                group = self.groups[int(gkeys[tail][i])][1]
+            else:
+                group = tuple(transfers[tail][i].tolist())
+            made.append(Instance(protocol.OPS[op], group, seq, size, f, la, e,
+                                 None if dt == protocol.NO_CODE else protocol.DTYPES[dt],
+                                 None if par == protocol.NO_CODE else protocol.OPS[par]))
+        made.sort(key=lambda inst: inst.t_end)
+        self.recent.extend(made)
+        if collect:
+            self.new_instances.extend(made)  # type: ignore[union-attr]
+
+    def _bounded(self, rows: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        extra = len(rows["rank"]) - PENDING_MAX
+        if extra <= 0:
+            return rows
+        self.evicted += extra
+        oldest_last = np.argsort(rows["t_end"], kind="stable")[extra:]
+        return _take(rows, np.sort(oldest_last))
+
+
+def _empty_rows() -> dict[str, np.ndarray]:
+    rows = {k: np.zeros(0, dtype=np.int64) for k in _ROW_FIELDS}
+    for k in ("op", "parent", "dtype", "flags"):
+        rows[k] = np.zeros(0, dtype=np.uint8)
+    return rows
+
+
+def _take(rows: dict[str, np.ndarray], index: np.ndarray) -> dict[str, np.ndarray]:
+    return {k: v[index] for k, v in rows.items()}
+
+
+def _concat(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    if not len(a["rank"]):
+        return b
+    return {k: np.concatenate([a[k], b[k]]) for k in a}
+
+
+def _translate(codes: np.ndarray, mapping: dict[int, int]) -> np.ndarray:
+    """Map a batch's local table indexes to the model's global ones."""
+    keys = np.fromiter(mapping, dtype=np.int64)
+    values = np.fromiter(mapping.values(), dtype=np.int64)
+    order = np.argsort(keys)
+    return values[order][np.searchsorted(keys[order], codes.astype(np.int64))]
