@@ -82,9 +82,8 @@ class Emitter:
         try:
             while not self._stop.wait(TICK_S):
                 self._flush(sock, final=False)
-                if time.monotonic() >= next_beat:
+                if time.monotonic() >= next_beat and self._heartbeat(sock, telemetry):
                     next_beat = time.monotonic() + HEARTBEAT_S
-                    self._heartbeat(sock, telemetry)
             self._flush(sock, final=True)
             ident = self._identity()
             if ident is not None:
@@ -135,10 +134,11 @@ class Emitter:
         sites = [[sid, *self.sites[sid]] for sid in {rec[SITE] for rec in records}]
         return protocol.encode_ops(rank, cols, groups, sites)
 
-    def _heartbeat(self, sock: zmq.Socket, telemetry: TelemetrySampler) -> None:
+    def _heartbeat(self, sock: zmq.Socket, telemetry: TelemetrySampler) -> bool:
+        """Send identity and telemetry; False while the process group is not yet known."""
         ident = self._identity()
         if ident is None:
-            return
+            return False
         rank, world, backend, device = ident
         tel = telemetry.sample(device)
         self._send(sock, protocol.pack({
@@ -146,3 +146,4 @@ class Emitter:
             "host": socket.gethostname(), "pid": self._pid, "backend": backend,
             "device": device, "t_ns": time.time_ns(), "dropped": self.dropped,
             "tel": tel}), 0)
+        return True

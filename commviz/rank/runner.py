@@ -8,8 +8,11 @@ where the launcher picks them up.
 from __future__ import annotations
 
 import argparse
+import ctypes
 import datetime
 import importlib
+import os
+import signal
 import sys
 import time
 import traceback
@@ -64,8 +67,24 @@ def parse(argv: list[str]) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
+def _die_with_parent() -> None:
+    """Linux: get SIGTERM when the launcher dies, so no rank outlives a killed launcher."""
+    parent = os.environ.get("COMMVIZ_PARENT_PID")
+    if not parent or not sys.platform.startswith("linux"):
+        return
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != int(parent):  # the launcher died before prctl took effect
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse(sys.argv[1:] if argv is None else argv)
+    _die_with_parent()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     try:
         module = importlib.import_module(f"commviz.demos.{args.demo}")
         import torch
@@ -85,8 +104,8 @@ def main(argv: list[str] | None = None) -> int:
         ctx = DemoContext(args.rank, args.world, device, args.size, args.iters, args.interval)
         module.main(ctx)
         dist.destroy_process_group()
-    except KeyboardInterrupt:
-        return 130
+    except (KeyboardInterrupt, SystemExit) as exc:
+        return 130 if isinstance(exc, KeyboardInterrupt) else int(exc.code or 0)
     except BaseException as exc:  # report every failure as one line the launcher can show
         print(f"commviz-rank-error: {type(exc).__name__}: {exc}".splitlines()[0],
               file=sys.stderr, flush=True)

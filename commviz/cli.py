@@ -1,0 +1,144 @@
+"""The ``commviz`` command: demo, watch, stats."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from . import __version__
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="commviz", description=(
+        "See, live in the terminal, how torch.distributed ranks communicate."))
+    p.add_argument("--version", action="version", version=f"commviz {__version__}")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    d = sub.add_parser("demo", help="run a demo program on real rank processes and watch it")
+    d.add_argument("op", nargs="?", help="the demo to run (see --list)")
+    d.add_argument("--list", action="store_true", help="list the demos and exit")
+    d.add_argument("--ranks", type=int, default=4, help="number of rank processes (default 4)")
+    d.add_argument("--backend", choices=("auto", "gloo", "nccl"), default="auto",
+                   help="auto: nccl with one GPU per rank, else gloo on CPU tensors")
+    d.add_argument("--size", type=int, default=4096, help="bytes per rank per op (default 4096)")
+    d.add_argument("--iters", type=int, default=None,
+                   help="steps to run (default: 20 headless, until quit with the TUI)")
+    d.add_argument("--interval", type=float, default=None,
+                   help="seconds between steps (default: 0.5 with the TUI, 0 headless)")
+    d.add_argument("--headless", action="store_true", help="print lines instead of the TUI")
+    d.add_argument("--record", metavar="FILE", help="write every event to FILE (JSON Lines)")
+
+    w = sub.add_parser("watch", help="run the viewer alone; ranks connect with COMMVIZ_ADDR")
+    w.add_argument("--bind", default=None, help="address to listen on "
+                   "(default tcp://127.0.0.1:5555)")
+    w.add_argument("--record", metavar="FILE", help="write every event to FILE (JSON Lines)")
+    w.add_argument("--headless", action="store_true", help="print lines instead of the TUI")
+
+    s = sub.add_parser("stats", help="nccl-tests-like table of a recording")
+    s.add_argument("file")
+    s.add_argument("--json", action="store_true", help="machine-readable output")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    from .launcher import LaunchError
+    from .recording import RecordingError
+    from .viewer.transport import BindError
+
+    try:
+        if args.command == "demo":
+            return _demo(args)
+        if args.command == "watch":
+            return _watch(args)
+        return _stats(args)
+    except (LaunchError, BindError, RecordingError) as exc:
+        print(f"commviz: error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from . import launcher
+
+    if args.list:
+        for info in launcher.demos().values():
+            print(f"{info.name:<24} {info.summary}")
+        return 0
+    if not args.op:
+        raise launcher.LaunchError("name a demo, e.g. `commviz demo all_gather --ranks 4` "
+                                   "(commviz demo --list shows them all)")
+    iters = args.iters if args.iters is not None else (20 if args.headless else None)
+    interval = args.interval if args.interval is not None else (0.0 if args.headless else 0.5)
+    launcher.validate(args.op, args.ranks, iters, args.size, interval)
+    backend, why = launcher.choose_backend(args.backend, args.ranks)
+    from .viewer.session import Session
+
+    session = Session("tcp://127.0.0.1:*", args.record, collect_instances=args.headless)
+    try:
+        ranks = launcher.Ranks(args.op, args.ranks, backend, session.addr, args.size, iters,
+                               interval)
+    except BaseException:
+        session.close()
+        raise
+    if args.headless:
+        from .viewer import headless
+
+        print(f"commviz demo {args.op}: {args.ranks} ranks, {why}; viewer at {session.addr}",
+              flush=True)
+        return headless.run(session, ranks)
+    from .tui.app import run_app
+
+    return run_app(session, ranks=ranks, title=f"{args.op} · {args.ranks} ranks · {why}")
+
+
+def _watch(args: argparse.Namespace) -> int:
+    from .viewer.session import Session
+    from .viewer.transport import DEFAULT_BIND
+
+    session = Session(args.bind or DEFAULT_BIND, args.record, collect_instances=args.headless)
+    if args.headless:
+        from .viewer import headless
+
+        print(f"commviz watch: listening on {session.addr} "
+              f"(ranks: COMMVIZ_ADDR={session.addr}); Ctrl-C to stop", flush=True)
+        return headless.run(session)
+    from .tui.app import run_app
+
+    return run_app(session, ranks=None, title=f"watching {session.addr}")
+
+
+def _stats(args: argparse.Namespace) -> int:
+    from . import recording
+    from .viewer import text
+    from .viewer.model import Model
+
+    model = Model()
+    try:
+        for batch in _chunks(recording.read(args.file)):
+            model.apply(batch)
+    except FileNotFoundError:
+        raise recording.RecordingError(f"{args.file}: no such file") from None
+    except (KeyError, TypeError, ValueError, IndexError) as exc:
+        if isinstance(exc, recording.RecordingError):
+            raise
+        raise recording.RecordingError(f"{args.file}: malformed op line ({exc!r})") from None
+    rows = model.stats_table()
+    if args.json:
+        print(json.dumps({"file": args.file, "records": model.records, "rows": rows}, indent=2))
+    else:
+        print(text.stats_table(rows))
+        print(f"\n{model.records} op records, {model.instances} collective instances, "
+              f"{model.transfers} transfers")
+    return 0
+
+
+def _chunks(messages, size: int = 64):
+    chunk = []
+    for msg in messages:
+        chunk.append(msg)
+        if len(chunk) >= size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk

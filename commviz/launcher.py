@@ -1,0 +1,188 @@
+"""Start and stop the rank processes of a demo, and find out which demos exist.
+
+Ranks are separate Python processes (``commviz.rank.runner``), each in its own process
+group so that stopping the demo stops everything it started, and each tied to the
+launcher's life (PR_SET_PDEATHSIG) so that no rank outlives a killed launcher.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+MAX_RANKS = 64
+STOP_GRACE_S = 3.0
+
+
+class LaunchError(ValueError):
+    """A demo that cannot run as asked; the message says why and what to do instead."""
+
+
+@dataclass(frozen=True)
+class DemoInfo:
+    name: str
+    summary: str
+    min_ranks: int
+    path: Path
+
+
+def demos() -> dict[str, DemoInfo]:
+    """The demos shipped in ``commviz.demos``, read without importing them (no torch)."""
+    found = {}
+    for entry in resources.files("commviz.demos").iterdir():
+        name = entry.name
+        if not name.endswith(".py") or name.startswith("_"):
+            continue
+        tree = ast.parse(entry.read_text(encoding="utf-8"))
+        summary = (ast.get_docstring(tree) or name).strip().splitlines()[0]
+        min_ranks = 1
+        for node in tree.body:
+            if (isinstance(node, ast.Assign) and len(node.targets) == 1
+                    and getattr(node.targets[0], "id", None) == "MIN_RANKS"
+                    and isinstance(node.value, ast.Constant)):
+                min_ranks = int(node.value.value)
+        found[name[:-3]] = DemoInfo(name[:-3], summary, min_ranks, Path(str(entry)))
+    return dict(sorted(found.items()))
+
+
+def gpu_count() -> int:
+    """GPUs this process may use, from NVML (no torch import); 0 without a driver."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        count = pynvml.nvmlDeviceGetCount()
+    except Exception:
+        return 0
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        count = min(count, len([v for v in visible.split(",") if v.strip()]))
+    return count
+
+
+def choose_backend(requested: str, ranks: int) -> tuple[str, str]:
+    """The backend to run and a sentence for the screen saying why."""
+    gpus = gpu_count()
+    if requested == "nccl":
+        if gpus < ranks:
+            raise LaunchError(f"nccl needs one GPU per rank: {ranks} ranks asked, {gpus} GPU(s) "
+                              "here. Use --backend gloo (CPU tensors) or fewer --ranks.")
+        return "nccl", f"nccl on {ranks} GPU(s)"
+    if requested == "gloo":
+        return "gloo", "gloo on CPU tensors (asked for)"
+    if gpus >= ranks:
+        return "nccl", f"nccl on {ranks} GPU(s)"
+    return "gloo", f"gloo on CPU tensors: {gpus} GPU(s) here for {ranks} ranks"
+
+
+def validate(name: str, ranks: int, iters: int | None, size: int, interval: float) -> DemoInfo:
+    available = demos()
+    info = available.get(name)
+    if info is None:
+        raise LaunchError(f"unknown demo {name!r}. Available: {', '.join(available)} "
+                          "(commviz demo --list describes them)")
+    if not info.min_ranks <= ranks <= MAX_RANKS:
+        raise LaunchError(f"--ranks must be between {info.min_ranks} and {MAX_RANKS} for "
+                          f"{name}, got {ranks}")
+    if iters is not None and iters < 1:
+        raise LaunchError("--iters must be at least 1")
+    if size < 1:
+        raise LaunchError("--size must be at least 1 byte")
+    if interval < 0:
+        raise LaunchError("--interval cannot be negative")
+    return info
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class RankProcess:
+    rank: int
+    proc: subprocess.Popen
+    log: Path
+    returncode: int | None = None
+
+    def error_line(self) -> str:
+        """The rank's own one-line account of its failure, or the end of its log."""
+        try:
+            lines = self.log.read_text(encoding="utf-8", errors="replace").splitlines()
+        except OSError:
+            return "no log"
+        for line in lines:
+            if line.startswith("commviz-rank-error: "):
+                return line.removeprefix("commviz-rank-error: ")
+        return lines[-1] if lines else f"exit code {self.returncode}"
+
+
+class Ranks:
+    """The N rank processes of one demo run."""
+
+    def __init__(self, demo: str, world: int, backend: str, viewer_addr: str, size: int,
+                 iters: int | None, interval: float) -> None:
+        self.logdir = Path(tempfile.mkdtemp(prefix="commviz-"))
+        port = free_port()
+        env = {**os.environ, "COMMVIZ_ADDR": viewer_addr, "PYTHONUNBUFFERED": "1",
+               "COMMVIZ_PARENT_PID": str(os.getpid())}
+        self.procs: list[RankProcess] = []
+        for rank in range(world):
+            cmd = [sys.executable, "-m", "commviz.rank.runner", demo, "--rank", str(rank),
+                   "--world", str(world), "--backend", backend, "--master-port", str(port),
+                   "--size", str(size), "--interval", str(interval)]
+            if iters is not None:
+                cmd += ["--iters", str(iters)]
+            log = self.logdir / f"rank{rank}.log"
+            with open(log, "w") as out:
+                proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=out,
+                                        env=env, start_new_session=True)
+            self.procs.append(RankProcess(rank, proc, log))
+
+    def poll(self) -> list[RankProcess]:
+        """Ranks that ended since the last call."""
+        ended = []
+        for rp in self.procs:
+            if rp.returncode is None and rp.proc.poll() is not None:
+                rp.returncode = rp.proc.returncode
+                ended.append(rp)
+        return ended
+
+    def running(self) -> int:
+        return sum(rp.proc.poll() is None for rp in self.procs)
+
+    def failed(self) -> list[RankProcess]:
+        return [rp for rp in self.procs if rp.returncode not in (None, 0)]
+
+    def stop(self) -> None:
+        """SIGTERM every rank's process group, SIGKILL what is left after a grace period."""
+        self._signal(signal.SIGTERM)
+        deadline = time.monotonic() + STOP_GRACE_S
+        while self.running() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        self._signal(signal.SIGKILL)
+        for rp in self.procs:
+            rp.proc.wait()
+        self.poll()
+
+    def cleanup_logs(self) -> None:
+        shutil.rmtree(self.logdir, ignore_errors=True)
+
+    def _signal(self, sig: int) -> None:
+        for rp in self.procs:
+            if rp.proc.poll() is None:
+                try:
+                    os.killpg(rp.proc.pid, sig)
+                except ProcessLookupError:
+                    pass

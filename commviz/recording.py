@@ -1,0 +1,146 @@
+"""Recordings: JSON Lines written by the viewer, read back by ``commviz stats``.
+
+The first line is a header naming the format and its version. Then one line per event:
+``rank`` (a rank's identity), ``tel`` (a telemetry sample), ``op`` (one completed operation
+on one rank), ``bye`` (a rank left normally) and a closing ``summary``. Writes are flushed
+at least once a second, so a killed viewer loses at most the last second.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import IO, Any
+
+import numpy as np
+
+from . import __version__, protocol
+
+FORMAT = "commviz-recording"
+VERSION = 1
+FLUSH_S = 1.0
+
+
+class RecordingError(ValueError):
+    """A file that is not a readable commviz recording."""
+
+
+class Recorder:
+    def __init__(self, path: str | Path) -> None:
+        self._file: IO[str] = open(path, "w", encoding="utf-8")  # noqa: SIM115
+        self._identities: dict[int, tuple] = {}
+        self._last_flush = time.monotonic()
+        self._write({"format": FORMAT, "version": VERSION, "commviz": __version__,
+                     "protocol": protocol.VERSION, "created_ns": time.time_ns()})
+
+    def write(self, messages: Iterable[protocol.Message]) -> None:
+        for msg in messages:
+            if isinstance(msg, protocol.OpBatch):
+                self._ops(msg)
+            elif isinstance(msg, protocol.Heartbeat):
+                ident = (msg.world, msg.host, msg.pid, msg.backend, msg.device)
+                if self._identities.get(msg.rank) != ident:
+                    self._identities[msg.rank] = ident
+                    self._write({"kind": "rank", "rank": msg.rank, "world": msg.world,
+                                 "host": msg.host, "pid": msg.pid, "backend": msg.backend,
+                                 "device": msg.device})
+                self._write({"kind": "tel", "rank": msg.rank, "t_ns": msg.t_ns,
+                             "dropped": msg.dropped, **msg.telemetry})
+            elif isinstance(msg, protocol.Bye):
+                self._write({"kind": "bye", "rank": msg.rank, "t_ns": msg.t_ns,
+                             "dropped": msg.dropped})
+        self.maybe_flush()
+
+    def maybe_flush(self) -> None:
+        if time.monotonic() - self._last_flush >= FLUSH_S:
+            self._file.flush()
+            self._last_flush = time.monotonic()
+
+    def close(self, summary: dict[str, Any]) -> None:
+        self._write({"kind": "summary", **summary})
+        self._file.close()
+
+    def _write(self, obj: dict[str, Any]) -> None:
+        self._file.write(json.dumps(obj, separators=(",", ":")) + "\n")
+
+    def _ops(self, batch: protocol.OpBatch) -> None:
+        cols = {k: v.tolist() for k, v in batch.cols.items()}
+        ops, dtypes = protocol.OPS, protocol.DTYPES
+        for i in range(len(batch)):
+            if cols["t_end"][i] < 0:
+                continue  # still in flight: its completed record comes later
+            name, ranks = batch.groups[cols["gid"][i]]
+            file, line = batch.sites[cols["site"][i]]
+            peer, parent, dtype, flags = (cols["peer"][i], cols["parent"][i], cols["dtype"][i],
+                                          cols["flags"][i])
+            self._write({
+                "kind": "op", "rank": batch.rank, "id": cols["id"][i], "op": ops[cols["op"][i]],
+                "parent": None if parent == protocol.NO_CODE else ops[parent],
+                "group": list(ranks), "pg": name, "seq": cols["seq"][i],
+                "peer": None if peer < 0 else peer,
+                "bytes_in": cols["bytes_in"][i], "bytes_out": cols["bytes_out"][i],
+                "dtype": None if dtype == protocol.NO_CODE else dtypes[dtype],
+                "async": bool(flags & protocol.FLAG_ASYNC), "flags": flags,
+                "t_start_ns": cols["t_start"][i], "t_end_ns": cols["t_end"][i],
+                "file": file, "line": line})
+
+
+def read(path: str | Path) -> Iterator[protocol.Message]:
+    """Messages equivalent to what was recorded, for the same model the live viewer uses."""
+    with open(path, encoding="utf-8") as f:
+        first = f.readline()
+        try:
+            header = json.loads(first)
+        except json.JSONDecodeError:
+            header = None
+        if not isinstance(header, dict) or header.get("format") != FORMAT:
+            raise RecordingError(f"{path} is not a commviz recording (no header line)")
+        if header.get("version") != VERSION:
+            raise RecordingError(f"{path}: recording version {header.get('version')} is not "
+                                 f"supported (this commviz reads version {VERSION})")
+        pending: list[dict] = []
+        for lineno, line in enumerate(f, start=2):
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError:
+                if line.endswith("\n"):
+                    raise RecordingError(f"{path}:{lineno}: not JSON") from None
+                break  # a last line cut short by a killed viewer
+            kind = obj.get("kind")
+            if kind == "op":
+                pending.append(obj)
+                if len(pending) >= protocol.MAX_BATCH:
+                    yield from _batches(pending)
+                    pending = []
+            elif kind == "rank":
+                yield protocol.Heartbeat(obj["rank"], obj["world"], obj["host"], obj["pid"],
+                                         obj["backend"], obj["device"], 0, 0, {})
+        yield from _batches(pending)
+
+
+def _batches(records: list[dict]) -> Iterator[protocol.OpBatch]:
+    by_rank: dict[int, list[dict]] = {}
+    for rec in records:
+        by_rank.setdefault(rec["rank"], []).append(rec)
+    for rank, recs in by_rank.items():
+        groups: dict[tuple, int] = {}
+        sites: dict[tuple, int] = {}
+        gid = [groups.setdefault((r["pg"], tuple(r["group"])), len(groups)) for r in recs]
+        sid = [sites.setdefault((r["file"], r["line"]), len(sites)) for r in recs]
+        code = lambda table, value: protocol.NO_CODE if value is None else table[value]
+        cols = {
+            "id": [r["id"] for r in recs], "op": [protocol.OP_CODE[r["op"]] for r in recs],
+            "parent": [code(protocol.OP_CODE, r["parent"]) for r in recs], "gid": gid,
+            "seq": [r["seq"] for r in recs],
+            "peer": [-1 if r["peer"] is None else r["peer"] for r in recs],
+            "bytes_in": [r["bytes_in"] for r in recs], "bytes_out": [r["bytes_out"] for r in recs],
+            "dtype": [code(protocol.DTYPE_CODE, r["dtype"]) for r in recs],
+            "flags": [r["flags"] for r in recs], "t_start": [r["t_start_ns"] for r in recs],
+            "t_end": [r["t_end_ns"] for r in recs], "site": sid,
+        }
+        yield protocol.OpBatch(
+            rank, {k: np.asarray(v, dtype=protocol.COLUMN_DTYPES[k]) for k, v in cols.items()},
+            {g: (name, ranks) for (name, ranks), g in groups.items()},
+            {s: site for site, s in sites.items()})

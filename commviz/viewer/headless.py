@@ -1,0 +1,95 @@
+"""The viewer without a screen: a line per completed collective/transfer, then a summary."""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+import time
+from typing import TextIO
+
+from ..launcher import Ranks
+from . import text
+from .session import Session
+
+BYE_WAIT_S = 2.0
+
+
+def run(session: Session, ranks: Ranks | None = None, out: TextIO = sys.stdout) -> int:
+    """Print until interrupted or, with ``ranks``, until they have all ended. Returns the exit code."""
+    stop = threading.Event()
+    previous = {sig: signal.signal(sig, lambda *_: stop.set())
+                for sig in (signal.SIGINT, signal.SIGTERM)}
+    printer = _Printer(session, out)
+    code = 0
+    try:
+        while not stop.is_set():
+            session.poll(50)
+            printer.flush()
+            if ranks is not None:
+                for rp in ranks.poll():
+                    if rp.returncode:
+                        print(f"rank {rp.rank} failed (exit {rp.returncode}): {rp.error_line()}",
+                              file=out, flush=True)
+                if ranks.failed():
+                    code = 1
+                    break
+                if not ranks.running():
+                    _await_goodbyes(session, len(ranks.procs), printer)
+                    break
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        if ranks is not None:
+            ranks.stop()
+            if ranks.failed():
+                code = 1
+                print(f"rank logs kept in {ranks.logdir}", file=out)
+            else:
+                ranks.cleanup_logs()
+        session.close()
+        printer.flush()
+        printer.summary()
+    return code
+
+
+def _await_goodbyes(session: Session, world: int, printer: _Printer) -> None:
+    deadline = time.monotonic() + BYE_WAIT_S
+    while time.monotonic() < deadline:
+        session.poll(50)
+        printer.flush()
+        with session.lock:
+            said_bye = sum(s.exited for s in session.model.ranks.values())
+        if said_bye >= world:
+            return
+
+
+class _Printer:
+    def __init__(self, session: Session, out: TextIO) -> None:
+        self.session, self.out = session, out
+        self.t0: int | None = None
+        self.known: set[int] = set()
+
+    def flush(self) -> None:
+        model = self.session.model
+        with self.session.lock:
+            new, model.new_instances = model.new_instances or [], []
+            joined = [s for r, s in sorted(model.ranks.items()) if r not in self.known and s.pid]
+            self.known.update(s.rank for s in joined)
+        for s in joined:
+            print(f"rank {s.rank}/{s.world} joined: {s.host} pid {s.pid} {s.backend} {s.device}",
+                  file=self.out)
+        for inst in new:
+            if self.t0 is None:
+                self.t0 = inst.t_first_start
+            print(text.instance_line(inst, self.t0), file=self.out)
+        self.out.flush()
+
+    def summary(self) -> None:
+        s = self.session.summary()
+        print(file=self.out)
+        print(text.stats_table(self.session.model.stats_table()), file=self.out)
+        dropped = sum(s["dropped_by_ranks"].values())
+        print(f"\n{s['records']} op records, {s['instances']} collective instances, "
+              f"{s['transfers']} transfers; {s['rejected_messages']} malformed messages "
+              f"rejected; {dropped} records dropped by ranks", file=self.out, flush=True)

@@ -1,0 +1,42 @@
+"""Plain-text renderings shared by the headless viewer and ``commviz stats``."""
+
+from __future__ import annotations
+
+from .model import Instance
+
+
+def human_bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n} B"
+
+
+def instance_line(inst: Instance, t0_ns: int) -> str:
+    """One line per completed collective instance or p2p transfer."""
+    when = (inst.t_end - t0_ns) / 1e9
+    if len(inst.group) == 2 and inst.op in ("send", "isend", "send_object_list"):
+        who = f"{inst.group[0]} -> {inst.group[1]}"
+    else:
+        who = "ranks " + ",".join(map(str, inst.group)) if len(inst.group) <= 8 else \
+            f"{len(inst.group)} ranks"
+    parent = f" (in {inst.parent})" if inst.parent else ""
+    return (f"[{when:9.3f}s] {inst.op:<22} {who:<16} seq {inst.seq:<5} "
+            f"{human_bytes(inst.size):>10}  time {inst.time_ns / 1e3:9.1f} us  "
+            f"skew {inst.skew_ns / 1e3:8.1f} us{parent}")
+
+
+def stats_table(rows: list[dict]) -> str:
+    """nccl-tests-like columns: size, count, time, algbw, busbw (GB/s = 1e9 B/s)."""
+    head = (f"{'op':<22} {'ranks':>5} {'size (B)':>12} {'count':>7} {'p50 (us)':>10} "
+            f"{'p99 (us)':>10} {'skew p50':>10} {'algbw':>8} {'busbw':>8}")
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        busbw = "n/a" if r["busbw_gbps"] is None else f"{r['busbw_gbps']:.3f}"
+        lines.append(f"{r['op']:<22} {r['ranks']:>5} {r['size']:>12} {r['count']:>7} "
+                     f"{r['time_p50_us']:>10.1f} {r['time_p99_us']:>10.1f} "
+                     f"{r['skew_p50_us']:>10.1f} {r['algbw_gbps']:>8.3f} {busbw:>8}")
+    if not rows:
+        lines.append("(no completed collective or transfer)")
+    return "\n".join(lines)
