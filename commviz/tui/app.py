@@ -1,1 +1,122 @@
-"""Placeholder replaced below."""
+"""The first commviz TUI: ranks, a log of completed operations, statistics. Updates live.
+
+Fed only by the session's model, read under its lock at a fixed frame rate; no widget is
+mounted per event.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.widgets import Footer, Header, RichLog, Static
+
+from ..launcher import Ranks
+from ..viewer import text
+from . import render
+
+FRAME_S = 0.1
+
+
+class CommvizApp(App):
+    CSS_PATH = "app.tcss"
+    TITLE = "commviz"
+    BINDINGS = [
+        Binding("q", "quit", "Quit", id="quit"),
+        Binding("ctrl+c", "quit", "Quit", show=False, priority=True),
+    ]
+
+    def __init__(self, session: Any, ranks: Ranks | None = None, title: str = "",
+                 clock: Any = time.monotonic, wall_ns: Any = time.time_ns) -> None:
+        super().__init__()
+        self.session, self.ranks = session, ranks
+        self.sub_title = title
+        self._clock, self._wall_ns = clock, wall_ns
+        self._shown = 0
+        self._t0: int | None = None
+        self._events: list[str] = []
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        with Horizontal(id="main"):
+            with Vertical(id="left"):
+                yield Static(id="ranks")
+                yield RichLog(id="log", max_lines=1000, wrap=False, markup=False)
+            with Vertical(id="right"):
+                yield Static(id="stats")
+                yield Static(id="status")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#ranks").border_title = "ranks"
+        self.query_one("#log").border_title = "completed operations"
+        self.query_one("#stats").border_title = "statistics (nccl-tests columns, GB/s)"
+        self.query_one("#status").border_title = "viewer"
+        self.refresh_view()
+        self.set_interval(FRAME_S, self.refresh_view)
+
+    def refresh_view(self) -> None:
+        self._watch_ranks()
+        model = self.session.model
+        with self.session.lock:
+            now = self._clock()
+            ranks = render.ranks_table(model, now, self._wall_ns())
+            stats = render.stats_table(model)
+            done = model.instances + model.transfers
+            new = list(model.recent)[-min(done - self._shown, len(model.recent)):] \
+                if done > self._shown else []
+            self._shown = done
+            status = (f"listening on {self.session.addr}\n"
+                      f"{model.records} op records · {model.instances} collectives · "
+                      f"{model.transfers} transfers\n"
+                      f"{self.session.rejected} malformed messages rejected · "
+                      f"{sum(s.dropped for s in model.ranks.values())} records dropped by ranks")
+        self.query_one("#ranks", Static).update(ranks)
+        self.query_one("#stats", Static).update(stats)
+        log = self.query_one("#log", RichLog)
+        for inst in new:
+            if self._t0 is None:
+                self._t0 = inst.t_first_start
+            log.write(text.instance_line(inst, self._t0))
+        if not model.ranks:
+            status += "\nwaiting for ranks to connect…"
+        self.query_one("#status", Static).update("\n".join([status, *self._events[-8:]]))
+
+    def _watch_ranks(self) -> None:
+        if self.ranks is None:
+            return
+        for rp in self.ranks.poll():
+            if rp.returncode:
+                msg = f"rank {rp.rank} failed (exit {rp.returncode}): {rp.error_line()}"
+                self._events.append(msg)
+                self.notify(msg, severity="error", timeout=10)
+            else:
+                self._events.append(f"rank {rp.rank} finished")
+        if self.ranks.failed() and self.ranks.running():
+            self._events.append("stopping the other ranks")
+            self.ranks.stop()
+
+    async def action_quit(self) -> None:
+        self.exit()
+
+
+def run_app(session: Any, ranks: Ranks | None, title: str) -> int:
+    """Run the TUI until quit; always stops the ranks and closes the session."""
+    app = CommvizApp(session, ranks, title)
+    session.start()
+    try:
+        app.run()
+    finally:
+        if ranks is not None:
+            ranks.stop()
+            if ranks.failed():
+                print(f"rank logs kept in {ranks.logdir}")
+                for rp in ranks.failed():
+                    print(f"rank {rp.rank} failed (exit {rp.returncode}): {rp.error_line()}")
+            else:
+                ranks.cleanup_logs()
+        session.close()
+    return 1 if ranks is not None and ranks.failed() else 0

@@ -51,6 +51,8 @@ class RankState:
     ops: int = 0
     bytes_out: int = 0
     bytes_in: int = 0
+    last_op: str | None = None
+    last_end_ns: int = 0
     telemetry: collections.deque = field(default_factory=lambda: collections.deque(maxlen=TELEMETRY_MAX))
 
 
@@ -237,6 +239,10 @@ class Model:
             state.ops += int(mine.sum())
             state.bytes_in += int(rows["bytes_in"][mine].sum())
             state.bytes_out += int(rows["bytes_out"][mine].sum())
+            last = int(np.flatnonzero(mine)[np.argmax(rows["t_end"][mine])])
+            if rows["t_end"][last] >= state.last_end_ns:
+                state.last_op = protocol.OPS[rows["op"][last]]
+                state.last_end_ns = int(rows["t_end"][last])
 
     def _sizes(self, rows: dict[str, np.ndarray], n: np.ndarray) -> np.ndarray:
         op = rows["op"]

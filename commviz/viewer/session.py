@@ -35,6 +35,10 @@ class Session:
     def addr(self) -> str:
         return self.receiver.addr
 
+    @property
+    def rejected(self) -> int:
+        return self.receiver.rejected
+
     def poll(self, timeout_ms: int = POLL_MS) -> int:
         """Drain once; returns how many messages were applied."""
         messages = self.receiver.drain(timeout_ms)

@@ -1,0 +1,28 @@
+"""all_to_all_single: all_to_all on one flat tensor: slice j of the input goes to rank j.
+
+Input and output are single tensors cut into world equal slices; output slice i is
+what rank i put in its slice for us (the layout shuffle behind expert parallelism).
+"""
+
+import torch
+import torch.distributed as dist
+
+
+def value(sender, receiver, step):
+    return float(sender * 100 + receiver * 10 + step)
+
+
+def main(ctx):
+    rank, world = dist.get_rank(), dist.get_world_size()
+    block = max(1, ctx.numel(torch.float32) // world)  # elements in each slice
+
+    for step in ctx.steps():
+        outgoing = torch.empty(world * block, device=ctx.device)
+        for j, part in enumerate(outgoing.view(world, block)):
+            part.fill_(value(rank, j, step))
+        incoming = torch.empty_like(outgoing)
+
+        dist.all_to_all_single(incoming, outgoing)  # slice j goes to rank j, slice i comes back
+
+        for i, part in enumerate(incoming.view(world, block)):
+            ctx.check(torch.all(part == value(i, rank, step)), f"from rank {i}, step {step}")

@@ -1,0 +1,28 @@
+"""reduce_scatter_tensor: reduce_scatter on one flat tensor: rank j gets the sum of slice j.
+
+Each rank's input is one tensor cut into world equal slices; afterwards rank j holds the
+sum over all ranks of slice j (newer torch names it reduce_scatter_single).
+"""
+
+import torch
+import torch.distributed as dist
+
+
+def value(sender, block, step):
+    return float(sender * 100 + block * 10 + step)
+
+
+def main(ctx):
+    rank, world = dist.get_rank(), dist.get_world_size()
+    block = max(1, ctx.numel(torch.float32) // world)  # elements in each of the world slices
+
+    for step in ctx.steps():
+        flat = torch.empty(world * block, device=ctx.device)
+        for j, part in enumerate(flat.view(world, block)):
+            part.fill_(value(rank, j, step))
+        mine = torch.empty(block, device=ctx.device)
+
+        dist.reduce_scatter_tensor(mine, flat, op=dist.ReduceOp.SUM)  # mine = sum of slice rank
+
+        expected = sum(value(sender, rank, step) for sender in range(world))
+        ctx.check(torch.all(mine == expected), f"sum of slice {rank}, step {step}")
