@@ -66,25 +66,32 @@ class Recorder:
         self._file.write(json.dumps(obj, separators=(",", ":")) + "\n")
 
     def _ops(self, batch: protocol.OpBatch) -> None:
-        cols = {k: v.tolist() for k, v in batch.cols.items()}
-        ops, dtypes = protocol.OPS, protocol.DTYPES
-        for i in range(len(batch)):
-            if cols["t_end"][i] < 0:
-                continue  # still in flight: its completed record comes later
-            name, ranks = batch.groups[cols["gid"][i]]
-            file, line = batch.sites[cols["site"][i]]
-            peer, parent, dtype, flags = (cols["peer"][i], cols["parent"][i], cols["dtype"][i],
-                                          cols["flags"][i])
-            self._write({
-                "kind": "op", "rank": batch.rank, "id": cols["id"][i], "op": ops[cols["op"][i]],
-                "parent": None if parent == protocol.NO_CODE else ops[parent],
-                "group": list(ranks), "pg": name, "seq": cols["seq"][i],
-                "peer": None if peer < 0 else peer,
-                "bytes_in": cols["bytes_in"][i], "bytes_out": cols["bytes_out"][i],
-                "dtype": None if dtype == protocol.NO_CODE else dtypes[dtype],
-                "async": bool(flags & protocol.FLAG_ASYNC), "flags": flags,
-                "t_start_ns": cols["t_start"][i], "t_end_ns": cols["t_end"][i],
-                "file": file, "line": line})
+        for record in op_dicts(batch):
+            self._write(record)
+
+
+def op_dicts(batch: protocol.OpBatch) -> list[dict[str, Any]]:
+    """The completed records of a batch as recording lines (in-flight snapshots left out)."""
+    cols = {k: v.tolist() for k, v in batch.cols.items()}
+    ops, dtypes, out = protocol.OPS, protocol.DTYPES, []
+    for i in range(len(batch)):
+        if cols["t_end"][i] < 0:
+            continue  # still in flight: its completed record comes later
+        name, ranks = batch.groups[cols["gid"][i]]
+        file, line = batch.sites[cols["site"][i]]
+        peer, parent, dtype, flags = (cols["peer"][i], cols["parent"][i], cols["dtype"][i],
+                                      cols["flags"][i])
+        out.append({
+            "kind": "op", "rank": batch.rank, "id": cols["id"][i], "op": ops[cols["op"][i]],
+            "parent": None if parent == protocol.NO_CODE else ops[parent],
+            "group": list(ranks), "pg": name, "seq": cols["seq"][i],
+            "peer": None if peer < 0 else peer,
+            "bytes_in": cols["bytes_in"][i], "bytes_out": cols["bytes_out"][i],
+            "dtype": None if dtype == protocol.NO_CODE else dtypes[dtype],
+            "async": bool(flags & protocol.FLAG_ASYNC), "flags": flags,
+            "t_start_ns": cols["t_start"][i], "t_end_ns": cols["t_end"][i],
+            "file": file, "line": line})
+    return out
 
 
 def read(path: str | Path) -> Iterator[protocol.Message]:

@@ -40,19 +40,23 @@ class Registry:
 
     def group(self, pg: Any) -> GroupInfo | None:
         if pg is None:
-            pg = c10d.GroupMember.WORLD
+            pg = _default_pg()
         info = self.groups.get(pg)
         if info is None:
             if not isinstance(pg, dist.ProcessGroup):
                 return None  # NON_GROUP_MEMBER or a backend-level object: not ours to record
-            if self.me < 0:
-                self.me = dist.get_rank()
+            self.me = dist.get_rank()
             ranks = tuple(dist.get_process_group_ranks(pg))
             info = GroupInfo(len(self.groups), pg.group_name, ranks, _backend_name(pg),
                              self.me in ranks)
             self.groups[pg] = info
             self.on_new_group(info)
         return info
+
+
+def _default_pg() -> Any:
+    """The default group; read from torch's registry directly, as this runs on every call."""
+    return c10d._world._default_pg
 
 
 def _backend_name(pg: Any) -> str:
@@ -122,7 +126,8 @@ def broadcast(tensor, src=None, group=None, async_op=False, group_src=None) -> D
 
 
 def all_reduce(tensor, op=None, group=None, async_op=False) -> Desc:
-    return REG.group(group), -1, tensor.nbytes, tensor.nbytes, tensor, async_op
+    nb = tensor.nbytes
+    return REG.group(group), -1, nb, nb, tensor, async_op
 
 
 def reduce(tensor, dst=None, op=None, group=None, async_op=False, group_dst=None) -> Desc:

@@ -96,7 +96,7 @@ class Emitter:
 
     def _send(self, sock: zmq.Socket, data: bytes, records: int) -> None:
         try:
-            sock.send(data, zmq.NOBLOCK, copy=False)
+            sock.send(data, zmq.NOBLOCK)
             self.sent += records
         except zmq.Again:
             self.dropped += records

@@ -73,6 +73,7 @@ _ACTIVE: _State | None = None
 _EMITTER: Emitter | None = None
 _ids = itertools.count()
 _sites: dict[tuple[str, int], int] = {}
+_sites_by_instr: dict[tuple[Any, int], int] = {}
 _p2p_sent: dict[int, int] = {}
 _p2p_received: dict[int, int] = {}
 _device = "cpu"
@@ -171,9 +172,14 @@ def _announce_group(info: GroupInfo) -> None:
 
 
 def _site_id(frame: Any) -> int:
+    """The call site of a frame, keyed by code object and instruction (cheaper than f_lineno)."""
     if frame is None:
         return _site_id_of(("<unknown>", 0))
-    return _site_id_of((frame.f_code.co_filename, frame.f_lineno))
+    key = (frame.f_code, frame.f_lasti)
+    sid = _sites_by_instr.get(key)
+    if sid is None:
+        sid = _sites_by_instr[key] = _site_id_of((frame.f_code.co_filename, frame.f_lineno))
+    return sid
 
 
 def _site_id_of(key: tuple[str, int]) -> int:

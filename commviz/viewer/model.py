@@ -255,10 +255,11 @@ class Model:
         total = len(rows["rank"])
         if not total:
             return rows
-        order = np.lexsort((rows["rank"], rows["seq"], rows["gkey"]))
-        rows = _take(rows, order)
-        g, s = rows["gkey"], rows["seq"]
-        starts = np.flatnonzero(np.r_[True, (g[1:] != g[:-1]) | (s[1:] != s[:-1])])
+        key = (rows["gkey"] << 40) | rows["seq"]  # seq < 2**40, groups < 2**23
+        order = np.argsort(key, kind="stable")
+        rows, key = _take(rows, order), key[order]
+        g = rows["gkey"]
+        starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
         counts = np.diff(np.r_[starts, total])
         n = self._group_sizes[g[starts]]
         complete = counts >= n
@@ -316,16 +317,18 @@ class Model:
             self.transfers += count
         times, skews = end - last, last - first
         # statistics per (op, n, size), like nccl-tests' rows
-        keys = np.stack([ops.astype(np.int64), ns, sizes], axis=1)
-        uniq, inverse = np.unique(keys, axis=0, return_inverse=True)
-        inverse = inverse.reshape(-1)
-        for j, (op, n, size) in enumerate(uniq.tolist()):
-            name = protocol.OPS[op]
-            row = self.stats.get((name, n, size))
-            if row is None:
-                row = self.stats[(name, n, size)] = StatRow(name, n, size)
-            sel = inverse == j
-            row.add(times[sel], skews[sel])
+        op_n = ops.astype(np.int64) << 32 | ns
+        for combo in np.unique(op_n).tolist():
+            in_combo = op_n == combo
+            name, n = protocol.OPS[combo >> 32], combo & 0xFFFFFFFF
+            combo_sizes = sizes[in_combo]
+            uniq, inverse = np.unique(combo_sizes, return_inverse=True)
+            for j, size in enumerate(uniq.tolist()):
+                row = self.stats.get((name, n, size))
+                if row is None:
+                    row = self.stats[(name, n, size)] = StatRow(name, n, size)
+                sel = inverse == j if len(uniq) > 1 else slice(None)
+                row.add(times[in_combo][sel], skews[in_combo][sel])
         collect = self.new_instances is not None
         tail = slice(None) if collect else slice(-RECENT_MAX, None)
         made = []
@@ -372,6 +375,8 @@ def _concat(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> dict[str, np.
 
 def _translate(codes: np.ndarray, mapping: dict[int, int]) -> np.ndarray:
     """Map a batch's local table indexes to the model's global ones."""
+    if len(mapping) == 1:
+        return np.full(len(codes), next(iter(mapping.values())), dtype=np.int64)
     keys = np.fromiter(mapping, dtype=np.int64)
     values = np.fromiter(mapping.values(), dtype=np.int64)
     order = np.argsort(keys)
