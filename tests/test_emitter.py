@@ -1,0 +1,102 @@
+"""The emitter never blocks or hangs a rank, whatever the viewer does, and counts its drops."""
+
+import multiprocessing as mp
+import os
+import time
+
+import zmq
+
+from commviz import protocol
+from commviz.launcher import free_port
+from commviz.rank.emitter import Emitter
+from commviz.viewer.transport import Receiver
+
+
+def _record(i, t_end=None):
+    t = time.time_ns()
+    return [i, protocol.OP_CODE["all_reduce"], protocol.NO_CODE, 0, i + 1, -1, 16, 16, 0, 0, t,
+            t + 10 if t_end is None else t_end, 0]
+
+
+def test_records_reach_a_viewer_in_flight_first_then_complete():
+    receiver = Receiver("tcp://127.0.0.1:*")
+    em = Emitter(receiver.addr, lambda: (0, 1, "gloo", "cpu"))
+    try:
+        em.groups[0] = ("0", [0])
+        em.sites[0] = ("train.py", 7)
+        done = [_record(i) for i in range(5)]
+        slow = _record(5, t_end=-1)
+        slow[10] -= 50_000_000  # started 50 ms ago: announced as in flight
+        for rec in [*done, slow]:
+            em.push(rec)
+        seen = []
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and sum(len(b) for b in seen) < 6:
+            seen += [m for m in receiver.drain(50) if isinstance(m, protocol.OpBatch)]
+        ids = {int(i): int(e) for b in seen for i, e in zip(b.cols["id"], b.cols["t_end"])}
+        assert sorted(ids) == [0, 1, 2, 3, 4, 5]
+        assert ids[5] == -1  # in flight
+        slow[11] = time.time_ns()  # completes now
+        deadline = time.monotonic() + 5
+        final = None
+        while final is None and time.monotonic() < deadline:
+            for m in receiver.drain(50):
+                if isinstance(m, protocol.OpBatch) and 5 in m.cols["id"].tolist():
+                    final = m
+        assert final is not None and int(final.cols["t_end"][0]) == slow[11]
+        assert em.dropped == 0
+    finally:
+        em.close()
+        receiver.close()
+
+
+def _flood(addr: str, out: mp.Queue) -> None:
+    em = Emitter(addr, lambda: (0, 1, "gloo", "cpu"))
+    em.groups[0] = ("0", [0])
+    em.sites[0] = ("x.py", 1)
+    t0 = time.perf_counter()
+    for i in range(100_000):
+        em.push(_record(i))
+        if i % 1000 == 0:
+            time.sleep(0.001)  # let the sender thread run, as a real rank's ops would
+    pushed = time.perf_counter() - t0
+    time.sleep(0.3)
+    c0 = time.perf_counter()
+    em.close()
+    out.put((pushed, time.perf_counter() - c0, em.sent, em.dropped))
+    out.close()
+    out.join_thread()  # os._exit would otherwise kill the queue's feeder thread first
+    os._exit(0)
+
+
+def _run_flood(addr):
+    ctx = mp.get_context("fork")
+    out = ctx.Queue()
+    p = ctx.Process(target=_flood, args=(addr, out))
+    p.start()
+    try:
+        return out.get(timeout=60)
+    finally:
+        p.join(10)
+        if p.is_alive():
+            p.kill()
+
+
+def test_no_viewer_drops_and_counts_without_blocking():
+    pushed_s, close_s, sent, dropped = _run_flood(f"tcp://127.0.0.1:{free_port()}")
+    assert sent == 0 and dropped == 100_000
+    assert close_s < 1.5  # exit never waits on a viewer that is not there
+
+
+def test_viewer_that_never_reads_cannot_block_or_hang_the_rank():
+    ctx = zmq.Context()
+    sock = ctx.socket(zmq.PULL)  # bound, connected, never read
+    sock.setsockopt(zmq.RCVHWM, 1)
+    port = sock.bind_to_random_port("tcp://127.0.0.1")
+    try:
+        pushed_s, close_s, sent, dropped = _run_flood(f"tcp://127.0.0.1:{port}")
+    finally:
+        sock.close(linger=0)
+        ctx.term()
+    assert sent + dropped == 100_000
+    assert close_s < 2.5  # bounded by the exit linger

@@ -1,0 +1,146 @@
+"""Pure model tests: scripted messages in, matched instances and statistics out."""
+
+import pytest
+from fakes import T0_NS, FakeClock, bye, heartbeat, inflight, op_batch
+
+from commviz import bandwidth
+from commviz.viewer import model as model_mod
+from commviz.viewer.model import Model
+
+G4 = {0: ("0", (0, 1, 2, 3))}
+
+
+def _coll(rank, seq, op="all_reduce", start=0, end=100, nbytes=64, out=None, gid=0, **kw):
+    return {"id": seq, "op": op, "seq": seq, "gid": gid, "bytes_in": nbytes,
+            "bytes_out": nbytes if out is None else out, "t_start": T0_NS + start,
+            "t_end": T0_NS + end, **kw}
+
+
+def test_collective_matches_only_when_every_member_reported():
+    m = Model(FakeClock())
+    m.new_instances = []
+    m.apply([op_batch(r, [_coll(r, 1, start=r * 10, end=500 + r)], G4) for r in range(3)])
+    assert m.instances == 0 and m.records == 3
+    m.apply([op_batch(3, [_coll(3, 1, start=40, end=400)], G4)])
+    (inst,) = m.new_instances
+    assert (inst.op, inst.group, inst.seq, inst.size) == ("all_reduce", (0, 1, 2, 3), 1, 64)
+    assert inst.t_first_start == T0_NS and inst.t_last_start == T0_NS + 40
+    assert inst.time_ns == 502 - 40 and inst.skew_ns == 40
+
+
+def test_same_seq_in_different_groups_are_different_instances():
+    groups = {0: ("0", (0, 1)), 1: ("1", (0, 1))}
+    m = Model(FakeClock())
+    m.apply([op_batch(r, [_coll(r, 1, gid=0), {**_coll(r, 1, gid=1), "id": 9}], groups)
+             for r in range(2)])
+    assert m.instances == 2
+    assert [(g, s) for g, s in m.groups] == [("0", (0, 1)), ("1", (0, 1))]
+
+
+def test_p2p_pairs_kth_send_with_kth_recv():
+    g = {0: ("0", (0, 1))}
+    m = Model(FakeClock())
+    m.new_instances = []
+    sends = [{"id": k, "op": "send", "seq": k, "peer": 1, "bytes_in": 32, "t_start": T0_NS + k,
+              "t_end": T0_NS + 100 + k} for k in (1, 2)]
+    m.apply([op_batch(0, sends, g)])
+    assert m.transfers == 0
+    recvs = [{"id": 1, "op": "irecv", "seq": 2, "peer": 0, "bytes_out": 32,
+              "t_start": T0_NS + 50, "t_end": T0_NS + 300}]
+    m.apply([op_batch(1, recvs, g)])
+    (t,) = m.new_instances
+    assert (t.op, t.group, t.seq, t.size) == ("send", (0, 1), 2, 32)
+    assert t.time_ns == 300 - 50
+    assert m.transfers == 1 and len(m._p2p["rank"]) == 1  # send #1 still waits for its recv
+
+
+def test_recv_of_unknown_source_never_matches():
+    g = {0: ("0", (0, 1))}
+    m = Model(FakeClock())
+    m.apply([op_batch(0, [{"id": 0, "op": "send", "seq": 1, "peer": 1, "t_start": T0_NS}], g),
+             op_batch(1, [{"id": 0, "op": "recv", "seq": 0, "peer": -1, "t_start": T0_NS}], g)])
+    assert m.transfers == 0
+
+
+def test_inflight_then_completed():
+    m = Model(FakeClock())
+    m.apply([inflight(2, "all_reduce", seq=5, t_start=T0_NS, op_id=7)])
+    (op,) = m.inflight.values()
+    assert (op.rank, op.op, op.seq, op.group) == (2, "all_reduce", 5, (0, 1, 2, 3))
+    assert m.records == 0
+    m.apply([op_batch(2, [{"id": 7, "op": "all_reduce", "seq": 5, "t_start": T0_NS}], G4)])
+    assert not m.inflight and m.records == 1
+
+
+def test_heartbeat_and_bye_track_rank_state():
+    clock = FakeClock()
+    m = Model(clock)
+    m.apply([heartbeat(1, 4, cpu=50.0, dropped=3)])
+    s = m.ranks[1]
+    assert (s.world, s.host, s.device, s.dropped, s.last_seen) == (4, "node0", "cpu", 3, clock.t)
+    assert s.telemetry[-1][1]["cpu_pct"] == 50.0 and not s.exited
+    clock.advance(2)
+    m.apply([bye(1, dropped=4)])
+    assert s.exited and s.dropped == 4 and s.last_seen == clock.t
+    assert m.world_size() == 4
+
+
+def test_per_rank_counters_and_last_op():
+    m = Model(FakeClock())
+    m.apply([op_batch(0, [_coll(0, 1, end=10, nbytes=8), _coll(0, 2, op="broadcast", end=20,
+                                                               nbytes=8, out=0)], G4)])
+    s = m.ranks[0]
+    assert (s.ops, s.bytes_in, s.bytes_out, s.last_op) == (2, 16, 8, "broadcast")
+
+
+@pytest.mark.parametrize("op,n,b_in,b_out,size", [
+    ("all_reduce", 4, 100, 100, 100),
+    ("all_gather", 4, 25, 100, 100),
+    ("reduce_scatter_tensor", 4, 100, 25, 100),
+    ("gather", 4, 25, 0, 100),
+    ("scatter", 4, 0, 25, 100),
+    ("broadcast", 4, 0, 100, 100),
+    ("all_to_all_single", 4, 100, 100, 100),
+])
+def test_sizes_follow_nccl_tests(op, n, b_in, b_out, size):
+    assert bandwidth.size_of(op, n, b_in, b_out) == size
+
+
+def test_bus_factors():
+    assert bandwidth.bus_factor("all_reduce", 4) == 1.5
+    assert bandwidth.bus_factor("all_gather", 4) == 0.75
+    assert bandwidth.bus_factor("broadcast", 8) == 1.0
+    assert bandwidth.bus_factor("send", 2) == 1.0
+    assert bandwidth.bus_factor("barrier", 4) is None
+    assert bandwidth.bus_factor("all_gather_object", 4) is None
+
+
+def test_stats_rows_group_by_op_size_and_give_bandwidth():
+    m = Model(FakeClock())
+    # 4 instances of all_gather: 1000 B in per rank -> S = 4000 B; each takes 1 us
+    batches = [op_batch(r, [_coll(r, s, op="all_gather", nbytes=1000, out=4000,
+                                  start=s * 10_000, end=s * 10_000 + 1000) for s in (1, 2, 3, 4)],
+                        G4) for r in range(4)]
+    m.apply(batches)
+    (row,) = m.stats_table()
+    assert (row["op"], row["ranks"], row["size"], row["count"]) == ("all_gather", 4, 4000, 4)
+    assert row["time_p50_us"] == pytest.approx(1.0)
+    assert row["algbw_gbps"] == pytest.approx(4000 / 1e-6 / 1e9)
+    assert row["busbw_gbps"] == pytest.approx(row["algbw_gbps"] * 0.75)
+
+
+def test_pending_is_bounded(monkeypatch):
+    monkeypatch.setattr(model_mod, "PENDING_MAX", 10)
+    m = Model(FakeClock())
+    m.apply([op_batch(0, [_coll(0, s, end=s) for s in range(1, 26)], G4)])  # never completed
+    assert len(m._coll["rank"]) == 10 and m.evicted == 15
+    assert sorted(m._coll["seq"].tolist()) == list(range(16, 26))  # the newest are kept
+
+
+def test_batches_from_many_rounds_match_in_any_order():
+    m = Model(FakeClock())
+    for seq in (3, 1, 2):
+        for r in (2, 0, 3, 1):
+            m.apply([op_batch(r, [_coll(r, seq)], G4)])
+    assert m.instances == 3 and not len(m._coll["rank"])
+    assert [i.seq for i in m.recent] == [3, 1, 2]
