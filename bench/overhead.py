@@ -61,7 +61,11 @@ def measure(world: int, listening: bool, ops: int, rounds: int, size: int) -> di
     addr = receiver.addr
     stop = threading.Event()
     if listening:
-        drainer = threading.Thread(target=lambda: [receiver.drain(20) for _ in iter(stop.is_set, True)])
+        def drain() -> None:
+            while not stop.is_set():
+                receiver.drain(20)
+
+        drainer = threading.Thread(target=drain)
         drainer.start()
     else:
         receiver.close()  # nobody listens at addr: every batch is dropped by the ranks

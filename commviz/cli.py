@@ -84,9 +84,8 @@ def _demo(args: argparse.Namespace) -> int:
     if args.headless:
         from .viewer import headless
 
-        print(f"commviz demo {args.op}: {args.ranks} ranks, {why}; viewer at {session.addr}",
-              flush=True)
-        return headless.run(session, ranks)
+        return headless.run(session, ranks, banner=(
+            f"commviz demo {args.op}: {args.ranks} ranks, {why}; viewer at {session.addr}"))
     from .tui.app import run_app
 
     return run_app(session, ranks=ranks, title=f"{args.op} · {args.ranks} ranks · {why}")
@@ -100,9 +99,9 @@ def _watch(args: argparse.Namespace) -> int:
     if args.headless:
         from .viewer import headless
 
-        print(f"commviz watch: listening on {session.addr} "
-              f"(ranks: COMMVIZ_ADDR={session.addr}); Ctrl-C to stop", flush=True)
-        return headless.run(session)
+        return headless.run(session, banner=(
+            f"commviz watch: listening on {session.addr} "
+            f"(ranks: COMMVIZ_ADDR={session.addr}); Ctrl-C to stop"))
     from .tui.app import run_app
 
     return run_app(session, ranks=None, title=f"watching {session.addr}")
@@ -119,6 +118,11 @@ def _stats(args: argparse.Namespace) -> int:
             model.apply(batch)
     except FileNotFoundError:
         raise recording.RecordingError(f"{args.file}: no such file") from None
+    except OSError as exc:  # a directory, no permission...
+        raise recording.RecordingError(f"cannot read {args.file}: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise recording.RecordingError(
+            f"{args.file} is not a commviz recording (not UTF-8 text)") from None
     except (KeyError, TypeError, ValueError, IndexError) as exc:
         if isinstance(exc, recording.RecordingError):
             raise

@@ -115,6 +115,7 @@ class RankProcess:
     proc: subprocess.Popen
     log: Path
     returncode: int | None = None
+    stopped: bool = False  # still running when stop() ended it: not a failure of its own
 
     def error_line(self) -> str:
         """The rank's own one-line account of its failure, or the end of its log."""
@@ -163,10 +164,14 @@ class Ranks:
         return sum(rp.proc.poll() is None for rp in self.procs)
 
     def failed(self) -> list[RankProcess]:
-        return [rp for rp in self.procs if rp.returncode not in (None, 0)]
+        """Ranks that ended with an error, not counting those that stop() ended."""
+        return [rp for rp in self.procs if rp.returncode not in (None, 0) and not rp.stopped]
 
     def stop(self) -> None:
         """SIGTERM every rank's process group, SIGKILL what is left after a grace period."""
+        for rp in self.procs:
+            if rp.proc.poll() is None:
+                rp.stopped = True
         self._signal(signal.SIGTERM)
         deadline = time.monotonic() + STOP_GRACE_S
         while self.running() and time.monotonic() < deadline:

@@ -57,7 +57,7 @@ OBJECT_OPS = frozenset({"all_gather_object", "broadcast_object_list", "gather_ob
 
 # Flag bits of the ``flags`` column.
 FLAG_ASYNC = 1          # called with async_op=True, or isend/irecv
-FLAG_UNWAITED = 2       # async work dropped before anyone saw it complete: t_end is when it was dropped
+FLAG_UNWAITED = 2       # async work dropped unobserved: t_end is when it was dropped
 FLAG_CUDA = 4           # CUDA tensors: times are host times of the call, not of the GPU work
 FLAG_FAILED = 8         # the call raised, or its work completed with an error
 
@@ -92,7 +92,7 @@ def pack(obj: dict[str, Any]) -> bytes:
 
 def encode_ops(rank: int, columns: dict[str, bytes], groups: list[list[Any]],
                sites: list[list[Any]]) -> bytes:
-    """Encode one batch. ``groups`` rows: [gid, name, [global ranks]]; ``sites``: [sid, file, line]."""
+    """Encode one batch. ``groups`` rows: [gid, name, [ranks]]; ``sites``: [sid, file, line]."""
     return pack({"v": VERSION, "k": "ops", "rank": rank, "cols": columns,
                  "groups": groups, "sites": sites})
 

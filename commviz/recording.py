@@ -115,6 +115,8 @@ def read(path: str | Path) -> Iterator[protocol.Message]:
                 if line.endswith("\n"):
                     raise RecordingError(f"{path}:{lineno}: not JSON") from None
                 break  # a last line cut short by a killed viewer
+            if not isinstance(obj, dict):
+                raise RecordingError(f"{path}:{lineno}: not a JSON object")
             kind = obj.get("kind")
             if kind == "op":
                 pending.append(obj)

@@ -7,8 +7,9 @@ the call was made through a function bound before ``instrument()``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -67,6 +68,13 @@ def _backend_name(pg: Any) -> str:
 
 
 REG = Registry()
+_groups = REG.groups
+
+
+def group_info(pg: Any) -> GroupInfo | None:
+    """The GroupInfo of ``pg`` (None: the default group); the cached path runs on every call."""
+    info = _groups.get(c10d._world._default_pg if pg is None else pg)
+    return info if info is not None else REG.group(pg)
 
 _DTYPE_CODES: dict[torch.dtype, int] = {}
 
@@ -100,12 +108,12 @@ Desc = tuple[GroupInfo | None, int, int, int, Any, bool]
 
 
 def send(tensor, dst=None, group=None, tag=0, group_dst=None) -> Desc:
-    info = REG.group(group)
+    info = group_info(group)
     return info, _root(info, dst, group_dst) if info else -1, tensor.nbytes, 0, tensor, False
 
 
 def recv(tensor, src=None, group=None, tag=0, group_src=None) -> Desc:
-    info = REG.group(group)
+    info = group_info(group)
     return info, _root(info, src, group_src) if info else -1, 0, tensor.nbytes, tensor, False
 
 
@@ -118,7 +126,7 @@ def irecv(tensor, src=None, group=None, tag=0, group_src=None) -> Desc:
 
 
 def broadcast(tensor, src=None, group=None, async_op=False, group_src=None) -> Desc:
-    info = REG.group(group)
+    info = group_info(group)
     root = _root(info, src, group_src) if info else -1
     nb = tensor.nbytes
     return (info, root, nb, 0, tensor, async_op) if root == REG.me else \
@@ -127,28 +135,28 @@ def broadcast(tensor, src=None, group=None, async_op=False, group_src=None) -> D
 
 def all_reduce(tensor, op=None, group=None, async_op=False) -> Desc:
     nb = tensor.nbytes
-    return REG.group(group), -1, nb, nb, tensor, async_op
+    return group_info(group), -1, nb, nb, tensor, async_op
 
 
 def reduce(tensor, dst=None, op=None, group=None, async_op=False, group_dst=None) -> Desc:
-    info = REG.group(group)
+    info = group_info(group)
     root = _root(info, dst, group_dst) if info else -1
     nb = tensor.nbytes
     return info, root, nb, nb if root == REG.me else 0, tensor, async_op
 
 
 def all_gather(tensor_list, tensor, group=None, async_op=False) -> Desc:
-    return REG.group(group), -1, tensor.nbytes, _sum(tensor_list), tensor, async_op
+    return group_info(group), -1, tensor.nbytes, _sum(tensor_list), tensor, async_op
 
 
 def all_gather_into_tensor(output_tensor, input_tensor, group=None, async_op=False) -> Desc:
-    return (REG.group(group), -1, input_tensor.nbytes, output_tensor.nbytes, input_tensor,
+    return (group_info(group), -1, input_tensor.nbytes, output_tensor.nbytes, input_tensor,
             async_op)
 
 
 def gather(tensor, gather_list=None, dst=None, group=None, async_op=False,
            group_dst=None) -> Desc:
-    info = REG.group(group)
+    info = group_info(group)
     root = _root(info, dst, group_dst) if info else -1
     out = _sum(gather_list) if root == REG.me else 0
     return info, root, tensor.nbytes, out, tensor, async_op
@@ -156,69 +164,69 @@ def gather(tensor, gather_list=None, dst=None, group=None, async_op=False,
 
 def scatter(tensor, scatter_list=None, src=None, group=None, async_op=False,
             group_src=None) -> Desc:
-    info = REG.group(group)
+    info = group_info(group)
     root = _root(info, src, group_src) if info else -1
     read = _sum(scatter_list) if root == REG.me else 0
     return info, root, read, tensor.nbytes, tensor, async_op
 
 
 def reduce_scatter(output, input_list, op=None, group=None, async_op=False) -> Desc:
-    return REG.group(group), -1, _sum(input_list), output.nbytes, output, async_op
+    return group_info(group), -1, _sum(input_list), output.nbytes, output, async_op
 
 
 def reduce_scatter_tensor(output, input, op=None, group=None, async_op=False) -> Desc:
-    return REG.group(group), -1, input.nbytes, output.nbytes, output, async_op
+    return group_info(group), -1, input.nbytes, output.nbytes, output, async_op
 
 
 def all_to_all(output_tensor_list, input_tensor_list, group=None, async_op=False) -> Desc:
-    return (REG.group(group), -1, _sum(input_tensor_list), _sum(output_tensor_list),
+    return (group_info(group), -1, _sum(input_tensor_list), _sum(output_tensor_list),
             input_tensor_list[0] if input_tensor_list else None, async_op)
 
 
 def all_to_all_single(output, input, output_split_sizes=None, input_split_sizes=None,
                       group=None, async_op=False) -> Desc:
-    return REG.group(group), -1, input.nbytes, output.nbytes, input, async_op
+    return group_info(group), -1, input.nbytes, output.nbytes, input, async_op
 
 
 def barrier(group=None, async_op=False, device_ids=None, timeout=None) -> Desc:
-    return REG.group(group), -1, 0, 0, None, async_op
+    return group_info(group), -1, 0, 0, None, async_op
 
 
 def monitored_barrier(group=None, timeout=None, wait_all_ranks=False) -> Desc:
-    return REG.group(group), -1, 0, 0, None, False
+    return group_info(group), -1, 0, 0, None, False
 
 
 # Object collectives: the logical record's bytes are the sum of its inner transfers.
 def all_gather_object(object_list, obj, group=None) -> Desc:
-    return REG.group(group), -1, 0, 0, None, False
+    return group_info(group), -1, 0, 0, None, False
 
 
 def broadcast_object_list(object_list, src=None, group=None, device=None,
                           group_src=None) -> Desc:
-    info = REG.group(group)
+    info = group_info(group)
     return info, _root(info, src, group_src) if info else -1, 0, 0, None, False
 
 
 def gather_object(obj, object_gather_list=None, dst=None, group=None, group_dst=None) -> Desc:
-    info = REG.group(group)
+    info = group_info(group)
     return info, _root(info, dst, group_dst) if info else -1, 0, 0, None, False
 
 
 def scatter_object_list(scatter_object_output_list, scatter_object_input_list=None, src=None,
                         group=None, group_src=None) -> Desc:
-    info = REG.group(group)
+    info = group_info(group)
     return info, _root(info, src, group_src) if info else -1, 0, 0, None, False
 
 
 def send_object_list(object_list, dst=None, group=None, device=None, group_dst=None,
                      use_batch=False) -> Desc:
-    info = REG.group(group)
+    info = group_info(group)
     return info, _root(info, dst, group_dst) if info else -1, 0, 0, None, False
 
 
 def recv_object_list(object_list, src=None, group=None, device=None, group_src=None,
                      use_batch=False) -> Desc:
-    info = REG.group(group)
+    info = group_info(group)
     return info, _root(info, src, group_src) if info else -1, 0, 0, None, False
 
 
@@ -242,4 +250,10 @@ def from_locals(name: str, local_vars: dict[str, Any]) -> Desc:
     fn = EXTRACTORS[name]
     code = fn.__code__
     params = code.co_varnames[:code.co_argcount]
-    return fn(**{p: local_vars[p] for p in params if p in local_vars})
+    info, peer, b_in, b_out, tensor, async_op = fn(
+        **{p: local_vars[p] for p in params if p in local_vars})
+    # torch has replaced a complex tensor by its real view by now: report the program's dtype
+    base = getattr(tensor, "_base", None)
+    if base is not None and base.is_complex() and not tensor.is_complex():
+        tensor = base
+    return info, peer, b_in, b_out, tensor, async_op

@@ -20,6 +20,7 @@ from array import array
 from typing import Any
 
 import zmq
+from zmq.utils.monitor import recv_monitor_message
 
 from .. import protocol
 from .telemetry import TelemetrySampler
@@ -30,11 +31,57 @@ ANNOUNCE_AFTER_NS = 20_000_000  # an op running longer than this is reported as 
 HEARTBEAT_S = 0.5
 SEND_HWM = 1000
 EXIT_LINGER_MS = 1000  # bounded wait at exit so the last batch can reach a live viewer
+CONNECT_WAIT_S = 2.0   # records are held, not dropped, while a first connection is under way
 
 # Record layout: one mutable list per op, in protocol.COLUMNS order.
 ID, OP, PARENT, GID, SEQ, PEER, BYTES_IN, BYTES_OUT, DTYPE, FLAGS, T_START, T_END, SITE = range(13)
 _ARRAY_CODES = {"<i8": "q", "u1": "B", "<u4": "I", "<i4": "i"}
 _COLUMN_CODES = [(name, _ARRAY_CODES[dt]) for name, dt in protocol.COLUMNS.items()]
+
+
+class _Link:
+    """Whether a viewer is at the other end, from ZeroMQ's monitor events.
+
+    With ZMQ_IMMEDIATE a message sent before the handshake is dropped, so records are held
+    while a connection attempt is still under way, and dropped only once the viewer is
+    known to be absent (the connection was refused) or the attempt took too long.
+    """
+
+    def __init__(self, sock: zmq.Socket) -> None:
+        self._mon = sock.get_monitor_socket(zmq.EVENT_HANDSHAKE_SUCCEEDED
+                                            | zmq.EVENT_DISCONNECTED | zmq.EVENT_CONNECT_RETRIED)
+        self._sock = sock
+        self.connected = False
+        self.refused = False
+        self._since = time.monotonic()
+
+    def update(self) -> None:
+        while True:
+            try:
+                event = recv_monitor_message(self._mon, zmq.NOBLOCK)["event"]
+            except zmq.Again:
+                return
+            if event == zmq.EVENT_HANDSHAKE_SUCCEEDED:
+                self.connected, self.refused = True, False
+            elif event == zmq.EVENT_DISCONNECTED:
+                self.connected, self._since = False, time.monotonic()
+            elif event == zmq.EVENT_CONNECT_RETRIED and not self.connected:
+                self.refused = True
+
+    def pending(self) -> bool:
+        """A connection attempt is still under way: hold records rather than drop them."""
+        self.update()
+        return (not self.connected and not self.refused
+                and time.monotonic() - self._since < CONNECT_WAIT_S)
+
+    def wait(self, seconds: float) -> None:
+        deadline = time.monotonic() + seconds
+        while self.pending() and time.monotonic() < deadline:
+            self._mon.poll(10)
+
+    def close(self) -> None:
+        self._sock.disable_monitor()
+        self._mon.close(linger=0)
 
 
 class Emitter:
@@ -77,20 +124,25 @@ class Emitter:
         sock.setsockopt(zmq.LINGER, 0)
         sock.setsockopt(zmq.IMMEDIATE, 1)  # no viewer connected: drop instead of queueing
         sock.connect(self.addr)
+        link = _Link(sock)
         telemetry = TelemetrySampler()
         next_beat = 0.0
         try:
             while not self._stop.wait(TICK_S):
+                if link.pending():
+                    continue
                 self._flush(sock, final=False)
-                if time.monotonic() >= next_beat and self._heartbeat(sock, telemetry):
+                if time.monotonic() >= next_beat and self._heartbeat(sock, telemetry) is not None:
                     next_beat = time.monotonic() + HEARTBEAT_S
+            link.wait(CONNECT_WAIT_S / 4)
             self._flush(sock, final=True)
-            ident = self._identity()
+            ident = self._heartbeat(sock, telemetry)  # a short run may not have sent one yet
             if ident is not None:
                 self._send(sock, protocol.pack({"v": protocol.VERSION, "k": "bye",
                                                 "rank": ident[0], "t_ns": time.time_ns(),
                                                 "dropped": self.dropped}), 0)
         finally:
+            link.close()
             sock.close(linger=EXIT_LINGER_MS)
             ctx.term()
 
@@ -128,17 +180,18 @@ class Emitter:
             self._send(sock, self._encode(ident[0], chunk), len(chunk))
 
     def _encode(self, rank: int, records: list[list]) -> bytes:
-        cols = {name: array(code, [rec[i] for rec in records]).tobytes()
-                for i, (name, code) in enumerate(_COLUMN_CODES)}
+        columns = zip(*records)  # transpose records into columns in one C-level pass
+        cols = {name: array(code, col).tobytes()
+                for (name, code), col in zip(_COLUMN_CODES, columns)}
         groups = [[gid, *self.groups[gid]] for gid in {rec[GID] for rec in records}]
         sites = [[sid, *self.sites[sid]] for sid in {rec[SITE] for rec in records}]
         return protocol.encode_ops(rank, cols, groups, sites)
 
-    def _heartbeat(self, sock: zmq.Socket, telemetry: TelemetrySampler) -> bool:
-        """Send identity and telemetry; False while the process group is not yet known."""
+    def _heartbeat(self, sock: zmq.Socket, telemetry: TelemetrySampler) -> tuple | None:
+        """Send identity and telemetry; returns the identity, None while it is not known."""
         ident = self._identity()
         if ident is None:
-            return False
+            return None
         rank, world, backend, device = ident
         tel = telemetry.sample(device)
         self._send(sock, protocol.pack({
@@ -146,4 +199,4 @@ class Emitter:
             "host": socket.gethostname(), "pid": self._pid, "backend": backend,
             "device": device, "t_ns": time.time_ns(), "dropped": self.dropped,
             "tel": tel}), 0)
-        return True
+        return ident

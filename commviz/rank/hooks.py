@@ -24,9 +24,11 @@ import os
 import sys
 import threading
 import time
+import warnings
 from typing import Any
 
 import torch.distributed as dist
+import typing_extensions
 from torch.distributed import c10d_logger
 from torch.distributed import distributed_c10d as c10d
 
@@ -37,7 +39,9 @@ from .describe import REG, GroupInfo
 from .emitter import BYTES_IN, BYTES_OUT, DEFAULT_ADDR, FLAGS, OP, PEER, SEQ, T_END, Emitter
 
 ENV_ADDR = "COMMVIZ_ADDR"
-_TORCH_FILES = frozenset({c10d.__file__, c10d_logger.__file__})
+# torch.distributed's own frames, and the decorators it wraps its API with (@deprecated)
+_TORCH_FILES = frozenset({c10d.__file__, c10d_logger.__file__, typing_extensions.__file__,
+                          warnings.__file__})
 _CONTAINERS = OBJECT_OPS | {"batch_isend_irecv"}
 _API_NAMES = frozenset(describe.EXTRACTORS) | {"batch_isend_irecv"}
 # isend/irecv stay unpatched (identity checks in P2POp); the ProcessGroup layer sees them.
@@ -47,6 +51,10 @@ PG_METHODS = ("allreduce", "allgather", "all_gather_single", "reduce_scatter",
               "gather", "scatter", "send", "recv", "recv_anysource", "barrier",
               "monitored_barrier")
 _NO_CODE = protocol.NO_CODE
+_OP_CODE = OP_CODE
+_P2P = protocol.P2P
+_SENDS = protocol.SENDS
+_DTYPE_CODES = describe._DTYPE_CODES
 _RECV_CODES = frozenset(OP_CODE[n] for n in protocol.RECVS)
 _time_ns = time.time_ns
 
@@ -167,6 +175,7 @@ def _identity() -> tuple[int, int, str, str] | None:
 
 
 def _announce_group(info: GroupInfo) -> None:
+    _identity()  # learn who we are while the process group surely exists
     if _EMITTER is not None:
         _EMITTER.groups[info.gid] = (info.name, list(info.ranks))
 
@@ -216,11 +225,12 @@ def _names(inner: str, apis: list[Any]) -> tuple[str, str | None]:
 # ---- records ---------------------------------------------------------------------------
 def _start(name: str, parent: str | None, info: GroupInfo, peer: int, b_in: int, b_out: int,
            tensor: Any, async_op: bool, site: int) -> list:
+    """Make and queue the record of a call that is starting: the hot path, kept lean."""
     global _device
-    if name in protocol.P2P:
+    if name in _P2P:
         if peer < 0:
             seq = 0  # receive from any source: numbered once the source is known
-        elif name in protocol.SENDS:
+        elif name in _SENDS:
             seq = _p2p_sent[peer] = _p2p_sent.get(peer, 0) + 1
         else:
             seq = _p2p_received[peer] = _p2p_received.get(peer, 0) + 1
@@ -228,17 +238,23 @@ def _start(name: str, parent: str | None, info: GroupInfo, peer: int, b_in: int,
         info.seq += 1
         seq = info.seq
     flags = FLAG_ASYNC if async_op else 0
-    if tensor is not None and tensor.is_cuda:
-        flags |= FLAG_CUDA
-        if _device == "cpu":
-            _device = f"cuda:{tensor.device.index}"
-    acc = _tls.acc
-    if acc is not None and parent is not None:
-        acc[0] += b_in
-        acc[1] += b_out
-    rec = [next(_ids), OP_CODE[name], _NO_CODE if parent is None else OP_CODE[parent],
-           info.gid, seq, peer, b_in, b_out, describe.dtype_code(tensor), flags, _time_ns(), -1,
-           site]
+    if tensor is None:
+        dtype = _NO_CODE
+    else:
+        dtype = _DTYPE_CODES.get(tensor.dtype)
+        if dtype is None:
+            dtype = describe.dtype_code(tensor)
+        if tensor.is_cuda:
+            flags |= FLAG_CUDA
+            if _device == "cpu":
+                _device = f"cuda:{tensor.device.index}"
+    if parent is not None:
+        acc = _tls.acc
+        if acc is not None:
+            acc[0] += b_in
+            acc[1] += b_out
+    rec = [next(_ids), _OP_CODE[name], _NO_CODE if parent is None else _OP_CODE[parent],
+           info.gid, seq, peer, b_in, b_out, dtype, flags, _time_ns(), -1, site]
     _EMITTER.push(rec)  # type: ignore[union-attr]
     return rec
 
@@ -345,11 +361,18 @@ def _api_wrapper(name: str, orig: Any) -> Any:
             return orig(*args, **kwargs)
         op, parent = name, current
         caller = sys._getframe(1)
-        if caller.f_code.co_filename in _TORCH_FILES:  # forwarded by a pre-bound torch function
+        code = caller.f_code
+        if code.co_filename in _TORCH_FILES:  # forwarded by a pre-bound torch function
             apis, caller = _walk(caller)
             op, outer_parent = _names(name, apis)
             parent = parent or outer_parent
-        site = tls.site if parent is not None else _site_id(caller)
+            site = tls.site if parent is not None else _site_id(caller)
+        elif parent is not None:
+            site = tls.site
+        else:
+            site = _sites_by_instr.get((code, caller.f_lasti))
+            if site is None:
+                site = _site_id(caller)
         rec = _start(op, parent, info, peer, b_in, b_out, tensor, async_op, site)
         saved_acc, saved_site = tls.acc, tls.site
         tls.current = op
@@ -369,7 +392,7 @@ def _api_wrapper(name: str, orig: Any) -> Any:
             return _track_async(rec, result, info, op)
         if is_anysource_recv and peer < 0 and type(result) is int:
             _resolve_source(rec, result)
-        _finish(rec)
+        rec[T_END] = _time_ns()
         return result
 
     wrapper.__commviz_original__ = orig  # type: ignore[attr-defined]

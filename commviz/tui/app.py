@@ -24,6 +24,8 @@ FRAME_S = 0.1
 class CommvizApp(App):
     CSS_PATH = "app.tcss"
     TITLE = "commviz"
+    # Below 120 columns the right column goes under the left one (see app.tcss).
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide")]
     BINDINGS = [
         Binding("q", "quit", "Quit", id="quit"),
         Binding("ctrl+c", "quit", "Quit", show=False, priority=True),
@@ -59,6 +61,8 @@ class CommvizApp(App):
         self.set_interval(FRAME_S, self.refresh_view)
 
     def refresh_view(self) -> None:
+        if not self.is_running:  # a frame timer tick can race the shutdown (run_test, Pilot)
+            return
         self._watch_ranks()
         model = self.session.model
         with self.session.lock:

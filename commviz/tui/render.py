@@ -24,9 +24,11 @@ def ranks_table(model: Model, now: float, now_ns: int | None = None) -> Table:
     now_ns = time.time_ns() if now_ns is None else now_ns
     table = Table(expand=True, box=None, pad_edge=False)
     for col, justify in (("rank", "right"), ("host", "left"), ("device", "left"),
-                         ("state", "left"), ("ops", "right"), ("sent", "right"),
-                         ("load", "left")):
+                         ("state", "left"), ("ops", "right"), ("sent", "right")):
         table.add_column(col, justify=justify, no_wrap=True)
+    # load takes what the other columns leave, so a narrow terminal cuts the sparkline,
+    # never a rank's state
+    table.add_column("load", justify="left", no_wrap=True, ratio=1)
     inflight: dict[int, list] = {}
     for op in model.inflight.values():
         inflight.setdefault(op.rank, []).append(op)

@@ -15,14 +15,21 @@ from .session import Session
 BYE_WAIT_S = 2.0
 
 
-def run(session: Session, ranks: Ranks | None = None, out: TextIO = sys.stdout) -> int:
-    """Print until interrupted or, with ``ranks``, until they have all ended. Returns the exit code."""
+def run(session: Session, ranks: Ranks | None = None, out: TextIO = sys.stdout,
+        banner: str | None = None) -> int:
+    """Print until interrupted or, with ``ranks``, until they have all ended. Returns the exit code.
+
+    ``banner`` is printed first, once SIGINT/SIGTERM already lead to a clean stop, so whoever
+    reads it may signal at once. The handlers stay until everything is stopped and closed.
+    """
     stop = threading.Event()
     previous = {sig: signal.signal(sig, lambda *_: stop.set())
                 for sig in (signal.SIGINT, signal.SIGTERM)}
     printer = _Printer(session, out)
     code = 0
     try:
+        if banner is not None:
+            print(banner, file=out, flush=True)
         while not stop.is_set():
             session.poll(50)
             printer.flush()
@@ -38,18 +45,20 @@ def run(session: Session, ranks: Ranks | None = None, out: TextIO = sys.stdout) 
                     _await_goodbyes(session, len(ranks.procs), printer)
                     break
     finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-        if ranks is not None:
-            ranks.stop()
-            if ranks.failed():
-                code = 1
-                print(f"rank logs kept in {ranks.logdir}", file=out)
-            else:
-                ranks.cleanup_logs()
-        session.close()
-        printer.flush()
-        printer.summary()
+        try:
+            if ranks is not None:
+                ranks.stop()
+                if ranks.failed():
+                    code = 1
+                    print(f"rank logs kept in {ranks.logdir}", file=out)
+                else:
+                    ranks.cleanup_logs()
+            session.close()
+            printer.flush()
+            printer.summary()
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
     return code
 
 

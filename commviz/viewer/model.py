@@ -14,18 +14,24 @@ from __future__ import annotations
 
 import collections
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
 
 import numpy as np
 
 from .. import bandwidth, protocol
 
-_P2P_CODES = np.array([op in protocol.P2P for op in protocol.OPS] + [False] * (256 - len(protocol.OPS)))
-_SEND_CODES = np.array([op in protocol.SENDS for op in protocol.OPS] + [False] * (256 - len(protocol.OPS)))
-_SIZE_IN = np.array([s == "in" for s in bandwidth.SIZE_SOURCE] + [False] * (256 - len(protocol.OPS)))
-_SIZE_OUT = np.array([s == "out" for s in bandwidth.SIZE_SOURCE] + [False] * (256 - len(protocol.OPS)))
-_SIZE_TIMES_N = np.array(bandwidth.SIZE_TIMES_N + [False] * (256 - len(protocol.OPS)))
+
+def _by_code(flags: list[bool]) -> np.ndarray:
+    """A lookup table indexed by op code (all 256 values, so bad codes cannot overflow)."""
+    return np.array(flags + [False] * (256 - len(flags)))
+
+
+_P2P_CODES = _by_code([op in protocol.P2P for op in protocol.OPS])
+_SEND_CODES = _by_code([op in protocol.SENDS for op in protocol.OPS])
+_SIZE_IN = _by_code([s == "in" for s in bandwidth.SIZE_SOURCE])
+_SIZE_OUT = _by_code([s == "out" for s in bandwidth.SIZE_SOURCE])
+_SIZE_TIMES_N = _by_code(list(bandwidth.SIZE_TIMES_N))
 
 # Pending (unmatched) rows kept per kind; beyond this the oldest are dropped and counted.
 PENDING_MAX = 1_000_000
@@ -53,7 +59,8 @@ class RankState:
     bytes_in: int = 0
     last_op: str | None = None
     last_end_ns: int = 0
-    telemetry: collections.deque = field(default_factory=lambda: collections.deque(maxlen=TELEMETRY_MAX))
+    telemetry: collections.deque = field(
+        default_factory=lambda: collections.deque(maxlen=TELEMETRY_MAX))
 
 
 @dataclass(frozen=True)
@@ -106,8 +113,9 @@ class StatRow:
         self._skews.append(skews)
         self._kept += len(times)
         if self._kept > 2 * SAMPLES_MAX:  # keep the newest samples only
-            t, s = np.concatenate(self._times)[-SAMPLES_MAX:], np.concatenate(self._skews)[-SAMPLES_MAX:]
-            self._times, self._skews, self._kept = [t], [s], len(t)
+            times = np.concatenate(self._times)[-SAMPLES_MAX:]
+            skews = np.concatenate(self._skews)[-SAMPLES_MAX:]
+            self._times, self._skews, self._kept = [times], [skews], len(times)
 
     def summary(self) -> dict:
         times = np.concatenate(self._times) / 1e3
@@ -177,7 +185,8 @@ class Model:
 
     def _heartbeat(self, hb: protocol.Heartbeat) -> None:
         s = self._rank(hb.rank)
-        s.world, s.host, s.pid, s.backend, s.device = hb.world, hb.host, hb.pid, hb.backend, hb.device
+        s.world, s.host, s.pid = hb.world, hb.host, hb.pid
+        s.backend, s.device = hb.backend, hb.device
         s.dropped, s.last_seen, s.exited = hb.dropped, self.clock(), False
         s.telemetry.append((hb.t_ns, hb.telemetry))
 

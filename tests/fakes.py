@@ -1,0 +1,235 @@
+"""Shared test doubles: protocol messages built by hand, a frozen clock, a scripted session.
+
+Everything here is deterministic (fixed hosts, pids, telemetry and timestamps), so a view
+fed from these helpers renders the same on every run and snapshots can be compared.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import numpy as np
+
+from commviz import protocol
+from commviz.viewer.model import Model
+
+DEFAULT_GROUPS: dict[int, tuple[str, tuple[int, ...]]] = {0: ("0", (0, 1, 2, 3))}
+DEFAULT_SITES: dict[int, tuple[str, int]] = {0: ("demo.py", 12)}
+DURATION_NS = 250_000  # t_end - t_start of a record that does not give t_end
+
+# Scripted time: wall-clock ns of the first op, and the step between successive ops.
+T0_NS = 1_700_000_000_000_000_000
+STEP_NS = 1_000_000
+
+
+class FakeClock:
+    """A frozen clock: ``monotonic`` seconds and ``wall_ns`` nanoseconds move only on advance().
+
+    The instance itself is callable as the monotonic clock, so it can be handed to
+    ``Model(clock=...)`` and ``CommvizApp(clock=..., wall_ns=clock.wall_ns)``.
+    """
+
+    def __init__(self, monotonic: float = 100.0, wall_ns: int = T0_NS) -> None:
+        self.t = monotonic
+        self.ns = wall_ns
+
+    def __call__(self) -> float:
+        return self.t
+
+    def monotonic(self) -> float:
+        return self.t
+
+    def wall_ns(self) -> int:
+        return self.ns
+
+    def advance(self, seconds: float) -> None:
+        self.t += seconds
+        self.ns += round(seconds * 1e9)
+
+    def set_wall_ns(self, ns: int) -> None:
+        self.ns = ns
+
+
+class FakeSession:
+    """What CommvizApp uses of a viewer Session, without a socket or a collector thread."""
+
+    def __init__(self, clock: FakeClock | None = None, addr: str = "tcp://127.0.0.1:5555") -> None:
+        self.clock = clock if clock is not None else FakeClock()
+        self.model = Model(clock=self.clock)
+        self.lock = threading.Lock()
+        self.addr = addr
+        self.rejected = 0
+        self.started = False
+        self.closed = False
+
+    def start(self) -> None:
+        self.started = True
+
+    def close(self) -> None:
+        self.closed = True
+
+    def feed(self, messages: Iterable[protocol.Message]) -> None:
+        """Apply one drain round, as the collector thread would."""
+        with self.lock:
+            self.model.apply(list(messages))
+
+
+def op_batch(rank: int, records: list[Mapping[str, Any]],
+             groups: Mapping[int, tuple[str, tuple[int, ...]]] | None = None,
+             sites: Mapping[int, tuple[str, int]] | None = None) -> protocol.OpBatch:
+    """An OpBatch from readable records.
+
+    Keys: id, op (name), seq, peer (-1), bytes_in, bytes_out (0), t_start, t_end (t_start +
+    DURATION_NS; -1 for in flight), parent (name or None), dtype (name, "float32"; None for
+    none), flags (0), gid (0), site (0).
+    """
+    groups = dict(DEFAULT_GROUPS if groups is None else groups)
+    sites = dict(DEFAULT_SITES if sites is None else sites)
+    values: dict[str, list[int]] = {name: [] for name in protocol.COLUMNS}
+    for r in records:
+        t_start = int(r["t_start"])
+        parent, dtype = r.get("parent"), r.get("dtype", "float32")
+        row = {
+            "id": r["id"], "op": protocol.OP_CODE[r["op"]],
+            "parent": protocol.NO_CODE if parent is None else protocol.OP_CODE[parent],
+            "gid": r.get("gid", 0), "seq": r["seq"], "peer": r.get("peer", -1),
+            "bytes_in": r.get("bytes_in", 0), "bytes_out": r.get("bytes_out", 0),
+            "dtype": protocol.NO_CODE if dtype is None else protocol.DTYPE_CODE[dtype],
+            "flags": r.get("flags", 0), "t_start": t_start,
+            "t_end": r.get("t_end", t_start + DURATION_NS), "site": r.get("site", 0),
+        }
+        for name, value in row.items():
+            values[name].append(int(value))
+    cols = {name: np.array(values[name], dtype=dt) for name, dt in protocol.COLUMN_DTYPES.items()}
+    return protocol.OpBatch(rank, cols, groups, sites)
+
+
+def heartbeat(rank: int, world: int, cpu: float = 25.0, rss: int = 512 * 1024 * 1024,
+              t_ns: int = T0_NS, dropped: int = 0) -> protocol.Heartbeat:
+    """A CPU rank's heartbeat with fixed identity (host node0, pid 1000+rank, gloo, cpu)."""
+    telemetry: dict[str, float | None] = {
+        "cpu_pct": cpu, "rss_bytes": rss, "gpu_util_pct": None, "gpu_mem_used": None,
+        "gpu_mem_total": None, "gpu_power_w": None,
+    }
+    return protocol.Heartbeat(rank, world, "node0", 1000 + rank, "gloo", "cpu", t_ns, dropped,
+                              telemetry)
+
+
+def heartbeats(world: int, t_ns: int = T0_NS) -> list[protocol.Heartbeat]:
+    """One heartbeat per rank, with a per-rank (but fixed) CPU load."""
+    return [heartbeat(r, world, cpu=10.0 + 20 * r, rss=(256 + 64 * r) * 1024 * 1024, t_ns=t_ns)
+            for r in range(world)]
+
+
+def _world_group(world: int) -> dict[int, tuple[str, tuple[int, ...]]]:
+    return {0: ("0", tuple(range(world)))}
+
+
+def scripted_collective(op: str, world: int = 4, steps: int = 3, nbytes: int = 4096,
+                        out_factor: int = 1, peer: int = -1, t0_ns: int = T0_NS,
+                        first: int = 0) -> list[protocol.Message]:
+    """Heartbeats, then one batch per rank holding ``steps`` instances of collective ``op``.
+
+    The steps are first, first+1, ...; step k (op id and seq k) starts at t0 + k*STEP_NS
+    on rank 0 and r*10 us later on rank r (so skew is 10 us x (world-1)); it ends on every
+    rank at the same time, DURATION_NS + k*50 us after the last rank started.
+    """
+    messages: list[protocol.Message] = list(heartbeats(world, t0_ns))
+    for rank in range(world):
+        records = []
+        for k in range(first, first + steps):
+            start = t0_ns + k * STEP_NS + rank * 10_000
+            end = t0_ns + k * STEP_NS + (world - 1) * 10_000 + DURATION_NS + k * 50_000
+            records.append({"id": k, "op": op, "seq": k, "peer": peer, "bytes_in": nbytes,
+                            "bytes_out": nbytes * out_factor, "t_start": start, "t_end": end})
+        messages.append(op_batch(rank, records, groups=_world_group(world)))
+    return messages
+
+
+def scripted_all_gather(world: int = 4, steps: int = 3, nbytes: int = 4096,
+                        t0_ns: int = T0_NS, first: int = 0) -> list[protocol.Message]:
+    """all_gather of ``nbytes`` per rank: each rank writes world x nbytes."""
+    return scripted_collective("all_gather", world, steps, nbytes, out_factor=world,
+                               t0_ns=t0_ns, first=first)
+
+
+def scripted_all_reduce(world: int = 4, steps: int = 3, nbytes: int = 1 << 20,
+                        t0_ns: int = T0_NS, first: int = 0) -> list[protocol.Message]:
+    return scripted_collective("all_reduce", world, steps, nbytes, t0_ns=t0_ns, first=first)
+
+
+def scripted_broadcast(world: int = 4, steps: int = 3, nbytes: int = 65536, root: int = 0,
+                       t0_ns: int = T0_NS, first: int = 0) -> list[protocol.Message]:
+    return scripted_collective("broadcast", world, steps, nbytes, peer=root, t0_ns=t0_ns,
+                               first=first)
+
+
+def scripted_send_recv(world: int = 4, steps: int = 3, nbytes: int = 8192,
+                       t0_ns: int = T0_NS) -> list[protocol.Message]:
+    """Even ranks send ``steps`` messages to the next odd rank, which receives them."""
+    messages: list[protocol.Message] = list(heartbeats(world, t0_ns))
+    for rank in range(world):
+        sender = rank % 2 == 0
+        peer = rank + 1 if sender else rank - 1
+        if peer >= world:
+            continue
+        records = []
+        for k in range(steps):
+            start = t0_ns + k * STEP_NS + (0 if sender else 5_000)
+            records.append({"id": k, "op": "send" if sender else "recv", "seq": k, "peer": peer,
+                            "bytes_in": nbytes if sender else 0,
+                            "bytes_out": 0 if sender else nbytes,
+                            "t_start": start, "t_end": t0_ns + k * STEP_NS + DURATION_NS})
+        messages.append(op_batch(rank, records, groups=_world_group(world)))
+    return messages
+
+
+def inflight(rank: int, op: str, seq: int, t_start: int, op_id: int = 100, world: int = 4,
+             nbytes: int = 4096) -> protocol.OpBatch:
+    """The record a rank sends for an op still running (t_end == -1)."""
+    return op_batch(rank, [{"id": op_id, "op": op, "seq": seq, "bytes_in": nbytes,
+                            "bytes_out": nbytes, "t_start": t_start, "t_end": -1}],
+                    groups=_world_group(world))
+
+
+def bye(rank: int, t_ns: int = T0_NS, dropped: int = 0) -> protocol.Bye:
+    return protocol.Bye(rank, t_ns, dropped)
+
+
+class FakeRankProcess:
+    """What the app reads of a launcher.RankProcess."""
+
+    def __init__(self, rank: int, returncode: int, error: str = "") -> None:
+        self.rank, self.returncode, self._error = rank, returncode, error
+
+    def error_line(self) -> str:
+        return self._error or f"exit code {self.returncode}"
+
+
+class FakeRanks:
+    """A launcher.Ranks stand-in: ``end(rank, code)`` scripts what the next poll() reports."""
+
+    def __init__(self, world: int = 4) -> None:
+        self.world = world
+        self.ended: list[FakeRankProcess] = []
+        self._pending: list[FakeRankProcess] = []
+        self.stopped = False
+
+    def end(self, rank: int, returncode: int = 0, error: str = "") -> None:
+        self._pending.append(FakeRankProcess(rank, returncode, error))
+
+    def poll(self) -> list[FakeRankProcess]:
+        ended, self._pending = self._pending, []
+        self.ended.extend(ended)
+        return ended
+
+    def running(self) -> int:
+        return 0 if self.stopped else self.world - len(self.ended)
+
+    def failed(self) -> list[FakeRankProcess]:
+        return [rp for rp in self.ended if rp.returncode]
+
+    def stop(self) -> None:
+        self.stopped = True

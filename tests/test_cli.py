@@ -1,0 +1,541 @@
+"""The ``commviz`` command end to end, as a user runs it: real subprocesses, real ranks.
+
+Every command runs as ``python -m commviz`` in its own session with a timeout; every test
+checks that it leaves no process behind (no child of pytest, no rank it started). Full
+demo launches are few: each rank imports torch, which takes seconds on a small machine.
+"""
+
+from __future__ import annotations
+
+import ast
+import io
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import psutil
+import pytest
+import zmq
+
+from commviz import launcher
+
+REPO = Path(__file__).resolve().parent.parent
+PY = sys.executable
+TAG_VAR = "COMMVIZ_TEST_TAG"
+INSTANCE = re.compile(r"^\[\s*\d+\.\d+s\] (\w+)\s+ranks ([\d,]+)\s+seq (\d+)\s")
+SUMMARY = re.compile(r"^(\d+) op records, (\d+) collective instances, (\d+) transfers; ")
+
+
+# ---- process helpers -------------------------------------------------------------------
+
+class Proc:
+    """A subprocess in its own session; threads collect its stdout and stderr lines."""
+
+    def __init__(self, args: list[str], env: dict[str, str]) -> None:
+        self.args = args
+        self.p = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True, env=env,
+                                  start_new_session=True)
+        self.out: list[str] = []
+        self.err: list[str] = []
+        self._cond = threading.Condition()
+        self._readers = [threading.Thread(target=self._read, args=(s, acc), daemon=True)
+                         for s, acc in ((self.p.stdout, self.out), (self.p.stderr, self.err))]
+        for t in self._readers:
+            t.start()
+
+    def _read(self, stream, acc: list[str]) -> None:
+        for line in stream:
+            with self._cond:
+                acc.append(line.rstrip("\n"))
+                self._cond.notify_all()
+        with self._cond:
+            self._cond.notify_all()
+
+    def wait_for(self, pred, timeout: float, count: int = 1) -> list[str]:
+        """Wait until ``count`` stdout lines satisfy ``pred``; fails the test on timeout."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while True:
+                hits = [line for line in self.out if pred(line)]
+                if len(hits) >= count:
+                    return hits
+                left = deadline - time.monotonic()
+                if left <= 0 or (self.p.poll() is not None and not any(
+                        t.is_alive() for t in self._readers)):
+                    pytest.fail(f"{self.args[2:]}: no {count} matching line(s) in time; "
+                                f"rc={self.p.poll()}\nstdout:\n{self.stdout}\n"
+                                f"stderr:\n{self.stderr}")
+                self._cond.wait(min(left, 0.2))
+
+    def finish(self, timeout: float) -> int:
+        try:
+            rc = self.p.wait(timeout)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"{self.args[2:]} still running after {timeout} s\n{self.stdout}")
+        for t in self._readers:
+            t.join(5)
+        return rc
+
+    def signal(self, sig: int) -> None:
+        self.p.send_signal(sig)  # the process only, not its group
+
+    def kill_group(self) -> None:
+        try:
+            os.killpg(self.p.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            self.p.wait(10)
+        except subprocess.TimeoutExpired:
+            pass
+        for t in self._readers:
+            t.join(2)
+
+    @property
+    def stdout(self) -> str:
+        return "\n".join(self.out)
+
+    @property
+    def stderr(self) -> str:
+        return "\n".join(self.err)
+
+
+def _tagged_ranks(tag: str) -> list[psutil.Process]:
+    """Live rank processes (``commviz.rank.runner``) started under this test's tag."""
+    found = []
+    for proc in psutil.process_iter(["cmdline", "status"]):
+        try:
+            if proc.info["status"] == psutil.STATUS_ZOMBIE:
+                continue
+            if "commviz.rank.runner" not in " ".join(proc.info["cmdline"] or ()):
+                continue
+            if proc.environ().get(TAG_VAR) == tag:
+                found.append(proc)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
+    return found
+
+
+class Procs:
+    """Starts the test's processes with a unique tag in their environment, so that every
+    rank they start (which inherits it) can be found again, however it was started."""
+
+    def __init__(self) -> None:
+        self.tag = uuid.uuid4().hex
+        self.env = {**os.environ, TAG_VAR: self.tag, "PYTHONUNBUFFERED": "1"}
+        self.env.pop("COMMVIZ_ADDR", None)
+        self.started: list[Proc] = []
+
+    def start(self, *args: str, env: dict[str, str] | None = None) -> Proc:
+        proc = Proc([PY, *args], {**self.env, **(env or {})})
+        self.started.append(proc)
+        return proc
+
+    def commviz(self, *args: str, timeout: float = 30) -> subprocess.CompletedProcess:
+        """Run ``python -m commviz ARGS`` to completion."""
+        proc = self.start("-m", "commviz", *args)
+        rc = proc.finish(timeout)
+        return subprocess.CompletedProcess(proc.args, rc, proc.stdout + "\n" if proc.out
+                                           else "", proc.stderr + "\n" if proc.err else "")
+
+    def ranks_left(self, grace: float = 5.0) -> list[psutil.Process]:
+        deadline = time.monotonic() + grace
+        while (left := _tagged_ranks(self.tag)) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        return left
+
+
+@pytest.fixture
+def procs():
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    tracker = Procs()
+    try:
+        yield tracker
+    finally:
+        still_running = [p.args[2:] for p in tracker.started if p.p.poll() is None]
+        for proc in tracker.started:
+            proc.kill_group()
+        left_ranks = tracker.ranks_left()
+        for proc in left_ranks:  # started (indirectly) by this test: end them by pid
+            try:
+                proc.kill()
+            except psutil.NoSuchProcess:
+                pass
+        children = [p for p in psutil.Process().children(recursive=True)
+                    if p.pid not in before]
+    assert not still_running, f"processes still running at the end of the test: {still_running}"
+    assert not left_ranks, f"rank processes left behind: {[p.pid for p in left_ranks]}"
+    assert not children, f"child processes left behind: {children}"
+
+
+def free_port() -> int:
+    return launcher.free_port()
+
+
+# ---- demo --list and errors --------------------------------------------------------------
+
+def test_demo_list_names_every_demo_with_its_summary(procs):
+    result = procs.commviz("demo", "--list")
+    assert result.returncode == 0, result.stderr
+    listed = {line.split(None, 1)[0]: line.split(None, 1)[1].strip()
+              for line in result.stdout.splitlines() if line.strip()}
+    files = sorted(p for p in (REPO / "demos").glob("*.py") if not p.name.startswith("_"))
+    assert files, "no demos found"
+    for path in files:
+        doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8")))
+        assert doc, f"{path.name} has no docstring"
+        assert listed.get(path.stem) == doc.strip().splitlines()[0], path.stem
+    assert set(listed) == {p.stem for p in files}
+
+
+def _gpus() -> int:
+    return launcher.gpu_count()
+
+
+def _write(path: Path, data: bytes) -> Path:
+    path.write_bytes(data)
+    return path
+
+
+HEADER = b'{"format":"commviz-recording","version":1,"commviz":"0.1.0","protocol":1}\n'
+
+ERRORS = {
+    # id: (args, (substrings the error line must contain))
+    "unknown-op": (["demo", "no_such_op", "--ranks", "2"], ("unknown demo", "no_such_op",
+                                                             "--list")),
+    "ranks-0": (["demo", "all_reduce", "--ranks", "0"], ("--ranks", "got 0")),
+    "ranks-too-many": (["demo", "all_reduce", "--ranks", str(launcher.MAX_RANKS + 1)],
+                       ("--ranks", str(launcher.MAX_RANKS))),
+    "ranks-below-min": (["demo", "pipeline", "--ranks", "1"], ("--ranks", "between 2",
+                                                               "pipeline")),
+    "nccl-without-gpus": (["demo", "all_reduce", "--ranks", "2", "--backend", "nccl"],
+                          ("nccl", "GPU", "--backend gloo")),
+    "iters-0": (["demo", "all_reduce", "--ranks", "2", "--iters", "0"], ("--iters",)),
+    "no-op": (["demo"], ("name a demo", "--list")),
+    "stats-missing": (["stats", "{tmp}/missing.jsonl"], ("missing.jsonl", "no such file")),
+    "stats-not-recording": (["stats", "{tmp}/notes.txt"], ("notes.txt",
+                                                          "not a commviz recording")),
+    "stats-empty": (["stats", "{tmp}/empty.jsonl"], ("not a commviz recording",)),
+    "stats-binary": (["stats", "{tmp}/noise.bin"], ("noise.bin", "not a commviz recording")),
+    "stats-directory": (["stats", "{tmp}"], ("cannot read",)),
+    "stats-newer-version": (["stats", "{tmp}/v2.jsonl"], ("version 2",)),
+    "stats-not-object": (["stats", "{tmp}/list.jsonl"], ("list.jsonl:2",)),
+    "stats-bad-middle-line": (["stats", "{tmp}/broken.jsonl"], ("broken.jsonl:2", "not JSON")),
+}
+
+
+@pytest.mark.parametrize("case", list(ERRORS))
+def test_errors_are_one_line_with_exit_code_2(procs, tmp_path, case):
+    args, expected = ERRORS[case]
+    if case == "nccl-without-gpus" and _gpus() >= 2:
+        pytest.skip("this machine has the GPUs nccl needs")
+    (tmp_path / "notes.txt").write_text("hello\nworld\n")
+    _write(tmp_path / "empty.jsonl", b"")
+    _write(tmp_path / "noise.bin", bytes(range(128, 256)) * 4)
+    _write(tmp_path / "v2.jsonl", HEADER.replace(b'"version":1', b'"version":2'))
+    _write(tmp_path / "list.jsonl", HEADER + b"[1, 2]\n")
+    _write(tmp_path / "broken.jsonl", HEADER + b'{"kind": "op", \n{"kind":"bye"}\n')
+    result = procs.commviz(*[a.replace("{tmp}", str(tmp_path)) for a in args])
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("commviz: error: "), lines[0]
+    assert "Traceback" not in result.stderr
+    for text in expected:
+        assert text in lines[0], (text, lines[0])
+    assert result.stdout == ""
+
+
+@pytest.mark.parametrize("holder", ["tcp", "zmq"])
+def test_watch_on_a_port_in_use_says_how_to_pick_another(procs, holder):
+    ctx = sock = None
+    if holder == "tcp":
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        port = sock.getsockname()[1]
+    else:
+        ctx = zmq.Context()
+        sock = ctx.socket(zmq.PULL)
+        port = sock.bind_to_random_port("tcp://127.0.0.1")
+    try:
+        result = procs.commviz("watch", "--headless", "--bind", f"tcp://127.0.0.1:{port}")
+    finally:
+        sock.close()
+        if ctx is not None:
+            ctx.term()
+    assert result.returncode == 2, result.stdout
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("commviz: error: "), result.stderr
+    assert f"127.0.0.1:{port}" in lines[0] and "already in use" in lines[0]
+    assert "--bind tcp://127.0.0.1:PORT" in lines[0] and "COMMVIZ_ADDR" in lines[0]
+    assert result.stdout == ""
+
+
+# ---- a headless demo, its recording and stats --------------------------------------------
+
+@pytest.fixture(scope="module")
+def demo_run(tmp_path_factory):
+    """One real headless demo: 2 ranks, 5 all_reduce steps, recorded."""
+    record = tmp_path_factory.mktemp("demo") / "ar.jsonl"
+    tracker = Procs()
+    proc = tracker.start("-m", "commviz", "demo", "all_reduce", "--ranks", "2", "--headless",
+                         "--iters", "5", "--record", str(record))
+    try:
+        rc = proc.finish(90)
+        assert not tracker.ranks_left(), "rank processes outlived the demo"
+    finally:
+        proc.kill_group()
+    return rc, proc.stdout, proc.stderr, record
+
+
+def _lines(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def test_headless_demo_prints_instances_and_summary(procs, demo_run):
+    rc, out, err, _ = demo_run
+    assert rc == 0, (out, err)
+    assert "Traceback" not in err
+    lines = out.splitlines()
+    assert lines[0].startswith("commviz demo all_reduce: 2 ranks, gloo")
+    instances = [m.groups() for m in map(INSTANCE.match, lines) if m]
+    assert instances == [("all_reduce", "0,1", str(seq)) for seq in range(1, 6)], out
+    # Not asserted: the "rank r/2 joined" lines. The emitter sends heartbeats on its ticks
+    # only, so a rank whose run ends before its first tick after init sends none.
+    assert re.search(r"^all_reduce\s+2\s+4096\s+5\s", out, re.M), out  # the stats table
+    summary = [m.groups() for m in map(SUMMARY.match, lines) if m]
+    assert summary == [("10", "5", "0")], out
+    assert "0 malformed messages rejected" in lines[-1]
+    assert "rank logs kept" not in out
+
+
+def test_headless_demo_recording(demo_run):
+    rc, out, _, record = demo_run
+    assert rc == 0, out
+    lines = _lines(record)
+    header = lines[0]
+    assert header["format"] == "commviz-recording" and header["version"] == 1
+    assert header["protocol"] == 1 and isinstance(header["created_ns"], int)
+    ops = [line for line in lines if line.get("kind") == "op"]
+    assert len(ops) == 10
+    for rank in (0, 1):
+        mine = [op for op in ops if op["rank"] == rank]
+        assert sorted(op["seq"] for op in mine) == [1, 2, 3, 4, 5], rank
+        for op in mine:
+            assert op["op"] == "all_reduce" and op["group"] == [0, 1]
+            assert op["bytes_in"] == op["bytes_out"] == 4096
+            assert op["dtype"] == "float32"
+            assert 0 < op["t_start_ns"] <= op["t_end_ns"]
+            assert op["file"].endswith("all_reduce.py")
+    for ident in (line for line in lines if line.get("kind") == "rank"):  # from heartbeats
+        assert ident["rank"] in (0, 1) and ident["world"] == 2
+        assert (ident["backend"], ident["device"]) == ("gloo", "cpu")
+    assert sorted(line["rank"] for line in lines if line.get("kind") == "bye") == [0, 1]
+    assert lines[-1]["kind"] == "summary"
+    assert lines[-1]["records"] == 10 and lines[-1]["instances"] == 5
+    assert lines[-1]["rejected_messages"] == 0
+
+
+def test_stats_of_the_recording(procs, demo_run):
+    record = demo_run[3]
+    table = procs.commviz("stats", str(record))
+    assert table.returncode == 0, table.stderr
+    assert re.search(r"^all_reduce\s+2\s+4096\s+5\s", table.stdout, re.M), table.stdout
+    assert "10 op records, 5 collective instances, 0 transfers" in table.stdout
+    as_json = procs.commviz("stats", str(record), "--json")
+    assert as_json.returncode == 0, as_json.stderr
+    data = json.loads(as_json.stdout)
+    assert data["records"] == 10
+    assert len(data["rows"]) == 1
+    row = data["rows"][0]
+    assert (row["op"], row["ranks"], row["size"], row["count"]) == ("all_reduce", 2, 4096, 5)
+    assert row["time_p50_us"] > 0 and row["algbw_gbps"] > 0
+
+
+def test_stats_of_a_truncated_recording(procs, demo_run, tmp_path):
+    """As a killed viewer leaves it: no summary, the last line cut in the middle."""
+    text = demo_run[3].read_text(encoding="utf-8").splitlines(keepends=True)
+    last_op = max(i for i, line in enumerate(text) if '"kind":"op"' in line)
+    cut = tmp_path / "cut.jsonl"
+    cut.write_text("".join(text[:last_op]) + text[last_op][: len(text[last_op]) // 2])
+    result = procs.commviz("stats", str(cut), "--json")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["records"] == 9  # the cut record is lost, the others are all there
+    assert data["rows"][0]["count"] == 4
+    table = procs.commviz("stats", str(cut))
+    assert table.returncode == 0 and "9 op records, 4 collective instances" in table.stdout
+
+    whole_lines = tmp_path / "no-summary.jsonl"  # cut exactly after a line: nothing lost
+    whole_lines.write_text("".join(text[:last_op + 1]))
+    data = json.loads(procs.commviz("stats", str(whole_lines), "--json").stdout)
+    assert data["records"] == 10 and data["rows"][0]["count"] == 5
+
+
+# ---- a rank that fails ------------------------------------------------------------------
+
+def test_failing_rank_is_reported_by_the_demo(procs):
+    """--size that no rank can allocate: each rank fails in the demo's first step."""
+    proc = procs.start("-m", "commviz", "demo", "all_reduce", "--ranks", "2", "--headless",
+                       "--iters", "2", "--size", str(2 ** 60))
+    rc = proc.finish(90)
+    out = proc.stdout
+    kept = re.search(r"^rank logs kept in (\S+)$", out, re.M)
+    try:
+        assert rc == 1, out
+        failed = re.findall(r"^rank ([01]) failed \(exit 1\): (.*)$", out, re.M)
+        assert failed, out
+        assert all("RuntimeError" in why and "allocate" in why for _, why in failed), out
+        assert "Traceback" not in out and "Traceback" not in proc.stderr
+        assert SUMMARY.search(out.splitlines()[-1]), out
+        assert kept, out
+        logs = sorted(p.name for p in Path(kept.group(1)).iterdir())
+        assert logs == ["rank0.log", "rank1.log"]
+        assert "commviz-rank-error: RuntimeError" in (
+            Path(kept.group(1)) / f"rank{failed[0][0]}.log").read_text()
+    finally:
+        if kept and Path(kept.group(1)).name.startswith("commviz-"):
+            shutil.rmtree(kept.group(1), ignore_errors=True)
+
+
+def test_failing_rank_is_reported_by_headless_run(procs, monkeypatch):
+    """The launcher's view of a rank that cannot even start: a demo module that is missing."""
+    from commviz.viewer import headless
+    from commviz.viewer.session import Session
+
+    monkeypatch.setenv(TAG_VAR, procs.tag)  # the ranks inherit it: found again if left over
+    session = Session("tcp://127.0.0.1:*", collect_instances=True)
+    try:
+        ranks = launcher.Ranks("no_such_demo", 2, "gloo", session.addr, 64, 1, 0.0)
+    except BaseException:
+        session.close()
+        raise
+    out = io.StringIO()
+    try:
+        code = headless.run(session, ranks, out=out)
+    finally:
+        ranks.stop()
+    text = out.getvalue()
+    try:
+        assert code == 1, text
+        assert re.search(r"^rank [01] failed \(exit 1\): ModuleNotFoundError: .*"
+                         r"commviz\.demos\.no_such_demo", text, re.M), text
+        assert f"rank logs kept in {ranks.logdir}" in text
+        assert ranks.running() == 0
+        assert all(rp.proc.returncode is not None for rp in ranks.procs)
+    finally:
+        ranks.cleanup_logs()
+
+
+# ---- commviz watch with ranks started elsewhere, stopped by a signal ----------------------
+
+def _watch(procs: Procs, *args: str) -> tuple[Proc, str]:
+    proc = procs.start("-m", "commviz", "watch", "--headless", *args)
+    banner = proc.wait_for(lambda line: line.startswith("commviz watch: listening on "), 30)[0]
+    return proc, banner.split()[4]
+
+
+def test_watch_records_ranks_then_stops_on_sigint(procs, tmp_path):
+    record = tmp_path / "w.jsonl"
+    watch, addr = _watch(procs, "--bind", f"tcp://127.0.0.1:{free_port()}", "--record",
+                         str(record))
+    master = free_port()
+    ranks = [procs.start("-m", "commviz.rank.runner", "all_gather", "--rank", str(r),
+                         "--world", "2", "--backend", "gloo", "--master-port", str(master),
+                         "--iters", "3", env={"COMMVIZ_ADDR": addr}) for r in range(2)]
+    codes = [r.finish(90) for r in ranks]
+    assert codes == [0, 0], [r.stderr for r in ranks]
+    watch.wait_for(lambda line: bool(INSTANCE.match(line)), 15, count=3)
+    time.sleep(0.5)  # the goodbyes follow the last records
+    watch.signal(signal.SIGINT)
+    assert watch.finish(15) == 0, watch.stderr
+    assert "Traceback" not in watch.stderr
+    instances = [m.groups() for m in map(INSTANCE.match, watch.out) if m]
+    assert instances == [("all_gather", "0,1", str(s)) for s in (1, 2, 3)], watch.stdout
+    assert SUMMARY.match(watch.out[-1]).groups() == ("6", "3", "0"), watch.stdout
+    lines = _lines(record)
+    assert lines[0]["format"] == "commviz-recording"
+    ops = [line for line in lines if line.get("kind") == "op"]
+    assert len(ops) == 6
+    assert sorted((op["rank"], op["seq"]) for op in ops) == [(r, s) for r in (0, 1)
+                                                             for s in (1, 2, 3)]
+    assert all(op["op"] == "all_gather" and op["bytes_out"] == 2 * op["bytes_in"]
+               for op in ops)
+    assert lines[-1]["kind"] == "summary" and lines[-1]["records"] == 6
+    assert lines[-1]["instances"] == 3
+
+
+def test_watch_stops_on_sigterm(procs, tmp_path):
+    record = tmp_path / "idle.jsonl"
+    watch, _ = _watch(procs, "--bind", f"tcp://127.0.0.1:{free_port()}", "--record",
+                      str(record))
+    watch.signal(signal.SIGTERM)  # at once: the banner comes once the signal is handled
+    assert watch.finish(15) == 0, watch.stderr
+    assert watch.stderr == ""
+    assert SUMMARY.match(watch.out[-1]).groups() == ("0", "0", "0"), watch.stdout
+    lines = _lines(record)
+    assert lines[0]["format"] == "commviz-recording"
+    assert lines[-1]["kind"] == "summary" and lines[-1]["records"] == 0
+
+
+def test_a_rank_that_ends_at_once_still_delivers_its_records(procs):
+    """One step on one rank is over before the emitter's first tick: still sent, with a bye."""
+    from commviz import protocol, recording
+    from commviz.viewer.transport import Receiver
+
+    receiver = Receiver("tcp://127.0.0.1:*")
+    try:
+        rank = procs.start("-m", "commviz.rank.runner", "all_reduce", "--rank", "0", "--world",
+                           "1", "--backend", "gloo", "--master-port", str(free_port()),
+                           "--iters", "1", env={"COMMVIZ_ADDR": receiver.addr})
+        messages = []
+        deadline = time.monotonic() + 60
+        while rank.p.poll() is None and time.monotonic() < deadline:
+            messages += receiver.drain(50)
+        assert rank.finish(5) == 0, rank.stderr
+        deadline = time.monotonic() + 3
+        while not any(isinstance(m, protocol.Bye) for m in messages) \
+                and time.monotonic() < deadline:
+            messages += receiver.drain(50)
+    finally:
+        receiver.close()
+    ops = [rec for m in messages if isinstance(m, protocol.OpBatch)
+           for rec in recording.op_dicts(m)]
+    assert [(op["op"], op["seq"], op["group"]) for op in ops] == [("all_reduce", 1, [0])]
+    assert [m.rank for m in messages if isinstance(m, protocol.Bye)] == [0]
+    assert receiver.rejected == 0
+
+
+# ---- Ctrl-C on a headless demo ----------------------------------------------------------
+
+def test_ctrl_c_stops_a_headless_demo_and_its_ranks(procs):
+    demo = procs.start("-m", "commviz", "demo", "all_gather", "--ranks", "2", "--headless",
+                       "--interval", "0.5")  # 20 steps, 10 s: still running when interrupted
+    demo.wait_for(lambda line: bool(INSTANCE.match(line)), 60)
+    rank_pids = [p.pid for p in psutil.Process(demo.p.pid).children()]
+    assert len(rank_pids) == 2
+    t0 = time.monotonic()
+    demo.signal(signal.SIGINT)  # the launcher only, as a terminal's Ctrl-C would reach it
+    rc = demo.finish(10)
+    assert time.monotonic() - t0 < 10
+    kept = re.search(r"^rank logs kept in (\S+)$", demo.stdout, re.M)
+    if kept and Path(kept.group(1)).name.startswith("commviz-"):
+        shutil.rmtree(kept.group(1), ignore_errors=True)
+    assert rc == 0, (demo.stdout, demo.stderr)  # a requested stop is no failure
+    assert "Traceback" not in demo.stderr
+    assert "failed" not in demo.stdout and "rank logs kept" not in demo.stdout
+    assert SUMMARY.match(demo.out[-1]), demo.stdout
+    assert not [pid for pid in rank_pids if psutil.pid_exists(pid)
+                and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
+    assert not procs.ranks_left(grace=0)

@@ -1,0 +1,325 @@
+"""The TUI driven by a scripted session: Pilot tests of what each panel says, and snapshots.
+
+Nothing here reads real time: the model, the app's monotonic clock and its wall clock all
+come from one FakeClock, and telemetry is fixed, so the snapshots are repeatable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+import pytest
+from fakes import (
+    STEP_NS,
+    T0_NS,
+    FakeClock,
+    FakeRanks,
+    FakeSession,
+    bye,
+    heartbeats,
+    inflight,
+    op_batch,
+    scripted_all_gather,
+    scripted_all_reduce,
+    scripted_broadcast,
+    scripted_send_recv,
+)
+from textual.geometry import Region
+from textual.pilot import Pilot
+from textual.widgets import RichLog
+
+from commviz import protocol
+from commviz.tui.app import FRAME_S, CommvizApp
+
+SIZE = (160, 48)
+
+
+def make_app(session: FakeSession, ranks: FakeRanks | None = None,
+             title: str = "test") -> CommvizApp:
+    return CommvizApp(session, ranks, title, clock=session.clock, wall_ns=session.clock.wall_ns)
+
+
+def panel(app: CommvizApp, selector: str) -> str:
+    """The text a panel shows on screen now, border and title included."""
+    widget = app.query_one(selector)
+    width, height = widget.outer_size
+    return "\n".join(strip.text for strip in widget.render_lines(Region(0, 0, width, height)))
+
+
+def rank_row(app: CommvizApp, rank: int) -> str:
+    """The ranks panel's row of ``rank`` (rows read '│ <rank>  node0 ...')."""
+    for line in panel(app, "#ranks").splitlines():
+        cells = line.strip("│ ").split()
+        if cells and cells[0] == str(rank) and "node0" in cells:
+            return line
+    raise AssertionError(f"no row for rank {rank} in\n{panel(app, '#ranks')}")
+
+
+def log_lines(app: CommvizApp) -> list[str]:
+    return [strip.text.rstrip() for strip in app.query_one("#log", RichLog).lines]
+
+
+def sync(test: Callable[..., Coroutine[Any, Any, None]]) -> Callable[..., None]:
+    """Run an async Pilot test in its own event loop (no pytest-asyncio needed)."""
+    @functools.wraps(test)
+    def run(*args: Any, **kwargs: Any) -> None:
+        asyncio.run(test(*args, **kwargs))
+    return run
+
+
+async def frame(pilot: Pilot) -> None:
+    """Draw one frame now rather than waiting for the frame timer."""
+    pilot.app.refresh_view()
+    await pilot.pause()
+
+
+def test_scripted_batches_are_valid_protocol_messages() -> None:
+    """The fakes must be what a rank could send: encode each batch and decode it back."""
+    for script in (scripted_all_gather, scripted_all_reduce, scripted_broadcast,
+                   scripted_send_recv):
+        for msg in script():
+            if not isinstance(msg, protocol.OpBatch):
+                continue
+            data = protocol.encode_ops(
+                msg.rank, {k: v.tobytes() for k, v in msg.cols.items()},
+                [[g, name, list(ranks)] for g, (name, ranks) in msg.groups.items()],
+                [[i, f, line] for i, (f, line) in msg.sites.items()])
+            back = protocol.decode(data)
+            assert isinstance(back, protocol.OpBatch) and back.rank == msg.rank
+            for name, col in msg.cols.items():
+                assert back.cols[name].tolist() == col.tolist()
+
+
+# ---- Pilot tests --------------------------------------------------------------------------
+@sync
+async def test_ranks_panel_lists_every_rank_with_its_state() -> None:
+    session = FakeSession()
+    session.feed(scripted_all_reduce(world=4))
+    app = make_app(session)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        for rank in range(4):
+            row = rank_row(app, rank)
+            assert "cpu" in row and "done all_reduce" in row
+            assert f"CPU  {10 + 20 * rank:.0f}%" in row
+        assert "rank" in panel(app, "#ranks").splitlines()[1]
+
+
+@sync
+async def test_waiting_for_ranks_before_any_message() -> None:
+    app = make_app(FakeSession())
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        assert "waiting for ranks to connect" in panel(app, "#status")
+        assert log_lines(app) == []
+
+
+@sync
+async def test_new_instances_appear_in_the_log_after_a_frame() -> None:
+    session = FakeSession()
+    session.feed(scripted_all_gather(world=4, steps=1))
+    app = make_app(session)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        assert len(log_lines(app)) == 1
+        assert "all_gather" in log_lines(app)[0] and "seq 0" in log_lines(app)[0]
+
+        # two more instances arrive between frames; the frame timer picks them up
+        session.feed(scripted_all_gather(world=4, steps=2, first=1))
+        for _ in range(20):
+            if len(log_lines(app)) == 3:
+                break
+            await pilot.pause(FRAME_S)
+        lines = log_lines(app)
+        assert [line.split("seq ")[1].split()[0] for line in lines] == ["0", "1", "2"]
+        assert "16.0 KiB" in lines[2] and "time     350.0 us" in lines[2]
+        assert lines[1].startswith("[    0.001s]")
+
+        # a frame with nothing new writes nothing
+        await frame(pilot)
+        assert len(log_lines(app)) == 3
+        assert "3 collectives" in panel(app, "#status")
+
+
+@sync
+async def test_a_transfer_is_logged_as_src_to_dst() -> None:
+    session = FakeSession()
+    session.feed(scripted_send_recv(world=4, steps=1))
+    app = make_app(session)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        lines = log_lines(app)
+        assert len(lines) == 2
+        assert "0 -> 1" in lines[0] and "2 -> 3" in lines[1]
+        assert "2 transfers" in panel(app, "#status")
+
+
+@sync
+async def test_an_op_in_flight_shows_on_its_rank_and_how_long_it_has_waited() -> None:
+    clock = FakeClock()
+    session = FakeSession(clock)
+    session.feed(scripted_all_reduce(world=4, steps=2))
+    started = T0_NS + 2 * STEP_NS
+    clock.set_wall_ns(started + 42_000_000)
+    session.feed([inflight(2, "all_reduce", seq=2, t_start=started, op_id=2)])
+    app = make_app(session)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        assert "in all_reduce #2 42 ms" in rank_row(app, 2)
+        for rank in (0, 1, 3):
+            assert "done all_reduce" in rank_row(app, rank)
+
+        clock.advance(0.008)
+        await frame(pilot)
+        assert "in all_reduce #2 50 ms" in rank_row(app, 2)
+
+        # its completed record (same id) clears the in-flight state
+        session.feed([op_batch(2, [{"id": 2, "op": "all_reduce", "seq": 2, "bytes_in": 4096,
+                                    "t_start": started, "t_end": started + 60_000_000}])])
+        await frame(pilot)
+        assert "done all_reduce" in rank_row(app, 2)
+        assert "in all_reduce" not in panel(app, "#ranks")
+
+
+@sync
+async def test_a_rank_without_recent_messages_is_silent() -> None:
+    clock = FakeClock()
+    session = FakeSession(clock)
+    session.feed(heartbeats(4))
+    app = make_app(session)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        assert "silent" not in panel(app, "#ranks")
+
+        clock.advance(5.0)
+        session.feed([hb for hb in heartbeats(4) if hb.rank != 3])
+        await frame(pilot)
+        assert "silent 5s" in rank_row(app, 3)
+        for rank in range(3):
+            assert "silent" not in rank_row(app, rank)
+
+
+@sync
+async def test_a_rank_that_said_bye_is_exited() -> None:
+    clock = FakeClock()
+    session = FakeSession(clock)
+    session.feed(scripted_broadcast(world=4, steps=2))
+    app = make_app(session)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        session.feed([bye(1, dropped=3)])
+        clock.advance(10.0)  # an exited rank is not reported silent
+        session.feed([hb for hb in heartbeats(4) if hb.rank != 1])
+        await frame(pilot)
+        assert "exited" in rank_row(app, 1)
+        assert "silent" not in panel(app, "#ranks")
+        assert "3 records dropped by ranks" in panel(app, "#status")
+
+
+@sync
+async def test_rejected_messages_are_counted_in_the_viewer_panel() -> None:
+    session = FakeSession()
+    session.feed(heartbeats(2))
+    app = make_app(session)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        assert "0 malformed messages rejected" in panel(app, "#status")
+        session.rejected = 7
+        await frame(pilot)
+        status = panel(app, "#status")
+        assert "7 malformed messages rejected" in status
+        assert "listening on tcp://127.0.0.1:5555" in status
+
+
+@sync
+async def test_a_failed_rank_is_reported_and_the_others_stopped() -> None:
+    session = FakeSession()
+    session.feed(heartbeats(4))
+    ranks = FakeRanks(4)
+    app = make_app(session, ranks)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        ranks.end(0, 0)
+        ranks.end(2, 1, "RuntimeError: boom")
+        await frame(pilot)
+        status = panel(app, "#status")
+        assert "rank 0 finished" in status
+        assert "rank 2 failed (exit 1): RuntimeError: boom" in status
+        assert "stopping the other ranks" in status
+        assert ranks.stopped
+
+
+@sync
+async def test_q_quits() -> None:
+    app = make_app(FakeSession())
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        assert app.return_code is None
+        await pilot.press("q")
+        await pilot.pause()
+        assert app.return_code == 0
+    assert not app.is_running
+
+
+@pytest.mark.parametrize(("size", "narrow"), [((80, 24), True), ((119, 30), True),
+                                              ((120, 30), False), ((160, 48), False)])
+@sync
+async def test_narrow_terminals_stack_the_panels(size: tuple[int, int], narrow: bool) -> None:
+    session = FakeSession()
+    for _ in range(16):  # a full sparkline: the widest load column there is
+        session.feed(heartbeats(4))
+    session.feed(scripted_all_gather())
+    app = make_app(session)
+    async with app.run_test(size=size) as pilot:
+        await pilot.pause()
+        left, right = app.query_one("#left").region, app.query_one("#right").region
+        assert app.screen.has_class("-narrow") is narrow
+        if narrow:
+            assert right.y >= left.bottom and right.width == size[0]
+            # the load column gives way first: every rank's number and state stay whole
+            for rank in range(4):
+                row = rank_row(app, rank)
+                assert "done all_gather" in row and "CPU" in row
+        else:
+            assert right.x >= left.right and right.y == left.y
+
+
+# ---- snapshots --------------------------------------------------------------------------
+def _all_gather() -> tuple[FakeSession, str]:
+    session = FakeSession()
+    session.feed(scripted_all_gather(world=4, steps=3))
+    return session, "demo all_gather · 4 ranks"
+
+
+def _all_reduce() -> tuple[FakeSession, str]:
+    """Three completed all_reduce, then ranks 1 and 2 waiting in the fourth."""
+    clock = FakeClock()
+    session = FakeSession(clock)
+    session.feed(scripted_all_reduce(world=4, steps=3))
+    started = T0_NS + 3 * STEP_NS
+    session.feed([inflight(1, "all_reduce", 3, started, op_id=3, nbytes=1 << 20),
+                  inflight(2, "all_reduce", 3, started + 2_000_000, op_id=3, nbytes=1 << 20)])
+    clock.set_wall_ns(started + 125_000_000)
+    return session, "demo all_reduce · 4 ranks"
+
+
+def _send_recv() -> tuple[FakeSession, str]:
+    """Transfers 0 -> 1 and 2 -> 3; rank 3 has exited, and two bad messages were rejected."""
+    session = FakeSession()
+    session.feed(scripted_send_recv(world=4, steps=3))
+    session.feed([bye(3)])
+    session.rejected = 2
+    return session, "demo send_recv · 4 ranks"
+
+
+SCENARIOS = {"all_gather": _all_gather, "all_reduce": _all_reduce, "send_recv": _send_recv}
+
+
+@pytest.mark.parametrize("size", [(80, 24), (160, 48)], ids=lambda s: f"{s[0]}x{s[1]}")
+@pytest.mark.parametrize("scenario", list(SCENARIOS))
+def test_snapshot(snap_compare, scenario: str, size: tuple[int, int]) -> None:
+    session, title = SCENARIOS[scenario]()
+    assert snap_compare(make_app(session, title=title), terminal_size=size)
