@@ -1,11 +1,16 @@
 """What instrumentation costs a rank: the same op loop with and without ``instrument()``.
 
-Raw and instrumented blocks alternate inside one run (so machine noise hits both alike),
-in three settings: a 1-rank group (the hook's own cost, the communication being nearly
-free), and 2 ranks with the viewer listening and with no viewer at all. Prints the median
-time per op of each, their ratio and the added microseconds.
+Raw and instrumented blocks alternate inside one run (``uninstrument()`` puts torch back
+exactly, so both use the same process, group and tensors), and each instrumented block is
+compared with its neighbouring raw block: the paired difference of their per-op medians
+cancels the drift of a noisy shared machine. Three settings: one rank (the hook's own cost,
+communication being nearly free), and two ranks with the viewer listening and with no
+viewer at all.
 
-    python bench/overhead.py [--ops 200] [--rounds 30] [--size 4]
+    python bench/overhead.py [--ops 60] [--rounds 150] [--size 4]
+
+Wall-clock latency on a shared 2-core machine is noisy; CPU time per op is the steadier
+measure of what the hooks add.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ def _rank(rank: int, world: int, port: int, addr: str, ops: int, rounds: int, si
     import torch.distributed as dist
 
     import commviz
+    from commviz.rank import hooks
 
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
                             world_size=world, timeout=datetime.timedelta(seconds=60))
@@ -36,36 +42,89 @@ def _rank(rank: int, world: int, port: int, addr: str, ops: int, rounds: int, si
     commviz.uninstrument()
     for _ in range(50):
         dist.all_reduce(t)
-    per_op: dict[str, list[float]] = {"raw": [], "instrumented": []}
+    clock = time.perf_counter_ns
+    blocks: dict[str, dict[str, list[float]]] = {
+        mode: {"wall": [], "thread_cpu": [], "process_cpu": []} for mode in ("raw", "inst")}
     for r in range(rounds):
-        order = ("raw", "instrumented") if r % 2 == 0 else ("instrumented", "raw")
-        for mode in order:
-            if mode == "instrumented":
+        for mode in ("raw", "inst") if r % 2 == 0 else ("inst", "raw"):
+            if mode == "inst":
                 commviz.instrument(addr)
             dist.barrier()
-            t0 = time.perf_counter_ns()
+            times = []
+            cpu0, proc0 = time.thread_time_ns(), time.process_time_ns()
             for _ in range(ops):
+                t0 = clock()
                 dist.all_reduce(t)
-            per_op[mode].append((time.perf_counter_ns() - t0) / ops / 1e3)
+                times.append(clock() - t0)
+            cpu1, proc1 = time.thread_time_ns(), time.process_time_ns()
             commviz.uninstrument()
+            time.sleep(0.02)  # let the emitter send this block's records (counted in the next)
+            b = blocks[mode]
+            b["wall"].append(statistics.median(times) / 1e3)
+            b["thread_cpu"].append((cpu1 - cpu0) / ops / 1e3)
+            b["process_cpu"].append((proc1 - proc0) / ops / 1e3)
     dist.destroy_process_group()
     if rank == 0:
-        out.put(per_op)
-    from commviz.rank import hooks
-
+        out.put(blocks)
     hooks.flush_and_close()
+
+
+def hook_alone(calls: int = 200_000) -> tuple[float, float]:
+    """ns per call of the all_reduce hook around an op that does nothing (warm caches).
+
+    Runs in a forked 1-rank group with the emitter stopped, so it is the hot path alone:
+    the wrapper's own work, the record, the queue append.
+    """
+    ctx = mp.get_context("fork")
+    out = ctx.Queue()
+    port = free_port()
+
+    def child() -> None:
+        import timeit
+
+        import torch
+        import torch.distributed as dist
+
+        import commviz
+        from commviz.rank import hooks
+
+        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0,
+                                world_size=1)
+        commviz.instrument(f"tcp://127.0.0.1:{free_port()}")
+        hooks._EMITTER.close()  # nothing drains the queue: measure the hot path only
+
+        def noop(tensor, op=None, group=None, async_op=False):
+            return None
+
+        wrapped = hooks._api_wrapper("all_reduce", noop)
+        t = torch.zeros(1)
+        best = {}
+        for name, fn in (("raw", noop), ("hooked", wrapped)):
+            best[name] = min(timeit.repeat(lambda fn=fn: fn(t), number=calls // 10, repeat=7))
+            hooks._EMITTER.queue.clear()
+        out.put((best["raw"] / (calls // 10) * 1e9, best["hooked"] / (calls // 10) * 1e9))
+        out.close()
+        out.join_thread()
+        os._exit(0)
+
+    proc = ctx.Process(target=child)
+    proc.start()
+    result = out.get(timeout=300)
+    proc.join(10)
+    return result
 
 
 def measure(world: int, listening: bool, ops: int, rounds: int, size: int) -> dict:
     receiver = Receiver("tcp://127.0.0.1:*")
     addr = receiver.addr
     stop = threading.Event()
-    if listening:
-        def drain() -> None:
-            while not stop.is_set():
-                receiver.drain(20)
 
-        drainer = threading.Thread(target=drain)
+    def drain() -> None:
+        while not stop.is_set():
+            receiver.drain(20)
+
+    drainer = threading.Thread(target=drain)
+    if listening:
         drainer.start()
     else:
         receiver.close()  # nobody listens at addr: every batch is dropped by the ranks
@@ -76,33 +135,45 @@ def measure(world: int, listening: bool, ops: int, rounds: int, size: int) -> di
              for r in range(world)]
     for p in procs:
         p.start()
-    per_op = out.get(timeout=600)
+    blocks = out.get(timeout=900)
     for p in procs:
         p.join(30)
     if listening:
         stop.set()
         drainer.join()
         receiver.close()
-    raw = statistics.median(per_op["raw"])
-    inst = statistics.median(per_op["instrumented"])
-    return {"raw_us": raw, "instrumented_us": inst, "ratio": inst / raw, "added_us": inst - raw}
+    result = {}
+    for metric in ("wall", "thread_cpu", "process_cpu"):
+        raw, inst = blocks["raw"][metric], blocks["inst"][metric]
+        result[metric] = (statistics.median(raw), statistics.median(inst),
+                          statistics.median(inst) / statistics.median(raw),
+                          statistics.median(i - r for i, r in zip(inst, raw)))
+    return result
 
 
 def main() -> None:
     p = argparse.ArgumentParser()
-    p.add_argument("--ops", type=int, default=200, help="ops per block")
-    p.add_argument("--rounds", type=int, default=30, help="raw/instrumented block pairs")
+    p.add_argument("--ops", type=int, default=60, help="ops per block")
+    p.add_argument("--rounds", type=int, default=150, help="raw/instrumented block pairs")
     p.add_argument("--size", type=int, default=4, help="bytes per all_reduce")
     args = p.parse_args()
-    print(f"all_reduce of {args.size} B on gloo/CPU, {args.rounds} x {args.ops} ops per mode, "
-          f"{os.cpu_count()} cores; median of per-block means")
-    print(f"{'setting':<32} {'raw us/op':>10} {'instr us/op':>12} {'ratio':>7} {'added us':>9}")
-    for label, world, listening in (("1 rank (hook cost), viewer on", 1, True),
+    print(f"all_reduce of {args.size} B on gloo/CPU, {args.rounds} pairs of {args.ops}-op "
+          f"blocks, {os.cpu_count()} cores. Per op: wall = median latency; thread cpu = CPU "
+          "of the calling thread (the hot path); process cpu = all threads (emitter too). "
+          "added = median of paired block differences.")
+    print(f"{'setting':<30} {'metric':<12} {'raw us':>9} {'instr us':>9} {'ratio':>7} "
+          f"{'added us':>9}")
+    raw_ns, hooked_ns = hook_alone()
+    print(f"{'hook alone, no-op op':<30} {'thread_cpu':<12} {raw_ns / 1e3:>9.2f} "
+          f"{hooked_ns / 1e3:>9.2f} {'':>7} {(hooked_ns - raw_ns) / 1e3:>9.2f}", flush=True)
+    for label, world, listening in (("1 rank, viewer listening", 1, True),
                                     ("2 ranks, viewer listening", 2, True),
                                     ("2 ranks, no viewer", 2, False)):
-        r = measure(world, listening, args.ops, args.rounds, args.size)
-        print(f"{label:<32} {r['raw_us']:>10.2f} {r['instrumented_us']:>12.2f} "
-              f"{r['ratio']:>7.3f} {r['added_us']:>9.2f}", flush=True)
+        result = measure(world, listening, args.ops, args.rounds, args.size)
+        for metric, (raw, inst, ratio, added) in result.items():
+            print(f"{label:<30} {metric:<12} {raw:>9.2f} {inst:>9.2f} {ratio:>7.3f} "
+                  f"{added:>9.2f}", flush=True)
+            label = ""
 
 
 if __name__ == "__main__":

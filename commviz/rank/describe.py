@@ -18,7 +18,7 @@ from torch.distributed import distributed_c10d as c10d
 from .. import protocol
 
 
-@dataclass
+@dataclass(slots=True)
 class GroupInfo:
     """A process group as the protocol names it: global ranks plus this rank's counters."""
 

@@ -52,8 +52,6 @@ PG_METHODS = ("allreduce", "allgather", "all_gather_single", "reduce_scatter",
               "monitored_barrier")
 _NO_CODE = protocol.NO_CODE
 _OP_CODE = OP_CODE
-_P2P = protocol.P2P
-_SENDS = protocol.SENDS
 _DTYPE_CODES = describe._DTYPE_CODES
 _RECV_CODES = frozenset(OP_CODE[n] for n in protocol.RECVS)
 _time_ns = time.time_ns
@@ -79,6 +77,7 @@ class _State:
 
 _ACTIVE: _State | None = None
 _EMITTER: Emitter | None = None
+_push: Any = None  # the emitter queue's append: the one call the hot path makes into it
 _ids = itertools.count()
 _sites: dict[tuple[str, int], int] = {}
 _sites_by_instr: dict[tuple[Any, int], int] = {}
@@ -94,7 +93,7 @@ def instrument(addr: str | None = None) -> None:
     ``addr`` defaults to ``$COMMVIZ_ADDR``, then to the default of ``commviz watch``. Safe to
     call before or after ``init_process_group``, and again after ``uninstrument()``.
     """
-    global _ACTIVE, _EMITTER
+    global _ACTIVE, _EMITTER, _push
     if _ACTIVE is not None:
         return
     addr = addr or os.environ.get(ENV_ADDR) or DEFAULT_ADDR
@@ -102,6 +101,7 @@ def instrument(addr: str | None = None) -> None:
         if _EMITTER is not None:
             _EMITTER.close()
         _EMITTER = Emitter(addr, _identity)
+        _push = _EMITTER.queue.append
         REG.on_new_group = _announce_group
         for info in REG.groups.values():
             _announce_group(info)
@@ -223,20 +223,24 @@ def _names(inner: str, apis: list[Any]) -> tuple[str, str | None]:
 
 
 # ---- records ---------------------------------------------------------------------------
-def _start(name: str, parent: str | None, info: GroupInfo, peer: int, b_in: int, b_out: int,
-           tensor: Any, async_op: bool, site: int) -> list:
+_COLLECTIVE, _SEND, _RECV = 0, 1, 2
+_KIND = {name: _SEND if name in protocol.SENDS else _RECV if name in protocol.RECVS
+         else _COLLECTIVE for name in protocol.OPS}
+
+
+def _start(op_code: int, kind: int, parent_code: int, info: GroupInfo, peer: int, b_in: int,
+           b_out: int, tensor: Any, async_op: bool, site: int) -> list:
     """Make and queue the record of a call that is starting: the hot path, kept lean."""
     global _device
-    if name in _P2P:
-        if peer < 0:
-            seq = 0  # receive from any source: numbered once the source is known
-        elif name in _SENDS:
-            seq = _p2p_sent[peer] = _p2p_sent.get(peer, 0) + 1
-        else:
-            seq = _p2p_received[peer] = _p2p_received.get(peer, 0) + 1
-    else:
+    if kind == _COLLECTIVE:
         info.seq += 1
         seq = info.seq
+    elif peer < 0:
+        seq = 0  # receive from any source: numbered once the source is known
+    elif kind == _SEND:
+        seq = _p2p_sent[peer] = _p2p_sent.get(peer, 0) + 1
+    else:
+        seq = _p2p_received[peer] = _p2p_received.get(peer, 0) + 1
     flags = FLAG_ASYNC if async_op else 0
     if tensor is None:
         dtype = _NO_CODE
@@ -248,15 +252,22 @@ def _start(name: str, parent: str | None, info: GroupInfo, peer: int, b_in: int,
             flags |= FLAG_CUDA
             if _device == "cpu":
                 _device = f"cuda:{tensor.device.index}"
-    if parent is not None:
+    if parent_code != _NO_CODE:
         acc = _tls.acc
         if acc is not None:
             acc[0] += b_in
             acc[1] += b_out
-    rec = [next(_ids), _OP_CODE[name], _NO_CODE if parent is None else _OP_CODE[parent],
-           info.gid, seq, peer, b_in, b_out, dtype, flags, _time_ns(), -1, site]
-    _EMITTER.push(rec)  # type: ignore[union-attr]
+    rec = [next(_ids), op_code, parent_code, info.gid, seq, peer, b_in, b_out, dtype, flags,
+           _time_ns(), -1, site]
+    _push(rec)
     return rec
+
+
+def _start_named(op: str, parent: str | None, info: GroupInfo, peer: int, b_in: int,
+                 b_out: int, tensor: Any, async_op: bool, site: int) -> list:
+    """_start for the less travelled paths, where the op's name is found at call time."""
+    return _start(_OP_CODE[op], _KIND[op], _NO_CODE if parent is None else _OP_CODE[parent],
+                  info, peer, b_in, b_out, tensor, async_op, site)
 
 
 def _resolve_source(rec: list, source: int) -> None:
@@ -342,16 +353,34 @@ class TimedWork:
 
 
 # ---- the two hook layers ---------------------------------------------------------------
+def _nested(name: str, current: str | None, caller: Any) -> tuple[str, str | None, int]:
+    """Name, parent and call site of a call made by torch itself or inside a logical op."""
+    op, parent = name, current
+    if caller.f_code.co_filename in _TORCH_FILES:
+        apis, caller = _walk(caller)
+        op, outer_parent = _names(name, apis)
+        parent = parent or outer_parent
+    return op, parent, _tls.site if parent is not None else _site_id(caller)
+
+
 def _api_wrapper(name: str, orig: Any) -> Any:
     extract = describe.EXTRACTORS[name]
+    op_code, kind = _OP_CODE[name], _KIND[name]
     container = name in OBJECT_OPS
     is_anysource_recv = name == "recv"
 
     @functools.wraps(orig)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if _ACTIVE is None:
+            return orig(*args, **kwargs)
         tls = _tls
-        current = tls.current
-        if _ACTIVE is None or (current is not None and current not in OBJECT_OPS):
+        caller = sys._getframe(1)
+        code = caller.f_code
+        # Called by torch itself (a forwarded deprecated name, an object collective's inner
+        # call): look at what runs on this thread. Called by the program: nothing does.
+        nested = code.co_filename in _TORCH_FILES
+        current = tls.current if nested else None
+        if current is not None and current not in OBJECT_OPS:
             return orig(*args, **kwargs)
         try:
             info, peer, b_in, b_out, tensor, async_op = extract(*args, **kwargs)
@@ -359,24 +388,19 @@ def _api_wrapper(name: str, orig: Any) -> Any:
             return orig(*args, **kwargs)  # a wrong call: let torch report it in its words
         if info is None or not info.member:
             return orig(*args, **kwargs)
-        op, parent = name, current
-        caller = sys._getframe(1)
-        code = caller.f_code
-        if code.co_filename in _TORCH_FILES:  # forwarded by a pre-bound torch function
-            apis, caller = _walk(caller)
-            op, outer_parent = _names(name, apis)
-            parent = parent or outer_parent
-            site = tls.site if parent is not None else _site_id(caller)
-        elif parent is not None:
-            site = tls.site
-        else:
+        if not nested:  # the usual direct call
+            op = name
             site = _sites_by_instr.get((code, caller.f_lasti))
             if site is None:
                 site = _site_id(caller)
-        rec = _start(op, parent, info, peer, b_in, b_out, tensor, async_op, site)
-        saved_acc, saved_site = tls.acc, tls.site
+            rec = _start(op_code, kind, _NO_CODE, info, peer, b_in, b_out, tensor, async_op,
+                         site)
+        else:  # inside an object collective, or forwarded by a pre-bound torch function
+            op, parent, site = _nested(name, current, caller)
+            rec = _start_named(op, parent, info, peer, b_in, b_out, tensor, async_op, site)
         tls.current = op
         if container:
+            saved = tls.acc, tls.site
             tls.acc, tls.site = [0, 0], site
         try:
             result = orig(*args, **kwargs)
@@ -387,7 +411,7 @@ def _api_wrapper(name: str, orig: Any) -> Any:
             tls.current = current
             if container:
                 rec[BYTES_IN], rec[BYTES_OUT] = tls.acc  # type: ignore[misc]
-                tls.acc, tls.site = saved_acc, saved_site
+                tls.acc, tls.site = saved
         if async_op and result is not None:
             return _track_async(rec, result, info, op)
         if is_anysource_recv and peer < 0 and type(result) is int:
@@ -421,7 +445,7 @@ def _pg_wrapper(method: str, orig: Any) -> Any:
         async_op = (op in ("isend", "irecv") or parent == "batch_isend_irecv"
                     or bool(outer.f_locals.get("async_op", False)))
         site = _tls.site if current is not None else _site_id(user)
-        rec = _start(op, parent, info, peer, b_in, b_out, tensor, async_op, site)
+        rec = _start_named(op, parent, info, peer, b_in, b_out, tensor, async_op, site)
         try:
             work = orig(self, *args, **kwargs)
         except BaseException:
