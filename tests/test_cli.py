@@ -10,176 +10,21 @@ from __future__ import annotations
 import ast
 import io
 import json
-import os
 import re
 import shutil
 import signal
 import socket
-import subprocess
-import sys
-import threading
 import time
-import uuid
 from pathlib import Path
 
 import psutil
 import pytest
 import zmq
+from procs import INSTANCE, SUMMARY, TAG_VAR, Proc, Procs
 
 from commviz import launcher
 
 REPO = Path(__file__).resolve().parent.parent
-PY = sys.executable
-TAG_VAR = "COMMVIZ_TEST_TAG"
-INSTANCE = re.compile(r"^\[\s*\d+\.\d+s\] (\w+)\s+ranks ([\d,]+)\s+seq (\d+)\s")
-SUMMARY = re.compile(r"^(\d+) op records, (\d+) collective instances, (\d+) transfers; ")
-
-
-# ---- process helpers -------------------------------------------------------------------
-
-class Proc:
-    """A subprocess in its own session; threads collect its stdout and stderr lines."""
-
-    def __init__(self, args: list[str], env: dict[str, str]) -> None:
-        self.args = args
-        self.p = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE, text=True, env=env,
-                                  start_new_session=True)
-        self.out: list[str] = []
-        self.err: list[str] = []
-        self._cond = threading.Condition()
-        self._readers = [threading.Thread(target=self._read, args=(s, acc), daemon=True)
-                         for s, acc in ((self.p.stdout, self.out), (self.p.stderr, self.err))]
-        for t in self._readers:
-            t.start()
-
-    def _read(self, stream, acc: list[str]) -> None:
-        for line in stream:
-            with self._cond:
-                acc.append(line.rstrip("\n"))
-                self._cond.notify_all()
-        with self._cond:
-            self._cond.notify_all()
-
-    def wait_for(self, pred, timeout: float, count: int = 1) -> list[str]:
-        """Wait until ``count`` stdout lines satisfy ``pred``; fails the test on timeout."""
-        deadline = time.monotonic() + timeout
-        with self._cond:
-            while True:
-                hits = [line for line in self.out if pred(line)]
-                if len(hits) >= count:
-                    return hits
-                left = deadline - time.monotonic()
-                if left <= 0 or (self.p.poll() is not None and not any(
-                        t.is_alive() for t in self._readers)):
-                    pytest.fail(f"{self.args[2:]}: no {count} matching line(s) in time; "
-                                f"rc={self.p.poll()}\nstdout:\n{self.stdout}\n"
-                                f"stderr:\n{self.stderr}")
-                self._cond.wait(min(left, 0.2))
-
-    def finish(self, timeout: float) -> int:
-        try:
-            rc = self.p.wait(timeout)
-        except subprocess.TimeoutExpired:
-            pytest.fail(f"{self.args[2:]} still running after {timeout} s\n{self.stdout}")
-        for t in self._readers:
-            t.join(5)
-        return rc
-
-    def signal(self, sig: int) -> None:
-        self.p.send_signal(sig)  # the process only, not its group
-
-    def kill_group(self) -> None:
-        try:
-            os.killpg(self.p.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        try:
-            self.p.wait(10)
-        except subprocess.TimeoutExpired:
-            pass
-        for t in self._readers:
-            t.join(2)
-
-    @property
-    def stdout(self) -> str:
-        return "\n".join(self.out)
-
-    @property
-    def stderr(self) -> str:
-        return "\n".join(self.err)
-
-
-def _tagged_ranks(tag: str) -> list[psutil.Process]:
-    """Live rank processes (``commviz.rank.runner``) started under this test's tag."""
-    found = []
-    for proc in psutil.process_iter(["cmdline", "status"]):
-        try:
-            if proc.info["status"] == psutil.STATUS_ZOMBIE:
-                continue
-            if "commviz.rank.runner" not in " ".join(proc.info["cmdline"] or ()):
-                continue
-            if proc.environ().get(TAG_VAR) == tag:
-                found.append(proc)
-        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
-            continue
-    return found
-
-
-class Procs:
-    """Starts the test's processes with a unique tag in their environment, so that every
-    rank they start (which inherits it) can be found again, however it was started."""
-
-    def __init__(self) -> None:
-        self.tag = uuid.uuid4().hex
-        self.env = {**os.environ, TAG_VAR: self.tag, "PYTHONUNBUFFERED": "1"}
-        self.env.pop("COMMVIZ_ADDR", None)
-        self.started: list[Proc] = []
-
-    def start(self, *args: str, env: dict[str, str] | None = None) -> Proc:
-        proc = Proc([PY, *args], {**self.env, **(env or {})})
-        self.started.append(proc)
-        return proc
-
-    def commviz(self, *args: str, timeout: float = 30) -> subprocess.CompletedProcess:
-        """Run ``python -m commviz ARGS`` to completion."""
-        proc = self.start("-m", "commviz", *args)
-        rc = proc.finish(timeout)
-        return subprocess.CompletedProcess(proc.args, rc, proc.stdout + "\n" if proc.out
-                                           else "", proc.stderr + "\n" if proc.err else "")
-
-    def ranks_left(self, grace: float = 5.0) -> list[psutil.Process]:
-        deadline = time.monotonic() + grace
-        while (left := _tagged_ranks(self.tag)) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        return left
-
-
-@pytest.fixture
-def procs():
-    before = {p.pid for p in psutil.Process().children(recursive=True)}
-    tracker = Procs()
-    try:
-        yield tracker
-    finally:
-        still_running = [p.args[2:] for p in tracker.started if p.p.poll() is None]
-        for proc in tracker.started:
-            proc.kill_group()
-        left_ranks = tracker.ranks_left()
-        for proc in left_ranks:  # started (indirectly) by this test: end them by pid
-            try:
-                proc.kill()
-            except psutil.NoSuchProcess:
-                pass
-        children = [p for p in psutil.Process().children(recursive=True)
-                    if p.pid not in before]
-    assert not still_running, f"processes still running at the end of the test: {still_running}"
-    assert not left_ranks, f"rank processes left behind: {[p.pid for p in left_ranks]}"
-    assert not children, f"child processes left behind: {children}"
-
-
-def free_port() -> int:
-    return launcher.free_port()
 
 
 # ---- demo --list and errors --------------------------------------------------------------
@@ -448,9 +293,9 @@ def _watch(procs: Procs, *args: str) -> tuple[Proc, str]:
 
 def test_watch_records_ranks_then_stops_on_sigint(procs, tmp_path):
     record = tmp_path / "w.jsonl"
-    watch, addr = _watch(procs, "--bind", f"tcp://127.0.0.1:{free_port()}", "--record",
+    watch, addr = _watch(procs, "--bind", f"tcp://127.0.0.1:{launcher.free_port()}", "--record",
                          str(record))
-    master = free_port()
+    master = launcher.free_port()
     ranks = [procs.start("-m", "commviz.rank.runner", "all_gather", "--rank", str(r),
                          "--world", "2", "--backend", "gloo", "--master-port", str(master),
                          "--iters", "3", env={"COMMVIZ_ADDR": addr}) for r in range(2)]
@@ -461,8 +306,7 @@ def test_watch_records_ranks_then_stops_on_sigint(procs, tmp_path):
     watch.signal(signal.SIGINT)
     assert watch.finish(15) == 0, watch.stderr
     assert "Traceback" not in watch.stderr
-    instances = [m.groups() for m in map(INSTANCE.match, watch.out) if m]
-    assert instances == [("all_gather", "0,1", str(s)) for s in (1, 2, 3)], watch.stdout
+    assert watch.instances() == [("all_gather", "0,1", s) for s in (1, 2, 3)], watch.stdout
     assert SUMMARY.match(watch.out[-1]).groups() == ("6", "3", "0"), watch.stdout
     lines = _lines(record)
     assert lines[0]["format"] == "commviz-recording"
@@ -478,7 +322,7 @@ def test_watch_records_ranks_then_stops_on_sigint(procs, tmp_path):
 
 def test_watch_stops_on_sigterm(procs, tmp_path):
     record = tmp_path / "idle.jsonl"
-    watch, _ = _watch(procs, "--bind", f"tcp://127.0.0.1:{free_port()}", "--record",
+    watch, _ = _watch(procs, "--bind", f"tcp://127.0.0.1:{launcher.free_port()}", "--record",
                       str(record))
     watch.signal(signal.SIGTERM)  # at once: the banner comes once the signal is handled
     assert watch.finish(15) == 0, watch.stderr
@@ -497,7 +341,7 @@ def test_a_rank_that_ends_at_once_still_delivers_its_records(procs):
     receiver = Receiver("tcp://127.0.0.1:*")
     try:
         rank = procs.start("-m", "commviz.rank.runner", "all_reduce", "--rank", "0", "--world",
-                           "1", "--backend", "gloo", "--master-port", str(free_port()),
+                           "1", "--backend", "gloo", "--master-port", str(launcher.free_port()),
                            "--iters", "1", env={"COMMVIZ_ADDR": receiver.addr})
         messages = []
         deadline = time.monotonic() + 60

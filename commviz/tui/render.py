@@ -24,7 +24,8 @@ def ranks_table(model: Model, now: float, now_ns: int | None = None) -> Table:
     now_ns = time.time_ns() if now_ns is None else now_ns
     table = Table(expand=True, box=None, pad_edge=False)
     for col, justify in (("rank", "right"), ("host", "left"), ("device", "left"),
-                         ("state", "left"), ("ops", "right"), ("sent", "right")):
+                         ("state", "left"), ("ops", "right"),
+                         ("read", "right"), ("written", "right")):
         table.add_column(col, justify=justify, no_wrap=True)
     # load takes what the other columns leave, so a narrow terminal cuts the sparkline,
     # never a rank's state
@@ -46,7 +47,7 @@ def ranks_table(model: Model, now: float, now_ns: int | None = None) -> Table:
         else:
             state = Text("idle", style="dim")
         table.add_row(str(rank), s.host, s.device, state, str(s.ops),
-                      text.human_bytes(s.bytes_in), _load(s))
+                      text.human_bytes(s.bytes_in), text.human_bytes(s.bytes_out), _load(s))
     return table
 
 

@@ -19,12 +19,12 @@ def instance_line(inst: Instance, t0_ns: int) -> str:
     if len(inst.group) == 2 and inst.op in ("send", "isend", "send_object_list"):
         who = f"{inst.group[0]} -> {inst.group[1]}"
     else:
-        who = "ranks " + ",".join(map(str, inst.group)) if len(inst.group) <= 8 else \
+        who = ",".join(map(str, inst.group)) if len(inst.group) <= 6 else \
             f"{len(inst.group)} ranks"
-    parent = f" (in {inst.parent})" if inst.parent else ""
-    return (f"[{when:9.3f}s] {inst.op:<22} {who:<16} seq {inst.seq:<5} "
-            f"{human_bytes(inst.size):>10}  time {inst.time_ns / 1e3:9.1f} us  "
-            f"skew {inst.skew_ns / 1e3:8.1f} us{parent}")
+    parent = f"  (in {inst.parent})" if inst.parent else ""
+    return (f"{when:8.3f}s  {inst.op:<14} {who:<9} #{inst.seq:<5} "
+            f"{human_bytes(inst.size):>9}  time {inst.time_ns / 1e3:8.1f} us  "
+            f"skew {inst.skew_ns / 1e3:7.1f} us{parent}")
 
 
 def stats_table(rows: list[dict]) -> str:
