@@ -25,14 +25,13 @@ class GroupInfo:
     gid: int
     name: str
     ranks: tuple[int, ...]
-    backend: str
     member: bool
     seq: int = 0
     no_future: set[str] = field(default_factory=set)  # ops whose Work has no future here
 
 
 class Registry:
-    """Per-process caches: groups by ProcessGroup object, this rank's global rank, dtypes."""
+    """The process groups this process has used, by ProcessGroup object, and its own rank."""
 
     def __init__(self) -> None:
         self.groups: dict[Any, GroupInfo] = {}
@@ -41,30 +40,17 @@ class Registry:
 
     def group(self, pg: Any) -> GroupInfo | None:
         if pg is None:
-            pg = _default_pg()
+            pg = c10d._world._default_pg
         info = self.groups.get(pg)
         if info is None:
             if not isinstance(pg, dist.ProcessGroup):
                 return None  # NON_GROUP_MEMBER or a backend-level object: not ours to record
             self.me = dist.get_rank()
             ranks = tuple(dist.get_process_group_ranks(pg))
-            info = GroupInfo(len(self.groups), pg.group_name, ranks, _backend_name(pg),
-                             self.me in ranks)
+            info = GroupInfo(len(self.groups), pg.group_name, ranks, self.me in ranks)
             self.groups[pg] = info
             self.on_new_group(info)
         return info
-
-
-def _default_pg() -> Any:
-    """The default group; read from torch's registry directly, as this runs on every call."""
-    return c10d._world._default_pg
-
-
-def _backend_name(pg: Any) -> str:
-    try:
-        return str(dist.get_backend(pg))
-    except Exception:
-        return "unknown"
 
 
 REG = Registry()
@@ -72,9 +58,11 @@ _groups = REG.groups
 
 
 def group_info(pg: Any) -> GroupInfo | None:
-    """The GroupInfo of ``pg`` (None: the default group); the cached path runs on every call."""
+    """The GroupInfo of ``pg`` (None: the default group). Runs on every call, so it reads
+    torch's registry of the default group directly rather than through its accessors."""
     info = _groups.get(c10d._world._default_pg if pg is None else pg)
     return info if info is not None else REG.group(pg)
+
 
 _DTYPE_CODES: dict[torch.dtype, int] = {}
 

@@ -131,9 +131,14 @@ class Emitter:
             while not self._stop.wait(TICK_S):
                 if link.pending():
                     continue
-                self._flush(sock, final=False)
-                if time.monotonic() >= next_beat and self._heartbeat(sock, telemetry) is not None:
-                    next_beat = time.monotonic() + HEARTBEAT_S
+                try:
+                    self._flush(sock, final=False)
+                    if (time.monotonic() >= next_beat
+                            and self._heartbeat(sock, telemetry) is not None):
+                        next_beat = time.monotonic() + HEARTBEAT_S
+                except Exception:  # never let a bad record stop reporting: drop and go on
+                    self.dropped += len(self._watching)
+                    self._watching = []
             link.wait(CONNECT_WAIT_S / 4)
             self._flush(sock, final=True)
             ident = self._heartbeat(sock, telemetry)  # a short run may not have sent one yet

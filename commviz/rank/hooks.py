@@ -69,8 +69,7 @@ _tls = _ThreadState()
 class _State:
     """What instrument() installed, so uninstrument() can put it back."""
 
-    def __init__(self, emitter: Emitter) -> None:
-        self.emitter = emitter
+    def __init__(self) -> None:
         self.saved_functions: list[tuple[Any, str, Any]] = []
         self.saved_methods: list[tuple[str, Any]] = []
 
@@ -103,9 +102,11 @@ def instrument(addr: str | None = None) -> None:
         _EMITTER = Emitter(addr, _identity)
         _push = _EMITTER.queue.append
         REG.on_new_group = _announce_group
-        for info in REG.groups.values():
+        for info in REG.groups.values():  # tables known from an earlier emitter
             _announce_group(info)
-    state = _State(_EMITTER)
+        for key, sid in _sites.items():
+            _EMITTER.sites[sid] = key
+    state = _State()
     for name in PATCHED_FUNCTIONS:
         orig = getattr(c10d, name)
         wrapper = _api_wrapper(name, orig)
@@ -132,10 +133,6 @@ def uninstrument() -> None:
         setattr(dist.ProcessGroup, name, orig)
 
 
-def is_instrumented() -> bool:
-    return _ACTIVE is not None
-
-
 def flush_and_close() -> None:
     """Send what is pending and stop the emitter (also done automatically at exit)."""
     global _EMITTER
@@ -143,12 +140,6 @@ def flush_and_close() -> None:
     if _EMITTER is not None:
         _EMITTER.close()
         _EMITTER = None
-
-
-def stats() -> dict[str, int]:
-    """Records sent and dropped by this process so far."""
-    em = _EMITTER
-    return {"sent": em.sent if em else 0, "dropped": em.dropped if em else 0}
 
 
 # ---- identity and tables -----------------------------------------------------------------
@@ -339,7 +330,7 @@ class TimedWork:
         if rec[PEER] < 0 and rec[OP] in _RECV_CODES and not failed:
             try:
                 _resolve_source(rec, self._info.ranks[self._work._source_rank()])
-            except Exception:
+            except Exception:  # the backend cannot say: the source stays unknown (-1)
                 pass
         _finish(rec, failed)
 
