@@ -6,6 +6,7 @@ import sys
 import pytest
 
 CORE = ["commviz", "commviz.protocol", "commviz.bandwidth", "commviz.recording",
+        "commviz.schedules",
         "commviz.viewer.model", "commviz.viewer.transport", "commviz.viewer.session",
         "commviz.viewer.headless", "commviz.launcher"]
 RANK_SIDE = ["commviz.rank.hooks", "commviz.rank.emitter", "commviz.rank.telemetry",
