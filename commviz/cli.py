@@ -28,12 +28,16 @@ def _parser() -> argparse.ArgumentParser:
                    help="seconds between steps (default: 0.5 with the TUI, 0 headless)")
     d.add_argument("--headless", action="store_true", help="print lines instead of the TUI")
     d.add_argument("--record", metavar="FILE", help="write every event to FILE (JSON Lines)")
+    d.add_argument("--lang", choices=("en", "pt"), default=None,
+                   help="language of the explanations (default: from the locale)")
 
     w = sub.add_parser("watch", help="run the viewer alone; ranks connect with COMMVIZ_ADDR")
     w.add_argument("--bind", default=None, help="address to listen on "
                    "(default tcp://127.0.0.1:5555)")
     w.add_argument("--record", metavar="FILE", help="write every event to FILE (JSON Lines)")
     w.add_argument("--headless", action="store_true", help="print lines instead of the TUI")
+    w.add_argument("--lang", choices=("en", "pt"), default=None,
+                   help="language of the explanations (default: from the locale)")
 
     s = sub.add_parser("stats", help="nccl-tests-like table of a recording")
     s.add_argument("file")
@@ -88,7 +92,8 @@ def _demo(args: argparse.Namespace) -> int:
             f"commviz demo {args.op}: {args.ranks} ranks, {why}; viewer at {session.addr}"))
     from .tui.app import run_app
 
-    return run_app(session, ranks=ranks, title=f"{args.op} · {args.ranks} ranks · {why}")
+    return run_app(session, ranks=ranks, title=f"{args.op} · {args.ranks} ranks · {why}",
+                   lang=_lang(args))
 
 
 def _watch(args: argparse.Namespace) -> int:
@@ -104,7 +109,13 @@ def _watch(args: argparse.Namespace) -> int:
             f"(ranks: COMMVIZ_ADDR={session.addr}); Ctrl-C to stop"))
     from .tui.app import run_app
 
-    return run_app(session, ranks=None, title=f"watching {session.addr}")
+    return run_app(session, ranks=None, title=f"watching {session.addr}", lang=_lang(args))
+
+
+def _lang(args: argparse.Namespace) -> str:
+    from .explain import default_lang
+
+    return args.lang or default_lang()
 
 
 def _stats(args: argparse.Namespace) -> int:

@@ -38,8 +38,9 @@ SIZE = (160, 48)
 
 
 def make_app(session: FakeSession, ranks: FakeRanks | None = None,
-             title: str = "test") -> CommvizApp:
-    return CommvizApp(session, ranks, title, clock=session.clock, wall_ns=session.clock.wall_ns)
+             title: str = "test", lang: str = "en") -> CommvizApp:
+    return CommvizApp(session, ranks, title, clock=session.clock, wall_ns=session.clock.wall_ns,
+                      lang=lang)
 
 
 def panel(app: CommvizApp, selector: str) -> str:
@@ -106,6 +107,33 @@ async def test_ranks_panel_lists_every_rank_with_its_state() -> None:
             assert "cpu" in row and "done all_reduce" in row
             assert f"CPU  {10 + 20 * rank:.0f}%" in row
         assert "rank" in panel(app, "#ranks").splitlines()[1]
+
+
+@sync
+async def test_the_last_collective_is_drawn_step_by_step_as_a_schematic() -> None:
+    session = FakeSession()
+    session.feed(scripted_all_reduce(world=4))
+    app = make_app(session)
+    async with app.run_test(size=SIZE) as pilot:
+        await frame(pilot)
+        text = panel(app, "#phases")
+        assert "all_reduce · gloo ring · 4 ranks" in text and "Schematic" in text
+        # gloo's ring sends to rank - 1: the first reduce-scatter step of the doc's table
+        assert "RS0 0→3 c1  1→0 c2  2→1 c3  3→2 c0" in text
+        assert "AG2 0→3 c2" in text and "rank 3: c0(4) c1(4) c2(4) c3(4)" in text
+        assert "time 350.0 us · skew 30.0 us" in text  # measured, from the last instance
+
+
+@sync
+async def test_the_explanation_follows_the_op_and_the_language() -> None:
+    session = FakeSession()
+    session.feed(scripted_all_gather(world=4))
+    app = make_app(session, lang="pt")
+    async with app.run_test(size=SIZE) as pilot:
+        await frame(pilot)
+        text = panel(app, "#explain")
+        assert "Explicação" in text and "all_gather:" in text
+        assert "Como os dados se movem (gloo)" in text and "(nccl)" not in text
 
 
 @sync

@@ -14,6 +14,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Footer, Header, RichLog, Static
 
+from .. import explain
 from ..launcher import Ranks
 from ..viewer import text
 from . import render
@@ -32,9 +33,10 @@ class CommvizApp(App):
     ]
 
     def __init__(self, session: Any, ranks: Ranks | None = None, title: str = "",
-                 clock: Any = time.monotonic, wall_ns: Any = time.time_ns) -> None:
+                 clock: Any = time.monotonic, wall_ns: Any = time.time_ns,
+                 lang: str = "en") -> None:
         super().__init__()
-        self.session, self.ranks = session, ranks
+        self.session, self.ranks, self.lang = session, ranks, lang
         self.sub_title = title
         self._clock, self._wall_ns = clock, wall_ns
         self._shown = 0
@@ -49,13 +51,17 @@ class CommvizApp(App):
                 yield RichLog(id="log", max_lines=1000, wrap=False, markup=False)
             with Vertical(id="right"):
                 yield Static(id="stats")
+                yield Static(id="phases")
+                yield Static(id="explain")
                 yield Static(id="status")
         yield Footer()
 
     def on_mount(self) -> None:
         self.query_one("#ranks").border_title = "ranks"
-        self.query_one("#log").border_title = "completed operations"
+        self.query_one("#log").border_title = explain.ui("completed operations", self.lang)
         self.query_one("#stats").border_title = "statistics (nccl-tests columns, GB/s)"
+        self.query_one("#phases").border_title = explain.ui("inside", self.lang)
+        self.query_one("#explain").border_title = explain.ui("explanation", self.lang)
         self.query_one("#status").border_title = "viewer"
         self.refresh_view()
         self.set_interval(FRAME_S, self.refresh_view)
@@ -69,6 +75,8 @@ class CommvizApp(App):
             now = self._clock()
             ranks = render.ranks_table(model, now, self._wall_ns())
             stats = render.stats_table(model)
+            phases = render.phases(model, self.lang)
+            explanation = render.explanation(model, self.lang)
             done = model.instances + model.transfers
             new = list(model.recent)[-min(done - self._shown, len(model.recent)):] \
                 if done > self._shown else []
@@ -80,6 +88,8 @@ class CommvizApp(App):
                       f"{sum(s.dropped for s in model.ranks.values())} records dropped by ranks")
         self.query_one("#ranks", Static).update(ranks)
         self.query_one("#stats", Static).update(stats)
+        self.query_one("#phases", Static).update(phases)
+        self.query_one("#explain", Static).update(explanation)
         log = self.query_one("#log", RichLog)
         for inst in new:
             if self._t0 is None:
@@ -107,9 +117,9 @@ class CommvizApp(App):
         self.exit()
 
 
-def run_app(session: Any, ranks: Ranks | None, title: str) -> int:
+def run_app(session: Any, ranks: Ranks | None, title: str, lang: str) -> int:
     """Run the TUI until quit; always stops the ranks and closes the session."""
-    app = CommvizApp(session, ranks, title)
+    app = CommvizApp(session, ranks, title, lang=lang)
     session.start()
     try:
         app.run()

@@ -7,8 +7,9 @@ import time
 from rich.table import Table
 from rich.text import Text
 
+from .. import explain, protocol, schedules
 from ..viewer import text
-from ..viewer.model import Model
+from ..viewer.model import Instance, Model
 
 SPARK = "▁▂▃▄▅▆▇█"
 SILENT_AFTER_S = 1.5  # three missed heartbeats
@@ -77,3 +78,93 @@ def stats_table(model: Model) -> Table:
                       str(row["count"]), f"{row['time_p50_us']:.0f}", f"{row['algbw_gbps']:.3f}",
                       busbw)
     return table
+
+
+MAX_STEPS_SHOWN = 12
+MAX_RANKS_LISTED = 8
+
+
+def phases(model: Model, lang: str = "en") -> Text:
+    """The steps the backend runs for the latest completed operation, drawn from its schedule.
+
+    Collective inner steps are not reported by the backends: they are labelled schematic,
+    while the time and skew above them are measured.
+    """
+    if not model.recent:
+        return Text(explain.ui("no operation yet", lang), style="dim")
+    inst = model.recent[-1]
+    out = Text()
+    if inst.op in protocol.P2P:
+        src, dst = inst.group
+        out.append(f"{inst.op}: rank {src} → rank {dst}, {text.human_bytes(inst.size)}\n",
+                   style="bold")
+        out.append(f"{explain.ui('measured', lang)}  {inst.time_ns / 1e3:.1f} us")
+        return out
+    backend = _backend_of(model, inst.group)
+    if backend is None:
+        return Text(f"{inst.op}: the ranks' backend is not known yet", style="dim")
+    n = len(inst.group)
+    try:
+        sched = schedules.schedule(inst.op, backend, n, inst.size, _root_of(inst))
+    except ValueError as exc:
+        return Text(f"{inst.op}: {exc}", style="dim")
+    out.append(f"{inst.op} · {backend} {sched.algorithm} · {n} ranks · "
+               f"S = {text.human_bytes(inst.size)}\n", style="bold")
+    out.append(f"{explain.ui('measured', lang)}  time {inst.time_ns / 1e3:.1f} us · "
+               f"skew {inst.skew_ns / 1e3:.1f} us\n")
+    out.append(f"{explain.ui('schematic', lang)}  {sched.note}\n", style="italic dim")
+    ranks = inst.group
+    for step in sched.steps[:MAX_STEPS_SHOWN]:
+        out.append(f"{step.label:>6} ", style="bold cyan")
+        if len(step.transfers) > MAX_RANKS_LISTED:
+            out.append(f"{len(step.transfers)} transfers\n")
+            continue
+        out.append("  ".join(f"{ranks[t.src]}→{ranks[t.dst]} c{t.chunk}" for t in step.transfers)
+                   + "\n")
+    if len(sched.steps) > MAX_STEPS_SHOWN:
+        out.append(f"       … {len(sched.steps) - MAX_STEPS_SHOWN} more steps\n", style="dim")
+    if n <= MAX_RANKS_LISTED and sched.steps:
+        final = schedules.holdings(sched)[-1]
+        reducing = any(t.reduce for step in sched.steps for t in step.transfers)
+        legend = f" {explain.ui('summed in', lang)}" if reducing else ""
+        out.append(f"{explain.ui('after last step', lang)}{legend}:\n", style="dim")
+        for local, held in enumerate(final):
+            chunks = " ".join(f"c{c}({len(who)})" if reducing else f"c{c}"
+                              for c, who in sorted(held.items()))
+            out.append(f"  rank {ranks[local]}: {chunks}\n", style="green")
+    return out
+
+
+def _backend_of(model: Model, group: tuple[int, ...]) -> str | None:
+    state = model.ranks.get(group[0])
+    return state.backend if state is not None and state.backend in schedules.BACKENDS else None
+
+
+def _root_of(inst: Instance) -> int | None:
+    """The root as a group-local rank, for rooted ops."""
+    return inst.group.index(inst.root) if inst.root in inst.group else None
+
+
+def explanation(model: Model, lang: str) -> Text:
+    """Plain words on the latest operation: what it does, how its backend does it, when to
+    use it, and the practical points that apply."""
+    if not model.recent:
+        return Text(explain.ui("waiting for peers", lang), style="dim")
+    inst = model.recent[-1]
+    try:
+        ex = explain.explain(inst.op, lang)
+    except KeyError:
+        return Text(inst.op, style="dim")
+    out = Text()
+    out.append(ex.title + "\n", style="bold")
+    out.append(ex.what + "\n")
+    backend = _backend_of(model, inst.group)
+    for name, how in ex.how.items():
+        if backend is None or name == backend:
+            out.append(f"{explain.ui('how', lang)} ({name}): ", style="bold cyan")
+            out.append(how + "\n")
+    out.append(f"{explain.ui('when', lang)}: ", style="bold cyan")
+    out.append(ex.when + "\n")
+    for tip in ex.tips:
+        out.append("• " + tip + "\n", style="italic")
+    return out

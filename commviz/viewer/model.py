@@ -86,6 +86,7 @@ class Instance:
     t_end: int
     dtype: str | None
     parent: str | None
+    root: int | None = None  # global rank of a rooted collective's root
 
     @property
     def time_ns(self) -> int:
@@ -287,7 +288,7 @@ class Model:
         heads = starts[complete]
         self._record(rows["op"][heads], rows["gkey"][heads], rows["seq"][heads],
                      n[complete], size, first, last, end, rows["dtype"][heads],
-                     rows["parent"][heads], transfers=None)
+                     rows["parent"][heads], rows["peer"][heads], transfers=None)
 
     def _match_p2p(self, rows: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         total = len(rows["rank"])
@@ -313,11 +314,12 @@ class Model:
                          np.minimum(rows["t_start"][send_i], rows["t_start"][recv_i]),
                          np.maximum(rows["t_start"][send_i], rows["t_start"][recv_i]),
                          np.maximum(rows["t_end"][send_i], rows["t_end"][recv_i]),
-                         rows["dtype"][send_i], rows["parent"][send_i], transfers=pairs)
+                         rows["dtype"][send_i], rows["parent"][send_i],
+                         np.full(len(recv_i), -1), transfers=pairs)
         keep = np.repeat(~complete, counts)
         return self._bounded(_take(rows, keep))
 
-    def _record(self, ops, gkeys, seqs, ns, sizes, first, last, end, dtypes, parents,
+    def _record(self, ops, gkeys, seqs, ns, sizes, first, last, end, dtypes, parents, roots,
                 transfers) -> None:
         count = len(ops)
         if transfers is None:
@@ -341,16 +343,17 @@ class Model:
         collect = self.new_instances is not None
         tail = slice(None) if collect else slice(-RECENT_MAX, None)
         made = []
-        for i, (op, seq, size, f, la, e, dt, par) in enumerate(zip(
+        for i, (op, seq, size, f, la, e, dt, par, root) in enumerate(zip(
                 *(a[tail].tolist() for a in (ops, seqs, sizes, first, last, end, dtypes,
-                                             parents)))):
+                                             parents, roots)))):
             if transfers is None:
                 group = self.groups[int(gkeys[tail][i])][1]
             else:
                 group = tuple(transfers[tail][i].tolist())
             made.append(Instance(protocol.OPS[op], group, seq, size, f, la, e,
                                  None if dt == protocol.NO_CODE else protocol.DTYPES[dt],
-                                 None if par == protocol.NO_CODE else protocol.OPS[par]))
+                                 None if par == protocol.NO_CODE else protocol.OPS[par],
+                                 None if root < 0 else root))
         made.sort(key=lambda inst: inst.t_end)
         self.recent.extend(made)
         if collect:
