@@ -1197,6 +1197,7 @@ _UI_PAIRS: dict[str, tuple[str, str]] = {
     "elapsed": ("Elapsed", "Decorrido"),
     "operation": ("Operation", "Operação"),
     "inside": ("Inside the last operation", "Por dentro da última operação"),
+    "command palette": ("Command palette", "Paleta de comandos"),
     "after last step": ("after the last step", "depois do último passo"),
     "summed in": ("(n) = ranks summed in", "(n) = ranks somados"),
     "completed operations": ("Completed operations", "Operações concluídas"),

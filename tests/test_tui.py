@@ -29,10 +29,11 @@ from fakes import (
 )
 from textual.geometry import Region
 from textual.pilot import Pilot
-from textual.widgets import RichLog
+from textual.widgets import RichLog, Static
 
 from commviz import protocol
 from commviz.tui.app import FRAME_S, CommvizApp
+from commviz.tui.help import HelpScreen
 
 SIZE = (160, 48)
 
@@ -278,6 +279,21 @@ async def test_a_failed_rank_is_reported_and_the_others_stopped() -> None:
         assert "rank 2 failed (exit 1): RuntimeError: boom" in status
         assert "stopping the other ranks" in status
         assert ranks.stopped
+
+
+@sync
+async def test_question_mark_lists_every_key_and_escape_closes_it() -> None:
+    app = make_app(FakeSession(), lang="pt")
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("question_mark")
+        await pilot.pause()
+        assert isinstance(app.screen, HelpScreen)
+        text = "\n".join(strip.text for strip in app.screen.query_one(Static).render_lines(
+            Region(0, 0, 60, 8)))
+        assert "Sair" in text and "Ajuda" in text and "ctrl+p" in text
+        await pilot.press("escape")
+        await pilot.pause()
+        assert not isinstance(app.screen, HelpScreen) and app.is_running
 
 
 @sync

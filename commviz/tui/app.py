@@ -18,6 +18,7 @@ from .. import explain
 from ..launcher import Ranks
 from ..viewer import text
 from . import render
+from .help import HelpScreen
 
 FRAME_S = 0.1
 
@@ -29,8 +30,11 @@ class CommvizApp(App):
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide")]
     BINDINGS = [
         Binding("q", "quit", "Quit", id="quit"),
+        Binding("question_mark", "help", "Help", key_display="?", id="help"),
         Binding("ctrl+c", "quit", "Quit", show=False, priority=True),
     ]
+    # Keys listed by the help screen: (key as shown, UI string key in explain.UI)
+    HELP = [("q, ctrl+c", "quit"), ("?", "help"), ("ctrl+p", "command palette")]
 
     def __init__(self, session: Any, ranks: Ranks | None = None, title: str = "",
                  clock: Any = time.monotonic, wall_ns: Any = time.time_ns,
@@ -115,6 +119,10 @@ class CommvizApp(App):
 
     async def action_quit(self) -> None:
         self.exit()
+
+    def action_help(self) -> None:
+        keys = [(key, explain.ui(name, self.lang)) for key, name in self.HELP]
+        self.push_screen(HelpScreen(keys, explain.ui("help", self.lang)))
 
 
 def run_app(session: Any, ranks: Ranks | None, title: str, lang: str) -> int:
