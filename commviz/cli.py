@@ -27,6 +27,8 @@ def _parser() -> argparse.ArgumentParser:
     d.add_argument("--interval", type=float, default=None,
                    help="seconds between steps (default: 0.5 with the TUI, 0 headless)")
     d.add_argument("--headless", action="store_true", help="print lines instead of the TUI")
+    d.add_argument("--paused", action="store_true",
+                   help="start paused: each step waits for `n` (space plays)")
     d.add_argument("--record", metavar="FILE", help="write every event to FILE (JSON Lines)")
     d.add_argument("--lang", choices=("en", "pt"), default=None,
                    help="language of the explanations (default: from the locale)")
@@ -72,6 +74,8 @@ def _demo(args: argparse.Namespace) -> int:
     if not args.op:
         raise launcher.LaunchError("name a demo, e.g. `commviz demo all_gather --ranks 4` "
                                    "(commviz demo --list shows them all)")
+    if args.paused and args.headless:
+        raise launcher.LaunchError("--paused needs the TUI: headless runs are never paused")
     iters = args.iters if args.iters is not None else (20 if args.headless else None)
     interval = args.interval if args.interval is not None else (0.0 if args.headless else 0.5)
     launcher.validate(args.op, args.ranks, iters, args.size, interval)
@@ -79,10 +83,17 @@ def _demo(args: argparse.Namespace) -> int:
     from .viewer.session import Session
 
     session = Session("tcp://127.0.0.1:*", args.record, collect_instances=args.headless)
+    controller = None  # play / pause / step: the TUI only, headless runs are never gated
     try:
+        if not args.headless:
+            from .control import Controller
+
+            controller = Controller(paused=args.paused)
         ranks = launcher.Ranks(args.op, args.ranks, backend, session.addr, args.size, iters,
-                               interval)
+                               interval, extra_env=controller.env() if controller else None)
     except BaseException:
+        if controller is not None:
+            controller.close()
         session.close()
         raise
     if args.headless:
@@ -92,8 +103,12 @@ def _demo(args: argparse.Namespace) -> int:
             f"commviz demo {args.op}: {args.ranks} ranks, {why}; viewer at {session.addr}"))
     from .tui.app import run_app
 
-    return run_app(session, ranks=ranks, title=f"{args.op} · {args.ranks} ranks · {why}",
-                   lang=_lang(args))
+    assert controller is not None
+    try:
+        return run_app(session, ranks=ranks, title=f"{args.op} · {args.ranks} ranks · {why}",
+                       lang=_lang(args), controller=controller)
+    finally:
+        controller.close()  # after run_app stopped the ranks: none is left waiting
 
 
 def _watch(args: argparse.Namespace) -> int:

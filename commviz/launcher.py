@@ -133,11 +133,13 @@ class Ranks:
     """The N rank processes of one demo run."""
 
     def __init__(self, demo: str, world: int, backend: str, viewer_addr: str, size: int,
-                 iters: int | None, interval: float) -> None:
+                 iters: int | None, interval: float,
+                 extra_env: dict[str, str] | None = None) -> None:
+        """``extra_env``: more variables for the ranks, e.g. a Controller's ``env()``."""
         self.logdir = Path(tempfile.mkdtemp(prefix="commviz-"))
         port = free_port()
         env = {**os.environ, "COMMVIZ_ADDR": viewer_addr, "PYTHONUNBUFFERED": "1",
-               "COMMVIZ_PARENT_PID": str(os.getpid())}
+               "COMMVIZ_PARENT_PID": str(os.getpid()), **(extra_env or {})}
         self.procs: list[RankProcess] = []
         for rank in range(world):
             cmd = [sys.executable, "-m", "commviz.rank.runner", demo, "--rank", str(rank),

@@ -32,6 +32,7 @@ from textual.pilot import Pilot
 from textual.widgets import RichLog, Static
 
 from commviz import protocol
+from commviz.control import ControlState
 from commviz.tui.app import FRAME_S, CommvizApp
 from commviz.tui.help import HelpScreen
 
@@ -294,6 +295,49 @@ async def test_question_mark_lists_every_key_and_escape_closes_it() -> None:
         await pilot.press("escape")
         await pilot.pause()
         assert not isinstance(app.screen, HelpScreen) and app.is_running
+
+
+class FakeController:
+    """What the app uses of control.Controller: its state, toggle() and step()."""
+
+    def __init__(self) -> None:
+        self.state = ControlState("step", -1, 0, -1)
+        self.calls: list[str] = []
+
+    def toggle(self) -> None:
+        self.calls.append("toggle")
+        mode = "play" if self.state.mode == "step" else "step"
+        self.state = ControlState(mode, self.state.allow, self.state.epoch + 1, self.state.reached)
+
+    def step(self) -> None:
+        self.calls.append("step")
+        self.state = ControlState("step", self.state.allow + 1, self.state.epoch + 1,
+                                  self.state.reached)
+
+
+@sync
+async def test_space_and_n_drive_the_demo_step_gate() -> None:
+    controller = FakeController()
+    app = CommvizApp(FakeSession(), None, "t", lang="en", controller=controller)
+    async with app.run_test(size=SIZE) as pilot:
+        await frame(pilot)
+        assert "Paused · n: Next step (1)" in panel(app, "#status")
+        await pilot.press("n")
+        await pilot.press("n")
+        await pilot.press("space")
+        await frame(pilot)
+        assert controller.calls == ["step", "step", "toggle"]
+        assert "Playing" in panel(app, "#status")
+
+
+@sync
+async def test_without_a_demo_there_is_nothing_to_pause() -> None:
+    app = make_app(FakeSession())
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("space")
+        await pilot.press("n")
+        await frame(pilot)
+        assert "Paused" not in panel(app, "#status") and app.is_running
 
 
 @sync

@@ -20,6 +20,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from ..control import StepGate
+
 
 @dataclass
 class DemoContext:
@@ -31,6 +33,7 @@ class DemoContext:
     size: int             # bytes per rank the demo should move (--size)
     iters: int | None     # None: until stopped
     interval: float       # seconds between steps (--interval)
+    gate: StepGate | None = None  # the viewer's play/pause/step control, if any
 
     def numel(self, dtype: Any) -> int:
         """How many elements of ``dtype`` make ``size`` bytes (at least one)."""
@@ -39,11 +42,17 @@ class DemoContext:
         return max(1, self.size // torch.empty((), dtype=dtype).element_size())
 
     def steps(self) -> Iterator[int]:
-        """Step numbers 0, 1, ... paced by --interval, ending after --iters."""
+        """Step numbers 0, 1, ... paced by --interval, ending after --iters.
+
+        Under the TUI every rank also waits at the gate before each step until the viewer
+        lets that step start (pause / single step), so the step's first op happens on cue.
+        """
         step = 0
         while self.iters is None or step < self.iters:
             if step and self.interval > 0:
                 time.sleep(self.interval)
+            if self.gate is not None:
+                self.gate.wait(step)
             yield step
             step += 1
 
@@ -85,6 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse(sys.argv[1:] if argv is None else argv)
     _die_with_parent()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    gate = StepGate.from_env(args.rank)  # connects early: the viewer's state is known by step 0
     try:
         module = importlib.import_module(f"commviz.demos.{args.demo}")
         import torch
@@ -101,7 +111,8 @@ def main(argv: list[str] | None = None) -> int:
         dist.init_process_group(args.backend, init_method=f"tcp://127.0.0.1:{args.master_port}",
                                 rank=args.rank, world_size=args.world,
                                 timeout=datetime.timedelta(seconds=args.timeout))
-        ctx = DemoContext(args.rank, args.world, device, args.size, args.iters, args.interval)
+        ctx = DemoContext(args.rank, args.world, device, args.size, args.iters, args.interval,
+                          gate)
         module.main(ctx)
         dist.destroy_process_group()
     except (KeyboardInterrupt, SystemExit) as exc:
@@ -111,6 +122,8 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr, flush=True)
         traceback.print_exc()
         return 1
+    finally:
+        gate.close()
     return 0
 
 

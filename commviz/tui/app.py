@@ -15,6 +15,7 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import Footer, Header, RichLog, Static
 
 from .. import explain
+from ..control import Controller
 from ..launcher import Ranks
 from ..viewer import text
 from . import render
@@ -30,17 +31,21 @@ class CommvizApp(App):
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide")]
     BINDINGS = [
         Binding("q", "quit", "Quit", id="quit"),
+        Binding("space", "toggle_play", "Pause/resume", id="pause"),
+        Binding("n", "step", "Next step", id="step"),
         Binding("question_mark", "help", "Help", key_display="?", id="help"),
         Binding("ctrl+c", "quit", "Quit", show=False, priority=True),
     ]
     # Keys listed by the help screen: (key as shown, UI string key in explain.UI)
-    HELP = [("q, ctrl+c", "quit"), ("?", "help"), ("ctrl+p", "command palette")]
+    HELP = [("space", "pause"), ("n", "next step"), ("q, ctrl+c", "quit"), ("?", "help"),
+            ("ctrl+p", "command palette")]
 
     def __init__(self, session: Any, ranks: Ranks | None = None, title: str = "",
                  clock: Any = time.monotonic, wall_ns: Any = time.time_ns,
-                 lang: str = "en") -> None:
+                 lang: str = "en", controller: Controller | None = None) -> None:
         super().__init__()
         self.session, self.ranks, self.lang = session, ranks, lang
+        self.controller = controller  # a demo's step gate; None when watching a job
         self.sub_title = title
         self._clock, self._wall_ns = clock, wall_ns
         self._shown = 0
@@ -101,7 +106,17 @@ class CommvizApp(App):
             log.write(text.instance_line(inst, self._t0))
         if not model.ranks:
             status += "\nwaiting for ranks to connect…"
+        if self.controller is not None:
+            status += "\n" + self._control_line()
         self.query_one("#status", Static).update("\n".join([status, *self._events[-8:]]))
+
+    def _control_line(self) -> str:
+        state = self.controller.state  # type: ignore[union-attr]
+        if state.mode == "play":
+            return f"▶ {explain.ui('playing', self.lang)} · space: {explain.ui('pause', self.lang)}"
+        waiting = f" · n: {explain.ui('next step', self.lang)} ({state.allow + 2})" \
+            if state.reached >= state.allow else ""
+        return f"⏸ {explain.ui('paused', self.lang)}{waiting}"
 
     def _watch_ranks(self) -> None:
         if self.ranks is None:
@@ -120,14 +135,32 @@ class CommvizApp(App):
     async def action_quit(self) -> None:
         self.exit()
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Pause and step exist only for a demo, whose ranks wait at a real step barrier."""
+        if action in ("toggle_play", "step"):
+            return self.controller is not None
+        return True
+
+    def action_toggle_play(self) -> None:
+        if self.controller is not None:
+            self.controller.toggle()
+            self.refresh_view()
+
+    def action_step(self) -> None:
+        if self.controller is not None:
+            self.controller.step()
+            self.refresh_view()
+
     def action_help(self) -> None:
         keys = [(key, explain.ui(name, self.lang)) for key, name in self.HELP]
         self.push_screen(HelpScreen(keys, explain.ui("help", self.lang)))
 
 
-def run_app(session: Any, ranks: Ranks | None, title: str, lang: str) -> int:
-    """Run the TUI until quit; always stops the ranks and closes the session."""
-    app = CommvizApp(session, ranks, title, lang=lang)
+def run_app(session: Any, ranks: Ranks | None, title: str, lang: str,
+            controller: Controller | None = None) -> int:
+    """Run the TUI until quit; always stops the ranks and closes the session (the caller
+    closes the controller, after the ranks are stopped)."""
+    app = CommvizApp(session, ranks, title, lang=lang, controller=controller)
     session.start()
     try:
         app.run()
