@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import dataclasses
 import datetime
 import importlib
 import os
@@ -17,7 +18,7 @@ import sys
 import time
 import traceback
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..control import StepGate
@@ -34,6 +35,8 @@ class DemoContext:
     iters: int | None     # None: until stopped
     interval: float       # seconds between steps (--interval)
     gate: StepGate | None = None  # the viewer's play/pause/step control, if any
+    # steps started so far, shared by the parts of a tour: the gate counts steps globally
+    started: list[int] = field(default_factory=lambda: [0])
 
     def numel(self, dtype: Any) -> int:
         """How many elements of ``dtype`` make ``size`` bytes (at least one)."""
@@ -49,12 +52,17 @@ class DemoContext:
         """
         step = 0
         while self.iters is None or step < self.iters:
-            if step and self.interval > 0:
+            if self.started[0] and self.interval > 0:
                 time.sleep(self.interval)
             if self.gate is not None:
-                self.gate.wait(step)
+                self.gate.wait(self.started[0])
+            self.started[0] += 1
             yield step
             step += 1
+
+    def part(self, iters: int) -> DemoContext:
+        """The same run for ``iters`` steps of another demo (a guided tour's stop)."""
+        return dataclasses.replace(self, iters=iters)
 
     def check(self, ok: Any, what: str) -> None:
         """Fail loudly when a result is wrong: a demo must prove what it shows."""

@@ -1,0 +1,21 @@
+"""all: a guided tour: a few steps of every operation, one after the other, on the same ranks.
+
+Point-to-point first, then the rooted collectives, then those where everyone ends with
+something, then the barrier: each stop runs the demo of that name.
+"""
+
+import importlib
+
+import torch.distributed as dist
+
+TOUR = ["send_recv", "isend_irecv", "broadcast", "scatter", "gather", "reduce", "all_reduce",
+        "all_gather", "reduce_scatter", "all_to_all", "barrier", "objects"]
+STEPS_PER_STOP = 3
+MIN_RANKS = 2
+
+
+def main(ctx):
+    for name in TOUR:
+        demo = importlib.import_module(f"commviz.demos.{name}")
+        if dist.get_world_size() >= getattr(demo, "MIN_RANKS", 1):
+            demo.main(ctx.part(STEPS_PER_STOP))
