@@ -20,6 +20,7 @@ from ..launcher import Ranks
 from ..viewer import text
 from . import render
 from .help import HelpScreen
+from .timeline import LEGEND, Timeline
 
 FRAME_S = 0.1
 
@@ -57,6 +58,7 @@ class CommvizApp(App):
         with Horizontal(id="main"):
             with Vertical(id="left"):
                 yield Static(id="ranks")
+                yield Timeline(id="timeline")
                 yield RichLog(id="log", max_lines=1000, wrap=False, markup=False)
             with Vertical(id="right"):
                 yield Static(id="stats")
@@ -67,6 +69,7 @@ class CommvizApp(App):
 
     def on_mount(self) -> None:
         self.query_one("#ranks").border_title = "ranks"
+        self.query_one("#timeline").border_title = f"{explain.ui('timeline', self.lang)} · {LEGEND}"
         self.query_one("#log").border_title = explain.ui("completed operations", self.lang)
         self.query_one("#stats").border_title = "statistics (nccl-tests columns, GB/s)"
         self.query_one("#phases").border_title = explain.ui("inside", self.lang)
@@ -83,6 +86,7 @@ class CommvizApp(App):
         with self.session.lock:
             now = self._clock()
             ranks = render.ranks_table(model, now, self._wall_ns())
+            self.query_one(Timeline).update_from(model, self._wall_ns())
             stats = render.stats_table(model)
             phases = render.phases(model, self.lang)
             explanation = render.explanation(model, self.lang)

@@ -16,6 +16,7 @@ import collections
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
@@ -36,6 +37,7 @@ _SIZE_TIMES_N = _by_code(list(bandwidth.SIZE_TIMES_N))
 # Pending (unmatched) rows kept per kind; beyond this the oldest are dropped and counted.
 PENDING_MAX = 1_000_000
 RECENT_MAX = 2_000
+SEGMENTS_MAX = 2_000  # completed ops kept per rank for the timeline
 SAMPLES_MAX = 100_000
 TELEMETRY_MAX = 240
 
@@ -98,6 +100,20 @@ class Instance:
         return self.t_last_start - self.t_first_start
 
 
+class Segment(NamedTuple):
+    """One completed op on one rank, as the timeline draws it.
+
+    From t_start to t_ready the rank waited for its peers (t_ready is the last arrival of the
+    collective instance, or the later start of a send/recv pair); from t_ready to t_end it
+    transferred. t_ready is clamped into [t_start, t_end]: hosts' clocks may disagree.
+    """
+
+    op: str
+    t_start: int
+    t_ready: int
+    t_end: int
+
+
 @dataclass
 class StatRow:
     op: str
@@ -151,6 +167,10 @@ class Model:
         self.evicted = 0
         self._coll = _empty_rows()
         self._p2p = _empty_rows()
+        # per rank: rows of op code, t_start, t_ready, t_end (int64) and how many are used
+        self._lanes: dict[int, tuple[np.ndarray, int]] = {}
+        # per rank: the latest t_end of a segment dropped from its lane (older is not shown)
+        self.lane_horizon: dict[int, int] = {}
 
     # ---- messages -------------------------------------------------------------------
     def apply(self, messages: Iterable[protocol.Message]) -> None:
@@ -176,6 +196,26 @@ class Model:
 
     def world_size(self) -> int:
         return max([s.world for s in self.ranks.values()] + [len(self.ranks)])
+
+    def timeline(self, since_ns: int, until_ns: int | None = None) -> dict[int, list[Segment]]:
+        """Every known rank's completed ops overlapping [since_ns, until_ns], by start time."""
+        return {rank: list(map(Segment, [protocol.OPS[op] for op in lane[:, 0].tolist()],
+                               *lane[:, 1:].T.tolist()))
+                for rank, lane in self.lanes(since_ns, until_ns).items()}
+
+    def lanes(self, since_ns: int, until_ns: int | None = None) -> dict[int, np.ndarray]:
+        """``timeline`` as copied (n, 4) int64 arrays of op code, t_start, t_ready, t_end:
+        cheap enough to take under the session lock at a frame rate."""
+        out: dict[int, np.ndarray] = {}
+        for rank in sorted(self.ranks.keys() | self._lanes.keys()):
+            lane, n = self._lanes.get(rank, (np.zeros((0, 4), np.int64), 0))
+            lane = lane[:n]
+            keep = lane[:, 3] >= since_ns
+            if until_ns is not None:
+                keep &= lane[:, 1] <= until_ns
+            lane = lane[keep]
+            out[rank] = lane[np.argsort(lane[:, 1], kind="stable")]
+        return out
 
     # ---- internals --------------------------------------------------------------------
     def _rank(self, rank: int) -> RankState:
@@ -282,13 +322,17 @@ class Model:
                         counts: np.ndarray, complete: np.ndarray, n: np.ndarray) -> None:
         sizes = self._sizes(rows, np.repeat(n, counts))
         first = np.minimum.reduceat(rows["t_start"], starts)[complete]
-        last = np.maximum.reduceat(rows["t_start"], starts)[complete]
+        last_all = np.maximum.reduceat(rows["t_start"], starts)
+        last = last_all[complete]
         end = np.maximum.reduceat(rows["t_end"], starts)[complete]
         size = np.maximum.reduceat(sizes, starts)[complete]
         heads = starts[complete]
         self._record(rows["op"][heads], rows["gkey"][heads], rows["seq"][heads],
                      n[complete], size, first, last, end, rows["dtype"][heads],
                      rows["parent"][heads], rows["peer"][heads], transfers=None)
+        member = np.repeat(complete, counts)
+        self._note_segments(rows["rank"][member], rows["op"][member], rows["t_start"][member],
+                            np.repeat(last_all, counts)[member], rows["t_end"][member])
 
     def _match_p2p(self, rows: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         total = len(rows["rank"])
@@ -316,6 +360,10 @@ class Model:
                          np.maximum(rows["t_end"][send_i], rows["t_end"][recv_i]),
                          rows["dtype"][send_i], rows["parent"][send_i],
                          np.full(len(recv_i), -1), transfers=pairs)
+            both = np.r_[recv_i, send_i]
+            ready = np.maximum(rows["t_start"][send_i], rows["t_start"][recv_i])
+            self._note_segments(rows["rank"][both], rows["op"][both], rows["t_start"][both],
+                                np.r_[ready, ready], rows["t_end"][both])
         keep = np.repeat(~complete, counts)
         return self._bounded(_take(rows, keep))
 
@@ -359,6 +407,41 @@ class Model:
         if collect:
             self.new_instances.extend(made)  # type: ignore[union-attr]
 
+    def _note_segments(self, ranks: np.ndarray, ops: np.ndarray, t_start: np.ndarray,
+                       ready: np.ndarray, t_end: np.ndarray) -> None:
+        """Append matched rows to their ranks' lanes, at the cost of a copy per row.
+
+        A lane keeps the last SEGMENTS_MAX to 2 x SEGMENTS_MAX rows appended (matching
+        rounds come in time order); what it drops moves the rank's horizon.
+        """
+        if not len(ranks):
+            return
+        ready = np.minimum(np.maximum(ready, t_start), t_end)
+        segs = np.stack([ops.astype(np.int64), t_start, ready, t_end], axis=1)
+        for rank, idx in _positions_by_value(ranks):
+            if len(idx) > SEGMENTS_MAX:
+                self._drop(rank, t_end[idx[:-SEGMENTS_MAX]])
+                idx = idx[-SEGMENTS_MAX:]
+            lane, n = self._lanes.get(rank, (np.empty((0, 4), np.int64), 0))
+            m = len(idx)
+            if n + m > len(lane) and len(lane) < 2 * SEGMENTS_MAX:  # grow: small jobs stay small
+                size = min(2 * SEGMENTS_MAX, max(64, 2 * (n + m)))
+                lane = np.concatenate([lane[:n], np.empty((size - n, 4), np.int64)])
+            if n + m > len(lane):  # full: keep the last rows
+                keep = SEGMENTS_MAX - m
+                self._drop(rank, lane[:n - keep, 3])
+                lane[:keep] = lane[n - keep:n]
+                n = keep
+            # "clip" lets take write straight into the lane (the indexes are all valid)
+            np.take(segs, idx, axis=0, out=lane[n:n + m], mode="clip")
+            self._lanes[rank] = (lane, n + m)
+
+    def _drop(self, rank: int, t_end: np.ndarray) -> None:
+        """Note that a rank's lane no longer shows anything that ended by these t_end."""
+        if len(t_end):
+            latest = int(t_end.max())
+            self.lane_horizon[rank] = max(self.lane_horizon.get(rank, latest), latest)
+
     def _bounded(self, rows: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         extra = len(rows["rank"]) - PENDING_MAX
         if extra <= 0:
@@ -393,3 +476,12 @@ def _translate(codes: np.ndarray, mapping: dict[int, int]) -> np.ndarray:
     values = np.fromiter(mapping.values(), dtype=np.int64)
     order = np.argsort(keys)
     return values[order][np.searchsorted(keys[order], codes.astype(np.int64))]
+
+
+def _positions_by_value(values: np.ndarray) -> list[tuple[int, np.ndarray]]:
+    """(value, positions) per distinct non-negative value: masks for a few, one sort for many."""
+    present = np.flatnonzero(np.bincount(values)).tolist()
+    if len(present) <= 16:
+        return [(v, np.flatnonzero(values == v)) for v in present]
+    order = np.argsort(values, kind="stable")
+    return list(zip(present, np.split(order, np.flatnonzero(np.diff(values[order])) + 1)))

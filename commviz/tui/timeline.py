@@ -1,0 +1,230 @@
+"""The timeline: per-rank swimlanes of the last seconds, so a late rank is obvious.
+
+Each op is a bar split in two: waiting (the rank arrived, its peers had not) in a light
+shade, then transferring in a solid block coloured by op family. The rank everyone waits
+for is the one whose bars are nearly all solid while the others' start pale.
+
+``render_lanes`` is a pure function of copied model data (testable without an app); the
+``Timeline`` widget only copies that data under the session lock and draws it with the line
+API when Textual asks. It never animates by itself: it changes when the app feeds it a frame.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from rich.text import Text
+from textual.geometry import Size
+from textual.reactive import reactive
+from textual.strip import Strip
+from textual.widget import Widget
+
+from .. import protocol
+from ..viewer.model import InFlight, Model, Segment
+
+WAIT, SOLID, UNKNOWN = "░", "█", "·"
+LEGEND = f"{WAIT} waiting for peers  {SOLID} transferring  {UNKNOWN} history dropped"
+INFLIGHT_STYLE = "bold yellow"
+
+_FAMILIES: dict[str, tuple[str, ...]] = {
+    "green": ("all_reduce", "reduce", "reduce_scatter", "reduce_scatter_tensor",
+              "reduce_scatter_single"),
+    "cyan": ("all_gather", "all_gather_into_tensor", "all_gather_single", "gather",
+             "all_gather_object", "gather_object"),
+    "blue": ("broadcast", "scatter", "broadcast_object_list", "scatter_object_list"),
+    "dark_orange": ("all_to_all", "all_to_all_single"),
+    "magenta": ("send", "recv", "isend", "irecv", "send_object_list", "recv_object_list",
+                "batch_isend_irecv"),
+}
+COLOUR = {op: colour for colour, ops in _FAMILIES.items() for op in ops}  # others: white
+
+
+def colour_of(op: str) -> str:
+    return COLOUR.get(op, "white")
+
+
+Lane = Sequence[Segment] | np.ndarray  # Segments, or the model's (n, 4) rows (Model.lanes)
+
+
+def render_lanes(segments_by_rank: Mapping[int, Lane], inflight: Iterable[InFlight],
+                 t0_ns: int, t1_ns: int, width: int,
+                 horizon: Mapping[int, int] | None = None) -> list[Text]:
+    """One line per rank ("r0 " then its lane over [t0_ns, t1_ns]), then a time axis.
+
+    A column shows whatever was going on during its slice of time: blank when idle, solid
+    when transferring outweighs waiting, shaded otherwise. In-flight ops are waiting bars up
+    to t1_ns (now), in bold yellow. Columns before a rank's ``horizon`` whose ops were dropped
+    from the model's history show dots rather than a misleading idle.
+    """
+    running: dict[int, list[InFlight]] = {}
+    for op in inflight:
+        running.setdefault(op.rank, []).append(op)
+    ranks = sorted(set(segments_by_rank) | set(running))
+    label_w = max((len(f"r{r}") for r in ranks), default=0) + 1
+    lane_w = max(0, width - label_w)
+    t1_ns = max(t1_ns, t0_ns + 1)
+    lines = []
+    for rank in ranks:
+        line = Text()
+        line.append(f"r{rank}".rjust(label_w - 1) + " ", style="bold")
+        if lane_w:
+            cutoff = (horizon or {}).get(rank)
+            line.append_text(_lane(segments_by_rank.get(rank, ()), running.get(rank, ()),
+                                   t0_ns, t1_ns, lane_w, cutoff))
+        line.truncate(width)
+        lines.append(line)
+    axis = Text(" " * label_w + _axis(t1_ns - t0_ns, lane_w), style="dim")
+    axis.truncate(width)
+    lines.append(axis)
+    return lines
+
+
+def _rows(segments: Lane) -> np.ndarray:
+    if isinstance(segments, np.ndarray):
+        return segments
+    return np.array([(protocol.OP_CODE[s.op], s.t_start, s.t_ready, s.t_end) for s in segments],
+                    dtype=np.int64).reshape(-1, 4)
+
+
+def _lane(segments: Lane, running: Sequence[InFlight], t0: int, t1: int,
+          width: int, cutoff: int | None) -> Text:
+    rows = _rows(segments)
+    codes = np.unique(rows[:, 0])
+    # coverage per column: one row per op in the lane (at least one), waiting and transferring
+    wait = np.zeros((max(1, len(codes)), width))
+    xfer = np.zeros_like(wait)
+    for i, code in enumerate(codes):
+        _, start, ready, end = rows[rows[:, 0] == code].T
+        wait[i] = _coverage(start, ready, t0, t1, width)
+        xfer[i] = _coverage(ready, end, t0, t1, width)
+    starts = np.array([op.t_start for op in running], dtype=np.int64)
+    inflight = _coverage(starts, np.full(len(starts), t1), t0, t1, width)
+    waited, moved = wait.sum(axis=0), xfer.sum(axis=0)
+    solid = (moved > 0) & (moved >= waited + inflight)
+    in_flight = (inflight > 0) & (inflight >= waited)
+    unknown = np.zeros(width, dtype=bool)
+    if cutoff is not None:
+        unknown = np.arange(1, width + 1) <= (cutoff - t0) * width / (t1 - t0)
+    # per column: 0 idle, 1 history dropped, 2 waiting, 3 in flight, 4 transferring
+    kinds = np.select([solid, in_flight, waited > 0, unknown], [4, 3, 2, 1], 0)
+    colours = [colour_of(protocol.OPS[code]) for code in codes.tolist()] or ["white"]
+    top_xfer, top_wait = xfer.argmax(axis=0).tolist(), wait.argmax(axis=0).tolist()
+    cells = [((" ", ""), (UNKNOWN, "dim"), (WAIT, "dim " + colours[w]), (WAIT, INFLIGHT_STYLE),
+              (SOLID, colours[x]))[kind] for kind, x, w in zip(kinds.tolist(), top_xfer, top_wait)]
+    out = Text()
+    for (char, style), run in itertools.groupby(cells):
+        out.append(char * len(list(run)), style)
+    return out
+
+
+def _coverage(a: np.ndarray, b: np.ndarray, t0: int, t1: int, width: int) -> np.ndarray:
+    """How much of each column the intervals [a, b) cover (1.0: all of it; overlaps add up)."""
+    scale = width / (t1 - t0)
+    xa = np.clip((a - t0) * scale, 0, width)
+    xb = np.clip((b - t0) * scale, 0, width)
+    keep = xb > xa
+    xa, xb = xa[keep], xb[keep]
+    ca = np.minimum(xa.astype(np.int64), width - 1)
+    cb = np.minimum(xb.astype(np.int64), width - 1)
+    one = ca == cb
+    many = ~one
+    size = width + 1
+    cov = np.zeros(size)
+    cov += np.bincount(ca[one], xb[one] - xa[one], minlength=size)
+    cov += np.bincount(ca[many], ca[many] + 1 - xa[many], minlength=size)  # first, partial
+    cov += np.bincount(cb[many], xb[many] - cb[many], minlength=size)      # last, partial
+    steps = np.bincount(ca[many] + 1, minlength=size) - np.bincount(cb[many], minlength=size)
+    return (cov + np.cumsum(steps))[:width]                                 # full ones between
+
+
+_UNITS = (("s", 1e9), ("ms", 1e6), ("us", 1e3))
+
+
+def _axis(window_ns: int, width: int) -> str:
+    """'-2s   -1.5s   -1s   -0.5s   now', as many labels as fit."""
+    if width < 3:
+        return " " * width
+    cells = [" "] * (width - 3) + list("now")
+    free_from = 0
+    for frac in (0.0, 0.25, 0.5, 0.75):
+        ago = window_ns * (1 - frac)
+        unit, scale = next(u for u in _UNITS if window_ns >= u[1] or u[0] == "us")
+        label = f"-{ago / scale:.3g}{unit}"
+        start = round(frac * width) - len(label) // 2 if frac else 0
+        if start >= free_from and start + len(label) < width - 4:
+            cells[start:start + len(label)] = label
+            free_from = start + len(label) + 1
+    return "".join(cells)
+
+
+@dataclass
+class _Frame:
+    """What one frame draws, copied from the model under the session lock."""
+
+    segments: dict[int, np.ndarray]
+    inflight: list[InFlight]
+    horizon: dict[int, int]
+    t0_ns: int
+    t1_ns: int
+
+
+class Timeline(Widget):
+    """Swimlanes of the last ``window_s`` seconds; fed by ``update_from`` once per app frame.
+
+    A new ``window_s`` shows from the next frame the app feeds.
+    """
+
+    DEFAULT_CSS = """
+    Timeline {
+        height: auto;
+    }
+    """
+
+    window_s: reactive[float] = reactive(2.0)
+
+    def __init__(self, *, name: str | None = None, id: str | None = None,
+                 classes: str | None = None) -> None:
+        super().__init__(name=name, id=id, classes=classes)
+        self._frame: _Frame | None = None  # nothing is drawn until the app feeds a frame
+        self._version = 0
+        self._cached: tuple[tuple[int, int], list[Strip]] | None = None
+
+    def update_from(self, model: Model, now_ns: int) -> None:
+        """Copy what the next frame draws. Call it under the session lock; drawing happens
+        later, outside it."""
+        since = now_ns - int(self.window_s * 1e9)
+        rows = self._rows()
+        self._frame = _Frame(model.lanes(since, now_ns), list(model.inflight.values()),
+                             dict(model.lane_horizon), since, now_ns)
+        self._version += 1
+        self.refresh(layout=self._rows() != rows)
+
+    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
+        return self._rows()
+
+    def _rows(self) -> int:
+        """A lane per rank and the axis."""
+        if self._frame is None:
+            return 1
+        return len(set(self._frame.segments) | {op.rank for op in self._frame.inflight}) + 1
+
+    def render_line(self, y: int) -> Strip:
+        width = self.size.width
+        strips = self._strips(width)
+        return strips[y] if y < len(strips) else Strip.blank(width, self.rich_style)
+
+    def _strips(self, width: int) -> list[Strip]:
+        if self._frame is None:
+            return []
+        key = (self._version, width)
+        if self._cached is None or self._cached[0] != key:
+            f = self._frame
+            texts = render_lanes(f.segments, f.inflight, f.t0_ns, f.t1_ns, width, f.horizon)
+            console, style = self.app.console, self.rich_style
+            strips = [Strip(text.render(console), text.cell_len)
+                      .crop_extend(0, width, style).apply_style(style) for text in texts]
+            self._cached = (key, strips)
+        return self._cached[1]

@@ -1,0 +1,262 @@
+"""The timeline: per-rank segments in the model, the swimlanes drawn from them, the widget."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from fakes import T0_NS, FakeClock, FakeSession, heartbeat, inflight, op_batch
+from rich.console import Console
+from rich.text import Text
+from textual.app import App, ComposeResult
+from textual.geometry import Region
+
+from commviz.tui.timeline import INFLIGHT_STYLE, SOLID, UNKNOWN, WAIT, Timeline, render_lanes
+from commviz.viewer import model as model_mod
+from commviz.viewer.model import InFlight, Model, Segment
+
+G4 = {0: ("0", (0, 1, 2, 3))}
+G2 = {0: ("0", (0, 1))}
+MS, S = 1_000_000, 1_000_000_000
+
+
+def _coll(rank: int, seq: int, start: int, end: int, op: str = "all_reduce") -> dict:
+    return {"id": seq, "op": op, "seq": seq, "bytes_in": 64, "bytes_out": 64,
+            "t_start": T0_NS + start, "t_end": T0_NS + end}
+
+
+def _p2p(op: str, seq: int, peer: int, start: int, end: int) -> dict:
+    return {"id": seq, "op": op, "seq": seq, "peer": peer, "bytes_in": 32, "bytes_out": 32,
+            "t_start": T0_NS + start, "t_end": T0_NS + end}
+
+
+def late_rank_model(late: int = 3) -> Model:
+    """One all_reduce: every rank arrives at 0 but ``late``, at 1 ms; all finish at 2 ms."""
+    m = Model(FakeClock())
+    m.apply([op_batch(r, [_coll(r, 1, MS if r == late else 0, 2 * MS)], G4) for r in range(4)])
+    return m
+
+
+# ---- model ---------------------------------------------------------------------------------
+def test_collective_ready_is_the_last_arrival_on_every_rank() -> None:
+    m = Model(FakeClock())
+    starts = [0, 30, 10, 20]
+    m.apply([op_batch(r, [_coll(r, 1, starts[r], 500 + r)], G4) for r in range(4)])
+    lanes = m.timeline(T0_NS)
+    assert sorted(lanes) == [0, 1, 2, 3]
+    for r, (seg,) in lanes.items():
+        assert seg == Segment("all_reduce", T0_NS + starts[r], T0_NS + 30, T0_NS + 500 + r)
+    assert lanes[1][0].t_ready == lanes[1][0].t_start  # the last one waited for nobody
+
+
+def test_p2p_ready_is_the_later_start_of_send_and_recv() -> None:
+    m = Model(FakeClock())
+    m.apply([op_batch(0, [_p2p("send", 1, 1, 0, 300), _p2p("send", 2, 1, 1000, 1200)], G2),
+             op_batch(1, [_p2p("recv", 1, 0, 50, 310), _p2p("irecv", 2, 0, 900, 1250)], G2)])
+    lanes = m.timeline(T0_NS)
+    assert [(s.op, s.t_ready - T0_NS) for s in lanes[0]] == [("send", 50), ("send", 1000)]
+    assert [(s.op, s.t_ready - T0_NS) for s in lanes[1]] == [("recv", 50), ("irecv", 1000)]
+
+
+def test_ready_is_clamped_into_the_op_when_clocks_disagree() -> None:
+    m = Model(FakeClock())
+    # rank 0's clock runs behind: it "finished" before rank 1 "arrived"
+    m.apply([op_batch(0, [_coll(0, 1, 0, 100)], G2), op_batch(1, [_coll(1, 1, 200, 300)], G2)])
+    (seg,) = m.timeline(T0_NS)[0]
+    assert seg.t_ready == seg.t_end == T0_NS + 100
+
+
+def test_ops_not_matched_yet_are_not_segments() -> None:
+    m = Model(FakeClock())
+    m.apply([op_batch(r, [_coll(r, 1, 0, 100)], G4) for r in range(3)])
+    assert m.timeline(T0_NS) == {0: [], 1: [], 2: []}
+    m.apply([op_batch(3, [_coll(3, 1, 0, 100)], G4)])
+    assert all(len(segs) == 1 for segs in m.timeline(T0_NS).values())
+
+
+def test_timeline_returns_segments_overlapping_the_window_and_every_known_rank() -> None:
+    m = Model(FakeClock())
+    m.apply([heartbeat(2, 3)])
+    m.apply([op_batch(r, [_coll(r, k, k * MS, k * MS + 500_000) for k in range(5)], G2)
+             for r in range(2)])
+    lanes = m.timeline(T0_NS + 2 * MS + 600_000, T0_NS + 3 * MS + 100)
+    assert sorted(lanes) == [0, 1, 2] and lanes[2] == []
+    assert [s.t_start - T0_NS for s in lanes[0]] == [3 * MS]
+    assert [s.t_start - T0_NS for s in m.timeline(T0_NS + 2 * MS + 400_000)[1]] == \
+        [2 * MS, 3 * MS, 4 * MS]
+
+
+def test_history_is_bounded_and_keeps_the_newest_per_rank(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(model_mod, "SEGMENTS_MAX", 5)
+    m = Model(FakeClock())
+    # a burst longer than the bound in one round (in any order: matching sorts it by seq)
+    m.apply([op_batch(r, [_coll(r, k, k * 10, k * 10 + 5) for k in reversed(range(8))], G2)
+             for r in range(2)])
+    assert [s.t_start - T0_NS for s in m.timeline(T0_NS)[0]] == [30, 40, 50, 60, 70]
+    assert m.lane_horizon == {0: T0_NS + 25, 1: T0_NS + 25}
+    for k in range(8, 40):  # then one op a round: between 5 and 10 kept, the newest always
+        m.apply([op_batch(r, [_coll(r, k, k * 10, k * 10 + 5)], G2) for r in range(2)])
+        starts = [(s.t_start - T0_NS) // 10 for s in m.timeline(T0_NS)[1]]
+        assert 5 <= len(starts) <= 10 and starts == list(range(k + 1 - len(starts), k + 1))
+        assert m.lane_horizon[1] == T0_NS + (starts[0] - 1) * 10 + 5
+    assert m._lanes[0][0].shape == (10, 4)
+
+
+def test_a_lane_grows_with_use() -> None:
+    m = Model(FakeClock())
+    m.apply([op_batch(r, [_coll(r, 1, 0, 5)], G2) for r in range(2)])
+    assert len(m._lanes[0][0]) == 64
+
+
+def test_inflight_ops_are_exposed_until_they_complete() -> None:
+    m = Model(FakeClock())
+    m.apply([inflight(2, "all_reduce", seq=1, t_start=T0_NS, op_id=1)])
+    (op,) = m.inflight.values()
+    assert (op.rank, op.op, op.t_start) == (2, "all_reduce", T0_NS)
+    assert m.timeline(T0_NS) == {2: []}
+    m.apply([op_batch(r, [_coll(r, 1, 0, 100)], G4) for r in range(4)])
+    assert not m.inflight and m.timeline(T0_NS)[2][0].t_end == T0_NS + 100
+
+
+# ---- rendering -----------------------------------------------------------------------------
+def lane(line: Text, label_w: int = 3) -> str:
+    return line.plain[label_w:]
+
+
+def style_at(line: Text, col: int) -> str:
+    return str(line.get_style_at_offset(Console(), col))
+
+
+def test_the_late_rank_waits_least_and_the_others_wait_for_it() -> None:
+    m = late_rank_model(late=3)
+    lines = render_lanes(m.timeline(T0_NS), [], T0_NS, T0_NS + 4 * MS, 3 + 40)
+    waits = [lane(line).count(WAIT) for line in lines[:4]]
+    solids = [lane(line).count(SOLID) for line in lines[:4]]
+    assert waits == [10, 10, 10, 0]  # 1 ms of 4 ms over 40 columns
+    assert solids == [10, 10, 10, 10]
+    assert [line.plain[:3] for line in lines[:4]] == ["r0 ", "r1 ", "r2 ", "r3 "]
+
+
+def test_bars_land_on_the_columns_of_their_times() -> None:
+    seg = Segment("all_reduce", T0_NS + 1 * S, T0_NS + 3 * S // 2, T0_NS + 2 * S)
+    (line, axis) = render_lanes({0: [seg]}, [], T0_NS, T0_NS + 4 * S, 43)
+    assert lane(line) == " " * 10 + WAIT * 5 + SOLID * 5 + " " * 20
+    assert "green" in style_at(line, 3 + 15) and "dim" in style_at(line, 3 + 10)
+    assert axis.plain.startswith("   -4s") and axis.plain.endswith("now")
+
+
+def test_op_families_have_their_own_colours() -> None:
+    segs = {0: [Segment("send", T0_NS, T0_NS, T0_NS + S)],
+            1: [Segment("all_gather", T0_NS, T0_NS, T0_NS + S)]}
+    send, gather, _ = render_lanes(segs, [], T0_NS, T0_NS + 2 * S, 23)
+    assert "magenta" in style_at(send, 3) and "cyan" in style_at(gather, 3)
+
+
+def test_a_short_op_still_shows_and_transferring_wins_a_shared_column() -> None:
+    # 10 us of waiting then 40 us of transfer inside one 100 ms column
+    seg = Segment("all_reduce", T0_NS, T0_NS + 10_000, T0_NS + 50_000)
+    (line, _) = render_lanes({0: [seg]}, [], T0_NS, T0_NS + 2 * S, 23)
+    assert lane(line) == SOLID + " " * 19
+
+
+def test_an_inflight_op_is_a_waiting_bar_growing_to_now() -> None:
+    op = InFlight(1, "all_reduce", (0, 1), 3, -1, T0_NS + 3 * S)
+    r0, r1, _ = render_lanes({0: [], 1: []}, [op], T0_NS, T0_NS + 4 * S, 23)
+    assert lane(r0) == " " * 20
+    assert lane(r1) == " " * 15 + WAIT * 5
+    assert INFLIGHT_STYLE in style_at(r1, 3 + 19)
+
+
+def test_an_empty_window_draws_blank_lanes_and_the_axis() -> None:
+    lines = render_lanes({0: [], 1: []}, [], T0_NS, T0_NS + 2 * S, 40)
+    assert [line.plain for line in lines[:2]] == ["r0" + " " * 38, "r1" + " " * 38]
+    assert lines[2].plain.split() == ["-2s", "-1.5s", "-1s", "-0.5s", "now"]
+    (axis,) = render_lanes({}, [], T0_NS, T0_NS + 2 * S, 40)
+    assert axis.plain.endswith("now")
+
+
+def test_columns_before_the_history_horizon_are_marked_unknown() -> None:
+    seg = Segment("all_reduce", T0_NS + 2 * S, T0_NS + 2 * S, T0_NS + 3 * S)
+    (line, _) = render_lanes({0: [seg]}, [], T0_NS, T0_NS + 4 * S, 23, {0: T0_NS + 2 * S})
+    assert lane(line) == UNKNOWN * 10 + SOLID * 5 + " " * 5
+
+
+@pytest.mark.parametrize("width", [0, 1, 3, 4, 10, 23, 43, 83, 200])
+def test_every_width_gives_lines_of_that_width(width: int) -> None:
+    m = late_rank_model()
+    lines = render_lanes(m.timeline(T0_NS), [], T0_NS, T0_NS + 4 * MS, width)
+    assert len(lines) == 5 and all(line.cell_len == width for line in lines)
+    if width > 3:  # the late rank's bar starts a quarter of the way along its lane
+        assert lane(lines[3]).index(SOLID) == (width - 3) // 4
+
+
+def test_wide_rank_numbers_keep_the_lanes_aligned() -> None:
+    segs = {r: [Segment("barrier", T0_NS, T0_NS, T0_NS + S)] for r in (0, 9, 10)}
+    lines = render_lanes(segs, [], T0_NS, T0_NS + 2 * S, 24)
+    assert [line.plain[:4] for line in lines[:3]] == [" r0 ", " r9 ", "r10 "]
+    assert all(line.plain[4:14] == SOLID * 10 for line in lines[:3])
+
+
+def test_the_models_arrays_draw_like_its_segments() -> None:
+    m = late_rank_model()
+    segments, arrays = m.timeline(T0_NS), m.lanes(T0_NS)
+    assert {r: len(a) for r, a in arrays.items()} == {r: len(s) for r, s in segments.items()}
+    for width in (20, 43):
+        drawn = [render_lanes(lanes, [], T0_NS, T0_NS + 4 * MS, width)
+                 for lanes in (segments, arrays)]
+        assert [line.markup for line in drawn[0]] == [line.markup for line in drawn[1]]
+
+
+# ---- widget --------------------------------------------------------------------------------
+class TimelineApp(App):
+    def __init__(self, session: FakeSession) -> None:
+        super().__init__()
+        self.session = session
+
+    def compose(self) -> ComposeResult:
+        yield Timeline(id="timeline")
+
+    def feed_frame(self) -> None:
+        with self.session.lock:
+            self.query_one(Timeline).update_from(self.session.model, self.session.clock.wall_ns())
+
+
+def shown(widget: Timeline) -> list[str]:
+    width, height = widget.outer_size
+    return [strip.text for strip in widget.render_lines(Region(0, 0, width, height))]
+
+
+def test_widget_draws_the_sessions_lanes() -> None:
+    async def run() -> None:
+        session = FakeSession()
+        session.feed([op_batch(r, [_coll(r, 1, 200 * MS if r == 3 else 0, 400 * MS)], G4)
+                      for r in range(4)])
+        session.clock.set_wall_ns(T0_NS + 1 * S)  # the op was a second ago, -2s..now shown
+        app = TimelineApp(session)
+        async with app.run_test(size=(43, 10)) as pilot:
+            timeline = app.query_one(Timeline)
+            assert shown(timeline) == [" " * 43]  # nothing until the app feeds a frame
+            app.feed_frame()
+            await pilot.pause()
+            lines = shown(timeline)
+            assert timeline.outer_size.height == 5
+            assert [line[:3] for line in lines[:4]] == ["r0 ", "r1 ", "r2 ", "r3 "]
+            assert lines[0][3:] == " " * 20 + WAIT * 4 + SOLID * 4 + " " * 12
+            assert lines[3][3:] == " " * 24 + SOLID * 4 + " " * 12
+            assert lines[4].endswith("now")
+
+            timeline.window_s = 4.0
+            session.feed([inflight(1, "all_reduce", seq=2, t_start=T0_NS + S, op_id=2)])
+            session.clock.advance(1.0)
+            app.feed_frame()
+            await pilot.pause()
+            lines = shown(timeline)
+            assert lines[4].split()[0] == "-4s"
+            assert lines[1][3:].rstrip().endswith(WAIT * 10)  # in flight for 1 s of 4
+
+            await pilot.resize_terminal(83, 10)
+            await pilot.pause()
+            assert all(len(line) == 83 for line in shown(timeline))
+
+    asyncio.run(run())
