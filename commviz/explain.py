@@ -1198,6 +1198,8 @@ _UI_PAIRS: dict[str, tuple[str, str]] = {
     "operation": ("Operation", "Operação"),
     "inside": ("Inside the last operation", "Por dentro da última operação"),
     "command palette": ("Command palette", "Paleta de comandos"),
+    "source not here": ("source not readable on this machine",
+                        "código-fonte não legível nesta máquina"),
     "after last step": ("after the last step", "depois do último passo"),
     "summed in": ("(n) = ranks summed in", "(n) = ranks somados"),
     "completed operations": ("Completed operations", "Operações concluídas"),

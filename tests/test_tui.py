@@ -7,6 +7,7 @@ come from one FakeClock, and telemetry is fixed, so the snapshots are repeatable
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 from collections.abc import Callable, Coroutine
 from typing import Any
@@ -124,6 +125,22 @@ async def test_the_last_collective_is_drawn_step_by_step_as_a_schematic() -> Non
         assert "RS0 0→3 c1  1→0 c2  2→1 c3  3→2 c0" in text
         assert "AG2 0→3 c2" in text and "rank 3: c0(4) c1(4) c2(4) c3(4)" in text
         assert "time 350.0 us · skew 30.0 us" in text  # measured, from the last instance
+
+
+@sync
+async def test_the_source_panel_highlights_the_line_that_made_the_call(tmp_path) -> None:
+    program = tmp_path / "train.py"
+    program.write_text("".join(f"line_{i} = {i}\n" for i in range(1, 31)))
+    session = FakeSession()
+    session.feed([dataclasses.replace(m, sites={0: (str(program), 12)})
+                  if isinstance(m, protocol.OpBatch) else m for m in scripted_all_reduce(world=4)])
+    app = make_app(session)
+    async with app.run_test(size=SIZE) as pilot:
+        await frame(pilot)
+        text = panel(app, "#source")
+        assert "train.py:12  all_reduce" in text
+        assert "  12 line_12 = 12" in text and "   8 line_8 = 8" in text
+        assert "line_7 " not in text and "line_17" not in text
 
 
 @sync

@@ -60,6 +60,7 @@ class CommvizApp(App):
                 yield Static(id="ranks")
                 yield Timeline(id="timeline")
                 yield RichLog(id="log", max_lines=1000, wrap=False, markup=False)
+                yield Static(id="source")
             with Vertical(id="right"):
                 yield Static(id="stats")
                 yield Static(id="phases")
@@ -73,6 +74,7 @@ class CommvizApp(App):
         self.query_one("#log").border_title = explain.ui("completed operations", self.lang)
         self.query_one("#stats").border_title = "statistics (nccl-tests columns, GB/s)"
         self.query_one("#phases").border_title = explain.ui("inside", self.lang)
+        self.query_one("#source").border_title = explain.ui("source", self.lang)
         self.query_one("#explain").border_title = explain.ui("explanation", self.lang)
         self.query_one("#status").border_title = "viewer"
         self.refresh_view()
@@ -90,6 +92,7 @@ class CommvizApp(App):
             stats = render.stats_table(model)
             phases = render.phases(model, self.lang)
             explanation = render.explanation(model, self.lang)
+            source = render.source(model, self.lang)
             done = model.instances + model.transfers
             new = list(model.recent)[-min(done - self._shown, len(model.recent)):] \
                 if done > self._shown else []
@@ -103,6 +106,7 @@ class CommvizApp(App):
         self.query_one("#stats", Static).update(stats)
         self.query_one("#phases", Static).update(phases)
         self.query_one("#explain", Static).update(explanation)
+        self.query_one("#source", Static).update(source)
         log = self.query_one("#log", RichLog)
         for inst in new:
             if self._t0 is None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import linecache
+import os
 import time
 
 from rich.table import Table
@@ -167,4 +169,26 @@ def explanation(model: Model, lang: str) -> Text:
     out.append(ex.when + "\n")
     for tip in ex.tips:
         out.append("• " + tip + "\n", style="italic")
+    return out
+
+
+SOURCE_CONTEXT = 4  # lines shown above and below the line that made the call
+
+
+def source(model: Model, lang: str) -> Text:
+    """The program's own source around the line that issued the latest operation."""
+    if not model.recent or model.recent[-1].site is None:
+        return Text(explain.ui("no operation yet", lang), style="dim")
+    inst = model.recent[-1]
+    path, line = inst.site  # type: ignore[misc]
+    lines = linecache.getlines(path)
+    if not lines or not 0 < line <= len(lines):
+        return Text(f"{path}:{line} ({explain.ui('source not here', lang)})", style="dim")
+    out = Text(no_wrap=True, overflow="ellipsis")
+    out.append(f"{os.path.basename(path)}:{line}  {inst.op}\n", style="bold")
+    first = max(1, line - SOURCE_CONTEXT)
+    for number in range(first, min(len(lines), line + SOURCE_CONTEXT) + 1):
+        code = lines[number - 1].rstrip("\n")
+        style = "bold reverse" if number == line else "dim"
+        out.append(f"{number:4d} {code}\n", style=style)
     return out

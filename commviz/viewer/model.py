@@ -89,6 +89,7 @@ class Instance:
     dtype: str | None
     parent: str | None
     root: int | None = None  # global rank of a rooted collective's root
+    site: tuple[str, int] | None = None  # the program's file and line that made the call
 
     @property
     def time_ns(self) -> int:
@@ -329,7 +330,8 @@ class Model:
         heads = starts[complete]
         self._record(rows["op"][heads], rows["gkey"][heads], rows["seq"][heads],
                      n[complete], size, first, last, end, rows["dtype"][heads],
-                     rows["parent"][heads], rows["peer"][heads], transfers=None)
+                     rows["parent"][heads], rows["peer"][heads], rows["site"][heads],
+                     transfers=None)
         member = np.repeat(complete, counts)
         self._note_segments(rows["rank"][member], rows["op"][member], rows["t_start"][member],
                             np.repeat(last_all, counts)[member], rows["t_end"][member])
@@ -359,7 +361,7 @@ class Model:
                          np.maximum(rows["t_start"][send_i], rows["t_start"][recv_i]),
                          np.maximum(rows["t_end"][send_i], rows["t_end"][recv_i]),
                          rows["dtype"][send_i], rows["parent"][send_i],
-                         np.full(len(recv_i), -1), transfers=pairs)
+                         np.full(len(recv_i), -1), rows["site"][send_i], transfers=pairs)
             both = np.r_[recv_i, send_i]
             ready = np.maximum(rows["t_start"][send_i], rows["t_start"][recv_i])
             self._note_segments(rows["rank"][both], rows["op"][both], rows["t_start"][both],
@@ -368,7 +370,7 @@ class Model:
         return self._bounded(_take(rows, keep))
 
     def _record(self, ops, gkeys, seqs, ns, sizes, first, last, end, dtypes, parents, roots,
-                transfers) -> None:
+                sites, transfers) -> None:
         count = len(ops)
         if transfers is None:
             self.instances += count
@@ -391,9 +393,9 @@ class Model:
         collect = self.new_instances is not None
         tail = slice(None) if collect else slice(-RECENT_MAX, None)
         made = []
-        for i, (op, seq, size, f, la, e, dt, par, root) in enumerate(zip(
+        for i, (op, seq, size, f, la, e, dt, par, root, site) in enumerate(zip(
                 *(a[tail].tolist() for a in (ops, seqs, sizes, first, last, end, dtypes,
-                                             parents, roots)))):
+                                             parents, roots, sites)))):
             if transfers is None:
                 group = self.groups[int(gkeys[tail][i])][1]
             else:
@@ -401,7 +403,7 @@ class Model:
             made.append(Instance(protocol.OPS[op], group, seq, size, f, la, e,
                                  None if dt == protocol.NO_CODE else protocol.DTYPES[dt],
                                  None if par == protocol.NO_CODE else protocol.OPS[par],
-                                 None if root < 0 else root))
+                                 None if root < 0 else root, self.sites[site]))
         made.sort(key=lambda inst: inst.t_end)
         self.recent.extend(made)
         if collect:
