@@ -23,6 +23,8 @@ from .help import HelpScreen
 from .timeline import LEGEND, Timeline
 
 FRAME_S = 0.1
+LOG_LINES_PER_FRAME = 20  # more than this per frame is unreadable, and costs a frame
+SLOW_FRAME_S = 0.5  # statistics and the teaching panels: redrawn at most twice a second
 
 
 class CommvizApp(App):
@@ -50,6 +52,8 @@ class CommvizApp(App):
         self.sub_title = title
         self._clock, self._wall_ns = clock, wall_ns
         self._shown = 0
+        self._slow_at = float("-inf")
+        self._explained: tuple | None = None  # (op, site, group) the teaching panels show
         self._t0: int | None = None
         self._events: list[str] = []
 
@@ -85,17 +89,25 @@ class CommvizApp(App):
             return
         self._watch_ranks()
         model = self.session.model
+        slow: dict[str, Any] = {}
         with self.session.lock:
             now = self._clock()
             ranks = render.ranks_table(model, now, self._wall_ns())
             self.query_one(Timeline).update_from(model, self._wall_ns())
-            stats = render.stats_table(model)
-            phases = render.phases(model, self.lang)
-            explanation = render.explanation(model, self.lang)
-            source = render.source(model, self.lang)
+            latest = model.recent[-1] if model.recent else None
+            if now - self._slow_at >= SLOW_FRAME_S or latest is None:
+                self._slow_at = now
+                slow["#stats"] = render.stats_table(model)
+                slow["#phases"] = render.phases(model, self.lang)
+                key = (latest.op, latest.site, latest.group) if latest else None
+                if key != self._explained:  # the same op again: nothing to redraw
+                    self._explained = key
+                    slow["#explain"] = render.explanation(model, self.lang)
+                    slow["#source"] = render.source(model, self.lang)
             done = model.instances + model.transfers
-            new = list(model.recent)[-min(done - self._shown, len(model.recent)):] \
-                if done > self._shown else []
+            fresh = min(done - self._shown, LOG_LINES_PER_FRAME)
+            new = [model.recent[-i] for i in range(fresh, 0, -1)] if fresh > 0 else []
+            skipped = done - self._shown - fresh
             self._shown = done
             status = (f"listening on {self.session.addr}\n"
                       f"{model.records} op records · {model.instances} collectives · "
@@ -103,11 +115,11 @@ class CommvizApp(App):
                       f"{self.session.rejected} malformed messages rejected · "
                       f"{sum(s.dropped for s in model.ranks.values())} records dropped by ranks")
         self.query_one("#ranks", Static).update(ranks)
-        self.query_one("#stats", Static).update(stats)
-        self.query_one("#phases", Static).update(phases)
-        self.query_one("#explain", Static).update(explanation)
-        self.query_one("#source", Static).update(source)
+        for selector, renderable in slow.items():
+            self.query_one(selector, Static).update(renderable)
         log = self.query_one("#log", RichLog)
+        if skipped > 0:  # faster than anyone can read: say how many lines were summed up
+            log.write(f"… {skipped} more operations (statistics count every one)")
         for inst in new:
             if self._t0 is None:
                 self._t0 = inst.t_first_start

@@ -1,0 +1,108 @@
+"""Does the TUI stay smooth under load? Frame intervals and viewer CPU at a given event rate.
+
+Sender processes play 8 ranks' emitters: every 10 ms each sends a batch of all_reduce
+records (wall-clock timestamps of now) plus a heartbeat every 0.5 s, at a total rate of
+--rate events/s, over real sockets to a real Session; the real CommvizApp runs headless
+under Textual's test driver and every frame (refresh_view) is timed. Prints the frame
+interval percentiles and the viewer process's CPU use in cores.
+
+    python bench/render.py [--rate 20000] [--ranks 8] [--seconds 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import multiprocessing as mp
+import statistics
+import time
+from array import array
+
+import zmq
+
+from commviz import protocol
+from commviz.tui.app import CommvizApp
+from commviz.viewer.session import Session
+
+TICK_S = 0.01
+
+
+def sender(addr: str, rank: int, world: int, per_tick: int, seconds: float) -> None:
+    ctx = zmq.Context()
+    sock = ctx.socket(zmq.PUSH)
+    sock.connect(addr)
+    seq = 0
+    next_beat = 0.0
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        now = time.time_ns()
+        ids = range(seq + 1, seq + per_tick + 1)
+        seq += per_tick
+        n = per_tick
+        cols = {
+            "id": array("q", ids), "op": array("B", [protocol.OP_CODE["all_reduce"]] * n),
+            "parent": array("B", [protocol.NO_CODE] * n), "gid": array("I", [0] * n),
+            "seq": array("q", ids), "peer": array("i", [-1] * n),
+            "bytes_in": array("q", [4096] * n), "bytes_out": array("q", [4096] * n),
+            "dtype": array("B", [0] * n), "flags": array("B", [0] * n),
+            "t_start": array("q", [now - 200_000 + i for i in range(n)]),
+            "t_end": array("q", [now - 100_000 + i for i in range(n)]),
+            "site": array("I", [0] * n),
+        }
+        sock.send(protocol.encode_ops(rank, {k: v.tobytes() for k, v in cols.items()},
+                                      [[0, "0", list(range(world))]], [[0, "train.py", 42]]))
+        if time.monotonic() >= next_beat:
+            next_beat = time.monotonic() + 0.5
+            sock.send(protocol.pack({
+                "v": 1, "k": "hb", "rank": rank, "world": world, "host": "bench", "pid": rank,
+                "backend": "gloo", "device": "cpu", "t_ns": now, "dropped": 0,
+                "tel": {"cpu_pct": 50.0, "rss_bytes": 1e8}}))
+        time.sleep(TICK_S)
+    sock.close(linger=1000)
+    ctx.term()
+
+
+async def drive(app: CommvizApp, seconds: float, frames: list[float]) -> None:
+    original = app.refresh_view
+
+    def timed() -> None:
+        original()
+        frames.append(time.perf_counter())
+
+    app.refresh_view = timed  # type: ignore[method-assign]
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause(seconds)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--rate", type=int, default=20_000, help="events per second, all ranks")
+    p.add_argument("--ranks", type=int, default=8)
+    p.add_argument("--seconds", type=float, default=10.0)
+    args = p.parse_args()
+    per_tick = max(1, round(args.rate * TICK_S / args.ranks))
+    session = Session("tcp://127.0.0.1:*")
+    session.start()
+    ctx = mp.get_context("fork")
+    procs = [ctx.Process(target=sender, args=(session.addr, r, args.ranks, per_tick,
+                                              args.seconds + 1)) for r in range(args.ranks)]
+    for proc in procs:
+        proc.start()
+    frames: list[float] = []
+    app = CommvizApp(session, None, "render benchmark")
+    cpu0, wall0 = time.process_time(), time.perf_counter()
+    asyncio.run(drive(app, args.seconds, frames))
+    cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
+    for proc in procs:
+        proc.join(10)
+    session.close()
+    gaps = sorted((b - a) * 1e3 for a, b in zip(frames[2:], frames[3:]))
+    p95 = gaps[int(0.95 * (len(gaps) - 1))]
+    print(f"{args.ranks} ranks, {per_tick * args.ranks / TICK_S:.0f} events/s offered, "
+          f"{session.model.records / wall:.0f} applied/s over {wall:.1f} s; "
+          f"{len(frames)} frames: interval p50 {statistics.median(gaps):.1f} ms, "
+          f"p95 {p95:.1f} ms, max {gaps[-1]:.1f} ms; viewer CPU {cpu / wall:.2f} cores")
+
+
+if __name__ == "__main__":
+    main()
