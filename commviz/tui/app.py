@@ -9,6 +9,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from rich.table import Table
+from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
@@ -53,6 +55,7 @@ class CommvizApp(App):
         self._clock, self._wall_ns = clock, wall_ns
         self._shown = 0
         self._slow_at = float("-inf")
+        self._height_keys: dict[str, int | None] = {}
         self._explained: tuple | None = None  # (op, site, group) the teaching panels show
         self._t0: int | None = None
         self._events: list[str] = []
@@ -114,9 +117,9 @@ class CommvizApp(App):
                       f"{model.transfers} transfers\n"
                       f"{self.session.rejected} malformed messages rejected · "
                       f"{sum(s.dropped for s in model.ranks.values())} records dropped by ranks")
-        self.query_one("#ranks", Static).update(ranks)
+        self._show("#ranks", ranks, ranks.row_count)
         for selector, renderable in slow.items():
-            self.query_one(selector, Static).update(renderable)
+            self._show(selector, renderable, _height_key(renderable))
         log = self.query_one("#log", RichLog)
         if skipped > 0:  # faster than anyone can read: say how many lines were summed up
             log.write(f"… {skipped} more operations (statistics count every one)")
@@ -128,7 +131,15 @@ class CommvizApp(App):
             status += "\nwaiting for ranks to connect…"
         if self.controller is not None:
             status += "\n" + self._control_line()
-        self.query_one("#status", Static).update("\n".join([status, *self._events[-8:]]))
+        status = "\n".join([status, *self._events[-8:]])
+        self._show("#status", status, status.count("\n"))
+
+    def _show(self, selector: str, renderable: Any, height_key: int | None) -> None:
+        """Update a panel; lay the screen out again only when its height may have changed
+        (a full layout every frame is most of a frame's cost under load)."""
+        layout = self._height_keys.get(selector) != height_key or height_key is None
+        self._height_keys[selector] = height_key
+        self.query_one(selector, Static).update(renderable, layout=layout)
 
     def _control_line(self) -> str:
         state = self.controller.state  # type: ignore[union-attr]
@@ -174,6 +185,15 @@ class CommvizApp(App):
     def action_help(self) -> None:
         keys = [(key, explain.ui(name, self.lang)) for key, name in self.HELP]
         self.push_screen(HelpScreen(keys, explain.ui("help", self.lang)))
+
+
+def _height_key(renderable: Any) -> int | None:
+    """Something that changes when a panel's natural height may change; None: unknown."""
+    if isinstance(renderable, Table):
+        return renderable.row_count
+    if isinstance(renderable, Text):
+        return renderable.plain.count("\n")
+    return None
 
 
 def run_app(session: Any, ranks: Ranks | None, title: str, lang: str,
