@@ -117,7 +117,7 @@ class CommvizApp(App):
                       f"{model.transfers} transfers\n"
                       f"{self.session.rejected} malformed messages rejected · "
                       f"{sum(s.dropped for s in model.ranks.values())} records dropped by ranks")
-        self._show("#ranks", ranks, ranks.row_count)
+        self._show("#ranks", ranks, len(model.ranks))
         for selector, renderable in slow.items():
             self._show(selector, renderable, _height_key(renderable))
         log = self.query_one("#log", RichLog)

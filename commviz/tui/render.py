@@ -23,19 +23,23 @@ def sparkline(values: list[float], top: float) -> str:
     return "".join(SPARK[min(len(SPARK) - 1, int(v / top * (len(SPARK) - 1)))] for v in values)
 
 
-def ranks_table(model: Model, now: float, now_ns: int | None = None) -> Table:
+# (title, width, right-aligned) of the ranks panel's columns, most important first: a
+# narrow panel crops from the right
+RANK_COLUMNS = (("rank", 4, True), ("host", 8, False), ("device", 6, False),
+                ("state", 23, False), ("load", 25, False), ("ops", 5, True),
+                ("read/written", 15, True))
+
+
+def ranks_table(model: Model, now: float, now_ns: int | None = None) -> Text:
+    """One line per rank in fixed-width columns: plain text lines are cheap to draw every
+    frame, where a table would measure every cell again. A narrow panel crops the byte
+    counts first, never a rank's state."""
     now_ns = time.time_ns() if now_ns is None else now_ns
-    table = Table(expand=True, box=None, pad_edge=False)
-    for col, justify in (("rank", "right"), ("host", "left"), ("device", "left"),
-                         ("state", "left"), ("ops", "right"),
-                         ("read", "right"), ("written", "right")):
-        table.add_column(col, justify=justify, no_wrap=True)
-    # load takes what the other columns leave, so a narrow terminal cuts the sparkline,
-    # never a rank's state
-    table.add_column("load", justify="left", no_wrap=True, ratio=1)
     inflight: dict[int, list] = {}
     for op in model.inflight.values():
         inflight.setdefault(op.rank, []).append(op)
+    out = Text(no_wrap=True, overflow="crop")
+    _row(out, [Text(title, style="bold") for title, _, _ in RANK_COLUMNS])
     for rank, s in sorted(model.ranks.items()):
         if s.exited:
             state = Text("exited", style="dim")
@@ -49,24 +53,38 @@ def ranks_table(model: Model, now: float, now_ns: int | None = None) -> Table:
             state = Text(f"done {s.last_op}", style="green")
         else:
             state = Text("idle", style="dim")
-        table.add_row(str(rank), s.host, s.device, state, str(s.ops),
-                      text.human_bytes(s.bytes_in), text.human_bytes(s.bytes_out), _load(s))
-    return table
+        _row(out, [Text(str(rank)), Text(s.host), Text(s.device), state, _load(s),
+                   Text(str(s.ops)),
+                   Text(f"{_short(s.bytes_in)}/{_short(s.bytes_out)}")])
+    out.rstrip()
+    return out
+
+
+def _row(out: Text, cells: list[Text]) -> None:
+    for i, ((_, width, right), cell) in enumerate(zip(RANK_COLUMNS, cells)):
+        cell.truncate(width, overflow="ellipsis")
+        pad = Text(" " * (width - cell.cell_len))
+        out.append_text(pad + cell if right else cell + pad)
+        out.append(" " if i < len(cells) - 1 else "\n")
+
+
+def _short(n: float) -> str:
+    """Bytes in at most 6 characters: 512B, 12.0K, 3.5M, 1.2G."""
+    return text.human_bytes(n).replace(" ", "").replace("iB", "")
 
 
 def _load(s) -> Text:
-    samples = [tel for _, tel in list(s.telemetry)[-16:]]
+    samples = [tel for _, tel in list(s.telemetry)[-6:]]
     if not samples:
         return Text("")
     last = samples[-1]
     if last.get("gpu_util_pct") is not None:
         spark = sparkline([t.get("gpu_util_pct") or 0 for t in samples], 100)
-        mem = last.get("gpu_mem_used") or 0
-        return Text(f"GPU {last['gpu_util_pct']:3.0f}% {spark} {text.human_bytes(mem)}",
-                    style="cyan")
+        mem = _short(last.get("gpu_mem_used") or 0)
+        return Text(f"GPU {last['gpu_util_pct']:3.0f}% {spark} mem {mem}", style="cyan")
     cpu = last.get("cpu_pct") or 0
     spark = sparkline([t.get("cpu_pct") or 0 for t in samples], 100)
-    rss = text.human_bytes(last.get("rss_bytes") or 0)
+    rss = _short(last.get("rss_bytes") or 0)
     return Text(f"CPU {cpu:3.0f}% {spark} rss {rss}", style="cyan")
 
 
