@@ -25,7 +25,8 @@ def _parser() -> argparse.ArgumentParser:
     d.add_argument("--iters", type=int, default=None,
                    help="steps to run (default: 20 headless, until quit with the TUI)")
     d.add_argument("--interval", type=float, default=None,
-                   help="seconds between steps (default: 0.5 with the TUI, 0 headless)")
+                   help="seconds between steps (default: 2 with the TUI, time to replay "
+                   "each step; 0 headless)")
     d.add_argument("--headless", action="store_true", help="print lines instead of the TUI")
     d.add_argument("--paused", action="store_true",
                    help="start paused: each step waits for `n` (space plays)")
@@ -77,7 +78,7 @@ def _demo(args: argparse.Namespace) -> int:
     if args.paused and args.headless:
         raise launcher.LaunchError("--paused needs the TUI: headless runs are never paused")
     iters = args.iters if args.iters is not None else (20 if args.headless else None)
-    interval = args.interval if args.interval is not None else (0.0 if args.headless else 0.5)
+    interval = args.interval if args.interval is not None else (0.0 if args.headless else 2.0)
     launcher.validate(args.op, args.ranks, iters, args.size, interval)
     backend, why = launcher.choose_backend(args.backend, args.ranks)
     from .viewer.session import Session

@@ -307,8 +307,8 @@ async def test_question_mark_lists_every_key_and_escape_closes_it() -> None:
         await pilot.pause()
         assert isinstance(app.screen, HelpScreen)
         text = "\n".join(strip.text for strip in app.screen.query_one(Static).render_lines(
-            Region(0, 0, 60, 8)))
-        assert "Sair" in text and "Ajuda" in text and "ctrl+p" in text
+            Region(0, 0, 70, 14)))
+        assert "Sair" in text and "Ajuda" in text and "ctrl+p" in text and "Velocidade" in text
         await pilot.press("escape")
         await pilot.pause()
         assert not isinstance(app.screen, HelpScreen) and app.is_running

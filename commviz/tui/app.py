@@ -21,11 +21,14 @@ from ..control import Controller
 from ..launcher import Ranks
 from ..viewer import text
 from . import render
+from .animation import Animator
 from .help import HelpScreen
 from .timeline import LEGEND, Timeline
+from .topology import Topology
 
 FRAME_S = 0.1
 LOG_LINES_PER_FRAME = 20  # more than this per frame is unreadable, and costs a frame
+REPLAY_STEP_S = 0.3  # one schematic step of the replay; + and - change it
 SLOW_FRAME_S = 0.5  # statistics and the teaching panels: redrawn at most twice a second
 
 
@@ -38,11 +41,15 @@ class CommvizApp(App):
         Binding("q", "quit", "Quit", id="quit"),
         Binding("space", "toggle_play", "Pause/resume", id="pause"),
         Binding("n", "step", "Next step", id="step"),
+        Binding("plus", "faster", "Faster", key_display="+", id="faster"),
+        Binding("minus", "slower", "Slower", key_display="-", id="slower"),
+        Binding("p", "replay_pause", "Hold replay", id="replay_pause"),
         Binding("question_mark", "help", "Help", key_display="?", id="help"),
         Binding("ctrl+c", "quit", "Quit", show=False, priority=True),
     ]
     # Keys listed by the help screen: (key as shown, UI string key in explain.UI)
-    HELP = [("space", "pause"), ("n", "next step"), ("q, ctrl+c", "quit"), ("?", "help"),
+    HELP = [("space", "pause"), ("n", "next step"), ("+ / -", "speed"),
+            ("p", "hold replay"), ("q, ctrl+c", "quit"), ("?", "help"),
             ("ctrl+p", "command palette")]
 
     def __init__(self, session: Any, ranks: Ranks | None = None, title: str = "",
@@ -51,7 +58,7 @@ class CommvizApp(App):
         super().__init__()
         self.session, self.ranks, self.lang = session, ranks, lang
         self.controller = controller  # a demo's step gate; None when watching a job
-        self.sub_title = title
+        self.sub_title = self._title = title
         self._clock, self._wall_ns = clock, wall_ns
         self._shown = 0
         self._slow_at = float("-inf")
@@ -66,6 +73,8 @@ class CommvizApp(App):
             with Vertical(id="left"):
                 yield Static(id="ranks")
                 yield Timeline(id="timeline")
+                yield Topology(Animator(self._clock, step_s=REPLAY_STEP_S), id="topology",
+                               clock=self._clock)
                 yield RichLog(id="log", max_lines=1000, wrap=False, markup=False)
                 yield Static(id="source")
             with Vertical(id="right"):
@@ -77,6 +86,7 @@ class CommvizApp(App):
 
     def on_mount(self) -> None:
         self.query_one("#ranks").border_title = "ranks"
+        self.query_one("#topology").border_title = explain.ui("replay", self.lang)
         self.query_one("#timeline").border_title = f"{explain.ui('timeline', self.lang)} · {LEGEND}"
         self.query_one("#log").border_title = explain.ui("completed operations", self.lang)
         self.query_one("#stats").border_title = "statistics (nccl-tests columns, GB/s)"
@@ -108,9 +118,13 @@ class CommvizApp(App):
                     slow["#explain"] = render.explanation(model, self.lang)
                     slow["#source"] = render.source(model, self.lang)
             done = model.instances + model.transfers
-            fresh = min(done - self._shown, LOG_LINES_PER_FRAME)
-            new = [model.recent[-i] for i in range(fresh, 0, -1)] if fresh > 0 else []
-            skipped = done - self._shown - fresh
+            arrived = min(done - self._shown, len(model.recent))
+            new = [model.recent[-i] for i in range(arrived, 0, -1)] if arrived > 0 else []
+            topology = self.query_one(Topology)
+            topology.update_from(model, new)
+            topology.animator.missed(done - self._shown - arrived)
+            skipped = done - self._shown - min(arrived, LOG_LINES_PER_FRAME)
+            new = new[-LOG_LINES_PER_FRAME:]
             self._shown = done
             status = (f"listening on {self.session.addr}\n"
                       f"{model.records} op records · {model.instances} collectives · "
@@ -131,6 +145,7 @@ class CommvizApp(App):
             status += "\nwaiting for ranks to connect…"
         if self.controller is not None:
             status += "\n" + self._control_line()
+        self.sub_title = f"{self._title} · {self.query_one(Topology).animator.summary()}"
         status = "\n".join([status, *self._events[-8:]])
         self._show("#status", status, status.count("\n"))
 
@@ -181,6 +196,16 @@ class CommvizApp(App):
         if self.controller is not None:
             self.controller.step()
             self.refresh_view()
+
+    def action_faster(self) -> None:
+        self.query_one(Topology).faster()
+
+    def action_slower(self) -> None:
+        self.query_one(Topology).slower()
+
+    def action_replay_pause(self) -> None:
+        """Hold the animation only: a training job is never paused, only its display."""
+        self.query_one(Topology).toggle_pause()
 
     def action_help(self) -> None:
         keys = [(key, explain.ui(name, self.lang)) for key, name in self.HELP]

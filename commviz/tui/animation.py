@@ -1,0 +1,253 @@
+"""The animation clock and queue behind the topology view: no Textual, no Rich.
+
+A collective takes a millisecond; a person needs about half a second to follow one step of
+it. So every completed instance the viewer sees is queued and replayed at human speed, one
+schedule step per ``step_s`` seconds. When the job outruns the display the queue is bounded,
+but nothing disappears silently: runs of identical instances collapse into one animation
+marked "×N", and when even that is not enough the oldest waiting entries are skipped and
+counted. ``enqueued == shown + skipped + waiting`` holds at every moment.
+
+Time comes from an injected clock and frames are computed from elapsed time, never from how
+often ``frame`` is called, so a slow terminal shows the same animation with fewer frames.
+"""
+
+from __future__ import annotations
+
+import collections
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from .. import protocol, schedules
+from ..schedules import Schedule, Transfer
+from ..viewer.model import Instance
+from ..viewer.text import human_bytes
+
+#: Seconds per step the speed control moves between, each a doubling of the previous.
+SPEEDS = (0.15, 0.3, 0.6, 1.2, 2.4)
+#: Entries (an entry may stand for a "×N" run) that may wait before the queue collapses runs.
+MAX_WAITING = 8
+
+
+@dataclass(frozen=True)
+class AnimFrame:
+    """What to draw now. ``transfers`` use global ranks (the instance's group mapped)."""
+
+    instance: Instance
+    schedule: Schedule | None
+    count: int            # instances this animation stands for (a collapsed run: > 1)
+    step: int             # index of the step shown, 0-based
+    steps: int            # steps in the animation (at least 1)
+    step_label: str       # the schedule's label for the step ("RS1", "tree 0", "send")
+    progress: float       # 0..1 within the step
+    label: str            # the title: op, count, schematic or not, step k of n
+    transfers: tuple[Transfer, ...]
+    done: bool            # the queue is empty: the last step is held, complete
+
+    @property
+    def p2p(self) -> bool:
+        return self.instance.op in protocol.P2P
+
+
+@dataclass
+class _Entry:
+    instance: Instance
+    schedule: Schedule | None
+    count: int = 1
+
+    @property
+    def key(self) -> tuple[str, tuple[int, ...], int]:
+        return (self.instance.op, self.instance.group, self.instance.size)
+
+    @property
+    def steps(self) -> int:
+        return max(1, len(self.schedule.steps)) if self.schedule is not None else 1
+
+
+class Animator:
+    """Replays completed instances one schedule step per ``step_s`` seconds, in order.
+
+    The app calls ``enqueue`` for each new instance and ``frame`` whenever it draws.
+    """
+
+    def __init__(self, clock: Callable[[], float], step_s: float = 0.6,
+                 max_waiting: int = MAX_WAITING) -> None:
+        self.clock = clock
+        self.step_s = step_s
+        self.max_waiting = max(1, max_waiting)
+        self.enqueued = 0   # instances ever enqueued
+        self.shown = 0      # instances whose animation has started (a "×N" counts N)
+        self.skipped = 0    # instances dropped from a full queue, never animated
+        self._pending: collections.deque[_Entry] = collections.deque()
+        self._current: _Entry | None = None
+        self._pos = 0.0     # steps of the current entry played so far (fractional)
+        self._last = clock()
+        self._paused = False
+
+    # ---- feeding ---------------------------------------------------------------------
+    def enqueue(self, instance: Instance, schedule: Schedule | None) -> None:
+        """Queue one completed instance; ``schedule`` None draws it as a single hop."""
+        now = self.clock()
+        self._advance(now)
+        self.enqueued += 1
+        entry = _Entry(instance, schedule)
+        if self._current is None or self._finished():
+            self._start(entry, now)
+            return
+        self._pending.append(entry)
+        if len(self._pending) > self.max_waiting:
+            self._collapse()
+            while len(self._pending) > self.max_waiting:
+                self.skipped += self._pending.popleft().count
+
+    def missed(self, count: int) -> None:
+        """Count instances the viewer saw complete but could not hand over (they had left
+        its bounded history): skipped, and said so, rather than dropped silently."""
+        self.enqueued += count
+        self.skipped += count
+
+    def _collapse(self) -> None:
+        """Merge runs of waiting entries with the same (op, group, size) into one ×N (the
+        first instance of the run stands for it)."""
+        merged: list[_Entry] = []
+        for entry in self._pending:
+            if merged and merged[-1].key == entry.key:
+                merged[-1].count += entry.count
+            else:
+                merged.append(entry)
+        self._pending.clear()
+        self._pending.extend(merged)
+
+    # ---- speed and pause -----------------------------------------------------------
+    def faster(self) -> float:
+        """Halve the step duration (down to the fastest speed); returns it."""
+        return self._set_speed(max((s for s in SPEEDS if s < self.step_s - 1e-9),
+                                   default=SPEEDS[0]))
+
+    def slower(self) -> float:
+        """Double the step duration (up to the slowest speed); returns it."""
+        return self._set_speed(min((s for s in SPEEDS if s > self.step_s + 1e-9),
+                                   default=SPEEDS[-1]))
+
+    def _set_speed(self, step_s: float) -> float:
+        self._advance(self.clock())  # what was played so far stays played
+        self.step_s = step_s
+        return step_s
+
+    @property
+    def paused(self) -> bool:
+        return self._paused
+
+    @paused.setter
+    def paused(self, value: bool) -> None:
+        self._advance(self.clock())
+        self._paused = value
+
+    # ---- state -------------------------------------------------------------------------
+    @property
+    def busy(self) -> bool:
+        """Something is animating or waiting (the widget redraws only then)."""
+        return self._current is not None and (not self._finished() or bool(self._pending))
+
+    @property
+    def waiting(self) -> int:
+        """Instances queued behind the one shown."""
+        return sum(e.count for e in self._pending)
+
+    @property
+    def lag_s(self) -> float:
+        """Seconds, at the current speed, until the display has shown everything queued."""
+        if self._current is None:
+            return 0.0
+        left = max(0.0, self._current.steps - self._pos)
+        return (left + sum(e.steps for e in self._pending)) * self.step_s
+
+    def summary(self) -> str:
+        """One line for a header: how far the display lags the job, and the speed."""
+        parts = [f"{self.step_s:g} s/step"]
+        if self.paused:
+            parts.insert(0, "paused")
+        if self.waiting:
+            parts.append(f"{self.waiting} waiting, {self.lag_s:.1f} s behind")
+        if self.skipped:
+            parts.append(f"{self.skipped} skipped")
+        return " · ".join(parts)
+
+    # ---- frames ------------------------------------------------------------------------
+    def frame(self, now: float | None = None) -> AnimFrame | None:
+        """What to draw at ``now`` (default: the clock); None before anything was queued."""
+        self._advance(self.clock() if now is None else now)
+        entry = self._current
+        if entry is None:
+            return None
+        done = self._finished()
+        # a hair of tolerance so that float sums of elapsed time land on step boundaries
+        step = min(int(self._pos + 1e-9), entry.steps - 1)
+        progress = 1.0 if done else min(1.0, max(0.0, self._pos - step))
+        return _frame_of(entry, step, progress, done)
+
+    def _advance(self, now: float) -> None:
+        """Play the time since the last call, moving on through the queue as steps end."""
+        elapsed = max(0.0, now - self._last)
+        self._last = now
+        if self._paused or self._current is None:
+            return
+        self._pos += elapsed / self.step_s
+        while self._finished() and self._pending:
+            extra = self._pos - self._current.steps  # time already spent on the next one
+            self._start(self._pending.popleft(), now)
+            self._pos = extra
+
+    def _finished(self) -> bool:
+        return self._current is not None and self._pos + 1e-9 >= self._current.steps
+
+    def _start(self, entry: _Entry, now: float) -> None:
+        self._current, self._pos, self._last = entry, 0.0, now
+        self.shown += entry.count
+
+
+def _frame_of(entry: _Entry, step: int, progress: float, done: bool) -> AnimFrame:
+    inst, sched = entry.instance, entry.schedule
+    times = f" ×{entry.count}" if entry.count > 1 else ""
+    if sched is None:
+        if inst.op in protocol.P2P and len(inst.group) == 2:
+            src, dst = inst.group
+            label = f"{inst.op}{times} {src} -> {dst}, {human_bytes(inst.size)}"
+            transfers = (Transfer(src, dst, 0, inst.size, False),)
+        else:
+            label = f"{inst.op}{times}: its backend is not known yet, steps not drawn"
+            transfers = ()
+        return AnimFrame(inst, None, entry.count, 0, 1, "", progress, label, transfers, done)
+    total = len(sched.steps)
+    if not total:
+        label = f"{inst.op}{times} · {sched.backend} {sched.algorithm}: nothing moves"
+        return AnimFrame(inst, sched, entry.count, 0, 1, "", progress, label, (), done)
+    s = sched.steps[step]
+    kind = "schematic: " if sched.schematic else ""
+    label = (f"{inst.op}{times} · {kind}{sched.backend} {sched.algorithm}, "
+             f"step {s.label} ({step + 1} of {total})")
+    # schedules number the group's members 0..n-1 (p2p: 0 sender, 1 receiver)
+    group = inst.group if len(inst.group) == sched.n else tuple(range(sched.n))
+    transfers = tuple(Transfer(group[t.src], group[t.dst], t.chunk, t.nbytes, t.reduce)
+                      for t in s.transfers)
+    return AnimFrame(inst, sched, entry.count, step, total, s.label, progress, label,
+                     transfers, done)
+
+
+def plan(instance: Instance, backend: str | None) -> Schedule | None:
+    """The schedule to animate ``instance`` with: None for a p2p transfer (a single hop) or
+    when the backend is unknown or has no schedule for the op."""
+    if instance.op in protocol.P2P or backend is None:
+        return None
+    root = instance.group.index(instance.root) if instance.root in instance.group else None
+    return _cached_schedule(instance.op, backend, len(instance.group), instance.size, root)
+
+
+@functools.lru_cache(maxsize=512)
+def _cached_schedule(op: str, backend: str, n: int, size: int,
+                     root: int | None) -> Schedule | None:
+    """Schedules are pure and a training loop repeats the same few: compute each once."""
+    try:
+        return schedules.schedule(op, backend, n, size, root)
+    except ValueError:
+        return None

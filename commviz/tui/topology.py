@@ -1,0 +1,425 @@
+"""The topology view: the ranks on a ring (a grid beyond 16), and each transfer moving along
+its link, step by step, as the backend's algorithm moves it.
+
+``render_topology`` is a pure function of one ``AnimFrame`` (testable without an app); the
+``Topology`` widget owns an ``Animator`` (``animation.py``), which replays the completed
+instances the app feeds it at human speed, and redraws at ``FPS`` only while something
+moves. Keys belong to the app: it binds them to ``faster``, ``slower`` and ``toggle_pause``.
+
+Colours say what the receiver does with a chunk: green adds it into its own (a reduction),
+cyan stores it (a copy). With ``app.animation_level == "none"`` every step is drawn whole
+and still: complete arrows, no moving marker.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, replace
+
+from rich.text import Text
+from textual.strip import Strip
+from textual.timer import Timer
+from textual.widget import Widget
+
+from .. import schedules
+from ..schedules import Schedule, Transfer
+from ..viewer.model import Instance, Model
+from ..viewer.text import human_bytes
+from .animation import Animator, AnimFrame, plan
+from .render import SILENT_AFTER_S
+
+RING_MAX = 16  # beyond this many ranks, a grid
+FPS = 20.0
+PATH, MARKER = "·", "●"
+REDUCE_STYLE, COPY_STYLE = "green", "cyan"
+STATE_W = 14  # a rank's state is cut to this many cells
+# 8 arrowheads by direction, counter-clockwise from east (screen y grows downwards)
+ARROWS = "→↗↑↖←↙↓↘"
+
+# Drawing layers: a cell takes a new character only from the same layer or one above.
+_PATH, _STATE, _HEAD, _CHUNK, _MARK, _RANK = range(1, 7)
+
+
+# ----------------------------------------------------------------------------- layout
+
+def layout(n: int, width: int, height: int) -> dict[int, tuple[int, int]]:
+    """Cell (x, y) of each rank's label centre in a ``width`` x ``height`` area.
+
+    A ring (an ellipse filling the area, rank 0 at the top, rank+1 clockwise) for up to
+    RING_MAX ranks beyond which a grid, its rows alternating direction so that ring neighbours
+    stay side by side. Ranks that do not fit a small area are left out (the title says so).
+    """
+    if n <= 0 or width <= 0 or height <= 0:
+        return {}
+    half = len(_label(n - 1)) / 2
+    if n <= RING_MAX:
+        cx, cy = (width - 1) / 2, (height - 1) / 2
+        # a free row above and below leaves the top and bottom ranks room for their state
+        rx, ry = max(0.0, cx - half), cy - 1 if height >= 9 else cy
+        out = {}
+        for r in range(n):
+            a = -math.pi / 2 + 2 * math.pi * r / n
+            out[r] = (round(cx + rx * math.cos(a)), round(cy + ry * math.sin(a)))
+        return out
+    w = len(_label(n - 1)) + 1
+    max_cols = max(1, width // w)
+    cols = min(max_cols, max(math.ceil(math.sqrt(2 * n)), math.ceil(n / height)))
+    rows = min(height, math.ceil(n / cols))
+    out = {}
+    for r in range(min(n, rows * cols)):
+        row, col = divmod(r, cols)
+        if row % 2:  # a snake: ring neighbours r, r+1 stay next to each other
+            col = cols - 1 - col
+        out[r] = (int((col + 0.5) * width / cols), int((row + 0.5) * height / rows))
+    return out
+
+
+def _label(rank: int) -> str:
+    return f"[{rank}]"
+
+
+def label_span(rank: int, x: int) -> tuple[int, int]:
+    """First and last cell of a rank's label centred on x."""
+    w = len(_label(rank))
+    return x - w // 2, x - w // 2 + w - 1
+
+
+def line_cells(x0: int, y0: int, x1: int, y1: int) -> list[tuple[int, int]]:
+    """Bresenham's line from (x0, y0) to (x1, y1), both ends included."""
+    dx, dy = abs(x1 - x0), -abs(y1 - y0)
+    sx, sy = (1 if x0 < x1 else -1), (1 if y0 < y1 else -1)
+    err, cells = dx + dy, []
+    while True:
+        cells.append((x0, y0))
+        if x0 == x1 and y0 == y1:
+            return cells
+        e2 = 2 * err
+        if e2 >= dy:
+            err, x0 = err + dy, x0 + sx
+        if e2 <= dx:
+            err, y0 = err + dx, y0 + sy
+
+
+def arrow(dx: int, dy: int) -> str:
+    """The arrowhead for a move of (dx, dy) cells (cells are about twice as tall as wide)."""
+    angle = math.atan2(-2 * dy, dx)
+    return ARROWS[round(angle / (math.pi / 4)) % 8]
+
+
+@dataclass(frozen=True)
+class Path:
+    """The cells a transfer travels, outside its two ranks' labels."""
+
+    transfer: Transfer
+    cells: list[tuple[int, int]]
+    head: str
+
+    def at(self, progress: float) -> tuple[int, int]:
+        """The cell the marker is on after ``progress`` (0..1) of the step."""
+        return self.cells[round(min(1.0, max(0.0, progress)) * (len(self.cells) - 1))]
+
+
+def path_of(t: Transfer, where: Mapping[int, tuple[int, int]]) -> Path | None:
+    """The path of one transfer between laid-out ranks; None when an end is not shown."""
+    if t.src not in where or t.dst not in where or t.src == t.dst:
+        return None
+    (x0, y0), (x1, y1) = where[t.src], where[t.dst]
+    ends = [(y, label_span(r, x)) for r, (x, y) in ((t.src, (x0, y0)), (t.dst, (x1, y1)))]
+    cells = [(x, y) for x, y in line_cells(x0, y0, x1, y1)
+             if not any(y == ly and a <= x <= b for ly, (a, b) in ends)]
+    return Path(t, cells, arrow(x1 - x0, y1 - y0)) if cells else None
+
+
+# ----------------------------------------------------------------------------- drawing
+
+class _Canvas:
+    def __init__(self, width: int, height: int) -> None:
+        self.width, self.height = width, height
+        self.chars = [[" "] * width for _ in range(height)]
+        self.styles = [[""] * width for _ in range(height)]
+        self.layer = [[0] * width for _ in range(height)]
+
+    def put(self, x: int, y: int, text: str, style: str, layer: int) -> None:
+        for i, ch in enumerate(text):
+            if 0 <= x + i < self.width and 0 <= y < self.height \
+                    and layer >= self.layer[y][x + i]:
+                self.chars[y][x + i], self.styles[y][x + i] = ch, style
+                self.layer[y][x + i] = layer
+
+    def free(self, x: int, y: int, length: int, below: int) -> bool:
+        """Whether the span is inside and holds nothing of layer ``below`` or above."""
+        return 0 <= y < self.height and 0 <= x and x + length <= self.width and \
+            all(layer < below for layer in self.layer[y][x:x + length])
+
+    def lines(self) -> list[Text]:
+        out = []
+        for chars, styles in zip(self.chars, self.styles):
+            line = Text()
+            start = 0
+            for i in range(1, self.width + 1):
+                if i == self.width or styles[i] != styles[start]:
+                    line.append("".join(chars[start:i]), styles[start] or None)
+                    start = i
+            out.append(line)
+        return out
+
+
+def render_topology(n_ranks: int, frame: AnimFrame | None, width: int, height: int,
+                    states: Mapping[int, Text | str] | None = None, *, static: bool = False,
+                    status: str = "") -> list[Text]:
+    """``height`` lines of ``width`` cells: the frame's label (and, from 10 lines, what the
+    schedule simplifies), the ranks with the current step's transfers, and a legend with
+    ``status`` (e.g. ``Animator.summary()``).
+
+    ``static`` draws every transfer of the step complete, with no moving marker (as does a
+    ``done`` frame, held once the queue is empty).
+    """
+    if width <= 0 or height <= 0:
+        return [Text() for _ in range(max(0, height))]
+    transfers = frame.transfers if frame is not None else ()
+    n = max([n_ranks, *(max(t.src, t.dst) + 1 for t in transfers)])
+    head = _titles(frame, 2 if height >= 10 else 1)
+    legend = height >= 5
+    area_h = max(0, height - len(head) - legend)
+    where = layout(n, width, area_h)
+    if len(where) < n:
+        head[0] = Text(f"ranks {len(where)}..{n - 1} do not fit · ", style="dim") + head[0]
+    canvas = _Canvas(width, area_h)
+    still = static or (frame is not None and frame.done)
+    # ranks first, then states: paths go round them; chunk tags never cover either
+    group = set(frame.instance.group) if frame is not None else set()
+    sending = {t.src for t in transfers}
+    for r, (x, y) in where.items():
+        style = "bold reverse" if r in sending and not still else \
+            "bold" if r in group or not group else "dim"
+        canvas.put(label_span(r, x)[0], y, _label(r), style, _RANK)
+    # a ring's states need about two free rows per rank on each side
+    if states and (n > RING_MAX or n <= area_h - 4):
+        _draw_states(canvas, where, states)
+    for path in filter(None, (path_of(t, where) for t in transfers)):
+        assert frame is not None
+        _draw_path(canvas, path, 1.0 if still else frame.progress, still, frame.schedule is None)
+    lines = [*head, *canvas.lines()]
+    if legend:
+        lines.append(_legend(status, width))
+    for line in lines:
+        line.truncate(width, overflow="ellipsis", pad=True)
+    return lines[:height]
+
+
+def _titles(frame: AnimFrame | None, rows: int) -> list[Text]:
+    """The label, then (given two rows) the measured time and what the drawing simplifies."""
+    if frame is None:
+        return [Text("waiting for the first operation…", style="dim")] + [Text()] * (rows - 1)
+    out = [Text(frame.label, style="bold")]
+    if rows > 1:
+        took = f"took {_duration(frame.instance.time_ns)}"
+        if frame.count > 1:
+            took += " (the first)"
+        note = frame.schedule.note if frame.schedule is not None else \
+            "a real transfer, reported by both ranks"
+        out.append(Text(f"{took} · {note}", style="dim italic"))
+    return out
+
+
+def _duration(ns: int) -> str:
+    if ns >= 1_000_000:
+        return f"{ns / 1e6:.1f} ms"
+    return f"{ns / 1e3:.0f} us"
+
+
+def _draw_path(canvas: _Canvas, path: Path, progress: float, still: bool, p2p: bool) -> None:
+    t = path.transfer
+    colour = REDUCE_STYLE if t.reduce else COPY_STYLE
+    mx, my = path.at(0.5 if still else progress)
+    reached = path.cells.index((mx, my))
+    for i, (x, y) in enumerate(path.cells):
+        canvas.put(x, y, PATH, colour if still or i <= reached else f"dim {colour}", _PATH)
+    hx, hy = path.cells[-1]
+    canvas.put(hx, hy, path.head, f"bold {colour}", _HEAD)
+    if not still:
+        canvas.put(mx, my, MARKER, f"bold bright_{colour}", _MARK)
+    tag = human_bytes(t.nbytes) if p2p else f"c{t.chunk}"
+    for x, y in ((mx + 1, my), (mx - len(tag), my), (mx, my - 1), (mx, my + 1)):
+        if canvas.free(x, y, len(tag), _STATE):
+            canvas.put(x, y, tag, f"bold {colour}", _CHUNK)
+            return
+
+
+def _draw_states(canvas: _Canvas, where: Mapping[int, tuple[int, int]],
+                 states: Mapping[int, Text | str]) -> None:
+    """Each rank's state above or below its label, away from the centre, where it fits with
+    a blank cell either side."""
+    for r, (x, y) in where.items():
+        state = states.get(r)
+        if state is None:
+            continue
+        text = state.copy() if isinstance(state, Text) else Text(state, style="dim")
+        text.truncate(STATE_W, overflow="ellipsis")
+        w = text.cell_len
+        x0 = min(max(0, x - w // 2), canvas.width - w)
+        lo, hi = max(0, x0 - 1), min(canvas.width, x0 + w + 1)
+        for row in (y - 1, y + 1) if y < (canvas.height - 1) / 2 else (y + 1, y - 1):
+            if canvas.free(lo, row, hi - lo, _STATE):
+                canvas.put(x0, row, text.plain, str(text.style), _STATE)
+                break
+
+
+def _legend(status: str, width: int) -> Text:
+    """The colour key, shortened when the status needs the room (the status comes first)."""
+    for adds, copies in ((" adds into (reduce)  ", " copies"), (" reduce ", " copy"), ("", "")):
+        line = Text()
+        if adds:
+            line.append(MARKER, style=f"bold {REDUCE_STYLE}")
+            line.append(adds, style="dim")
+            line.append(MARKER, style=f"bold {COPY_STYLE}")
+            line.append(copies, style="dim")
+        if not status or line.cell_len + 2 + len(status) <= width:
+            break
+    if status:
+        gap = max(2, width - line.cell_len - len(status)) if line.cell_len else 0
+        line.append(" " * gap + status, style="dim")
+    return line
+
+
+# ----------------------------------------------------------------------------- model
+
+def rank_states(model: Model, now: float | None = None) -> dict[int, Text]:
+    """A short state per rank ("in all_reduce", "idle", "silent", "exited"), from the model;
+    ``now`` is the model clock's time (default: read it)."""
+    now = model.clock() if now is None else now
+    busy: dict[int, str] = {}
+    for op in sorted(model.inflight.values(), key=lambda o: o.t_start):
+        busy.setdefault(op.rank, op.op)
+    out = {}
+    for rank, s in model.ranks.items():
+        if s.exited:
+            out[rank] = Text("exited", style="dim")
+        elif now - s.last_seen > SILENT_AFTER_S:
+            out[rank] = Text("silent", style="bold red")
+        elif rank in busy:
+            out[rank] = Text(f"in {busy[rank]}", style="yellow")
+        else:
+            out[rank] = Text("idle", style="dim")
+    return out
+
+
+def backend_of(model: Model, group: tuple[int, ...]) -> str | None:
+    """The backend the group's first rank reported, if it has a schedule."""
+    state = model.ranks.get(group[0]) if group else None
+    return state.backend if state is not None and state.backend in schedules.BACKENDS else None
+
+
+# ----------------------------------------------------------------------------- widget
+
+class Topology(Widget):
+    """The ranks and the animated transfers of the instances fed to it.
+
+    Feed it under the session lock with ``update_from(model, new_instances)`` (or ``feed``
+    with schedules already planned); it redraws by itself at ``FPS`` while an animation
+    runs and stops its timer when the queue is empty or paused.
+    """
+
+    DEFAULT_CSS = """
+    Topology {
+        height: 1fr;
+        min-height: 8;
+    }
+    """
+
+    def __init__(self, animator: Animator | None = None, *,
+                 clock: Callable[[], float] = time.monotonic, name: str | None = None,
+                 id: str | None = None, classes: str | None = None) -> None:
+        super().__init__(name=name, id=id, classes=classes)
+        self.animator = animator if animator is not None else Animator(clock)
+        self.n_ranks = 0
+        self.states: dict[int, Text] = {}
+        self._timer: Timer | None = None
+        self.animating = False  # whether the frame timer runs
+        self._frame: AnimFrame | None = None
+        self._key: object = None
+        self._version = 0
+        self._cached: tuple[tuple[int, int, int, bool], list[Strip]] | None = None
+
+    def on_mount(self) -> None:
+        self._timer = self.set_interval(1 / FPS, self.tick, pause=True)
+        self.tick()
+
+    # ---- feeding (the app, under its session lock) -----------------------------------
+    def update_from(self, model: Model, new: Iterable[Instance]) -> None:
+        """Queue the new completed instances, planned with their ranks' backend, and take
+        the ranks' count and states."""
+        items = [(inst, plan(inst, backend_of(model, inst.group))) for inst in new]
+        self.feed(items, model.world_size(), rank_states(model))
+
+    def feed(self, items: Iterable[tuple[Instance, Schedule | None]],
+             n_ranks: int | None = None,
+             states: Mapping[int, Text | str] | None = None) -> None:
+        """Queue (instance, schedule) pairs; a None schedule animates one hop src -> dst."""
+        for inst, sched in items:
+            self.animator.enqueue(inst, sched)
+        if n_ranks is not None:
+            self.n_ranks = n_ranks
+        if states is not None:
+            self.states = {r: s if isinstance(s, Text) else Text(s, style="dim")
+                           for r, s in states.items()}
+        self.tick()
+
+    # ---- controls (the app binds the keys) ---------------------------------------------
+    def faster(self) -> float:
+        step_s = self.animator.faster()
+        self.tick()
+        return step_s
+
+    def slower(self) -> float:
+        step_s = self.animator.slower()
+        self.tick()
+        return step_s
+
+    def toggle_pause(self) -> bool:
+        """Pause or resume the replay; returns whether it is paused now."""
+        self.animator.paused = not self.animator.paused
+        self.tick()
+        return self.animator.paused
+
+    # ---- frames ---------------------------------------------------------------------------
+    @property
+    def static(self) -> bool:
+        return self.is_attached and self.app.animation_level == "none"
+
+    def tick(self) -> None:
+        """Take the animator's frame; redraw if it changed; run the timer only while busy."""
+        frame = self.animator.frame()
+        self._frame = frame
+        shown = replace(frame, progress=0.0) if frame is not None and self.static else frame
+        key = (shown, self.n_ranks, tuple(sorted((r, t.markup) for r, t in self.states.items())),
+               self.animator.summary())
+        if key != self._key:
+            self._key = key
+            self._version += 1
+            self.refresh()
+        self.animating = self.animator.busy and not self.animator.paused
+        if self._timer is not None:
+            if self.animating:
+                self._timer.resume()
+            else:
+                self._timer.pause()
+
+    def render_line(self, y: int) -> Strip:
+        width, height = self.size
+        strips = self._strips(width, height)
+        return strips[y] if y < len(strips) else Strip.blank(width, self.rich_style)
+
+    def _strips(self, width: int, height: int) -> list[Strip]:
+        static = self.static
+        key = (self._version, width, height, static)
+        if self._cached is None or self._cached[0] != key:
+            texts = render_topology(self.n_ranks, self._frame, width, height, self.states,
+                                    static=static, status=self.animator.summary())
+            console, style = self.app.console, self.rich_style
+            strips = [Strip(text.render(console), text.cell_len)
+                      .crop_extend(0, width, style).apply_style(style) for text in texts]
+            self._cached = (key, strips)
+        return self._cached[1]

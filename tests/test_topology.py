@@ -1,0 +1,495 @@
+"""The topology view: the animation queue on a frozen clock, the pure renderer, the widget.
+
+Nothing reads real time: the Animator takes a FakeClock, and the widget test advances that
+clock and asks for a frame (``tick``) rather than waiting for the widget's timer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import subprocess
+import sys
+
+import pytest
+from fakes import FakeClock, FakeSession, scripted_all_reduce
+from rich.text import Text
+from textual.app import App, ComposeResult
+from textual.geometry import Region
+
+from commviz import schedules
+from commviz.schedules import Transfer
+from commviz.tui.animation import SPEEDS, Animator, AnimFrame, plan
+from commviz.tui.topology import (
+    MARKER,
+    PATH,
+    Topology,
+    label_span,
+    layout,
+    line_cells,
+    path_of,
+    rank_states,
+    render_topology,
+)
+from commviz.viewer.model import Instance
+
+W, H = 60, 16
+
+
+def coll(op: str = "all_reduce", n: int = 4, size: int = 4096, seq: int = 1,
+         group: tuple[int, ...] | None = None, root: int | None = None) -> Instance:
+    group = tuple(range(n)) if group is None else group
+    return Instance(op, group, seq, size, 0, 10_000, 1_010_000, "float32", None, root)
+
+
+def p2p(src: int = 0, dst: int = 1, op: str = "send", size: int = 8192) -> Instance:
+    return Instance(op, (src, dst), 1, size, 0, 0, 250_000, "float32", None, None)
+
+
+def sched(inst: Instance, backend: str = "gloo") -> schedules.Schedule:
+    s = plan(inst, backend)
+    assert s is not None
+    return s
+
+
+def animator(step_s: float = 0.6, max_waiting: int = 8) -> tuple[FakeClock, Animator]:
+    clock = FakeClock(monotonic=0.0)
+    return clock, Animator(clock, step_s=step_s, max_waiting=max_waiting)
+
+
+def frame_at(a: Animator, clock: FakeClock, t: float) -> AnimFrame:
+    clock.t = t
+    f = a.frame()
+    assert f is not None
+    return f
+
+
+# ---- the animation queue -------------------------------------------------------------------
+def test_nothing_to_draw_before_the_first_instance() -> None:
+    clock, a = animator()
+    assert a.frame() is None and not a.busy and a.lag_s == 0 and a.waiting == 0
+
+
+def test_steps_advance_with_elapsed_time_not_with_calls() -> None:
+    clock, a = animator()
+    inst = coll()
+    a.enqueue(inst, sched(inst))
+    f = frame_at(a, clock, 0.0)
+    assert (f.step, f.steps, f.progress, f.step_label) == (0, 6, 0.0, "RS0")
+    for _ in range(50):  # many frames at one instant change nothing
+        f = frame_at(a, clock, 0.3)
+    assert (f.step, f.progress) == (0, pytest.approx(0.5))
+    f = frame_at(a, clock, 0.9)
+    assert (f.step, f.step_label, f.progress) == (1, "RS1", pytest.approx(0.5))
+    assert f.label == "all_reduce · schematic: gloo ring, step RS1 (2 of 6)"
+    f = frame_at(a, clock, 2.1)
+    assert f.step_label == "AG0" and not any(t.reduce for t in f.transfers)
+    f = frame_at(a, clock, 3.6)  # all 6 steps played: the last one is held, complete
+    assert (f.step, f.progress, f.done) == (5, 1.0, True) and not a.busy
+    assert frame_at(a, clock, 100.0) == f
+
+
+def test_a_slow_caller_skips_frames_not_time() -> None:
+    clock, a = animator()
+    first, second = coll(seq=1), coll("broadcast", seq=2)
+    a.enqueue(first, sched(first))
+    a.enqueue(second, sched(second))
+    f = frame_at(a, clock, 6 * 0.6 + 0.3)  # one late frame: the first op is over
+    assert f.instance is second and f.step == 0 and f.progress == pytest.approx(0.5)
+
+
+def test_frames_carry_the_backends_direction_and_chunks() -> None:
+    clock, a = animator()
+    inst = coll()
+    a.enqueue(inst, sched(inst))
+    rs0 = frame_at(a, clock, 0.0).transfers
+    # gloo: every rank sends to rank-1; RS0 rank r sends chunk r+1 (collectives.md's table)
+    assert sorted((t.src, t.dst, t.chunk) for t in rs0) == \
+        [(0, 3, 1), (1, 0, 2), (2, 1, 3), (3, 2, 0)]
+    assert all(t.reduce for t in rs0)
+    nccl = coll("all_gather", seq=2)
+    a.enqueue(nccl, sched(nccl, "nccl"))
+    f = frame_at(a, clock, 3.6)
+    assert f.instance is nccl and {(t.src, t.dst) for t in f.transfers} == \
+        {(0, 1), (1, 2), (2, 3), (3, 0)}  # NCCL ring all_gather: rank+1
+
+
+def test_transfers_use_the_groups_global_ranks() -> None:
+    clock, a = animator()
+    inst = coll("broadcast", group=(4, 5, 6, 7), root=6)
+    a.enqueue(inst, sched(inst))
+    f = frame_at(a, clock, 0.0)
+    assert f.step_label == "tree 0" and [(t.src, t.dst) for t in f.transfers] == [(6, 7)]
+    f = frame_at(a, clock, 0.6)  # the binomial tree doubles the holders
+    assert sorted((t.src, t.dst) for t in f.transfers) == [(6, 4), (7, 5)]
+
+
+def test_a_p2p_transfer_is_one_hop_between_its_real_ranks() -> None:
+    clock, a = animator()
+    a.enqueue(p2p(2, 3, "isend"), None)
+    f = frame_at(a, clock, 0.15)
+    assert f.label == "isend 2 -> 3, 8.0 KiB" and "schematic" not in f.label
+    assert f.steps == 1 and f.p2p and f.progress == pytest.approx(0.25)
+    assert f.transfers == (Transfer(2, 3, 0, 8192, False),)
+    assert frame_at(a, clock, 0.6).done
+
+
+def test_an_op_without_a_known_backend_is_labelled_not_drawn() -> None:
+    clock, a = animator()
+    a.enqueue(coll(), None)
+    f = frame_at(a, clock, 0.0)
+    assert f.transfers == () and "backend is not known" in f.label
+
+
+def test_speed_doubles_and_halves_within_bounds_keeping_the_position() -> None:
+    clock, a = animator()
+    inst = coll()
+    a.enqueue(inst, sched(inst))
+    clock.t = 0.3  # half of step 0
+    assert a.faster() == 0.3
+    f = frame_at(a, clock, 0.45)  # 0.15 s more at 0.3 s/step: half a step
+    assert (f.step, f.progress) == (1, pytest.approx(0.0))
+    assert a.slower() == 0.6 and a.slower() == 1.2
+    f = frame_at(a, clock, 1.05)
+    assert (f.step, f.progress) == (1, pytest.approx(0.5))
+    for _ in range(10):
+        a.slower()
+    assert a.step_s == SPEEDS[-1] == 2.4
+    for _ in range(10):
+        a.faster()
+    assert a.step_s == SPEEDS[0] == 0.15
+
+
+def test_pause_holds_the_frame() -> None:
+    clock, a = animator()
+    inst = coll()
+    a.enqueue(inst, sched(inst))
+    held = frame_at(a, clock, 0.3)
+    a.paused = True
+    assert frame_at(a, clock, 50.0) == held and "paused" in a.summary()
+    a.paused = False
+    f = frame_at(a, clock, 50.3)
+    assert (f.step, f.progress) == (1, pytest.approx(0.0))
+
+
+def test_a_new_instance_after_an_idle_spell_starts_at_its_beginning() -> None:
+    clock, a = animator()
+    a.enqueue(p2p(), None)
+    frame_at(a, clock, 10.0)
+    second = coll(seq=2)
+    a.enqueue(second, sched(second))
+    f = frame_at(a, clock, 10.0)
+    assert f.instance is second and (f.step, f.progress, f.done) == (0, 0.0, False)
+
+
+def counts_add_up(a: Animator) -> bool:
+    return a.enqueued == a.shown + a.skipped + a.waiting
+
+
+def test_runs_of_identical_instances_collapse_when_the_queue_is_full() -> None:
+    clock, a = animator(max_waiting=3)
+    first = coll(seq=0)
+    a.enqueue(first, sched(first))
+    for k in range(1, 11):  # 10 identical all_reduces queue behind the first
+        inst = coll(seq=k)
+        a.enqueue(inst, sched(inst))
+        assert counts_add_up(a)
+    assert a.skipped == 0 and a.waiting == 10
+    f = frame_at(a, clock, 3.6)  # the first is over: the next is all ten at once
+    assert f.count == 10 and f.label.startswith("all_reduce ×10 · schematic")
+    assert a.waiting == 0 and a.shown == 11 and counts_add_up(a)
+
+
+def test_when_collapsing_is_not_enough_the_oldest_are_skipped_and_counted() -> None:
+    clock, a = animator(max_waiting=3)
+    ops = ["all_reduce", "broadcast", "all_gather"]
+    for k in range(12):  # no two neighbours alike: nothing collapses
+        inst = coll(ops[k % 3], seq=k)
+        a.enqueue(inst, sched(inst))
+        assert counts_add_up(a)
+    assert (a.shown, a.waiting, a.skipped) == (1, 3, 8)
+    assert "8 skipped" in a.summary()
+    seen = [frame_at(a, clock, t).instance.seq for t in (3.7, 7.3, 8.5)]
+    assert seen == [9, 10, 11]  # the newest three were kept, in order
+
+
+def test_lag_is_the_time_to_drain_the_queue() -> None:
+    clock, a = animator()
+    inst = coll()
+    a.enqueue(inst, sched(inst))          # 6 steps
+    a.enqueue(p2p(), None)                # 1 step
+    bcast = coll("broadcast", seq=3)
+    a.enqueue(bcast, sched(bcast))        # 2 steps at 4 ranks
+    assert a.waiting == 2 and a.lag_s == pytest.approx((6 + 1 + 2) * 0.6)
+    clock.t = 1.5
+    a.frame()
+    assert a.lag_s == pytest.approx((6 + 1 + 2) * 0.6 - 1.5)
+    a.faster()
+    assert a.lag_s == pytest.approx(((6 + 1 + 2) * 0.6 - 1.5) / 2)
+    assert "2 waiting" in a.summary() and "behind" in a.summary()
+
+
+def test_the_animation_module_imports_neither_textual_nor_rich() -> None:
+    code = "import sys, commviz.tui.animation; print(' '.join(sys.modules))"
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            timeout=60, check=True).stdout.split()
+    assert "textual" not in loaded and "rich" not in loaded
+
+
+# ---- layout and rendering ------------------------------------------------------------------
+def spans(where: dict[int, tuple[int, int]]) -> list[tuple[int, int, int]]:
+    return [(y, *label_span(r, x)) for r, (x, y) in where.items()]
+
+
+@pytest.mark.parametrize("n", range(2, 17))
+def test_a_ring_keeps_every_label_inside_and_apart(n: int) -> None:
+    where = layout(n, W, H - 3)
+    assert sorted(where) == list(range(n))
+    boxes = spans(where)
+    assert all(0 <= y < H - 3 and 0 <= a and b < W for y, a, b in boxes)
+    for i, (y, a, b) in enumerate(boxes):
+        for y2, a2, b2 in boxes[i + 1:]:
+            assert y != y2 or b < a2 or b2 < a, f"labels overlap at n={n}"
+    assert where[0][1] == min(y for _, y in where.values())  # rank 0 on top
+    if n >= 4:  # rank+1 is clockwise: to the right of rank 0
+        assert where[1][0] > where[0][0]
+
+
+def test_beyond_sixteen_ranks_a_snake_grid() -> None:
+    where = layout(32, W, H - 3)
+    assert sorted(where) == list(range(32)) and len(set(where.values())) == 32
+    rows = sorted({y for _, y in where.values()})
+    assert len(rows) == 4
+    assert [where[r][1] for r in range(8)] == [rows[0]] * 8
+    assert where[7][0] == where[8][0] and where[8][1] == rows[1]  # ring neighbours stay close
+    boxes = spans(where)
+    assert all(0 <= a and b < W for _, a, b in boxes)
+
+
+def test_ranks_that_do_not_fit_are_said_to_be_missing() -> None:
+    lines = render_topology(500, None, 40, 8)
+    assert "do not fit" in lines[0].plain
+    assert len(lines) == 8
+
+
+def test_line_cells_joins_both_ends() -> None:
+    cells = line_cells(0, 0, 6, 3)
+    assert cells[0] == (0, 0) and cells[-1] == (6, 3) and len(cells) == 7
+
+
+def gloo_all_reduce_frame(progress: float, done: bool = False, step: int = 0) -> AnimFrame:
+    clock, a = animator()
+    inst = coll()
+    a.enqueue(inst, sched(inst))
+    f = frame_at(a, clock, (step + progress) * 0.6)
+    return f if not done else AnimFrame(**{**f.__dict__, "done": True})
+
+
+def canvas_rows(lines: list[Text]) -> list[str]:
+    """The drawing only: no title lines (two at 16 rows), no legend."""
+    return [line.plain for line in lines[2:-1]]
+
+
+def test_gloo_all_reduce_rs0_moves_from_rank_0_towards_rank_3() -> None:
+    f = gloo_all_reduce_frame(0.5)
+    lines = render_topology(4, f, W, H)
+    assert len(lines) == H and all(line.cell_len == W for line in lines)
+    assert lines[0].plain.startswith("all_reduce · schematic: gloo ring, step RS0 (1 of 6)")
+    rows = canvas_rows(lines)
+    where = layout(4, W, H - 3)
+    (x0, y0), (x3, y3) = where[0], where[3]
+    assert x3 < x0 and y3 > y0  # rank 3 is left of and below rank 0 (rank-1 is anticlockwise)
+    path = path_of(Transfer(0, 3, 1, 1024, True), where)
+    assert path is not None
+    mx, my = path.at(0.5)
+    assert rows[my][mx] == MARKER
+    assert math.hypot(mx - (x0 + x3) / 2, my - (y0 + y3) / 2) <= 1.5  # half way
+    assert rows[my][mx + 1:mx + 3] == "c1"  # the chunk rank 0 sends at RS0
+    hx, hy = path.cells[-1]
+    assert rows[hy][hx] in "←↙↓" and abs(hx - x3) <= 3 and abs(hy - y3) <= 1
+    # earlier in the step the marker is nearer rank 0, later nearer rank 3
+    early = canvas_rows(render_topology(4, gloo_all_reduce_frame(0.1), W, H))
+    late = canvas_rows(render_topology(4, gloo_all_reduce_frame(0.9), W, H))
+    ex, ey = path.at(0.1)
+    lx, ly = path.at(0.9)
+    assert early[ey][ex] == MARKER and late[ly][lx] == MARKER
+    assert math.hypot(ex - x0, 2 * (ey - y0)) < math.hypot(lx - x0, 2 * (ly - y0))
+
+
+def test_every_transfer_of_the_step_has_one_marker() -> None:
+    rows = canvas_rows(render_topology(4, gloo_all_reduce_frame(0.5), W, H))
+    assert sum(row.count(MARKER) for row in rows) == 4
+    assert all(f"c{c}" in "".join(rows) for c in range(4))
+
+
+def test_static_rendering_draws_whole_arrows_and_no_marker() -> None:
+    f = gloo_all_reduce_frame(0.3)
+    for lines in (render_topology(4, f, W, H, static=True),
+                  render_topology(4, gloo_all_reduce_frame(0.3, done=True), W, H)):
+        rows = canvas_rows(lines)
+        assert not any(MARKER in row for row in rows)
+        where = layout(4, W, H - 3)
+        for t in f.transfers:
+            path = path_of(t, where)
+            assert path is not None
+            drawn = [rows[y][x] for x, y in path.cells]
+            assert drawn[-1] == path.head  # the whole arrow, head included
+            assert drawn.count(PATH) >= len(drawn) // 2  # the rest: path, and the chunk tag
+
+
+def test_reductions_and_copies_have_their_own_colours() -> None:
+    rs = render_topology(4, gloo_all_reduce_frame(0.5), W, H, static=True)
+    ag = render_topology(4, gloo_all_reduce_frame(0.5, step=3), W, H, static=True)
+    assert "step AG0" in ag[0].plain
+
+    def styles(lines: list[Text]) -> str:
+        return " ".join(str(span.style) for line in lines[2:-1] for span in line.spans)
+
+    assert "green" in styles(rs) and "cyan" not in styles(rs)
+    assert "cyan" in styles(ag) and "green" not in styles(ag)
+
+
+def test_the_second_title_line_says_what_was_measured_and_what_is_simplified() -> None:
+    lines = render_topology(4, gloo_all_reduce_frame(0.5), W, H)
+    assert lines[1].plain.startswith("took 1.0 ms · gloo ring all_reduce (sends to rank-1)")
+
+
+def test_states_are_drawn_next_to_their_ranks() -> None:
+    states = {0: Text("in all_reduce", style="yellow"), 1: "idle", 2: "idle", 3: "exited"}
+    rows = canvas_rows(render_topology(4, gloo_all_reduce_frame(0.5), W, H, states))
+    text = "\n".join(rows)
+    assert "in all_reduce" in text and text.count("idle") == 2 and "exited" in text
+    assert "in all_reduce" in rows[0]  # rank 0 is at the top: its state above it
+
+
+def test_a_p2p_frame_draws_the_size_on_the_hop() -> None:
+    clock, a = animator()
+    a.enqueue(p2p(2, 3), None)
+    lines = render_topology(4, frame_at(a, clock, 0.3), W, H)
+    assert lines[0].plain.startswith("send 2 -> 3, 8.0 KiB")
+    assert "8.0 KiB" in "".join(canvas_rows(lines))
+    assert sum(row.count(MARKER) for row in canvas_rows(lines)) == 1
+
+
+@pytest.mark.parametrize("size", [(0, 0), (1, 1), (10, 3), (20, 5), (60, 16), (120, 40)])
+def test_every_size_gives_lines_of_that_size(size: tuple[int, int]) -> None:
+    width, height = size
+    for frame in (None, gloo_all_reduce_frame(0.5)):
+        lines = render_topology(8, frame, width, height, {0: "idle"}, status="0.6 s/step")
+        assert len(lines) == height and all(line.cell_len == width for line in lines)
+
+
+def test_rank_states_from_the_model() -> None:
+    session = FakeSession()
+    session.feed(scripted_all_reduce(world=3, steps=1))
+    states = rank_states(session.model)
+    assert {r: t.plain for r, t in states.items()} == {0: "idle", 1: "idle", 2: "idle"}
+    session.clock.advance(10)
+    assert rank_states(session.model)[0].plain == "silent"
+
+
+# ---- widget ----------------------------------------------------------------------------------
+class TopologyApp(App):
+    def __init__(self, clock: FakeClock) -> None:
+        super().__init__()
+        self.clock = clock
+
+    def compose(self) -> ComposeResult:
+        yield Topology(Animator(self.clock), id="topology")
+
+
+def shown(widget: Topology) -> list[str]:
+    width, height = widget.outer_size
+    return [strip.text for strip in widget.render_lines(Region(0, 0, width, height))]
+
+
+def test_widget_animates_the_instances_fed_to_it() -> None:
+    async def run() -> None:
+        clock = FakeClock(monotonic=0.0)
+        app = TopologyApp(clock)
+        async with app.run_test(size=(W, H)) as pilot:
+            topo = app.query_one(Topology)
+            assert "waiting for the first operation" in shown(topo)[0]
+            inst = coll()
+            topo.feed([(inst, sched(inst)), (p2p(1, 2), None)], n_ranks=4)
+            await pilot.pause()
+            first = shown(topo)
+            assert "step RS0 (1 of 6)" in first[0] and "1 waiting" in first[-1]
+            assert topo.animating
+
+            clock.advance(0.3)
+            topo.tick()
+            await pilot.pause()
+            half = shown(topo)
+            assert half[0] == first[0] and half != first  # the markers moved
+
+            clock.advance(0.6)
+            topo.tick()
+            await pilot.pause()
+            assert "step RS1 (2 of 6)" in shown(topo)[0]
+
+            assert topo.faster() == 0.3 and topo.slower() == 0.6
+            assert topo.toggle_pause() is True
+            clock.advance(30)
+            topo.tick()
+            await pilot.pause()
+            assert "step RS1 (2 of 6)" in shown(topo)[0] and "paused" in shown(topo)[-1]
+            assert not topo.animating  # no redraws while paused
+            assert topo.toggle_pause() is False
+
+            clock.advance(3.0)
+            topo.tick()
+            await pilot.pause()
+            assert shown(topo)[0].startswith("send 1 -> 2")
+
+            clock.advance(0.6)  # all played: the last frame is held still, the timer stops
+            topo.tick()
+            await pilot.pause()
+            assert not any(MARKER in line for line in shown(topo)[2:-1])
+            assert not topo.animating
+
+    asyncio.run(run())
+
+
+def test_widget_draws_still_frames_when_animations_are_off() -> None:
+    async def run() -> None:
+        clock = FakeClock(monotonic=0.0)
+        app = TopologyApp(clock)
+        app.animation_level = "none"
+        async with app.run_test(size=(W, H)) as pilot:
+            topo = app.query_one(Topology)
+            inst = coll()
+            topo.feed([(inst, sched(inst))], n_ranks=4)
+            clock.advance(0.3)
+            topo.tick()
+            await pilot.pause()
+            lines = shown(topo)
+            assert "RS0" in lines[0] and not any(MARKER in line for line in lines[2:-1])
+
+    asyncio.run(run())
+
+
+def test_widget_update_from_plans_with_the_ranks_backend() -> None:
+    async def run() -> None:
+        session = FakeSession(FakeClock(monotonic=0.0))
+        session.feed(scripted_all_reduce(world=4, steps=2))
+        app = TopologyApp(session.clock)
+        async with app.run_test(size=(W, H)) as pilot:
+            topo = app.query_one(Topology)
+            with session.lock:
+                topo.update_from(session.model, list(session.model.recent))
+            await pilot.pause()
+            lines = shown(topo)
+            assert "schematic: gloo ring, step RS0 (1 of 6)" in lines[0]
+            assert topo.n_ranks == 4 and "idle" in "".join(lines)
+            assert topo.animator.enqueued == 2 and topo.animator.waiting == 1
+
+    asyncio.run(run())
+
+
+def test_the_legend_gives_way_to_the_status() -> None:
+    status = "0.6 s/step · 12 waiting, 43.2 s behind · 8 skipped"
+    wide = render_topology(4, None, 120, H, status=status)[-1].plain
+    narrow = render_topology(4, None, W, H, status=status)[-1].plain
+    assert "adds into (reduce)" in wide and wide.rstrip().endswith(status)
+    assert narrow.rstrip().endswith(status)
