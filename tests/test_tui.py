@@ -420,7 +420,15 @@ def _send_recv() -> tuple[FakeSession, str]:
     return session, "demo send_recv · 4 ranks"
 
 
-SCENARIOS = {"all_gather": _all_gather, "all_reduce": _all_reduce, "send_recv": _send_recv}
+def _broadcast() -> tuple[FakeSession, str]:
+    """Three broadcasts from root 0, the replay half-way through its first tree step."""
+    session = FakeSession()
+    session.feed(scripted_broadcast(world=4, steps=3))
+    return session, "demo broadcast · 4 ranks"
+
+
+SCENARIOS = {"all_gather": _all_gather, "all_reduce": _all_reduce, "broadcast": _broadcast,
+             "send_recv": _send_recv}
 
 
 @pytest.mark.parametrize("size", [(80, 24), (160, 48)], ids=lambda s: f"{s[0]}x{s[1]}")
