@@ -12,11 +12,13 @@ from __future__ import annotations
 import atexit
 import collections
 import multiprocessing.util
+import operator
 import os
 import socket
 import threading
 import time
 from array import array
+from itertools import compress
 from typing import Any
 
 import zmq
@@ -37,6 +39,21 @@ CONNECT_WAIT_S = 2.0   # records are held, not dropped, while a first connection
 ID, OP, PARENT, GID, SEQ, PEER, BYTES_IN, BYTES_OUT, DTYPE, FLAGS, T_START, T_END, SITE = range(13)
 _ARRAY_CODES = {"<i8": "q", "u1": "B", "<u4": "I", "<i4": "i"}
 _COLUMN_CODES = [(name, _ARRAY_CODES[dt]) for name, dt in protocol.COLUMNS.items()]
+_REPEAT_FROM = 64  # records in a batch from which _column_bytes looks for repeated values
+
+
+def _column_bytes(code: str, col: tuple) -> bytes:
+    """One column as little-endian bytes.
+
+    Most columns of a large batch hold one value throughout (the same op from the same place
+    on the same group): those are repeated, not converted value by value, which halves the
+    cost of encoding on the rank's GIL. Small batches are converted directly, which is
+    cheaper than checking.
+    """
+    first = col[0]
+    if len(col) >= _REPEAT_FROM and col.count(first) == len(col):
+        return array(code, (first,)).tobytes() * len(col)
+    return array(code, col).tobytes()
 
 
 class _Link:
@@ -159,37 +176,47 @@ class Emitter:
             self.dropped += records
 
     def _flush(self, sock: zmq.Socket, final: bool) -> None:
-        queue, watching = self.queue, self._watching
-        while queue:
-            watching.append(queue.popleft())
+        """Send the records that are finished, and announce those running for a while.
+
+        It shares the GIL with the rank's own work, so each pass over the records is one
+        comprehension or one C-level call rather than Python statements per record.
+        """
+        queue = self.queue
+        pop = queue.popleft
+        self._watching += [pop() for _ in range(len(queue))]  # only this thread pops
+        watching = self._watching
         if not watching:
             return
         ident = self._identity()
         if ident is None:
             return
-        ready, still = [], []
-        announce_before = time.time_ns() - ANNOUNCE_AFTER_NS
-        for rec in watching:
-            if rec[T_END] >= 0:
-                ready.append(rec)
-                self._announced.discard(rec[ID])
-            else:
-                still.append(rec)
-                if (not final and rec[T_START] < announce_before
-                        and rec[ID] not in self._announced):
-                    self._announced.add(rec[ID])
-                    ready.append(rec[:])  # a snapshot with t_end == -1: "in flight"
-        self._watching = still
+        done = [rec[T_END] >= 0 for rec in watching]  # read once: the rank may set t_end meanwhile
+        ready = list(compress(watching, done))
+        if len(ready) == len(watching):
+            self._watching = []
+        else:
+            self._watching = list(compress(watching, map(operator.not_, done)))
+            if not final:
+                ready += self._in_flight(self._watching)
+        if self._announced:  # completed records need no more announcing
+            self._announced.difference_update(rec[ID] for rec in ready if rec[T_END] >= 0)
         for i in range(0, len(ready), protocol.MAX_BATCH):
             chunk = ready[i:i + protocol.MAX_BATCH]
             self._send(sock, self._encode(ident[0], chunk), len(chunk))
 
+    def _in_flight(self, running: list[list]) -> list[list]:
+        """Snapshots (t_end == -1) of the records running for a while and not yet announced."""
+        before = time.time_ns() - ANNOUNCE_AFTER_NS
+        new = [rec for rec in running if rec[T_START] < before and rec[ID] not in self._announced]
+        self._announced.update(rec[ID] for rec in new)
+        return [rec[:] for rec in new]
+
     def _encode(self, rank: int, records: list[list]) -> bytes:
-        columns = zip(*records)  # transpose records into columns in one C-level pass
-        cols = {name: array(code, col).tobytes()
+        columns = list(zip(*records))  # transpose records into columns in one C-level pass
+        cols = {name: _column_bytes(code, col)
                 for (name, code), col in zip(_COLUMN_CODES, columns)}
-        groups = [[gid, *self.groups[gid]] for gid in {rec[GID] for rec in records}]
-        sites = [[sid, *self.sites[sid]] for sid in {rec[SITE] for rec in records}]
+        groups = [[gid, *self.groups[gid]] for gid in set(columns[GID])]
+        sites = [[sid, *self.sites[sid]] for sid in set(columns[SITE])]
         return protocol.encode_ops(rank, cols, groups, sites)
 
     def _heartbeat(self, sock: zmq.Socket, telemetry: TelemetrySampler) -> tuple | None:
