@@ -22,26 +22,31 @@ from commviz.viewer.model import Model
 from commviz.viewer.transport import Receiver
 
 
+def encode_all_reduce(rank: int, world: int, seq: range, t_start: list[int],
+                      t_end: list[int]) -> bytes:
+    """One ops batch of 4 KiB all_reduce records, as a rank's emitter would send it."""
+    n = len(seq)
+    cols = {
+        "id": array("q", seq), "op": array("B", [protocol.OP_CODE["all_reduce"]] * n),
+        "parent": array("B", [protocol.NO_CODE] * n), "gid": array("I", [0] * n),
+        "seq": array("q", seq), "peer": array("i", [-1] * n),
+        "bytes_in": array("q", [4096] * n), "bytes_out": array("q", [4096] * n),
+        "dtype": array("B", [0] * n), "flags": array("B", [0] * n),
+        "t_start": array("q", t_start), "t_end": array("q", t_end), "site": array("I", [0] * n),
+    }
+    return protocol.encode_ops(rank, {k: v.tobytes() for k, v in cols.items()},
+                               [[0, "0", list(range(world))]], [[0, "train.py", 42]])
+
+
 def make_batches(rank: int, world: int, events: int, batch: int) -> list[bytes]:
-    """Encoded op batches of one rank: all_reduce seq 1..events/world, 4 KiB each."""
+    """Encoded op batches of one rank: all_reduce seq 1..events/world."""
     per_rank = events // world
-    out = []
     t = 1_700_000_000_000_000_000
+    out = []
     for first in range(0, per_rank, batch):
-        n = min(batch, per_rank - first)
-        seq = range(first + 1, first + n + 1)
-        cols = {
-            "id": array("q", seq), "op": array("B", [protocol.OP_CODE["all_reduce"]] * n),
-            "parent": array("B", [protocol.NO_CODE] * n), "gid": array("I", [0] * n),
-            "seq": array("q", seq), "peer": array("i", [-1] * n),
-            "bytes_in": array("q", [4096] * n), "bytes_out": array("q", [4096] * n),
-            "dtype": array("B", [0] * n), "flags": array("B", [0] * n),
-            "t_start": array("q", [t + s * 1000 + rank for s in seq]),
-            "t_end": array("q", [t + s * 1000 + 500 for s in seq]),
-            "site": array("I", [0] * n),
-        }
-        out.append(protocol.encode_ops(rank, {k: v.tobytes() for k, v in cols.items()},
-                                       [[0, "0", list(range(world))]], [[0, "train.py", 42]]))
+        seq = range(first + 1, min(first + batch, per_rank) + 1)
+        out.append(encode_all_reduce(rank, world, seq, [t + s * 1000 + rank for s in seq],
+                                     [t + s * 1000 + 500 for s in seq]))
     return out
 
 

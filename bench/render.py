@@ -16,9 +16,9 @@ import asyncio
 import multiprocessing as mp
 import statistics
 import time
-from array import array
 
 import zmq
+from ingest import encode_all_reduce
 
 from commviz import protocol
 from commviz.tui.app import CommvizApp
@@ -38,19 +38,8 @@ def sender(addr: str, rank: int, world: int, per_tick: int, seconds: float) -> N
         now = time.time_ns()
         ids = range(seq + 1, seq + per_tick + 1)
         seq += per_tick
-        n = per_tick
-        cols = {
-            "id": array("q", ids), "op": array("B", [protocol.OP_CODE["all_reduce"]] * n),
-            "parent": array("B", [protocol.NO_CODE] * n), "gid": array("I", [0] * n),
-            "seq": array("q", ids), "peer": array("i", [-1] * n),
-            "bytes_in": array("q", [4096] * n), "bytes_out": array("q", [4096] * n),
-            "dtype": array("B", [0] * n), "flags": array("B", [0] * n),
-            "t_start": array("q", [now - 200_000 + i for i in range(n)]),
-            "t_end": array("q", [now - 100_000 + i for i in range(n)]),
-            "site": array("I", [0] * n),
-        }
-        sock.send(protocol.encode_ops(rank, {k: v.tobytes() for k, v in cols.items()},
-                                      [[0, "0", list(range(world))]], [[0, "train.py", 42]]))
+        sock.send(encode_all_reduce(rank, world, ids, [now - 200_000 + i for i in range(per_tick)],
+                                    [now - 100_000 + i for i in range(per_tick)]))
         if time.monotonic() >= next_beat:
             next_beat = time.monotonic() + 0.5
             sock.send(protocol.pack({

@@ -104,7 +104,6 @@ def _demo(args: argparse.Namespace) -> int:
             f"commviz demo {args.op}: {args.ranks} ranks, {why}; viewer at {session.addr}"))
     from .tui.app import run_app
 
-    assert controller is not None
     try:
         return run_app(session, ranks=ranks, title=f"{args.op} · {args.ranks} ranks · {why}",
                        lang=_lang(args), controller=controller)

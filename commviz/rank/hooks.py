@@ -117,7 +117,7 @@ def instrument(addr: str | None = None) -> None:
         orig = dist.ProcessGroup.__dict__.get(name)
         if orig is not None:
             state.saved_methods.append((name, orig))
-            setattr(dist.ProcessGroup, name, _pg_wrapper(name, orig))
+            setattr(dist.ProcessGroup, name, _pg_wrapper(orig))
     _ACTIVE = state
 
 
@@ -414,7 +414,7 @@ def _api_wrapper(name: str, orig: Any) -> Any:
     return wrapper
 
 
-def _pg_wrapper(method: str, orig: Any) -> Any:
+def _pg_wrapper(orig: Any) -> Any:
     def hook(self: Any, *args: Any, **kwargs: Any) -> Any:
         current = _tls.current
         if _ACTIVE is None or (current is not None and current not in OBJECT_OPS):
