@@ -113,7 +113,7 @@ async def test_ranks_panel_lists_every_rank_with_its_state() -> None:
 
 
 @sync
-async def test_the_last_collective_is_drawn_step_by_step_as_a_schematic() -> None:
+async def test_the_replayed_collective_is_drawn_step_by_step_with_its_buffers() -> None:
     session = FakeSession()
     session.feed(scripted_all_reduce(world=4))
     app = make_app(session)
@@ -121,10 +121,12 @@ async def test_the_last_collective_is_drawn_step_by_step_as_a_schematic() -> Non
         await frame(pilot)
         text = panel(app, "#phases")
         assert "all_reduce · gloo ring · 4 ranks" in text and "Schematic" in text
-        # gloo's ring sends to rank - 1: the first reduce-scatter step of the doc's table
-        assert "RS0 0→3 c1  1→0 c2  2→1 c3  3→2 c0" in text
-        assert "AG2 0→3 c2" in text and "rank 3: c0(4) c1(4) c2(4) c3(4)" in text
-        assert "time 350.0 us · skew 30.0 us" in text  # measured, from the last instance
+        # gloo's ring sends to rank - 1: the first reduce-scatter step of the doc's table, and
+        # what each rank holds after it (a digit: how many ranks are summed into each chunk)
+        assert "RS0 0→3 c1  1→0 c2  2→1 c3  3→2 c0  1121 1112 2111 1211" in text
+        assert "AG2 0→3 c2  1→0 c3  2→1 c0  3→2 c1  4444 4444 4444 4444" in text
+        assert "each rank sends up to 1.5 MiB in 6 steps" in text  # 2(n-1)/n x S
+        assert "time 250.0 us · skew 30.0 us" in text  # measured: the instance replayed
 
 
 @sync
@@ -436,3 +438,18 @@ SCENARIOS = {"all_gather": _all_gather, "all_reduce": _all_reduce, "broadcast": 
 def test_snapshot(snap_compare, scenario: str, size: tuple[int, int]) -> None:
     session, title = SCENARIOS[scenario]()
     assert snap_compare(make_app(session, title=title), terminal_size=size)
+
+
+def test_the_phases_panel_sets_the_cost_model_against_the_measured_time() -> None:
+    from commviz.costmodel import Fit
+    from commviz.tui import render
+
+    session = FakeSession()
+    session.feed(scripted_all_reduce(world=4))
+    inst = session.model.recent[-1]
+    text = render.phases(session.model, "en", None, Fit(50e-6, 1e9, 3)).plain
+    # 6 steps x 50 us + 1.5 MiB / 1 GB/s = 300 + 1572.864 us
+    assert "predicted 1873 us vs 350 us" in text and f"{inst.time_ns / 1e3:.0f}" == "350"
+    assert "α 50 us/step, β 1 GB/s, fitted on this run's 3 kinds of operation" in text
+    assert "AG2" in render.phases(session.model, "pt").plain
+    assert "cada rank envia até 1.5 MiB em 6 passos" in render.phases(session.model, "pt").plain

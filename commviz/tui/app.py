@@ -16,7 +16,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Footer, Header, RichLog, Static
 
-from .. import explain
+from .. import costmodel, explain
 from ..control import Controller
 from ..launcher import Ranks
 from ..viewer import text
@@ -64,6 +64,8 @@ class CommvizApp(App):
         self._slow_at = float("-inf")
         self._height_keys: dict[str, int | None] = {}
         self._explained: tuple | None = None  # (op, site, group) the teaching panels show
+        self._replayed: tuple | None = None  # (instance, step) the phases panel shows
+        self._fit: costmodel.Fit | None = None
         self._t0: int | None = None
         self._events: list[str] = []
 
@@ -108,21 +110,29 @@ class CommvizApp(App):
             ranks = render.ranks_table(model, now, self._wall_ns())
             self.query_one(Timeline).update_from(model, self._wall_ns())
             latest = model.recent[-1] if model.recent else None
-            if now - self._slow_at >= SLOW_FRAME_S or latest is None:
-                self._slow_at = now
-                slow["#stats"] = render.stats_table(model)
-                slow["#phases"] = render.phases(model, self.lang)
-                key = (latest.op, latest.site, latest.group) if latest else None
-                if key != self._explained:  # the same op again: nothing to redraw
-                    self._explained = key
-                    slow["#explain"] = render.explanation(model, self.lang)
-                    slow["#source"] = render.source(model, self.lang)
+            topology = self.query_one(Topology)
             done = model.instances + model.transfers
             arrived = min(done - self._shown, len(model.recent))
             new = [model.recent[-i] for i in range(arrived, 0, -1)] if arrived > 0 else []
-            topology = self.query_one(Topology)
             topology.update_from(model, new)
             topology.animator.missed(done - self._shown - arrived)
+            frame = topology.animator.frame()
+            replayed = (id(frame.instance), frame.step) if frame is not None else None
+            slow_tick = now - self._slow_at >= SLOW_FRAME_S or latest is None
+            if slow_tick:
+                self._slow_at = now
+                slow["#stats"] = render.stats_table(model)
+                self._fit = _fit(model)
+                # the teaching panels follow the replay, else the latest operation
+                shown = frame.instance if frame is not None else latest
+                key = (shown.op, shown.site, shown.group) if shown else None
+                if key != self._explained:  # the same op again: nothing to redraw
+                    self._explained = key
+                    slow["#explain"] = render.explanation(model, shown, self.lang)
+                    slow["#source"] = render.source(shown, self.lang)
+            if slow_tick or replayed != self._replayed:  # follows the replay step by step
+                self._replayed = replayed
+                slow["#phases"] = render.phases(model, self.lang, frame, self._fit)
             skipped = done - self._shown - min(arrived, LOG_LINES_PER_FRAME)
             new = new[-LOG_LINES_PER_FRAME:]
             self._shown = done
@@ -210,6 +220,14 @@ class CommvizApp(App):
     def action_help(self) -> None:
         keys = [(key, explain.ui(name, self.lang)) for key, name in self.HELP]
         self.push_screen(HelpScreen(keys, explain.ui("help", self.lang)))
+
+
+def _fit(model: Any) -> costmodel.Fit | None:
+    """The run's cost model, fitted to its statistics, for the backend its ranks use."""
+    backends = {s.backend for s in model.ranks.values()}
+    if len(backends) != 1:
+        return None
+    return costmodel.fit_stats(model.stats_table(), backends.pop())
 
 
 def _height_key(renderable: Any) -> int | None:

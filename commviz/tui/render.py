@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import linecache
+import math
 import os
 import time
 
 from rich.table import Table
 from rich.text import Text
 
-from .. import explain, protocol, schedules
+from .. import costmodel, explain, protocol, schedules
 from ..viewer import text
 from ..viewer.model import Instance, Model
+from .animation import AnimFrame
 
 SPARK = "▁▂▃▄▅▆▇█"
 SILENT_AFTER_S = 1.5  # three missed heartbeats
@@ -101,18 +103,24 @@ def stats_table(model: Model) -> Table:
 
 
 MAX_STEPS_SHOWN = 12
-MAX_RANKS_LISTED = 8
+MAX_SENDS_LISTED = 4   # ranks up to which each step's transfers are listed beside the grid
+MAX_GRID_RANKS = 6     # ranks up to which the buffers grid fits the panel
+MAX_TRANSFERS_LISTED = 8  # beyond, a step is summed up as a count
+_DIGITS = "0123456789abcdefghijklmnopqrstuvwxyz"
 
 
-def phases(model: Model, lang: str = "en") -> Text:
-    """The steps the backend runs for the latest completed operation, drawn from its schedule.
+def phases(model: Model, lang: str = "en", frame: AnimFrame | None = None,
+           fit: costmodel.Fit | None = None) -> Text:
+    """Inside one operation: its measured time, its cost model, and the steps its backend
+    runs with the chunks each rank holds after each step, drawn from its schedule.
 
-    Collective inner steps are not reported by the backends: they are labelled schematic,
-    while the time and skew above them are measured.
+    It follows the replay (``frame``: the instance played and the step shown, highlighted),
+    else the latest operation. Collective inner steps are not reported by the backends: they
+    are labelled schematic, while the time and skew are measured.
     """
-    if not model.recent:
+    if frame is None and not model.recent:
         return Text(explain.ui("no operation yet", lang), style="dim")
-    inst = model.recent[-1]
+    inst = frame.instance if frame is not None else model.recent[-1]
     out = Text()
     if inst.op in protocol.P2P:
         src, dst = inst.group
@@ -132,27 +140,95 @@ def phases(model: Model, lang: str = "en") -> Text:
                f"S = {text.human_bytes(inst.size)}\n", style="bold")
     out.append(f"{explain.ui('measured', lang)}  time {inst.time_ns / 1e3:.1f} us · "
                f"skew {inst.skew_ns / 1e3:.1f} us\n")
+    _cost_line(out, sched, inst, fit, lang)
     out.append(f"{explain.ui('schematic', lang)}  {sched.note}\n", style="italic dim")
-    ranks = inst.group
-    for step in sched.steps[:MAX_STEPS_SHOWN]:
-        out.append(f"{step.label:>6} ", style="bold cyan")
-        if len(step.transfers) > MAX_RANKS_LISTED:
-            out.append(f"{len(step.transfers)} transfers\n")
-            continue
-        out.append("  ".join(f"{ranks[t.src]}→{ranks[t.dst]} c{t.chunk}" for t in step.transfers)
-                   + "\n")
-    if len(sched.steps) > MAX_STEPS_SHOWN:
-        out.append(f"       … {len(sched.steps) - MAX_STEPS_SHOWN} more steps\n", style="dim")
-    if n <= MAX_RANKS_LISTED and sched.steps:
-        final = schedules.holdings(sched)[-1]
-        reducing = any(t.reduce for step in sched.steps for t in step.transfers)
-        legend = f" {explain.ui('summed in', lang)}" if reducing else ""
-        out.append(f"{explain.ui('after last step', lang)}{legend}:\n", style="dim")
-        for local, held in enumerate(final):
-            chunks = " ".join(f"c{c}({len(who)})" if reducing else f"c{c}"
-                              for c, who in sorted(held.items()))
-            out.append(f"  rank {ranks[local]}: {chunks}\n", style="green")
+    current = frame.step if frame is not None else len(sched.steps) - 1
+    if n <= MAX_GRID_RANKS:
+        _grid(out, sched, inst.group, current, lang)
+    else:
+        _steps(out, sched, inst.group, current)
     return out
+
+
+def _cost_line(out: Text, sched: schedules.Schedule, inst: Instance,
+               fit: costmodel.Fit | None, lang: str) -> None:
+    c = costmodel.cost(sched)
+    out.append(f"{explain.ui('cost', lang)}  ", style="bold")
+    out.append(explain.ui("each rank sends", lang).format(
+        bytes=text.human_bytes(c.sent), steps=c.steps))
+    if fit is None:
+        out.append(f" · {explain.ui('predicted', lang).lower()}: "
+                   f"{explain.ui('needs shapes', lang)}\n", style="dim")
+        return
+    predicted_us = fit.predict(c) * 1e6
+    beta = "∞" if math.isinf(fit.beta_bps) else f"{fit.beta_bps / 1e9:.2g} GB/s"
+    out.append(f" · {explain.ui('predicted', lang).lower()} {predicted_us:.0f} us "
+               f"vs {inst.time_ns / 1e3:.0f} us\n")
+    out.append(f"      α {fit.alpha_s * 1e6:.0f} us/step, β {beta}, "
+               f"{explain.ui('fitted on', lang).format(shapes=fit.shapes)}\n", style="dim")
+
+
+def _window(steps: int, current: int) -> range:
+    """At most MAX_STEPS_SHOWN steps, keeping the current one in view."""
+    first = min(max(0, current - MAX_STEPS_SHOWN // 2), max(0, steps - MAX_STEPS_SHOWN))
+    return range(first, min(steps, first + MAX_STEPS_SHOWN))
+
+
+def _sends(step: schedules.Step, ranks: tuple[int, ...]) -> str:
+    return "  ".join(f"{ranks[t.src]}→{ranks[t.dst]} c{t.chunk}" for t in step.transfers)
+
+
+def _steps(out: Text, sched: schedules.Schedule, ranks: tuple[int, ...], current: int) -> None:
+    """Many ranks: the steps as a list (the grid would not fit)."""
+    for k in _window(len(sched.steps), current):
+        step = sched.steps[k]
+        out.append(f"{step.label:>6} ", style="bold reverse" if k == current else "bold cyan")
+        if len(step.transfers) > MAX_TRANSFERS_LISTED:
+            out.append(f"{len(step.transfers)} transfers\n")
+        else:
+            out.append(_sends(step, ranks) + "\n")
+
+
+def _grid(out: Text, sched: schedules.Schedule, ranks: tuple[int, ...], current: int,
+          lang: str) -> None:
+    """One row per step: what moves, then the chunks each rank holds afterwards (a digit
+    per chunk: its number, or for a reduction how many ranks are summed into it)."""
+    states = schedules.holdings(sched)
+    reducing = any(t.reduce for step in sched.steps for t in step.transfers)
+    width = max(sched.chunks, len(f"r{max(ranks)}"))
+    listed = len(ranks) <= MAX_SENDS_LISTED
+    send_w = max([len(_sends(s, ranks)) for s in sched.steps] + [0]) if listed else 0
+
+    def row(label: str, sends: str, state: list[dict], style: str) -> None:
+        out.append(f"{label:>6} ", style=style)
+        if listed:
+            out.append(f"{sends:<{send_w}} ")
+        for held in state:
+            out.append(" ")
+            for c in range(sched.chunks):
+                who = held.get(c)
+                if who is None:
+                    out.append("·", style="dim")
+                elif reducing:  # green once every rank is summed in
+                    out.append(_DIGITS[min(len(who), 35)],
+                               style="bold green" if len(who) == len(ranks) else "")
+                else:
+                    out.append(_DIGITS[min(c, 35)], style="green")
+            out.append(" " * (width - sched.chunks))
+        out.append("\n")
+
+    out.append(f"{explain.ui('buffers', lang)}: "
+               f"{explain.ui('digits summed' if reducing else 'digits chunks', lang)}\n",
+               style="dim")
+    out.append(f"{'':>6} {'':<{send_w}} " if listed else f"{'':>6} ")
+    out.append("".join(f" {'r' + str(r):<{width}}" for r in ranks) + "\n", style="bold")
+    shown = _window(len(sched.steps), current)
+    if shown.start == 0:
+        row("start", "", states[0], "dim")
+    for k in shown:
+        step = sched.steps[k]
+        row(step.label, _sends(step, ranks) if listed else "", states[k + 1],
+            "bold reverse" if k == current else "bold cyan")
 
 
 def _backend_of(model: Model, group: tuple[int, ...]) -> str | None:
@@ -165,12 +241,11 @@ def _root_of(inst: Instance) -> int | None:
     return inst.group.index(inst.root) if inst.root in inst.group else None
 
 
-def explanation(model: Model, lang: str) -> Text:
-    """Plain words on the latest operation: what it does, how its backend does it, when to
-    use it, and the practical points that apply."""
-    if not model.recent:
+def explanation(model: Model, inst: Instance | None, lang: str) -> Text:
+    """Plain words on an operation: what it does, how its backend does it, when to use it,
+    and the practical points that apply."""
+    if inst is None:
         return Text(explain.ui("waiting for peers", lang), style="dim")
-    inst = model.recent[-1]
     try:
         ex = explain.explain(inst.op, lang)
     except KeyError:
@@ -193,11 +268,10 @@ def explanation(model: Model, lang: str) -> Text:
 SOURCE_CONTEXT = 4  # lines shown above and below the line that made the call
 
 
-def source(model: Model, lang: str) -> Text:
-    """The program's own source around the line that issued the latest operation."""
-    if not model.recent or model.recent[-1].site is None:
+def source(inst: Instance | None, lang: str) -> Text:
+    """The program's own source around the line that issued an operation."""
+    if inst is None or inst.site is None:
         return Text(explain.ui("no operation yet", lang), style="dim")
-    inst = model.recent[-1]
     path, line = inst.site  # type: ignore[misc]
     lines = linecache.getlines(path)
     if not lines or not 0 < line <= len(lines):
