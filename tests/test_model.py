@@ -144,3 +144,14 @@ def test_batches_from_many_rounds_match_in_any_order():
             m.apply([op_batch(r, [_coll(r, seq)], G4)])
     assert m.instances == 3 and not len(m._coll["rank"])
     assert [i.seq for i in m.recent] == [3, 1, 2]
+
+
+def test_latest_stats_lists_the_shapes_that_completed_most_recently_first() -> None:
+    from fakes import scripted_all_reduce, scripted_broadcast
+
+    m = Model(FakeClock())
+    m.apply(list(scripted_broadcast(world=4)))
+    m.apply(list(scripted_all_reduce(world=4)))
+    assert [r["op"] for r in m.latest_stats(5)] == ["all_reduce", "broadcast"]
+    assert [r["op"] for r in m.latest_stats(1)] == ["all_reduce"]
+    assert [r["op"] for r in m.stats_table()] == ["all_reduce", "broadcast"]

@@ -90,11 +90,14 @@ def _load(s) -> Text:
     return Text(f"CPU {cpu:3.0f}% {spark} rss {rss}", style="cyan")
 
 
+STATS_ROWS = 6  # the shapes that completed most recently: the teaching panels need the room
+
+
 def stats_table(model: Model) -> Table:
     table = Table(expand=True, box=None, pad_edge=False)
     for col in ("op", "n", "size", "count", "p50 us", "algbw", "busbw"):
         table.add_column(col, justify="left" if col == "op" else "right", no_wrap=True)
-    for row in model.stats_table()[-12:]:
+    for row in model.latest_stats(STATS_ROWS):
         busbw = "n/a" if row["busbw_gbps"] is None else f"{row['busbw_gbps']:.3f}"
         table.add_row(row["op"], str(row["ranks"]), text.human_bytes(row["size"]),
                       str(row["count"]), f"{row['time_p50_us']:.0f}", f"{row['algbw_gbps']:.3f}",

@@ -121,6 +121,7 @@ class StatRow:
     n: int
     size: int
     count: int = 0
+    updated: int = 0  # the model's count of instances and transfers when this row grew
     _times: list = field(default_factory=list)
     _skews: list = field(default_factory=list)
     _kept: int = 0
@@ -194,6 +195,12 @@ class Model:
 
     def stats_table(self) -> list[dict]:
         return [row.summary() for _, row in sorted(self.stats.items())]
+
+    def latest_stats(self, count: int) -> list[dict]:
+        """``stats_table`` rows of the ``count`` shapes that completed most recently, newest
+        first: what a screen with room for a few rows shows."""
+        rows = sorted(self.stats.values(), key=lambda r: r.updated, reverse=True)[:count]
+        return [row.summary() for row in rows]
 
     def world_size(self) -> int:
         return max([s.world for s in self.ranks.values()] + [len(self.ranks)])
@@ -390,6 +397,7 @@ class Model:
                     row = self.stats[(name, n, size)] = StatRow(name, n, size)
                 sel = inverse == j if len(uniq) > 1 else slice(None)
                 row.add(times[in_combo][sel], skews[in_combo][sel])
+                row.updated = self.instances + self.transfers
         collect = self.new_instances is not None
         tail = slice(None) if collect else slice(-RECENT_MAX, None)
         made = []
