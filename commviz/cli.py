@@ -90,8 +90,12 @@ def _demo(args: argparse.Namespace) -> int:
             from .control import Controller
 
             controller = Controller(paused=args.paused)
-        ranks = launcher.Ranks(args.op, args.ranks, backend, session.addr, args.size, iters,
-                               interval, extra_env=controller.env() if controller else None)
+
+        def start_ranks() -> launcher.Ranks:
+            return launcher.Ranks(args.op, args.ranks, backend, session.addr, args.size, iters,
+                                  interval, extra_env=controller.env() if controller else None)
+
+        ranks = start_ranks()
     except BaseException:
         if controller is not None:
             controller.close()
@@ -106,7 +110,7 @@ def _demo(args: argparse.Namespace) -> int:
 
     try:
         return run_app(session, ranks=ranks, title=f"{args.op} · {args.ranks} ranks · {why}",
-                       lang=_lang(args), controller=controller)
+                       lang=_lang(args), controller=controller, restart=start_ranks)
     finally:
         controller.close()  # after run_app stopped the ranks: none is left waiting
 

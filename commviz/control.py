@@ -178,6 +178,14 @@ class Controller:
         else:
             self._change(lambda s: (s.mode, s.allow + 1))
 
+    def restart(self) -> None:
+        """New ranks count their steps from 0 again: forget what the old ones reached (a
+        paused demo stays paused, waiting at its first step)."""
+        with self._lock:
+            s = self._state
+            self._state = ControlState(s.mode, -1, s.epoch + 1)
+            self._dirty = True
+
     def close(self) -> None:
         self._stop.set()
         self._thread.join(timeout=2)

@@ -63,12 +63,17 @@ class FakeSession:
         self.rejected = 0
         self.started = False
         self.closed = False
+        self.recorder: object | None = None
 
     def start(self) -> None:
         self.started = True
 
     def close(self) -> None:
         self.closed = True
+
+    def reset(self) -> None:
+        with self.lock:
+            self.model = Model(clock=self.clock)
 
     def feed(self, messages: Iterable[protocol.Message]) -> None:
         """Apply one drain round, as the collector thread would."""
@@ -233,3 +238,6 @@ class FakeRanks:
 
     def stop(self) -> None:
         self.stopped = True
+
+    def cleanup_logs(self) -> None:
+        self.logs_removed = True

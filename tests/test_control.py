@@ -155,6 +155,22 @@ def test_in_step_mode_a_gate_waits_for_each_step(make):
     assert eventually(lambda: ctl.state == ControlState("step", 1, 2, 1))
 
 
+def test_after_restart_new_ranks_wait_at_their_first_step_again(make):
+    ctl = make(Controller, paused=True)
+    old = gate_for(make, ctl)
+    for step in range(2):
+        ctl.step()
+        assert Waiter(old, step).released()
+    assert eventually(lambda: ctl.state.reached == 1)
+    ctl.restart()
+    assert ctl.state.allow == -1 and ctl.state.reached == -1 and ctl.paused
+    new = gate_for(make, ctl, rank=1)
+    first = Waiter(new, 0)
+    assert first.held(), "a restarted demo's first step ran without a step()"
+    ctl.step()
+    assert first.released()
+
+
 def test_play_releases_every_waiting_gate(make):
     ctl = make(Controller, paused=True)
     waiters = [Waiter(gate_for(make, ctl, rank), 0) for rank in range(3)]

@@ -453,3 +453,61 @@ def test_the_phases_panel_sets_the_cost_model_against_the_measured_time() -> Non
     assert "α 50 us/step, β 1 GB/s, fitted on this run's 3 kinds of operation" in text
     assert "AG2" in render.phases(session.model, "pt").plain
     assert "cada rank envia até 1.5 MiB em 6 passos" in render.phases(session.model, "pt").plain
+
+
+@sync
+async def test_r_restarts_the_demo_on_an_empty_screen() -> None:
+    session = FakeSession()
+    session.feed(scripted_all_reduce(world=4))
+    old, started = FakeRanks(), []
+
+    def restart() -> FakeRanks:
+        started.append(FakeRanks())
+        return started[-1]
+
+    app = CommvizApp(session, old, "test", clock=session.clock,
+                     wall_ns=session.clock.wall_ns, restart=restart)
+    async with app.run_test(size=SIZE) as pilot:
+        await frame(pilot)
+        assert "done all_reduce" in panel(app, "#ranks")
+        await pilot.press("r")
+        await frame(pilot)
+        assert old.stopped and len(started) == 1 and app.ranks is started[0]
+        assert "all_reduce" not in panel(app, "#ranks") + panel(app, "#log")
+        assert "restarted" in panel(app, "#status")
+        session.feed(scripted_broadcast(world=4))  # the new ranks' first operations
+        await frame(pilot)
+        assert "done broadcast" in panel(app, "#ranks") and "broadcast" in panel(app, "#log")
+
+
+@sync
+async def test_restart_is_refused_while_recording_and_absent_when_watching() -> None:
+    session = FakeSession()
+    session.recorder = object()
+    started: list[FakeRanks] = []
+    app = CommvizApp(session, FakeRanks(), "test", clock=session.clock,
+                     wall_ns=session.clock.wall_ns, restart=lambda: started.append(1))
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("r")
+        await pilot.pause()
+        assert not started and not app.ranks.stopped
+    watching = make_app(FakeSession())
+    async with watching.run_test(size=SIZE):
+        assert watching.check_action("restart", ()) is False
+
+
+@sync
+async def test_the_command_palette_offers_this_sessions_actions_and_switches_language() -> None:
+    session = FakeSession()
+    session.feed(scripted_all_reduce(world=4))
+    app = make_app(session)
+    async with app.run_test(size=SIZE) as pilot:
+        titles = [c.title for c in app.get_system_commands(app.screen)]
+        assert {"Faster", "Slower", "Language: Português", "Help"} <= set(titles)
+        assert "Pause" not in titles and "Restart" not in titles  # watching: no demo to drive
+        switch = next(c for c in app.get_system_commands(app.screen)
+                      if c.title.startswith("Language"))
+        switch.callback()
+        await frame(pilot)
+        assert "Por dentro da operação no replay" in panel(app, "#phases")
+        assert "cada rank envia até" in panel(app, "#phases")

@@ -6,14 +6,17 @@ mounted per event.
 
 from __future__ import annotations
 
+import functools
 import time
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from rich.table import Table
 from rich.text import Text
-from textual.app import App, ComposeResult
+from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
+from textual.screen import Screen
 from textual.widgets import Footer, Header, RichLog, Static
 
 from .. import costmodel, explain
@@ -30,6 +33,7 @@ FRAME_S = 0.1
 LOG_LINES_PER_FRAME = 20  # more than this per frame is unreadable, and costs a frame
 REPLAY_STEP_S = 0.3  # one schematic step of the replay; + and - change it
 SLOW_FRAME_S = 0.5  # statistics and the teaching panels: redrawn at most twice a second
+RESTART_SETTLE_S = 0.15  # after stopping the ranks: time for their last messages to land
 
 
 class CommvizApp(App):
@@ -44,20 +48,29 @@ class CommvizApp(App):
         Binding("plus", "faster", "Faster", key_display="+", id="faster"),
         Binding("minus", "slower", "Slower", key_display="-", id="slower"),
         Binding("p", "replay_pause", "Hold replay", id="replay_pause"),
+        Binding("r", "restart", "Restart", id="restart"),
         Binding("question_mark", "help", "Help", key_display="?", id="help"),
         Binding("ctrl+c", "quit", "Quit", show=False, priority=True),
     ]
     # Keys listed by the help screen: (key as shown, UI string key in explain.UI)
     HELP = [("space", "pause"), ("n", "next step"), ("+ / -", "speed"),
-            ("p", "hold replay"), ("q, ctrl+c", "quit"), ("?", "help"),
+            ("p", "hold replay"), ("r", "restart"), ("q, ctrl+c", "quit"), ("?", "help"),
             ("ctrl+p", "command palette")]
+    # The command palette's own entries: (action, UI string key of its title, key)
+    COMMANDS = [("toggle_play", "pause", "space"), ("step", "next step", "n"),
+                ("faster", "faster", "+"), ("slower", "slower", "-"),
+                ("replay_pause", "hold replay", "p"), ("restart", "restart", "r"),
+                ("switch_lang", "language", ""), ("help", "help", "?")]
 
     def __init__(self, session: Any, ranks: Ranks | None = None, title: str = "",
                  clock: Any = time.monotonic, wall_ns: Any = time.time_ns,
-                 lang: str = "en", controller: Controller | None = None) -> None:
+                 lang: str = "en", controller: Controller | None = None,
+                 restart: Callable[[], Ranks] | None = None) -> None:
+        """``restart`` starts the demo's ranks again (the ``r`` key); None: not a demo."""
         super().__init__()
         self.session, self.ranks, self.lang = session, ranks, lang
         self.controller = controller  # a demo's step gate; None when watching a job
+        self._restart = restart
         self.sub_title = self._title = title
         self._clock, self._wall_ns = clock, wall_ns
         self._shown = 0
@@ -87,17 +100,21 @@ class CommvizApp(App):
         yield Footer()
 
     def on_mount(self) -> None:
-        self.query_one("#ranks").border_title = "ranks"
-        self.query_one("#topology").border_title = explain.ui("replay", self.lang)
-        self.query_one("#timeline").border_title = f"{explain.ui('timeline', self.lang)} · {LEGEND}"
-        self.query_one("#log").border_title = explain.ui("completed operations", self.lang)
-        self.query_one("#stats").border_title = "statistics (nccl-tests columns, GB/s)"
-        self.query_one("#phases").border_title = explain.ui("inside", self.lang)
-        self.query_one("#source").border_title = explain.ui("source", self.lang)
-        self.query_one("#explain").border_title = explain.ui("explanation", self.lang)
-        self.query_one("#status").border_title = "viewer"
+        self._titles()
         self.refresh_view()
         self.set_interval(FRAME_S, self.refresh_view)
+
+    def _titles(self) -> None:
+        ui = functools.partial(explain.ui, lang=self.lang)
+        self.query_one("#ranks").border_title = ui("ranks").lower()
+        self.query_one("#topology").border_title = ui("replay")
+        self.query_one("#timeline").border_title = f"{ui('timeline')} · {LEGEND}"
+        self.query_one("#log").border_title = ui("completed operations")
+        self.query_one("#stats").border_title = "statistics (nccl-tests columns, GB/s)"
+        self.query_one("#phases").border_title = ui("inside")
+        self.query_one("#source").border_title = ui("source")
+        self.query_one("#explain").border_title = ui("explanation")
+        self.query_one("#status").border_title = "viewer"
 
     def refresh_view(self) -> None:
         if not self.is_running:  # a frame timer tick can race the shutdown (run_test, Pilot)
@@ -195,6 +212,8 @@ class CommvizApp(App):
         """Pause and step exist only for a demo, whose ranks wait at a real step barrier."""
         if action in ("toggle_play", "step"):
             return self.controller is not None
+        if action == "restart":
+            return self._restart is not None
         return True
 
     def action_toggle_play(self) -> None:
@@ -207,6 +226,29 @@ class CommvizApp(App):
             self.controller.step()
             self.refresh_view()
 
+    def action_restart(self) -> None:
+        """Stop the demo's ranks and start new ones on an empty screen."""
+        if self._restart is None:
+            return
+        if getattr(self.session, "recorder", None) is not None:
+            self.notify("restart is off while recording: a recording holds one run",
+                        severity="warning")
+            return
+        if self.ranks is not None:
+            self.ranks.stop()
+            self.ranks.cleanup_logs()
+        time.sleep(RESTART_SETTLE_S)  # the old ranks' last messages: drained, then dropped
+        if self.controller is not None:
+            self.controller.restart()
+        self.session.reset()
+        self._shown, self._t0, self._events = 0, None, ["restarted"]
+        self._explained = self._replayed = None
+        self._slow_at = float("-inf")
+        self.query_one(Topology).restart()
+        self.query_one("#log", RichLog).clear()
+        self.ranks = self._restart()
+        self.refresh_view()
+
     def action_faster(self) -> None:
         self.query_one(Topology).faster()
 
@@ -216,6 +258,25 @@ class CommvizApp(App):
     def action_replay_pause(self) -> None:
         """Hold the animation only: a training job is never paused, only its display."""
         self.query_one(Topology).toggle_pause()
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        """Textual's commands, then every commviz action this session can take."""
+        yield from super().get_system_commands(screen)
+        for action, name, key in self.COMMANDS:
+            if self.check_action(action, ()):
+                title = explain.ui(name, self.lang)
+                if action == "switch_lang":
+                    title = f"{title}: {'Português' if self.lang == 'en' else 'English'}"
+                yield SystemCommand(title, f"key: {key}" if key else title,
+                                    getattr(self, f"action_{action}"))
+
+    def action_switch_lang(self) -> None:
+        """English <-> Brazilian Portuguese, for every panel at once."""
+        self.lang = "pt" if self.lang == "en" else "en"
+        self._titles()
+        self._explained = self._replayed = None
+        self._slow_at = float("-inf")
+        self.refresh_view()
 
     def action_help(self) -> None:
         keys = [(key, explain.ui(name, self.lang)) for key, name in self.HELP]
@@ -240,14 +301,16 @@ def _height_key(renderable: Any) -> int | None:
 
 
 def run_app(session: Any, ranks: Ranks | None, title: str, lang: str,
-            controller: Controller | None = None) -> int:
+            controller: Controller | None = None,
+            restart: Callable[[], Ranks] | None = None) -> int:
     """Run the TUI until quit; always stops the ranks and closes the session (the caller
     closes the controller, after the ranks are stopped)."""
-    app = CommvizApp(session, ranks, title, lang=lang, controller=controller)
+    app = CommvizApp(session, ranks, title, lang=lang, controller=controller, restart=restart)
     session.start()
     try:
         app.run()
     finally:
+        ranks = app.ranks  # a restart replaced them
         if ranks is not None:
             ranks.stop()
             if ranks.failed():

@@ -368,6 +368,13 @@ class Topology(Widget):
         self.tick()
 
     # ---- controls (the app binds the keys) ---------------------------------------------
+    def restart(self) -> None:
+        """Forget every rank and queued replay, keeping the replay's speed."""
+        a = self.animator
+        self.animator = Animator(a.clock, step_s=a.step_s, max_waiting=a.max_waiting)
+        self.n_ranks, self.states, self._frame, self._key = 0, {}, None, None
+        self.tick()
+
     def faster(self) -> float:
         step_s = self.animator.faster()
         self.tick()

@@ -51,6 +51,13 @@ class Session:
             self.recorder.maybe_flush()
         return len(messages)
 
+    def reset(self) -> None:
+        """Start again from an empty model (a restarted demo); the recording is not reset."""
+        with self.lock:
+            model, self.model = self.model, Model(self.model.clock)
+            if model.new_instances is not None:
+                self.model.new_instances = []
+
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="commviz-collector", daemon=True)
         self._thread.start()
