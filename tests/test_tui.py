@@ -30,12 +30,13 @@ from fakes import (
 )
 from textual.geometry import Region
 from textual.pilot import Pilot
-from textual.widgets import RichLog, Static
+from textual.widgets import Static
 
 from commviz import protocol
 from commviz.control import ControlState
 from commviz.tui.app import FRAME_S, CommvizApp
 from commviz.tui.help import HelpScreen
+from commviz.tui.oplog import OpLog
 
 SIZE = (160, 48)
 
@@ -63,7 +64,7 @@ def rank_row(app: CommvizApp, rank: int) -> str:
 
 
 def log_lines(app: CommvizApp) -> list[str]:
-    return [strip.text.rstrip() for strip in app.query_one("#log", RichLog).lines]
+    return list(app.query_one("#log", OpLog).lines)
 
 
 def sync(test: Callable[..., Coroutine[Any, Any, None]]) -> Callable[..., None]:
@@ -511,3 +512,33 @@ async def test_the_command_palette_offers_this_sessions_actions_and_switches_lan
         await frame(pilot)
         assert "Por dentro da operação no replay" in panel(app, "#phases")
         assert "cada rank envia até" in panel(app, "#phases")
+
+
+@sync
+async def test_v_turns_a_narrow_screen_through_every_panel_group() -> None:
+    session = FakeSession()
+    session.feed(scripted_all_reduce(world=4))
+    app = make_app(session)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await frame(pilot)
+
+        def shown() -> set[str]:
+            return {w.id for w in app.query("#main Static, #main Timeline, #main Topology, "
+                                            "#main OpLog") if w.display and w.region.height}
+
+        assert {"ranks", "log", "stats", "status"} <= shown() and "phases" not in shown()
+        await pilot.press("v")
+        await frame(pilot)
+        assert {"topology", "timeline"} <= shown() and "ranks" not in shown()
+        await pilot.press("v")
+        await frame(pilot)
+        assert shown() == {"phases"} and "RS0" in panel(app, "#phases")
+        await pilot.press("v")
+        await frame(pilot)
+        assert "explain" in shown() and "all_reduce" in panel(app, "#explain")
+        await pilot.press("v")
+        await frame(pilot)
+        assert "ranks" in shown()
+    wide = make_app(FakeSession())
+    async with wide.run_test(size=SIZE):
+        assert wide.check_action("next_view", ()) is False  # everything is on screen already

@@ -17,7 +17,7 @@ from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
-from textual.widgets import Footer, Header, RichLog, Static
+from textual.widgets import Footer, Static
 
 from .. import costmodel, explain
 from ..control import Controller
@@ -26,6 +26,7 @@ from ..viewer import text
 from . import render
 from .animation import Animator
 from .help import HelpScreen
+from .oplog import OpLog
 from .timeline import LEGEND, Timeline
 from .topology import Topology
 
@@ -43,6 +44,7 @@ class CommvizApp(App):
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide")]
     BINDINGS = [
         Binding("q", "quit", "Quit", id="quit"),
+        Binding("v", "next_view", "View", id="view"),  # narrow only: first, so the footer has it
         Binding("space", "toggle_play", "Pause/resume", id="pause"),
         Binding("n", "step", "Next step", id="step"),
         Binding("plus", "faster", "Faster", key_display="+", id="faster"),
@@ -54,13 +56,17 @@ class CommvizApp(App):
     ]
     # Keys listed by the help screen: (key as shown, UI string key in explain.UI)
     HELP = [("space", "pause"), ("n", "next step"), ("+ / -", "speed"),
-            ("p", "hold replay"), ("r", "restart"), ("q, ctrl+c", "quit"), ("?", "help"),
+            ("p", "hold replay"), ("r", "restart"), ("v", "next view"), ("q, ctrl+c", "quit"),
+            ("?", "help"),
             ("ctrl+p", "command palette")]
     # The command palette's own entries: (action, UI string key of its title, key)
     COMMANDS = [("toggle_play", "pause", "space"), ("step", "next step", "n"),
                 ("faster", "faster", "+"), ("slower", "slower", "-"),
                 ("replay_pause", "hold replay", "p"), ("restart", "restart", "r"),
-                ("switch_lang", "language", ""), ("help", "help", "?")]
+                ("switch_lang", "language", ""), ("next_view", "next view", "v"),
+                ("help", "help", "?")]
+    # What `v` turns through below 120 columns, where one panel group fits at a time
+    NARROW_VIEWS = ("numbers", "replay", "inside", "explain")
 
     def __init__(self, session: Any, ranks: Ranks | None = None, title: str = "",
                  clock: Any = time.monotonic, wall_ns: Any = time.time_ns,
@@ -71,6 +77,7 @@ class CommvizApp(App):
         self.session, self.ranks, self.lang = session, ranks, lang
         self.controller = controller  # a demo's step gate; None when watching a job
         self._restart = restart
+        self._view = self.NARROW_VIEWS[0]
         self.sub_title = self._title = title
         self._clock, self._wall_ns = clock, wall_ns
         self._shown = 0
@@ -83,14 +90,14 @@ class CommvizApp(App):
         self._events: list[str] = []
 
     def compose(self) -> ComposeResult:
-        yield Header()
+        yield Static(id="header")
         with Horizontal(id="main"):
             with Vertical(id="left"):
                 yield Static(id="ranks")
                 yield Timeline(id="timeline")
                 yield Topology(Animator(self._clock, step_s=REPLAY_STEP_S), id="topology",
                                clock=self._clock)
-                yield RichLog(id="log", max_lines=1000, wrap=False, markup=False)
+                yield OpLog(id="log")
                 yield Static(id="source")
             with Vertical(id="right"):
                 yield Static(id="stats")
@@ -161,18 +168,18 @@ class CommvizApp(App):
         self._show("#ranks", ranks, len(model.ranks))
         for selector, renderable in slow.items():
             self._show(selector, renderable, _height_key(renderable))
-        log = self.query_one("#log", RichLog)
+        if new and self._t0 is None:
+            self._t0 = new[0].t_first_start
+        lines = [text.instance_line(inst, self._t0) for inst in new]  # type: ignore[arg-type]
         if skipped > 0:  # faster than anyone can read: say how many lines were summed up
-            log.write(f"… {skipped} more operations (statistics count every one)")
-        for inst in new:
-            if self._t0 is None:
-                self._t0 = inst.t_first_start
-            log.write(text.instance_line(inst, self._t0))
+            lines.insert(0, f"… {skipped} more operations (statistics count every one)")
+        self.query_one(OpLog).write(*lines)
         if not model.ranks:
             status += "\nwaiting for ranks to connect…"
         if self.controller is not None:
             status += "\n" + self._control_line()
         self.sub_title = f"{self._title} · {self.query_one(Topology).animator.summary()}"
+        self._show("#header", Text(f"{self.title} — {self.sub_title}", style="bold"), 0)
         status = "\n".join([status, *self._events[-8:]])
         self._show("#status", status, status.count("\n"))
 
@@ -214,6 +221,8 @@ class CommvizApp(App):
             return self.controller is not None
         if action == "restart":
             return self._restart is not None
+        if action == "next_view":
+            return self.screen.has_class("-narrow")
         return True
 
     def action_toggle_play(self) -> None:
@@ -245,9 +254,20 @@ class CommvizApp(App):
         self._explained = self._replayed = None
         self._slow_at = float("-inf")
         self.query_one(Topology).restart()
-        self.query_one("#log", RichLog).clear()
+        self.query_one(OpLog).clear()
         self.ranks = self._restart()
         self.refresh_view()
+
+    def action_next_view(self) -> None:
+        """Narrow terminals: the next group of panels (numbers, replay, inside, explanation)."""
+        views = self.NARROW_VIEWS
+        self._view = views[(views.index(self._view) + 1) % len(views)]
+        for view in views:
+            self.screen.set_class(view == self._view and view != views[0], f"-view-{view}")
+        self.notify(explain.ui(f"view {self._view}", self.lang), timeout=2)
+
+    def on_resize(self) -> None:
+        self.refresh_bindings()  # `v` exists below the breakpoint only
 
     def action_faster(self) -> None:
         self.query_one(Topology).faster()

@@ -11,11 +11,14 @@ API when Textual asks. It never animates by itself: it changes when the app feed
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from rich.segment import Segment as RichSegment
+from rich.style import Style
 from rich.text import Text
 from textual.geometry import Size
 from textual.reactive import reactive
@@ -59,6 +62,15 @@ def render_lanes(segments_by_rank: Mapping[int, Lane], inflight: Iterable[InFlig
     to t1_ns (now), in bold yellow. Columns before a rank's ``horizon`` whose ops were dropped
     from the model's history show dots rather than a misleading idle.
     """
+    return [Text.assemble(*runs)
+            for runs in lane_runs(segments_by_rank, inflight, t0_ns, t1_ns, width, horizon)]
+
+
+def lane_runs(segments_by_rank: Mapping[int, Lane], inflight: Iterable[InFlight],
+              t0_ns: int, t1_ns: int, width: int,
+              horizon: Mapping[int, int] | None = None) -> list[list[tuple[str, str]]]:
+    """``render_lanes`` as runs of (characters, style name), each line at most ``width``:
+    what the widget turns into segments without building rich Text."""
     running: dict[int, list[InFlight]] = {}
     for op in inflight:
         running.setdefault(op.rank, []).append(op)
@@ -68,18 +80,24 @@ def render_lanes(segments_by_rank: Mapping[int, Lane], inflight: Iterable[InFlig
     t1_ns = max(t1_ns, t0_ns + 1)
     lines = []
     for rank in ranks:
-        line = Text()
-        line.append(f"r{rank}".rjust(label_w - 1) + " ", style="bold")
+        runs = [(f"r{rank}".rjust(label_w - 1) + " ", "bold")]
         if lane_w:
             cutoff = (horizon or {}).get(rank)
-            line.append_text(_lane(segments_by_rank.get(rank, ()), running.get(rank, ()),
-                                   t0_ns, t1_ns, lane_w, cutoff))
-        line.truncate(width)
-        lines.append(line)
-    axis = Text(" " * label_w + _axis(t1_ns - t0_ns, lane_w), style="dim")
-    axis.truncate(width)
-    lines.append(axis)
+            runs += _lane(segments_by_rank.get(rank, ()), running.get(rank, ()), t0_ns, t1_ns,
+                          lane_w, cutoff)
+        lines.append(_cut(runs, width))
+    lines.append(_cut([(" " * label_w + _axis(t1_ns - t0_ns, lane_w), "dim")], width))
     return lines
+
+
+def _cut(runs: list[tuple[str, str]], width: int) -> list[tuple[str, str]]:
+    out, left = [], width
+    for chars, style in runs:
+        if left <= 0:
+            break
+        out.append((chars[:left], style))
+        left -= len(chars[:left])
+    return out
 
 
 def _rows(segments: Lane) -> np.ndarray:
@@ -90,7 +108,8 @@ def _rows(segments: Lane) -> np.ndarray:
 
 
 def _lane(segments: Lane, running: Sequence[InFlight], t0: int, t1: int,
-          width: int, cutoff: int | None) -> Text:
+          width: int, cutoff: int | None) -> list[tuple[str, str]]:
+    """The lane as runs of (characters, style)."""
     rows = _rows(segments)
     codes = np.unique(rows[:, 0])
     # coverage per column: one row per op in the lane (at least one), waiting and transferring
@@ -114,10 +133,7 @@ def _lane(segments: Lane, running: Sequence[InFlight], t0: int, t1: int,
     top_xfer, top_wait = xfer.argmax(axis=0).tolist(), wait.argmax(axis=0).tolist()
     cells = [((" ", ""), (UNKNOWN, "dim"), (WAIT, "dim " + colours[w]), (WAIT, INFLIGHT_STYLE),
               (SOLID, colours[x]))[kind] for kind, x, w in zip(kinds.tolist(), top_xfer, top_wait)]
-    out = Text()
-    for (char, style), run in itertools.groupby(cells):
-        out.append(char * len(list(run)), style)
-    return out
+    return [(char * len(list(run)), style) for (char, style), run in itertools.groupby(cells)]
 
 
 def _coverage(a: np.ndarray, b: np.ndarray, t0: int, t1: int, width: int) -> np.ndarray:
@@ -158,6 +174,12 @@ def _axis(window_ns: int, width: int) -> str:
             cells[start:start + len(label)] = label
             free_from = start + len(label) + 1
     return "".join(cells)
+
+
+@functools.lru_cache(maxsize=256)
+def _style(base: Style, name: str) -> Style:
+    """Parsed once: a lane has hundreds of runs a frame under load."""
+    return base + Style.parse(name) if name else base
 
 
 @dataclass
@@ -222,9 +244,9 @@ class Timeline(Widget):
         key = (self._version, width)
         if self._cached is None or self._cached[0] != key:
             f = self._frame
-            texts = render_lanes(f.segments, f.inflight, f.t0_ns, f.t1_ns, width, f.horizon)
-            console, style = self.app.console, self.rich_style
-            strips = [Strip(text.render(console), text.cell_len)
-                      .crop_extend(0, width, style).apply_style(style) for text in texts]
+            lines = lane_runs(f.segments, f.inflight, f.t0_ns, f.t1_ns, width, f.horizon)
+            base = self.rich_style
+            strips = [Strip([RichSegment(chars, _style(base, name)) for chars, name in runs])
+                      .extend_cell_length(width, base) for runs in lines]
             self._cached = (key, strips)
         return self._cached[1]

@@ -1,0 +1,57 @@
+"""The newest lines of a log, drawn on the line API.
+
+A ``RichLog`` grows its virtual size with every line it is given, and each growth lays the
+whole screen out again: under a training job's event rate that was most of the TUI's time.
+This widget only ever shows the tail that fits, so adding lines repaints it alone.
+"""
+
+from __future__ import annotations
+
+import collections
+
+from rich.text import Text
+from textual.strip import Strip
+from textual.widget import Widget
+
+MAX_LINES = 500
+
+
+class OpLog(Widget):
+    DEFAULT_CSS = """
+    OpLog {
+        height: 8;
+    }
+    """
+
+    def __init__(self, *, name: str | None = None, id: str | None = None,
+                 classes: str | None = None) -> None:
+        super().__init__(name=name, id=id, classes=classes)
+        self.lines: collections.deque[str] = collections.deque(maxlen=MAX_LINES)
+        self._version = 0
+        self._cached: tuple[tuple[int, int, int], list[Strip]] | None = None
+
+    def write(self, *lines: str) -> None:
+        if lines:
+            self.lines.extend(lines)
+            self._version += 1
+            self.refresh()
+
+    def clear(self) -> None:
+        self.lines.clear()
+        self._version += 1
+        self.refresh()
+
+    def render_line(self, y: int) -> Strip:
+        width, height = self.size
+        strips = self._strips(width, height)
+        return strips[y] if y < len(strips) else Strip.blank(width, self.rich_style)
+
+    def _strips(self, width: int, height: int) -> list[Strip]:
+        key = (self._version, width, height)
+        if self._cached is None or self._cached[0] != key:
+            tail = list(self.lines)[-height:] if height > 0 else []
+            console, style = self.app.console, self.rich_style
+            strips = [Strip(Text(line, no_wrap=True, overflow="ellipsis").render(console))
+                      .crop_extend(0, width, style).apply_style(style) for line in tail]
+            self._cached = (key, strips)
+        return self._cached[1]
