@@ -83,6 +83,7 @@ class CommvizApp(App):
         self._shown = 0
         self._slow_at = float("-inf")
         self._height_keys: dict[str, int | None] = {}
+        self._shown_panels: dict[str, Any] = {}
         self._explained: tuple | None = None  # (op, site, group) the teaching panels show
         self._replayed: tuple | None = None  # (instance, step) the phases panel shows
         self._fit: costmodel.Fit | None = None
@@ -186,6 +187,10 @@ class CommvizApp(App):
     def _show(self, selector: str, renderable: Any, height_key: int | None) -> None:
         """Update a panel; lay the screen out again only when its height may have changed
         (a full layout every frame is most of a frame's cost under load)."""
+        last = self._shown_panels.get(selector)
+        if isinstance(renderable, (str, Text)) and last == renderable:
+            return  # unchanged: not even a repaint
+        self._shown_panels[selector] = renderable
         layout = self._height_keys.get(selector) != height_key or height_key is None
         self._height_keys[selector] = height_key
         self.query_one(selector, Static).update(renderable, layout=layout)
