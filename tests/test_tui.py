@@ -542,3 +542,18 @@ async def test_v_turns_a_narrow_screen_through_every_panel_group() -> None:
     wide = make_app(FakeSession())
     async with wide.run_test(size=SIZE):
         assert wide.check_action("next_view", ()) is False  # everything is on screen already
+
+
+def test_the_load_column_draws_gpu_utilization_memory_and_power_or_the_cpu_labelled_so():
+    from commviz.tui import render
+    from commviz.viewer.model import RankState
+
+    gpu = RankState(0)
+    for i in range(6):
+        gpu.telemetry.append((i, {"gpu_util_pct": 20.0 * i, "gpu_mem_used": 2e9 * (i + 1),
+                                  "gpu_mem_total": 16e9, "gpu_power_w": 100.0 + 50 * i}))
+    line = render._load(gpu).plain
+    assert line.startswith("GPU 100% ▁▂▃▅▆█ mem ") and "11.2G" in line and "350W ▅▆▇█" in line
+    cpu = RankState(1)
+    cpu.telemetry.append((0, {"cpu_pct": 55.0, "rss_bytes": 3e8, "gpu_util_pct": None}))
+    assert render._load(cpu).plain == "CPU  55% ▄ rss █ 286.1M"

@@ -28,8 +28,8 @@ def sparkline(values: list[float], top: float) -> str:
 # (title, width, right-aligned) of the ranks panel's columns, most important first: a
 # narrow panel crops from the right
 RANK_COLUMNS = (("rank", 4, True), ("host", 8, False), ("device", 6, False),
-                ("state", 23, False), ("load", 25, False), ("ops", 5, True),
-                ("read/written", 15, True))
+                ("state", 22, False), ("load (last 3 s)", 36, False),
+                ("read/written", 13, True))
 
 
 def ranks_table(model: Model, now: float, now_ns: int | None = None) -> Text:
@@ -56,7 +56,6 @@ def ranks_table(model: Model, now: float, now_ns: int | None = None) -> Text:
         else:
             state = Text("idle", style="dim")
         _row(out, [Text(str(rank)), Text(s.host), Text(s.device), state, _load(s),
-                   Text(str(s.ops)),
                    Text(f"{_short(s.bytes_in)}/{_short(s.bytes_out)}")])
     out.rstrip()
     return out
@@ -76,18 +75,27 @@ def _short(n: float) -> str:
 
 
 def _load(s) -> Text:
+    """The rank's last 3 s of telemetry (2 Hz): its GPU's utilization, memory and power from
+    NVML, or, on CPU, its process's CPU% and resident memory, labelled so."""
     samples = [tel for _, tel in list(s.telemetry)[-6:]]
     if not samples:
         return Text("")
     last = samples[-1]
+
+    def series(key: str) -> list[float]:
+        return [t.get(key) or 0.0 for t in samples]
+
     if last.get("gpu_util_pct") is not None:
-        spark = sparkline([t.get("gpu_util_pct") or 0 for t in samples], 100)
-        mem = _short(last.get("gpu_mem_used") or 0)
-        return Text(f"GPU {last['gpu_util_pct']:3.0f}% {spark} mem {mem}", style="cyan")
-    cpu = last.get("cpu_pct") or 0
-    spark = sparkline([t.get("cpu_pct") or 0 for t in samples], 100)
-    rss = _short(last.get("rss_bytes") or 0)
-    return Text(f"CPU {cpu:3.0f}% {spark} rss {rss}", style="cyan")
+        util, mem, power = series("gpu_util_pct"), series("gpu_mem_used"), series("gpu_power_w")
+        total = last.get("gpu_mem_total") or max(mem) or 1.0
+        out = Text(f"GPU {util[-1]:3.0f}% {sparkline(util, 100)} "
+                   f"mem {sparkline(mem[-4:], total)} {_short(mem[-1])}", style="cyan")
+        if last.get("gpu_power_w") is not None:
+            out.append(f" {power[-1]:.0f}W {sparkline(power[-4:], max(power) or 1.0)}")
+        return out
+    cpu, rss = series("cpu_pct"), series("rss_bytes")
+    return Text(f"CPU {cpu[-1]:3.0f}% {sparkline(cpu, 100)} "
+                f"rss {sparkline(rss[-4:], max(rss) or 1.0)} {_short(rss[-1])}", style="cyan")
 
 
 STATS_ROWS = 6  # the shapes that completed most recently: the teaching panels need the room
