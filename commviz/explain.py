@@ -1210,6 +1210,15 @@ _UI_PAIRS: dict[str, tuple[str, str]] = {
     "source not here": ("source not readable on this machine",
                         "código-fonte não legível nesta máquina"),
     "cost": ("Cost", "Custo"),
+    "first transfer": ("The first transfer between these two ranks: its time includes setting "
+                       "up their connection, made on first use (lazily).",
+                       "A primeira transferência entre estes dois ranks: o tempo inclui criar "
+                       "a conexão, feita só no primeiro uso (lazy)."),
+    "first transfer took": ("The first transfer {src} → {dst} took {ms:.1f} ms: it also set up "
+                            "the connection, made on first use (lazily); later ones reuse it.",
+                            "A primeira transferência {src} → {dst} levou {ms:.1f} ms: ela "
+                            "também criou a conexão, feita só no primeiro uso (lazy); as "
+                            "seguintes a reaproveitam."),
     "each rank sends": ("each rank sends up to {bytes} in {steps} steps",
                         "cada rank envia até {bytes} em {steps} passos"),
     "needs shapes": ("needs ops of 2 kinds or sizes in the run",

@@ -183,7 +183,7 @@ def scripted_send_recv(world: int = 4, steps: int = 3, nbytes: int = 8192,
         records = []
         for k in range(steps):
             start = t0_ns + k * STEP_NS + (0 if sender else 5_000)
-            records.append({"id": k, "op": "send" if sender else "recv", "seq": k, "peer": peer,
+            records.append({"id": k, "op": "send" if sender else "recv", "seq": k + 1, "peer": peer,
                             "bytes_in": nbytes if sender else 0,
                             "bytes_out": 0 if sender else nbytes,
                             "t_start": start, "t_end": t0_ns + k * STEP_NS + DURATION_NS})

@@ -557,3 +557,19 @@ def test_the_load_column_draws_gpu_utilization_memory_and_power_or_the_cpu_label
     cpu = RankState(1)
     cpu.telemetry.append((0, {"cpu_pct": 55.0, "rss_bytes": 3e8, "gpu_util_pct": None}))
     assert render._load(cpu).plain == "CPU  55% ▄ rss █ 286.1M"
+
+
+def test_a_transfer_is_set_against_its_pairs_first_one_which_also_connected() -> None:
+    from commviz.tui import render
+
+    session = FakeSession()
+    session.feed(scripted_send_recv(world=4, steps=3))
+    model = session.model
+    pair = model.recent[-1].group
+    assert model.recent[-1].seq == 3 and pair in model.first_transfer_ns
+    first = next(i for i in model.recent if i.group == pair and i.seq == 1)
+    assert model.first_transfer_ns[pair] == first.time_ns
+    text = render.phases(model, "en").plain
+    assert f"The first transfer {pair[0]} → {pair[1]} took {first.time_ns / 1e6:.1f} ms" in text
+    frame_of_first = type("F", (), {"instance": first, "step": 0})()
+    assert "its time includes setting up" in render.phases(model, "en", frame_of_first).plain

@@ -137,7 +137,13 @@ def phases(model: Model, lang: str = "en", frame: AnimFrame | None = None,
         src, dst = inst.group
         out.append(f"{inst.op}: rank {src} → rank {dst}, {text.human_bytes(inst.size)}\n",
                    style="bold")
-        out.append(f"{explain.ui('measured', lang)}  {inst.time_ns / 1e3:.1f} us")
+        out.append(f"{explain.ui('measured', lang)}  {inst.time_ns / 1e3:.1f} us\n")
+        first = model.first_transfer_ns.get((src, dst))
+        if inst.seq == 1:
+            out.append(explain.ui("first transfer", lang), style="italic")
+        elif first is not None:
+            out.append(explain.ui("first transfer took", lang).format(
+                src=src, dst=dst, ms=first / 1e6), style="italic")
         return out
     backend = _backend_of(model, inst.group)
     if backend is None:

@@ -161,6 +161,7 @@ class Model:
         self._site_keys: dict[tuple[str, int], int] = {}
         self.inflight: dict[tuple[int, int], InFlight] = {}
         self.recent: collections.deque[Instance] = collections.deque(maxlen=RECENT_MAX)
+        self.first_transfer_ns: dict[tuple[int, int], int] = {}  # (src, dst): its time
         self.new_instances: list[Instance] | None = None  # set to [] to collect every instance
         self.stats: dict[tuple[str, int, int], StatRow] = {}
         self.records = 0
@@ -398,6 +399,10 @@ class Model:
                 sel = inverse == j if len(uniq) > 1 else slice(None)
                 row.add(times[in_combo][sel], skews[in_combo][sel])
                 row.updated = self.instances + self.transfers
+        if transfers is not None:  # each pair's first transfer: it also sets up the connection
+            for k in np.flatnonzero(seqs == 1).tolist():
+                pair = tuple(transfers[k].tolist())
+                self.first_transfer_ns.setdefault(pair, int(end[k] - last[k]))
         collect = self.new_instances is not None
         tail = slice(None) if collect else slice(-RECENT_MAX, None)
         made = []
