@@ -267,9 +267,9 @@ def test_beyond_sixteen_ranks_a_snake_grid() -> None:
 
 
 def test_ranks_that_do_not_fit_are_said_to_be_missing() -> None:
-    lines = render_topology(500, None, 40, 8)
+    lines = render_topology(32, None, 40, 5)  # a grid: from 33 ranks on, a heatmap
     assert "do not fit" in lines[0].plain
-    assert len(lines) == 8
+    assert len(lines) == 5
 
 
 def test_line_cells_joins_both_ends() -> None:
@@ -493,3 +493,40 @@ def test_the_legend_gives_way_to_the_status() -> None:
     narrow = render_topology(4, None, W, H, status=status)[-1].plain
     assert "adds into (reduce)" in wide and wide.rstrip().endswith(status)
     assert narrow.rstrip().endswith(status)
+
+
+def test_above_32_ranks_a_heatmap_shows_who_sends_to_whom_over_the_operation():
+    from commviz.tui.topology import SHADES, heatmap
+
+    n = 40
+    inst = Instance("all_reduce", tuple(range(n)), 1, 1 << 20, 0, 10, 1000, "float32", None)
+    sched = schedules.schedule("all_reduce", "gloo", n, 1 << 20)
+    t = [0.0]
+    animator = Animator(lambda: t[0], step_s=1.0)
+    animator.enqueue(inst, sched)
+    t[0] = 0.5
+    frame = animator.frame()
+    lines = [line.plain for line in heatmap(n, frame, 2 * n + 4, n + 2, still=False)]
+    assert "row → column" in lines[0] and "ranks a cell" not in lines[0]  # one rank a cell
+    rows = lines[2:]
+    assert len(rows) == n
+    for r, line in enumerate(rows):
+        cells = line[4:]  # "rank " label, then two columns a cell
+        filled = [c for c in range(n) if cells[2 * c] != SHADES[0]]
+        assert filled == [(r - 1) % n], f"gloo's ring: rank {r} sends only to rank {r} - 1"
+    # the first step's pairs are coloured, the others are not
+    first = heatmap(n, frame, 2 * n + 4, n + 2, still=False)[2 + 1]
+    assert any("reverse" in str(span.style) for span in first.spans)
+
+
+def test_a_heatmap_bins_ranks_when_the_matrix_does_not_fit():
+    from commviz.tui.topology import heatmap
+
+    n = 64
+    inst = Instance("all_to_all", tuple(range(n)), 1, 1 << 20, 0, 10, 1000, "float32", None)
+    sched = schedules.schedule("all_to_all", "gloo", n, 1 << 20)
+    animator = Animator(lambda: 0.0, step_s=1.0)
+    animator.enqueue(inst, sched)
+    lines = [line.plain for line in heatmap(n, animator.frame(), 60, 20, still=True)]
+    assert "4 ranks a cell" in lines[0] and len(lines) == 20
+    assert all(len(line) <= 60 for line in lines)

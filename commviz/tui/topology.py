@@ -1,5 +1,6 @@
 """The topology view: the ranks on a ring (a grid beyond 16), and each transfer moving along
-its link, step by step, as the backend's algorithm moves it.
+its link, step by step, as the backend's algorithm moves it; beyond 32 ranks, a heatmap of
+who sends how much to whom.
 
 ``render_topology`` is a pure function of one ``AnimFrame`` (testable without an app); the
 ``Topology`` widget owns an ``Animator`` (``animation.py``), which replays the completed
@@ -31,6 +32,8 @@ from .animation import Animator, AnimFrame, plan
 from .render import SILENT_AFTER_S
 
 RING_MAX = 16  # beyond this many ranks, a grid
+HEATMAP_MIN = 33  # from this many ranks, a rank-by-rank traffic heatmap instead of links
+SHADES = " ░▒▓█"
 FPS = 20.0
 PATH, MARKER = "·", "●"
 REDUCE_STYLE, COPY_STYLE = "green", "cyan"
@@ -183,11 +186,18 @@ def render_topology(n_ranks: int, frame: AnimFrame | None, width: int, height: i
     head = _titles(frame, 2 if height >= 10 else 1)
     legend = height >= 5
     area_h = max(0, height - len(head) - legend)
+    still = static or (frame is not None and frame.done)
+    if n >= HEATMAP_MIN:
+        lines = [*head, *heatmap(n, frame, width, area_h, still)]
+        if legend:
+            lines.append(_legend(status, width))
+        for line in lines:
+            line.truncate(width, overflow="ellipsis", pad=True)
+        return lines[:height]
     where = layout(n, width, area_h)
     if len(where) < n:
         head[0] = Text(f"ranks {len(where)}..{n - 1} do not fit · ", style="dim") + head[0]
     canvas = _Canvas(width, area_h)
-    still = static or (frame is not None and frame.done)
     # ranks first, then states: paths go round them; chunk tags never cover either
     group = set(frame.instance.group) if frame is not None else set()
     sending = {t.src for t in transfers}
@@ -207,6 +217,53 @@ def render_topology(n_ranks: int, frame: AnimFrame | None, width: int, height: i
     for line in lines:
         line.truncate(width, overflow="ellipsis", pad=True)
     return lines[:height]
+
+
+def heatmap(n: int, frame: AnimFrame | None, width: int, height: int,
+            still: bool) -> list[Text]:
+    """Too many ranks for links: a matrix of the bytes each rank (row) sends each rank
+    (column) over the whole operation being replayed, shaded from the schedule; the current
+    step's pairs are coloured. Ranks are binned when the matrix does not fit, and each cell
+    is two columns wide where there is room, so that it looks square.
+    """
+    if height < 3 or width < 12:
+        return [Text() for _ in range(max(0, height))]
+    label_w = len(str(n - 1)) + 2
+    rows = height - 2  # a title row and the column axis
+    per = max(1, math.ceil(n / rows), math.ceil(n / (width - label_w)))
+    cells = math.ceil(n / per)
+    cell_w = 2 if cells * 2 <= width - label_w else 1
+    sent = [[0] * cells for _ in range(cells)]
+    now: dict[tuple[int, int], bool] = {}
+    if frame is not None and frame.schedule is not None:
+        group = frame.instance.group if len(frame.instance.group) == frame.schedule.n \
+            else tuple(range(frame.schedule.n))
+        for step in frame.schedule.steps:
+            for t in step.transfers:
+                sent[group[t.src] // per][group[t.dst] // per] += t.nbytes
+        for t in frame.transfers:
+            now[(t.src // per, t.dst // per)] = t.reduce
+    top = max((max(row) for row in sent), default=0) or 1
+    binned = f", {per} ranks a cell" if per > 1 else ""
+    out = [Text(f"bytes sent, row → column, over the whole operation{binned} "
+                f"(schematic); this step coloured", style="dim")]
+    axis = Text(" " * label_w)
+    for c in range(0, cells, max(1, 8 // cell_w)):
+        axis.append(f"{c * per:<8}", style="dim")
+    out.append(axis)
+    for r in range(cells):
+        line = Text(f"{r * per:>{label_w - 1}} ", style="dim")
+        for c in range(cells):
+            level = 0 if not sent[r][c] else 1 + min(3, int(sent[r][c] / top * 3.999))
+            style = "" if (r, c) not in now else \
+                f"bold {REDUCE_STYLE if now[(r, c)] else COPY_STYLE}"
+            if (r, c) in now and not still:
+                style += " reverse"
+            line.append(SHADES[level] * cell_w, style=style)
+        out.append(line)
+    for line in out:
+        line.truncate(width, overflow="ellipsis")
+    return out[:height] + [Text() for _ in range(height - len(out))]
 
 
 def _titles(frame: AnimFrame | None, rows: int) -> list[Text]:
