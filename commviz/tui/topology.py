@@ -244,9 +244,9 @@ def heatmap(n: int, frame: AnimFrame | None, width: int, height: int,
         for t in frame.transfers:
             now[(t.src // per, t.dst // per)] = t.reduce
     top = max((max(row) for row in sent), default=0) or 1
-    binned = f", {per} ranks a cell" if per > 1 else ""
-    out = [Text(f"bytes sent, row → column, over the whole operation{binned} "
-                f"(schematic); this step coloured", style="dim")]
+    binned = f"{per} ranks a cell · " if per > 1 else ""
+    out = [Text(f"{binned}bytes sent row → column over the operation (schematic), "
+                f"this step coloured", style="dim")]
     axis = Text(" " * label_w)
     for c in range(0, cells, max(1, 8 // cell_w)):
         axis.append(f"{c * per:<8}", style="dim")
