@@ -1210,6 +1210,10 @@ _UI_PAIRS: dict[str, tuple[str, str]] = {
     "source not here": ("source not readable on this machine",
                         "código-fonte não legível nesta máquina"),
     "cost": ("Cost", "Custo"),
+    "time": ("time", "tempo"),
+    "start": ("start", "início"),
+    "took": ("took {}", "levou {}"),
+    "the first": (" (the first)", " (a primeira)"),
     "first transfer": ("The first transfer between these two ranks: its time includes setting "
                        "up their connection, made on first use (lazily).",
                        "A primeira transferência entre estes dois ranks: o tempo inclui criar "

@@ -512,6 +512,7 @@ async def test_the_command_palette_offers_this_sessions_actions_and_switches_lan
         await frame(pilot)
         assert "Por dentro da operação no replay" in panel(app, "#phases")
         assert "cada rank envia até" in panel(app, "#phases")
+        assert "all_reduce em anel do gloo" in panel(app, "#phases") + panel(app, "#topology")
 
 
 @sync

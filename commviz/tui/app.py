@@ -114,6 +114,7 @@ class CommvizApp(App):
 
     def _titles(self) -> None:
         ui = functools.partial(explain.ui, lang=self.lang)
+        self.query_one(Topology).lang = self.lang
         self.query_one("#ranks").border_title = ui("ranks").lower()
         self.query_one("#topology").border_title = ui("replay")
         self.query_one("#timeline").border_title = f"{ui('timeline')} · {LEGEND}"

@@ -28,7 +28,7 @@ class OpLog(Widget):
         super().__init__(name=name, id=id, classes=classes)
         self.lines: collections.deque[str] = collections.deque(maxlen=MAX_LINES)
         self._version = 0
-        self._cached: tuple[tuple[int, int, int], list[Strip]] | None = None
+        self._cached: tuple[tuple, list[Strip]] | None = None
 
     def write(self, *lines: str) -> None:
         if lines:
@@ -47,7 +47,7 @@ class OpLog(Widget):
         return strips[y] if y < len(strips) else Strip.blank(width, self.rich_style)
 
     def _strips(self, width: int, height: int) -> list[Strip]:
-        key = (self._version, width, height)
+        key = (self._version, width, height, self.rich_style)  # a new theme: redraw
         if self._cached is None or self._cached[0] != key:
             tail = list(self.lines)[-height:] if height > 0 else []
             console, style = self.app.console, self.rich_style

@@ -10,7 +10,7 @@ import time
 from rich.table import Table
 from rich.text import Text
 
-from .. import costmodel, explain, protocol, schedules
+from .. import costmodel, explain, protocol, schedule_notes, schedules
 from ..viewer import text
 from ..viewer.model import Instance, Model
 from .animation import AnimFrame
@@ -155,10 +155,11 @@ def phases(model: Model, lang: str = "en", frame: AnimFrame | None = None,
         return Text(f"{inst.op}: {exc}", style="dim")
     out.append(f"{inst.op} · {backend} {sched.algorithm} · {n} ranks · "
                f"S = {text.human_bytes(inst.size)}\n", style="bold")
-    out.append(f"{explain.ui('measured', lang)}  time {inst.time_ns / 1e3:.1f} us · "
-               f"skew {inst.skew_ns / 1e3:.1f} us\n")
+    out.append(f"{explain.ui('measured', lang)}  {explain.ui('time', lang)} "
+               f"{inst.time_ns / 1e3:.1f} us · skew {inst.skew_ns / 1e3:.1f} us\n")
     _cost_line(out, sched, inst, fit, lang)
-    out.append(f"{explain.ui('schematic', lang)}  {sched.note}\n", style="italic dim")
+    out.append(f"{explain.ui('schematic', lang)}  {schedule_notes.note(sched, lang)}\n",
+               style="italic dim")
     current = frame.step if frame is not None else len(sched.steps) - 1
     if n <= MAX_GRID_RANKS:
         _grid(out, sched, inst.group, current, lang)
@@ -241,7 +242,7 @@ def _grid(out: Text, sched: schedules.Schedule, ranks: tuple[int, ...], current:
     out.append("".join(f" {'r' + str(r):<{width}}" for r in ranks) + "\n", style="bold")
     shown = _window(len(sched.steps), current)
     if shown.start == 0:
-        row("start", "", states[0], "dim")
+        row(explain.ui("start", lang), "", states[0], "dim")
     for k in shown:
         step = sched.steps[k]
         row(step.label, _sends(step, ranks) if listed else "", states[k + 1],

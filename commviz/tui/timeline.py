@@ -46,7 +46,7 @@ COLOUR = {op: colour for colour, ops in _FAMILIES.items() for op in ops}  # othe
 
 
 def colour_of(op: str) -> str:
-    return COLOUR.get(op, "white")
+    return COLOUR.get(op, "default")
 
 
 Lane = Sequence[Segment] | np.ndarray  # Segments, or the model's (n, 4) rows (Model.lanes)
@@ -129,7 +129,7 @@ def _lane(segments: Lane, running: Sequence[InFlight], t0: int, t1: int,
         unknown = np.arange(1, width + 1) <= (cutoff - t0) * width / (t1 - t0)
     # per column: 0 idle, 1 history dropped, 2 waiting, 3 in flight, 4 transferring
     kinds = np.select([solid, in_flight, waited > 0, unknown], [4, 3, 2, 1], 0)
-    colours = [colour_of(protocol.OPS[code]) for code in codes.tolist()] or ["white"]
+    colours = [colour_of(protocol.OPS[code]) for code in codes.tolist()] or ["default"]
     top_xfer, top_wait = xfer.argmax(axis=0).tolist(), wait.argmax(axis=0).tolist()
     cells = [((" ", ""), (UNKNOWN, "dim"), (WAIT, "dim " + colours[w]), (WAIT, INFLIGHT_STYLE),
               (SOLID, colours[x]))[kind] for kind, x, w in zip(kinds.tolist(), top_xfer, top_wait)]
@@ -212,7 +212,7 @@ class Timeline(Widget):
         super().__init__(name=name, id=id, classes=classes)
         self._frame: _Frame | None = None  # nothing is drawn until the app feeds a frame
         self._version = 0
-        self._cached: tuple[tuple[int, int], list[Strip]] | None = None
+        self._cached: tuple[tuple, list[Strip]] | None = None
 
     def update_from(self, model: Model, now_ns: int) -> None:
         """Copy what the next frame draws. Call it under the session lock; drawing happens
@@ -241,7 +241,7 @@ class Timeline(Widget):
     def _strips(self, width: int) -> list[Strip]:
         if self._frame is None:
             return []
-        key = (self._version, width)
+        key = (self._version, width, self.rich_style)  # a new theme: redraw
         if self._cached is None or self._cached[0] != key:
             f = self._frame
             lines = lane_runs(f.segments, f.inflight, f.t0_ns, f.t1_ns, width, f.horizon)

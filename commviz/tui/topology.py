@@ -24,7 +24,7 @@ from textual.strip import Strip
 from textual.timer import Timer
 from textual.widget import Widget
 
-from .. import schedules
+from .. import explain, schedule_notes, schedules
 from ..schedules import Schedule, Transfer
 from ..viewer.model import Instance, Model
 from ..viewer.text import human_bytes
@@ -171,7 +171,7 @@ class _Canvas:
 
 def render_topology(n_ranks: int, frame: AnimFrame | None, width: int, height: int,
                     states: Mapping[int, Text | str] | None = None, *, static: bool = False,
-                    status: str = "") -> list[Text]:
+                    status: str = "", lang: str = "en") -> list[Text]:
     """``height`` lines of ``width`` cells: the frame's label (and, from 10 lines, what the
     schedule simplifies), the ranks with the current step's transfers, and a legend with
     ``status`` (e.g. ``Animator.summary()``).
@@ -183,7 +183,7 @@ def render_topology(n_ranks: int, frame: AnimFrame | None, width: int, height: i
         return [Text() for _ in range(max(0, height))]
     transfers = frame.transfers if frame is not None else ()
     n = max([n_ranks, *(max(t.src, t.dst) + 1 for t in transfers)])
-    head = _titles(frame, 2 if height >= 10 else 1)
+    head = _titles(frame, 2 if height >= 10 else 1, lang)
     legend = height >= 5
     area_h = max(0, height - len(head) - legend)
     still = static or (frame is not None and frame.done)
@@ -266,16 +266,16 @@ def heatmap(n: int, frame: AnimFrame | None, width: int, height: int,
     return out[:height] + [Text() for _ in range(height - len(out))]
 
 
-def _titles(frame: AnimFrame | None, rows: int) -> list[Text]:
+def _titles(frame: AnimFrame | None, rows: int, lang: str) -> list[Text]:
     """The label, then (given two rows) the measured time and what the drawing simplifies."""
     if frame is None:
         return [Text("waiting for the first operation…", style="dim")] + [Text()] * (rows - 1)
     out = [Text(frame.label, style="bold")]
     if rows > 1:
-        took = f"took {_duration(frame.instance.time_ns)}"
+        took = explain.ui("took", lang).format(_duration(frame.instance.time_ns))
         if frame.count > 1:
-            took += " (the first)"
-        note = frame.schedule.note if frame.schedule is not None else \
+            took += explain.ui("the first", lang)
+        note = schedule_notes.note(frame.schedule, lang) if frame.schedule is not None else \
             "a real transfer, reported by both ranks"
         out.append(Text(f"{took} · {note}", style="dim italic"))
     return out
@@ -391,6 +391,7 @@ class Topology(Widget):
                  id: str | None = None, classes: str | None = None) -> None:
         super().__init__(name=name, id=id, classes=classes)
         self.animator = animator if animator is not None else Animator(clock)
+        self.lang = "en"  # of the schematic notes; the app sets it
         self.n_ranks = 0
         self.states: dict[int, Text] = {}
         self._timer: Timer | None = None
@@ -398,7 +399,7 @@ class Topology(Widget):
         self._frame: AnimFrame | None = None
         self._key: object = None
         self._version = 0
-        self._cached: tuple[tuple[int, int, int, bool], list[Strip]] | None = None
+        self._cached: tuple[tuple, list[Strip]] | None = None
 
     def on_mount(self) -> None:
         self._timer = self.set_interval(1 / FPS, self.tick, pause=True)
@@ -459,7 +460,7 @@ class Topology(Widget):
         self._frame = frame
         shown = replace(frame, progress=0.0) if frame is not None and self.static else frame
         key = (shown, self.n_ranks, tuple(sorted((r, t.markup) for r, t in self.states.items())),
-               self.animator.summary())
+               self.animator.summary(), self.lang)
         if key != self._key:
             self._key = key
             self._version += 1
@@ -478,10 +479,11 @@ class Topology(Widget):
 
     def _strips(self, width: int, height: int) -> list[Strip]:
         static = self.static
-        key = (self._version, width, height, static)
+        key = (self._version, width, height, static, self.rich_style)  # new theme: redraw
         if self._cached is None or self._cached[0] != key:
             texts = render_topology(self.n_ranks, self._frame, width, height, self.states,
-                                    static=static, status=self.animator.summary())
+                                    static=static, status=self.animator.summary(),
+                                    lang=self.lang)
             console, style = self.app.console, self.rich_style
             strips = [Strip(text.render(console), text.cell_len)
                       .crop_extend(0, width, style).apply_style(style) for text in texts]
