@@ -441,6 +441,19 @@ def test_snapshot(snap_compare, scenario: str, size: tuple[int, int]) -> None:
     assert snap_compare(make_app(session, title=title), terminal_size=size)
 
 
+def test_snapshot_on_a_light_terminal_in_portuguese(snap_compare) -> None:
+    """Every panel redrawn in the light theme after a first dark frame."""
+    session, title = _all_reduce()
+
+    async def go_light(pilot: Pilot) -> None:
+        await frame(pilot)
+        pilot.app.theme = "textual-light"
+        await frame(pilot)
+
+    app = make_app(session, title=title, lang="pt")
+    assert snap_compare(app, terminal_size=(160, 48), run_before=go_light)
+
+
 def test_the_phases_panel_sets_the_cost_model_against_the_measured_time() -> None:
     from commviz.costmodel import Fit
     from commviz.tui import render
