@@ -1,0 +1,25 @@
+"""A job that starts its own ranks with torch.multiprocessing (no commviz import).
+
+``python mp_job.py spawn|fork PORT``: two gloo ranks, each does two all-reduces.
+"""
+
+import sys
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+
+def rank_main(rank: int, port: int) -> None:
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+                            world_size=2)
+    for _ in range(2):
+        t = torch.ones(64)
+        dist.all_reduce(t)
+        assert t[0].item() == 2
+    print(f"rank {rank} ok", flush=True)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    mp.start_processes(rank_main, args=(int(sys.argv[2]),), nprocs=2, start_method=sys.argv[1])
