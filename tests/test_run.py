@@ -112,7 +112,9 @@ def test_ctrl_c_stops_the_whole_job_tree_promptly(procs):
     try:
         proc.wait_for(lambda line: "all_reduce" in line and line.startswith(PREFIX), 100)
         tree = psutil.Process(proc.p.pid).children(recursive=True)
-        workers = [p for p in _tagged(procs.tag) if "allreduce_job.py" in " ".join(p.cmdline())]
+        workers = [p for p in _tagged(procs.tag) if (" ".join(p.cmdline())).startswith(PY)
+                   and "allreduce_job.py" in " ".join(p.cmdline())
+                   and "torch.distributed.run" not in " ".join(p.cmdline())]
         assert len(workers) == 2
         t0 = time.monotonic()
         proc.signal(signal.SIGINT)  # commviz only, as a terminal's Ctrl-C would reach it

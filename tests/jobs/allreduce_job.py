@@ -8,10 +8,17 @@ rank R dies (exit code 3) in the middle of step 1.
 
 import argparse
 import os
+import sys
 import time
 
 import torch
 import torch.distributed as dist
+
+
+def say(line: str) -> None:
+    """One write per line, so that the ranks' lines never interleave on a shared pipe."""
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
 
 
 def main() -> None:
@@ -30,14 +37,14 @@ def main() -> None:
         expected = sum(r + step for r in range(world))
         assert t[0].item() == expected, (t[0].item(), expected)
         if step == 1 and rank == args.crash_rank:
-            print(f"rank {rank}: crashing on purpose", flush=True)
+            say(f"rank {rank}: crashing on purpose")
             os._exit(3)
         dist.broadcast(t, src=0)
         if rank == 0:
             dist.send(t, dst=1)
         elif rank == 1:
             dist.recv(t, src=0)
-    print(f"rank {rank}: {args.steps} steps ok", flush=True)
+    say(f"rank {rank}: {args.steps} steps ok")
     dist.destroy_process_group()
 
 

@@ -10,6 +10,12 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 
+def say(line: str) -> None:
+    """One write per line, so that the ranks' lines never interleave on a shared pipe."""
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
 def rank_main(rank: int, port: int) -> None:
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
                             world_size=2)
@@ -17,7 +23,7 @@ def rank_main(rank: int, port: int) -> None:
         t = torch.ones(64)
         dist.all_reduce(t)
         assert t[0].item() == 2
-    print(f"rank {rank} ok", flush=True)
+    say(f"rank {rank} ok")
     dist.destroy_process_group()
 
 
