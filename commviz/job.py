@@ -6,7 +6,8 @@ torch.distributed starts (``commviz/_site/``, described in docs/run.md). Every p
 the job carries ``COMMVIZ_JOB`` in its environment, so that stopping the job finds them all,
 including workers that torchrun starts in sessions of their own and orphans whose parent
 died. On Linux the job's first process gets SIGTERM if commviz itself dies
-(PR_SET_PDEATHSIG, set by a small exec shim, as the demo ranks do for themselves).
+(PR_SET_PDEATHSIG, set by a small exec shim, as the demo ranks do for themselves); the kernel
+sends it when the *thread* that started the job ends, so start jobs from the main thread.
 """
 
 from __future__ import annotations
@@ -140,6 +141,7 @@ class Job:
         exe = resolve(self.cmd, self.env)
         self.tag = self.env[ENV_JOB]
         self.stopped_by: int | None = None  # the signal that made commviz stop the job
+        self.stop_reason = ""
         self.output: OutputBuffer | None = None
         self.logdir: Path | None = None
         self.log: Path | None = None
@@ -199,8 +201,7 @@ class Job:
         if rc is None:
             return "the job is still running"
         if self.stopped_by is not None:
-            return (f"the job was stopped ({signal.Signals(self.stopped_by).name} to commviz); "
-                    f"exit code {code}")
+            return f"the job was stopped ({self.stop_reason}); exit code {code}"
         if rc < 0:
             return f"the job was killed by {_signame(-rc)} (exit code {code})"
         return f"the job exited with code {rc}"
@@ -212,16 +213,17 @@ class Job:
     def wait(self, timeout: float | None = None) -> int:
         return self.proc.wait(timeout)
 
-    def stop(self, sig: int = signal.SIGINT) -> None:
+    def stop(self, sig: int = signal.SIGINT, reason: str = "commviz quit") -> None:
         """End the job and every process it started; returns when none is left.
 
         SIGINT to the job's process group first (what Ctrl-C does in a shell: torchrun stops
         its workers), SIGTERM to every process of the job after INT_GRACE_S, SIGKILL after
-        TERM_GRACE_S more. ``sig`` is what commviz itself got (it sets ``exit_code``). A job
-        that already ended only has its leftovers ended.
+        TERM_GRACE_S more. ``sig`` is the signal commviz got, or SIGINT for a quit (it sets
+        ``exit_code``), ``reason`` says which for describe_end(). A job that already ended
+        only has its leftovers ended.
         """
         if self.proc.poll() is None:
-            self.stopped_by = sig
+            self.stopped_by, self.stop_reason = sig, reason
             self._killpg(signal.SIGINT)
             self._settle(INT_GRACE_S)
         self.close()
@@ -349,7 +351,8 @@ def run_plain(cmd: list[str]) -> int:
                 except subprocess.TimeoutExpired:
                     continue
         finally:
-            job.stop(interrupts.first or signal.SIGINT)
+            sig = interrupts.first or signal.SIGINT
+            job.stop(sig, f"{signal.Signals(sig).name} to commviz")
     code = job.exit_code
     assert code is not None
     return code

@@ -96,12 +96,13 @@ def _say(message):
 def _chain():
     """Run the sitecustomize this one hides, as Python would have without commviz."""
     from importlib.machinery import PathFinder
-    from importlib.util import module_from_spec
 
     path = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
     spec = PathFinder.find_spec("sitecustomize", path)
     if spec is None or spec.loader is None:
         return
+    from importlib.util import module_from_spec  # a few ms: only when there is one to run
+
     module = module_from_spec(spec)
     sys.modules["sitecustomize"] = module
     spec.loader.exec_module(module)
