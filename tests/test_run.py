@@ -129,6 +129,26 @@ def test_ctrl_c_stops_the_whole_job_tree_promptly(procs):
     assert not _tagged(procs.tag)
 
 
+@pytest.mark.timeout(60)
+def test_sigterm_escalates_to_sigkill_for_processes_that_ignore_it(procs):
+    proc = procs.start("-m", "commviz", "run", "--headless", "--", PY,
+                       str(JOBS / "stubborn_job.py"))
+    try:
+        proc.wait_for(lambda line: line in ("parent up", "child up"), 30, count=2)
+        job = [p for p in _tagged(procs.tag) if p.pid != proc.p.pid]
+        assert len(job) == 2  # the job and its child (the exec shim became the job)
+        t0 = time.monotonic()
+        proc.signal(signal.SIGTERM)
+        rc = proc.finish(30)
+        took = time.monotonic() - t0
+    finally:
+        proc.kill_group()
+    assert rc == 128 + signal.SIGTERM
+    assert 5 <= took < 15  # SIGINT ignored for 5 s, SIGTERM by the child for 3 s more
+    assert _commviz_lines(proc.out)[-1].startswith("the job was stopped (SIGTERM to commviz)")
+    assert not [p for p in job if _alive(p)]
+
+
 def _alive(p: psutil.Process) -> bool:
     try:
         return p.status() != psutil.STATUS_ZOMBIE
