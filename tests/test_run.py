@@ -4,6 +4,7 @@ torch.multiprocessing jobs on gloo; every test checks that no process of the job
 
 from __future__ import annotations
 
+import json
 import signal
 import sys
 import time
@@ -94,6 +95,21 @@ def test_torch_multiprocessing_ranks_are_instrumented(run, tmp_path, start):
     ops = _ops(rec)
     assert {r: [(d["op"], d["seq"]) for d in recs] for r, recs in ops.items()} == {
         r: [("all_reduce", 1), ("all_reduce", 2)] for r in (0, 1)}
+
+
+@pytest.mark.timeout(120)
+def test_dataloader_workers_forked_from_a_rank_are_never_taken_for_it(run, tmp_path):
+    rec = tmp_path / "run.jsonl"
+    rc, out, err = run("--headless", "--record", str(rec), "--", PY, str(JOBS / "mp_job.py"),
+                       "fork", str(free_port()), "--dataloader", timeout=100)
+    assert rc == 0, "\n".join(out + err)
+    messages = list(recording.read(rec))
+    pids = {r: {m.pid for m in messages if isinstance(m, protocol.Heartbeat) and m.rank == r}
+            for r in (0, 1)}
+    assert all(len(p) == 1 for p in pids.values()), pids  # the rank's own pid, no worker's
+    lines = [json.loads(line) for line in rec.read_text().splitlines()]
+    assert sorted(obj["rank"] for obj in lines if obj.get("kind") == "bye") == [0, 1]
+    assert [(d["op"], d["seq"]) for d in _ops(rec)[0]] == [("all_reduce", s) for s in range(1, 5)]
 
 
 @pytest.mark.timeout(150)
