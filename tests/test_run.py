@@ -197,6 +197,58 @@ def test_a_command_that_cannot_run_is_a_one_line_error(run, args, message):
     assert not out
 
 
+@pytest.mark.parametrize(("args", "env", "expected"), [
+    (["--headless", "--bind", "tcp://127.0.0.1:{port}"], {}, "tcp://127.0.0.1:{port}"),
+    (["--no-viewer"], {"COMMVIZ_ADDR": "tcp://10.0.0.7:{port}"}, "tcp://10.0.0.7:{port}"),
+])
+def test_the_job_is_told_where_the_viewer_is(run, args, env, expected):
+    port = free_port()
+    fill = lambda text: text.format(port=port)
+    rc, out, err = run(*map(fill, args), "--", PY, "-c",
+                       "import os; print('addr', os.environ['COMMVIZ_ADDR'])",
+                       env={k: fill(v) for k, v in env.items()})
+    assert rc == 0, err
+    assert f"addr {fill(expected)}" in out
+
+
+@pytest.mark.timeout(60)
+def test_q_in_the_tui_stops_the_job_and_shows_its_last_lines(procs):
+    """The TUI in a pseudo-terminal, as a user runs it: `q` quits and ends the job."""
+    import os
+    import pty
+    import select
+
+    script = "import time; print('job up', flush=True); time.sleep(60)"
+    pid, fd = pty.fork()  # the child leads a new session: killpg below ends all of it
+    if pid == 0:  # pragma: no cover - the child becomes commviz
+        os.execve(PY, [PY, "-m", "commviz", "run", "--", PY, "-c", script],
+                  {**procs.env, "COLUMNS": "120", "LINES": "40", "TERM": "xterm-256color"})
+    screen, t0, quit_at, status = b"", time.monotonic(), None, None
+    try:
+        while time.monotonic() - t0 < 45:
+            if select.select([fd], [], [], 0.2)[0]:
+                try:
+                    screen += os.read(fd, 65536)
+                except OSError:  # the terminal closed: commviz ended
+                    break
+            if quit_at is None and b"waiting for ranks" in screen \
+                    and [p for p in _tagged(procs.tag) if p.pid != pid]:  # the job is up
+                os.write(fd, b"q")
+                quit_at = time.monotonic()
+        _, status = os.waitpid(pid, 0)
+    finally:
+        if status is None:
+            os.killpg(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        os.close(fd)
+    assert quit_at is not None, screen[-2000:]
+    assert os.waitstatus_to_exitcode(status) == 130
+    assert time.monotonic() - quit_at < 15
+    text = screen.decode("utf-8", "replace")
+    assert "job up" in text and "the job was stopped (commviz quit); exit code 130" in text
+    assert not _tagged(procs.tag)
+
+
 # ---- the auto-instrumentation in the job's Python processes -----------------------------
 
 PROBE = ("import sys, sitecustomize; print(getattr(sitecustomize, 'MARK', None)); "
