@@ -71,6 +71,7 @@ def test_torchrun_job_is_recorded_from_both_ranks_without_a_change(run, tmp_path
     assert {"rank 0: 3 steps ok", "rank 1: 3 steps ok"} <= set(out)  # the job's own, as is
     ours = _commviz_lines(out)
     assert ours[-1] == "the job exited with code 0"
+    assert not any("without saying goodbye" in line for line in ours)
     assert any(line.startswith("rank 0/2 joined") for line in ours)
     ops = _ops(rec)
     assert sorted(ops) == [0, 1]
@@ -118,7 +119,9 @@ def test_a_crashing_rank_makes_commviz_fail_and_say_so(run):
                        "--crash-rank", "1", timeout=120)
     assert rc != 0
     assert "rank 1: crashing on purpose" in out
-    assert _commviz_lines(out)[-1] == f"the job exited with code {rc}"
+    ours = _commviz_lines(out)
+    assert ours[-1] == f"the job exited with code {rc}"
+    assert ours[-2].startswith("rank(s) ") and "1" in ours[-2].split("ended")[0]
 
 
 @pytest.mark.timeout(150)

@@ -96,6 +96,11 @@ def run_job(session: Session, start: Callable[[], Job], out: TextIO = sys.stdout
             if job is not None:
                 printer.flush()
                 printer.summary()
+                with session.lock:
+                    silent = sorted(r for r, s in session.model.ranks.items() if not s.exited)
+                if silent:
+                    print(f"rank(s) {', '.join(map(str, silent))} ended without saying goodbye "
+                          "(crashed, killed, or stopped)", file=out)
                 print(job.describe_end(), file=out, flush=True)
     assert job is not None and job.exit_code is not None
     return job.exit_code
