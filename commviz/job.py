@@ -177,10 +177,6 @@ class Job:
                 self._readers.append(t)
 
     @property
-    def pid(self) -> int:
-        return self.proc.pid
-
-    @property
     def returncode(self) -> int | None:
         return self.proc.returncode
 
@@ -381,7 +377,6 @@ class JobAsRanks:
 
     def __init__(self, job: Job) -> None:
         self.job = job
-        self.procs = [self]
         self._reported = False
 
     @property
