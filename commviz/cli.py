@@ -1,4 +1,4 @@
-"""The ``commviz`` command: demo, watch, stats."""
+"""The ``commviz`` command: demo, watch, run, stats."""
 
 from __future__ import annotations
 
@@ -42,6 +42,23 @@ def _parser() -> argparse.ArgumentParser:
     w.add_argument("--lang", choices=("en", "pt"), default=None,
                    help="language of the explanations (default: from the locale)")
 
+    r = sub.add_parser("run", help="run a command (torchrun ..., python ...) and watch its "
+                       "ranks, with no change to its code",
+                       usage="commviz run [--headless] [--record FILE] [--bind ADDR] "
+                       "[--no-viewer] [--lang {en,pt}] -- CMD [ARG ...]")
+    r.add_argument("--headless", action="store_true",
+                   help="print lines (prefixed [commviz]) beside the job's own output")
+    r.add_argument("--record", metavar="FILE", help="write every event to FILE (JSON Lines)")
+    r.add_argument("--bind", default=None, help="address the viewer listens on "
+                   "(default: a free port on 127.0.0.1, passed to the job)")
+    r.add_argument("--no-viewer", action="store_true", help="run CMD instrumented, reporting "
+                   "to a viewer started elsewhere at $COMMVIZ_ADDR (default "
+                   "tcp://127.0.0.1:5555)")
+    r.add_argument("--lang", choices=("en", "pt"), default=None,
+                   help="language of the explanations (default: from the locale)")
+    r.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD",
+                   help="the command, run as given (no shell)")
+
     s = sub.add_parser("stats", help="nccl-tests-like table of a recording")
     s.add_argument("file")
     s.add_argument("--json", action="store_true", help="machine-readable output")
@@ -50,6 +67,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    from .job import JobError
     from .launcher import LaunchError
     from .recording import RecordingError
     from .viewer.transport import BindError
@@ -59,8 +77,10 @@ def main(argv: list[str] | None = None) -> int:
             return _demo(args)
         if args.command == "watch":
             return _watch(args)
+        if args.command == "run":
+            return _run(args)
         return _stats(args)
-    except (LaunchError, BindError, RecordingError) as exc:
+    except (LaunchError, BindError, RecordingError, JobError) as exc:
         print(f"commviz: error: {exc}", file=sys.stderr)
         return 2
 
@@ -129,6 +149,51 @@ def _watch(args: argparse.Namespace) -> int:
     from .tui.app import run_app
 
     return run_app(session, ranks=None, title=f"watching {session.addr}", lang=_lang(args))
+
+
+def _run(args: argparse.Namespace) -> int:
+    import os
+    import shlex
+
+    from .job import Job, JobAsRanks, JobError, resolve, run_plain
+
+    cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
+    resolve(cmd, dict(os.environ))  # a command that cannot run is an error before anything starts
+    if args.no_viewer:
+        given = [opt for opt, on in (("--headless", args.headless), ("--record", args.record),
+                                     ("--bind", args.bind)) if on]
+        if given:
+            raise JobError(f"--no-viewer starts no viewer: {', '.join(given)} needs one "
+                           "(run `commviz watch` elsewhere, or leave out --no-viewer)")
+        return run_plain(cmd)
+    from .viewer.session import Session
+
+    session = Session(args.bind or "tcp://127.0.0.1:*", args.record,
+                      collect_instances=args.headless)
+    if args.headless:
+        from .viewer import headless
+
+        return headless.run_job(session, lambda: Job(cmd, session.addr), banner=(
+            f"viewer at {session.addr}; running {shlex.join(cmd)} (Ctrl-C stops it)"))
+    try:
+        job = Job(cmd, session.addr, capture=True)
+    except BaseException:
+        session.close()
+        raise
+    from .tui.app import run_app
+
+    try:
+        run_app(session, ranks=JobAsRanks(job), title=f"run · {shlex.join(cmd)}"[:80],
+                lang=_lang(args))
+    finally:
+        job.stop()  # done by run_app already, unless it failed to start
+    assert job.output is not None and job.exit_code is not None
+    tail = job.output.tail(20)
+    if tail:
+        print(f"[commviz] the job's last {len(tail)} lines of output:")
+        print("\n".join(line.text for line in tail))
+    print(f"[commviz] {job.describe_end()}")
+    return job.exit_code
 
 
 def _lang(args: argparse.Namespace) -> str:

@@ -100,3 +100,55 @@ def test_viewer_that_never_reads_cannot_block_or_hang_the_rank():
         ctx.term()
     assert sent + dropped == 100_000
     assert close_s < 2.5  # bounded by the exit linger
+
+
+_WHO = [0]  # the rank this process reports as: the forked child of the test below says 1
+
+
+def _forked_rank(em: Emitter) -> None:
+    _WHO[0] = 1
+    for i in range(100, 103):
+        em.push(_record(i))
+    # leaves through multiprocessing's exit path (finalizers, then os._exit), like a rank
+
+
+def _silent_child(em: Emitter) -> None:
+    """A forked child that makes no call of its own, like a DataLoader worker."""
+
+
+def test_a_forked_child_reports_through_a_thread_and_context_of_its_own():
+    receiver = Receiver("tcp://127.0.0.1:*")
+    em = Emitter(receiver.addr, lambda: (_WHO[0], 2, "gloo", "cpu"))
+    try:
+        em.groups[0] = ("0", [0, 1])
+        em.sites[0] = ("train.py", 7)
+        em.push(_record(0))
+        em.push(_record(1, t_end=-1))  # the parent's, pending at the fork: never the child's
+        fork = mp.get_context("fork")
+        silent = fork.Process(target=_silent_child, args=(em,))
+        silent.start()
+        silent.join(20)
+        child = fork.Process(target=_forked_rank, args=(em,))
+        child.start()
+        child.join(20)
+        assert child.exitcode == 0 and silent.exitcode == 0
+        em.push(_record(2))
+        seen: dict[int, set[int]] = {0: set(), 1: set()}
+        pids, byes = set(), set()
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and (len(seen[1]) < 3 or 2 not in seen[0]
+                                               or 1 not in byes):
+            for m in receiver.drain(50):
+                if isinstance(m, protocol.OpBatch):
+                    seen[m.rank].update(m.cols["id"].tolist())
+                elif isinstance(m, protocol.Heartbeat) and m.pid != os.getpid():
+                    pids.add(m.pid)
+                elif isinstance(m, protocol.Bye):
+                    byes.add(m.rank)
+        assert seen[1] == {100, 101, 102}
+        assert pids == {child.pid}  # the silent child sent no heartbeat (nor anything else)
+        assert byes == {1}  # the child flushed and said goodbye at its exit; the parent lives
+        assert {0, 2} <= seen[0] and not seen[0] & {100, 101, 102}
+    finally:
+        em.close()
+        receiver.close()

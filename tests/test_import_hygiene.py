@@ -8,7 +8,7 @@ import pytest
 CORE = ["commviz", "commviz.protocol", "commviz.bandwidth", "commviz.recording",
         "commviz.schedules",
         "commviz.viewer.model", "commviz.viewer.transport", "commviz.viewer.session",
-        "commviz.viewer.headless", "commviz.launcher"]
+        "commviz.viewer.headless", "commviz.launcher", "commviz.job"]
 RANK_SIDE = ["commviz.rank.hooks", "commviz.rank.emitter", "commviz.rank.telemetry",
              "commviz.rank.runner"]
 

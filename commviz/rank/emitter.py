@@ -17,6 +17,7 @@ import os
 import socket
 import threading
 import time
+import weakref
 from array import array
 from itertools import compress
 from typing import Any
@@ -114,15 +115,49 @@ class Emitter:
         self.sent = 0
         self._watching: list[list] = []
         self._announced: set[int] = set()
+        self._dormant = False  # a forked child's copy, until it has something to send
+        self._wake_lock = threading.Lock()
+        self._start()
+        atexit.register(self.close)  # also runs in a forked child: close() checks the pid
+        self._finalize()
+        # A forked child inherits this object but neither the thread nor its ZeroMQ context
+        # (which must never cross a fork): it starts its own when it first pushes a record.
+        ref = weakref.ref(self)
+        os.register_at_fork(after_in_child=lambda: (em := ref()) is not None
+                            and em._after_fork())
+        multiprocessing.util.register_after_fork(self, Emitter._finalize)
+
+    def _start(self) -> None:
+        self._dormant = False
         self._stop = threading.Event()
         self._pid = os.getpid()
         self._thread = threading.Thread(target=self._run, name="commviz-emitter", daemon=True)
         self._thread.start()
-        atexit.register(self.close)
+
+    def _finalize(self) -> None:
         # multiprocessing children (fork) leave through os._exit: atexit never runs there.
+        # Their start clears the finalizers inherited from the parent, then calls this again.
         multiprocessing.util.Finalize(None, self.close, exitpriority=100)
 
+    def _after_fork(self) -> None:
+        """In a forked child: drop the parent's pending records and stay silent (no
+        heartbeat, no goodbye) until push(). A child that makes no call of its own, such as
+        a DataLoader worker, is then never mistaken for its parent's rank."""
+        if self._stop.is_set():  # closed before the fork: stays closed
+            return
+        self.queue.clear()  # in place: the hooks hold its append method
+        self._watching, self._announced = [], set()
+        self.dropped = self.sent = 0
+        self._wake_lock = threading.Lock()  # a new one: the parent's may have been held
+        self._dormant = True
+
     def push(self, record: list) -> None:
+        """Queue a record (the hooks append to ``queue`` directly, except in a forked child
+        until its first record, which comes here to start the sender)."""
+        if self._dormant:
+            with self._wake_lock:
+                if self._dormant:
+                    self._start()
         self.queue.append(record)
 
     def close(self) -> None:

@@ -133,6 +133,23 @@ def uninstrument() -> None:
         setattr(dist.ProcessGroup, name, orig)
 
 
+def _after_fork_in_child() -> None:
+    """A forked child's first record goes through Emitter.push, which starts its sender."""
+    global _push
+    if _EMITTER is not None:
+        _push = _push_after_fork
+
+
+def _push_after_fork(rec: list) -> None:
+    global _push
+    if _EMITTER is not None:
+        _EMITTER.push(rec)
+        _push = _EMITTER.queue.append
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 def flush_and_close() -> None:
     """Send what is pending and stop the emitter (also done automatically at exit)."""
     global _EMITTER

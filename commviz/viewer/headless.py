@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import io
 import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import TextIO
 
+from ..job import Interrupts, Job
 from ..launcher import Ranks
 from . import text
 from .session import Session
@@ -60,6 +63,68 @@ def run(session: Session, ranks: Ranks | None = None, out: TextIO = sys.stdout,
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
     return code
+
+
+def run_job(session: Session, start: Callable[[], Job], out: TextIO = sys.stdout,
+            banner: str | None = None) -> int:
+    """Print while a ``commviz run`` job runs, until it ends or SIGINT/SIGTERM stops it.
+
+    The job shares the terminal, so every line of commviz's own goes to ``out`` behind a
+    ``[commviz] `` prefix. ``start`` starts the job once the signal handlers are in place, so
+    that a Ctrl-C at any moment stops it. Returns the job's exit code (Job.exit_code).
+    """
+    out = Prefixed(out, PREFIX)
+    printer = _Printer(session, out)
+    job: Job | None = None
+    with Interrupts() as interrupts:
+        try:
+            if banner is not None:
+                print(banner, file=out, flush=True)
+            job = start()
+            while interrupts.first is None and job.poll() is None:
+                session.poll(50)
+                printer.flush()
+            if interrupts.first is None:
+                with session.lock:
+                    joined = sum(bool(s.pid) for s in session.model.ranks.values())
+                _await_goodbyes(session, joined, printer)
+        finally:
+            if job is not None:  # stops it if interrupted; else ends only what is left of it
+                sig = interrupts.first or signal.SIGINT
+                job.stop(sig, f"{signal.Signals(sig).name} to commviz")
+            session.close()
+            if job is not None:
+                printer.flush()
+                printer.summary()
+                with session.lock:
+                    silent = sorted(r for r, s in session.model.ranks.items() if not s.exited)
+                if silent:
+                    print(f"rank(s) {', '.join(map(str, silent))} ended without saying goodbye "
+                          "(crashed, killed, or stopped)", file=out)
+                print(job.describe_end(), file=out, flush=True)
+    assert job is not None and job.exit_code is not None
+    return job.exit_code
+
+
+PREFIX = "[commviz] "
+
+
+class Prefixed(io.TextIOBase):
+    """A text stream that writes each complete line to ``out`` behind ``prefix``, in one
+    write, so that it stays whole beside the lines of a job sharing the terminal."""
+
+    def __init__(self, out: TextIO, prefix: str) -> None:
+        self.out, self.prefix = out, prefix
+        self._partial = ""
+
+    def write(self, s: str) -> int:
+        *lines, self._partial = (self._partial + s).split("\n")
+        if lines:
+            self.out.write("".join(f"{self.prefix}{line}\n" for line in lines))
+        return len(s)
+
+    def flush(self) -> None:
+        self.out.flush()
 
 
 def _await_goodbyes(session: Session, world: int, printer: _Printer) -> None:

@@ -1,0 +1,345 @@
+"""``commviz run -- CMD``: unmodified jobs instrumented however they start their ranks, their
+exit codes passed on, Ctrl-C and crashes ending the whole tree. Real torchrun and
+torch.multiprocessing jobs on gloo; every test checks that no process of the job is left."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+from procs import PY, TAG_VAR
+
+from commviz import protocol, recording
+from commviz.job import Job, JobAsRanks, OutputBuffer
+from commviz.launcher import free_port
+from commviz.viewer.headless import PREFIX
+
+JOBS = Path(__file__).resolve().parent / "jobs"
+TORCHRUN = [PY, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
+
+
+def _tagged(tag: str) -> list[psutil.Process]:
+    """Live processes started under this test's tag: the job's, wherever they are now."""
+    found = []
+    for p in psutil.process_iter(["status"]):
+        try:
+            if p.info["status"] != psutil.STATUS_ZOMBIE and p.environ().get(TAG_VAR) == tag:
+                found.append(p)
+        except (psutil.Error, OSError):
+            continue
+    return found
+
+
+@pytest.fixture
+def run(procs):
+    """``run(*args)``: ``commviz run ARGS`` to completion; afterwards no job process is left."""
+
+    def _run(*args: str, timeout: float = 90, env: dict[str, str] | None = None):
+        proc = procs.start("-m", "commviz", "run", *args, env=env)
+        rc = proc.finish(timeout)
+        return rc, proc.out, proc.err
+
+    yield _run
+    assert not _tagged(procs.tag), "job processes left behind"
+
+
+def _ops(path: Path) -> dict[int, list[dict]]:
+    by_rank: dict[int, list[dict]] = {}
+    for msg in recording.read(path):
+        if isinstance(msg, protocol.OpBatch):
+            by_rank.setdefault(msg.rank, []).extend(recording.op_dicts(msg))
+    return {r: sorted(recs, key=lambda d: d["id"]) for r, recs in by_rank.items()}
+
+
+def _commviz_lines(out: list[str]) -> list[str]:
+    return [line.removeprefix(PREFIX) for line in out if line.startswith(PREFIX)]
+
+
+# ---- real jobs, unmodified ------------------------------------------------------------------
+
+@pytest.mark.timeout(150)
+def test_torchrun_job_is_recorded_from_both_ranks_without_a_change(run, tmp_path):
+    rec = tmp_path / "run.jsonl"
+    rc, out, err = run("--headless", "--record", str(rec), "--",
+                       *TORCHRUN, str(JOBS / "allreduce_job.py"), "3", timeout=120)
+    assert rc == 0, "\n".join(out + err)
+    assert {"rank 0: 3 steps ok", "rank 1: 3 steps ok"} <= set(out)  # the job's own, as is
+    ours = _commviz_lines(out)
+    assert ours[-1] == "the job exited with code 0"
+    assert not any("without saying goodbye" in line for line in ours)
+    assert any(line.startswith("rank 0/2 joined") for line in ours)
+    ops = _ops(rec)
+    assert sorted(ops) == [0, 1]
+    for rank, recs in ops.items():
+        assert [(d["op"], d["seq"]) for d in recs if d["op"] != "send" and d["op"] != "recv"] \
+            == [("all_reduce", 1), ("broadcast", 2), ("all_reduce", 3), ("broadcast", 4),
+                ("all_reduce", 5), ("broadcast", 6)], rank
+        p2p = [(d["op"], d["peer"], d["seq"]) for d in recs if d["op"] in ("send", "recv")]
+        assert p2p == ([("send", 1, s) for s in (1, 2, 3)] if rank == 0
+                       else [("recv", 0, s) for s in (1, 2, 3)])
+        assert all(d["bytes_in"] + d["bytes_out"] >= 1024 for d in recs)
+        assert all(d["file"].endswith("allreduce_job.py") for d in recs)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("start", ["spawn", "fork"])
+def test_torch_multiprocessing_ranks_are_instrumented(run, tmp_path, start):
+    rec = tmp_path / "run.jsonl"
+    rc, out, err = run("--headless", "--record", str(rec), "--",
+                       PY, str(JOBS / "mp_job.py"), start, str(free_port()), timeout=100)
+    assert rc == 0, "\n".join(out + err)
+    ops = _ops(rec)
+    assert {r: [(d["op"], d["seq"]) for d in recs] for r, recs in ops.items()} == {
+        r: [("all_reduce", 1), ("all_reduce", 2)] for r in (0, 1)}
+
+
+@pytest.mark.timeout(120)
+def test_dataloader_workers_forked_from_a_rank_are_never_taken_for_it(run, tmp_path):
+    rec = tmp_path / "run.jsonl"
+    rc, out, err = run("--headless", "--record", str(rec), "--", PY, str(JOBS / "mp_job.py"),
+                       "fork", str(free_port()), "--dataloader", timeout=100)
+    assert rc == 0, "\n".join(out + err)
+    messages = list(recording.read(rec))
+    pids = {r: {m.pid for m in messages if isinstance(m, protocol.Heartbeat) and m.rank == r}
+            for r in (0, 1)}
+    assert all(len(p) == 1 for p in pids.values()), pids  # the rank's own pid, no worker's
+    lines = [json.loads(line) for line in rec.read_text().splitlines()]
+    assert sorted(obj["rank"] for obj in lines if obj.get("kind") == "bye") == [0, 1]
+    assert [(d["op"], d["seq"]) for d in _ops(rec)[0]] == [("all_reduce", s) for s in range(1, 5)]
+
+
+@pytest.mark.timeout(150)
+def test_a_crashing_rank_makes_commviz_fail_and_say_so(run):
+    rc, out, err = run("--headless", "--", *TORCHRUN, str(JOBS / "allreduce_job.py"), "3",
+                       "--crash-rank", "1", timeout=120)
+    assert rc != 0
+    assert "rank 1: crashing on purpose" in out
+    ours = _commviz_lines(out)
+    assert ours[-1] == f"the job exited with code {rc}"
+    assert ours[-2].startswith("rank(s) ") and "1" in ours[-2].split("ended")[0]
+
+
+@pytest.mark.timeout(150)
+def test_ctrl_c_stops_the_whole_job_tree_promptly(procs):
+    proc = procs.start("-m", "commviz", "run", "--headless", "--", *TORCHRUN,
+                       str(JOBS / "allreduce_job.py"), "100000", "--sleep", "0.2")
+    try:
+        proc.wait_for(lambda line: "all_reduce" in line and line.startswith(PREFIX), 100)
+        tree = psutil.Process(proc.p.pid).children(recursive=True)
+        workers = [p for p in _tagged(procs.tag) if (" ".join(p.cmdline())).startswith(PY)
+                   and "allreduce_job.py" in " ".join(p.cmdline())
+                   and "torch.distributed.run" not in " ".join(p.cmdline())]
+        assert len(workers) == 2
+        t0 = time.monotonic()
+        proc.signal(signal.SIGINT)  # commviz only, as a terminal's Ctrl-C would reach it
+        rc = proc.finish(30)
+        took = time.monotonic() - t0
+    finally:
+        proc.kill_group()
+    assert rc == 130
+    assert took < 15
+    assert _commviz_lines(proc.out)[-1].startswith("the job was stopped (SIGINT to commviz)")
+    assert not [p for p in tree + workers if _alive(p)]
+    assert not _tagged(procs.tag)
+
+
+@pytest.mark.timeout(60)
+def test_sigterm_escalates_to_sigkill_for_processes_that_ignore_it(procs):
+    proc = procs.start("-m", "commviz", "run", "--headless", "--", PY,
+                       str(JOBS / "stubborn_job.py"))
+    try:
+        proc.wait_for(lambda line: line in ("parent up", "child up"), 30, count=2)
+        job = [p for p in _tagged(procs.tag) if p.pid != proc.p.pid]
+        assert len(job) == 2  # the job and its child (the exec shim became the job)
+        t0 = time.monotonic()
+        proc.signal(signal.SIGTERM)
+        rc = proc.finish(30)
+        took = time.monotonic() - t0
+    finally:
+        proc.kill_group()
+    assert rc == 128 + signal.SIGTERM
+    assert 5 <= took < 15  # SIGINT ignored for 5 s, SIGTERM by the child for 3 s more
+    assert _commviz_lines(proc.out)[-1].startswith("the job was stopped (SIGTERM to commviz)")
+    assert not [p for p in job if _alive(p)]
+
+
+def _alive(p: psutil.Process) -> bool:
+    try:
+        return p.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+# ---- exit codes and errors ------------------------------------------------------------------
+
+@pytest.mark.parametrize("mode", [["--headless"], ["--no-viewer"]])
+@pytest.mark.parametrize(("code", "expected"), [
+    ("raise SystemExit(3)", 3),
+    ("import os, signal; os.kill(os.getpid(), signal.SIGKILL)", 128 + signal.SIGKILL),
+])
+def test_the_job_exit_code_becomes_commviz_exit_code(run, mode, code, expected):
+    rc, out, err = run(*mode, "--", PY, "-c", code)
+    assert rc == expected, "\n".join(out + err)
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--headless", "--", "no-such-command-xyz"], "no-such-command-xyz: command not found"),
+    (["--", "/nonexistent/train"], "/nonexistent/train: command not found"),
+    (["--headless"], "no command to run"),
+    (["--no-viewer", "--record", "x.jsonl", "--", PY, "-c", "pass"], "--no-viewer starts no"),
+])
+def test_a_command_that_cannot_run_is_a_one_line_error(run, args, message):
+    rc, out, err = run(*args)
+    assert rc == 2
+    assert len(err) == 1 and err[0].startswith("commviz: error: ") and message in err[0], err
+    assert not out
+
+
+@pytest.mark.parametrize(("args", "env", "expected"), [
+    (["--headless", "--bind", "tcp://127.0.0.1:{port}"], {}, "tcp://127.0.0.1:{port}"),
+    (["--no-viewer"], {"COMMVIZ_ADDR": "tcp://10.0.0.7:{port}"}, "tcp://10.0.0.7:{port}"),
+])
+def test_the_job_is_told_where_the_viewer_is(run, args, env, expected):
+    port = free_port()
+    fill = lambda text: text.format(port=port)
+    rc, out, err = run(*map(fill, args), "--", PY, "-c",
+                       "import os; print('addr', os.environ['COMMVIZ_ADDR'])",
+                       env={k: fill(v) for k, v in env.items()})
+    assert rc == 0, err
+    assert f"addr {fill(expected)}" in out
+
+
+@pytest.mark.timeout(60)
+def test_q_in_the_tui_stops_the_job_and_shows_its_last_lines(procs):
+    """The TUI in a pseudo-terminal, as a user runs it: `q` quits and ends the job."""
+    import os
+    import pty
+    import select
+
+    script = "import time; print('job up', flush=True); time.sleep(60)"
+    pid, fd = pty.fork()  # the child leads a new session: killpg below ends all of it
+    if pid == 0:  # pragma: no cover - the child becomes commviz
+        os.execve(PY, [PY, "-m", "commviz", "run", "--", PY, "-c", script],
+                  {**procs.env, "COLUMNS": "120", "LINES": "40", "TERM": "xterm-256color"})
+    screen, t0, quit_at, status = b"", time.monotonic(), None, None
+    try:
+        while time.monotonic() - t0 < 45:
+            if select.select([fd], [], [], 0.2)[0]:
+                try:
+                    screen += os.read(fd, 65536)
+                except OSError:  # the terminal closed: commviz ended
+                    break
+            if quit_at is None and b"waiting for ranks" in screen \
+                    and [p for p in _tagged(procs.tag) if p.pid != pid]:  # the job is up
+                os.write(fd, b"q")
+                quit_at = time.monotonic()
+        _, status = os.waitpid(pid, 0)
+    finally:
+        if status is None:
+            os.killpg(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        os.close(fd)
+    assert quit_at is not None, screen[-2000:]
+    assert os.waitstatus_to_exitcode(status) == 130
+    assert time.monotonic() - quit_at < 15
+    text = screen.decode("utf-8", "replace")
+    assert "job up" in text and "the job was stopped (commviz quit); exit code 130" in text
+    assert not _tagged(procs.tag)
+
+
+# ---- the auto-instrumentation in the job's Python processes -----------------------------
+
+PROBE = ("import sys, sitecustomize; print(getattr(sitecustomize, 'MARK', None)); "
+         "print(any(type(f).__name__ == '_Finder' for f in sys.meta_path)); "
+         "print('torch' in sys.modules)")
+
+
+def test_the_users_sitecustomize_still_runs_and_torch_is_not_imported(run, tmp_path):
+    (tmp_path / "sitecustomize.py").write_text("MARK = 'user sitecustomize ran'\n")
+    rc, out, err = run("--no-viewer", "--", PY, "-c", PROBE, env={"PYTHONPATH": str(tmp_path)})
+    assert rc == 0, err
+    assert out == ["user sitecustomize ran", "True", "False"]
+
+
+@pytest.mark.timeout(90)
+def test_a_job_whose_python_cannot_import_commviz_runs_unchanged(run, tmp_path):
+    broken = tmp_path / "zmq"  # as in a Python where commviz's dependencies are missing
+    broken.mkdir()
+    (broken / "__init__.py").write_text("raise ImportError('no zmq in this Python')\n")
+    code = (f"import sys; sys.path.insert(0, {str(tmp_path)!r}); "
+            "import torch, torch.distributed as dist; "
+            f"dist.init_process_group('gloo', init_method='tcp://127.0.0.1:{free_port()}', "
+            "rank=0, world_size=1); t = torch.ones(2); dist.all_reduce(t); "
+            "print('job done', t.tolist()); dist.destroy_process_group()")
+    rc, out, err = run("--no-viewer", "--", PY, "-c", code, timeout=80)
+    assert rc == 0, err
+    assert out == ["job done [1.0, 1.0]"]
+    assert any("commviz: this process is not instrumented (ImportError: no zmq" in line
+               for line in err), err
+
+
+# ---- the Job class, for a screen that shows the job's output ---------------------------
+
+def test_output_buffer_keeps_the_last_lines_and_says_what_is_new():
+    buf = OutputBuffer(maxlen=3)
+    for i in range(5):
+        buf.append("stdout", f"line {i}")
+    assert [(line.n, line.text) for line in buf.since(0)] == [(3, "line 2"), (4, "line 3"),
+                                                              (5, "line 4")]
+    assert [line.n for line in buf.since(4)] == [5]
+    assert buf.since(5) == [] and [line.text for line in buf.tail(1)] == ["line 4"]
+
+
+def test_captured_job_output_arrives_line_by_line_with_its_stream():
+    script = ("import sys; print('out 1'); print('err 1', file=sys.stderr); "
+              "sys.stdout.write('x' * 5000 + '\\n'); print('bar 10%\\rbar 100%'); sys.exit(4)")
+    job = Job([sys.executable, "-c", script], "tcp://127.0.0.1:1", capture=True)
+    try:
+        assert job.wait(30) == 4
+    finally:
+        job.close()
+    assert job.output is not None and job.log is not None
+    lines = [(line.stream, line.text) for line in job.output.since(0)]
+    assert ("stderr", "err 1") in lines
+    out = [text for stream, text in lines if stream == "stdout"]
+    assert out == ["out 1", "x" * 4096, "x" * 904, "bar 100%"]
+    assert job.log.read_text().count("\n") == 5
+    ranks = JobAsRanks(job)
+    assert ranks.poll() == [ranks] and ranks.poll() == []
+    assert ranks.failed() == [ranks] and ranks.returncode == 4
+    assert ranks.error_line() == "err 1"
+    ranks.cleanup_logs()
+    assert not job.log.exists()
+
+
+def test_stopping_a_captured_job_is_not_its_failure():
+    job = Job([sys.executable, "-c", "import time; time.sleep(60)"], None, capture=True)
+    ranks = JobAsRanks(job)
+    t0 = time.monotonic()
+    ranks.stop()
+    assert time.monotonic() - t0 < 10
+    assert job.returncode is not None and job.exit_code == 130
+    assert ranks.failed() == [] and ranks.running() == 0
+    job.cleanup()
+
+
+def test_a_killed_commviz_takes_the_job_with_it(procs):
+    """PR_SET_PDEATHSIG: a job whose commviz got SIGKILL gets SIGTERM."""
+    proc = procs.start("-m", "commviz", "run", "--no-viewer", "--", PY, "-c",
+                       "import time; print('job up', flush=True); time.sleep(60)")
+    try:
+        proc.wait_for(lambda line: line == "job up", 30)
+        job = _tagged(procs.tag)
+        proc.p.send_signal(signal.SIGKILL)
+        proc.p.wait(10)
+        deadline = time.monotonic() + 10
+        while any(_alive(p) for p in job) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not any(_alive(p) for p in job)
+    finally:
+        proc.kill_group()
