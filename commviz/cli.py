@@ -184,7 +184,7 @@ def _run(args: argparse.Namespace) -> int:
 
     try:
         run_app(session, ranks=JobAsRanks(job), title=f"run · {shlex.join(cmd)}"[:80],
-                lang=_lang(args))
+                lang=_lang(args), output=job.output)
     finally:
         job.stop()  # done by run_app already, unless it failed to start
     assert job.output is not None and job.exit_code is not None

@@ -1210,6 +1210,7 @@ _UI_PAIRS: dict[str, tuple[str, str]] = {
     "source not here": ("source not readable on this machine",
                         "código-fonte não legível nesta máquina"),
     "cost": ("Cost", "Custo"),
+    "job output": ("Job output", "Saída do job"),
     "time": ("time", "tempo"),
     "start": ("start", "início"),
     "took": ("took {}", "levou {}"),

@@ -587,3 +587,34 @@ def test_a_transfer_is_set_against_its_pairs_first_one_which_also_connected() ->
     assert f"The first transfer {pair[0]} → {pair[1]} took {first.time_ns / 1e6:.1f} ms" in text
     frame_of_first = type("F", (), {"instance": first, "step": 0})()
     assert "its time includes setting up" in render.phases(model, "en", frame_of_first).plain
+
+
+@sync
+async def test_a_jobs_output_has_a_panel_and_its_end_is_said_once() -> None:
+    from commviz.job import OutputBuffer
+
+    session = FakeSession()
+    session.feed(scripted_all_reduce(world=2))
+    output = OutputBuffer()
+    ranks = FakeRanks(world=1)
+    app = CommvizApp(session, ranks, "run", clock=session.clock,
+                     wall_ns=session.clock.wall_ns, output=output)
+    async with app.run_test(size=SIZE) as pilot:
+        output.append("stdout", "step 0 loss 2.31")
+        output.append("stderr", "a warning")
+        await frame(pilot)
+        assert app.query_one("#output").display
+        assert "step 0 loss 2.31" in panel(app, "#output") and "a warning" in panel(app, "#output")
+        output.append("stdout", "step 1 loss 1.97")
+        await frame(pilot)
+        assert list(app.query_one("#output", OpLog).lines)[-1] == "step 1 loss 1.97"
+        assert len(app.query_one("#output", OpLog).lines) == 3
+        ranks.end("job", 0)
+        ranks.stopped = True  # running() == 0: the job has ended
+        await frame(pilot)
+        await frame(pilot)
+        status = panel(app, "#status")
+        assert "the job finished" in status and status.count("the job has ended") == 1
+    demo = make_app(FakeSession())
+    async with demo.run_test(size=SIZE):
+        assert not demo.query_one("#output").display

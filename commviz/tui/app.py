@@ -7,6 +7,7 @@ mounted per event.
 from __future__ import annotations
 
 import functools
+import signal
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -71,12 +72,16 @@ class CommvizApp(App):
     def __init__(self, session: Any, ranks: Ranks | None = None, title: str = "",
                  clock: Any = time.monotonic, wall_ns: Any = time.time_ns,
                  lang: str = "en", controller: Controller | None = None,
-                 restart: Callable[[], Ranks] | None = None) -> None:
-        """``restart`` starts the demo's ranks again (the ``r`` key); None: not a demo."""
+                 restart: Callable[[], Ranks] | None = None, output: Any = None) -> None:
+        """``restart`` starts the demo's ranks again (the ``r`` key); None: not a demo.
+        ``output``: the job's output (``job.OutputBuffer``) when running one, shown in a panel.
+        """
         super().__init__()
         self.session, self.ranks, self.lang = session, ranks, lang
         self.controller = controller  # a demo's step gate; None when watching a job
         self._restart = restart
+        self._output, self._output_n = output, 0
+        self._ended = False
         self._view = self.NARROW_VIEWS[0]
         self.sub_title = self._title = title
         self._clock, self._wall_ns = clock, wall_ns
@@ -99,6 +104,7 @@ class CommvizApp(App):
                 yield Topology(Animator(self._clock, step_s=REPLAY_STEP_S), id="topology",
                                clock=self._clock)
                 yield OpLog(id="log")
+                yield OpLog(id="output")
                 yield Static(id="source")
             with Vertical(id="right"):
                 yield Static(id="stats")
@@ -124,6 +130,8 @@ class CommvizApp(App):
         self.query_one("#source").border_title = ui("source")
         self.query_one("#explain").border_title = ui("explanation")
         self.query_one("#status").border_title = "viewer"
+        self.query_one("#output").border_title = ui("job output")
+        self.screen.set_class(self._output is not None, "-job")
 
     def refresh_view(self) -> None:
         if not self.is_running:  # a frame timer tick can race the shutdown (run_test, Pilot)
@@ -175,7 +183,12 @@ class CommvizApp(App):
         lines = [text.instance_line(inst, self._t0) for inst in new]  # type: ignore[arg-type]
         if skipped > 0:  # faster than anyone can read: say how many lines were summed up
             lines.insert(0, f"… {skipped} more operations (statistics count every one)")
-        self.query_one(OpLog).write(*lines)
+        self.query_one("#log", OpLog).write(*lines)
+        if self._output is not None:
+            fresh = self._output.since(self._output_n)
+            if fresh:
+                self._output_n = fresh[-1].n
+                self.query_one("#output", OpLog).write(*(line.text for line in fresh))
         if not model.ranks:
             status += "\nwaiting for ranks to connect…"
         if self.controller is not None:
@@ -208,15 +221,19 @@ class CommvizApp(App):
         if self.ranks is None:
             return
         for rp in self.ranks.poll():
+            who = f"rank {rp.rank}" if isinstance(rp.rank, int) else f"the {rp.rank}"
             if rp.returncode:
-                msg = f"rank {rp.rank} failed (exit {rp.returncode}): {rp.error_line()}"
+                msg = f"{who} failed (exit {rp.returncode}): {rp.error_line()}"
                 self._events.append(msg)
                 self.notify(msg, severity="error", timeout=10)
             else:
-                self._events.append(f"rank {rp.rank} finished")
+                self._events.append(f"{who} finished")
         if self.ranks.failed() and self.ranks.running():
             self._events.append("stopping the other ranks")
             self.ranks.stop()
+        if self._output is not None and not self.ranks.running() and not self._ended:
+            self._ended = True  # the screen stays, to be read: q quits
+            self._events.append("the job has ended · q quits")
 
     async def action_quit(self) -> None:
         self.exit()
@@ -260,7 +277,7 @@ class CommvizApp(App):
         self._explained = self._replayed = None
         self._slow_at = float("-inf")
         self.query_one(Topology).restart()
-        self.query_one(OpLog).clear()
+        self.query_one("#log", OpLog).clear()
         self.ranks = self._restart()
         self.refresh_view()
 
@@ -328,14 +345,17 @@ def _height_key(renderable: Any) -> int | None:
 
 def run_app(session: Any, ranks: Ranks | None, title: str, lang: str,
             controller: Controller | None = None,
-            restart: Callable[[], Ranks] | None = None) -> int:
-    """Run the TUI until quit; always stops the ranks and closes the session (the caller
-    closes the controller, after the ranks are stopped)."""
-    app = CommvizApp(session, ranks, title, lang=lang, controller=controller, restart=restart)
+            restart: Callable[[], Ranks] | None = None, output: Any = None) -> int:
+    """Run the TUI until quit or SIGTERM; always stops the ranks and closes the session (the
+    caller closes the controller, after the ranks are stopped)."""
+    app = CommvizApp(session, ranks, title, lang=lang, controller=controller, restart=restart,
+                     output=output)
     session.start()
+    previous = signal.signal(signal.SIGTERM, lambda signo, frame: app.exit())
     try:
         app.run()
     finally:
+        signal.signal(signal.SIGTERM, previous)
         ranks = app.ranks  # a restart replaced them
         if ranks is not None:
             ranks.stop()
