@@ -108,6 +108,7 @@ class Emitter:
         self.addr = addr
         self._identity = identity  # callable -> (rank, world, backend, device) or None before init
         self.queue: collections.deque[list] = collections.deque()
+        self.phases: collections.deque[tuple[str, int, int, int]] = collections.deque()
         self.groups: dict[int, tuple[str, list[int]]] = {}
         self.sites: dict[int, tuple[str, int]] = {}
         self.dropped = 0
@@ -150,6 +151,7 @@ class Emitter:
                     continue
                 try:
                     self._flush(sock, final=False)
+                    self._flush_phases(sock)
                     if (time.monotonic() >= next_beat
                             and self._heartbeat(sock, telemetry) is not None):
                         next_beat = time.monotonic() + HEARTBEAT_S
@@ -158,6 +160,7 @@ class Emitter:
                     self._watching = []
             link.wait(CONNECT_WAIT_S / 4)
             self._flush(sock, final=True)
+            self._flush_phases(sock)
             ident = self._heartbeat(sock, telemetry)  # a short run may not have sent one yet
             if ident is not None:
                 self._send(sock, protocol.pack({"v": protocol.VERSION, "k": "bye",
@@ -203,6 +206,19 @@ class Emitter:
         for i in range(0, len(ready), protocol.MAX_BATCH):
             chunk = ready[i:i + protocol.MAX_BATCH]
             self._send(sock, self._encode(ident[0], chunk), len(chunk))
+
+    def _flush_phases(self, sock: zmq.Socket) -> None:
+        """Send the phases that ended since the last tick (dropped, uncounted, if none listens)."""
+        queue = self.phases
+        if not queue:
+            return
+        ident = self._identity()
+        if ident is None:
+            return
+        pop = queue.popleft
+        spans = [pop() for _ in range(len(queue))]
+        for i in range(0, len(spans), protocol.MAX_BATCH):
+            self._send(sock, protocol.encode_phases(ident[0], spans[i:i + protocol.MAX_BATCH]), 0)
 
     def _in_flight(self, running: list[list]) -> list[list]:
         """Snapshots (t_end == -1) of the records running for a while and not yet announced."""
