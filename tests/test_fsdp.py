@@ -4,11 +4,13 @@ with their real sizes, and training gives the same results as without commviz.""
 import json
 
 import torch
+import torch.distributed as dist
 from ranks import run_ranks
 from torch import nn
-from torch.distributed.fsdp import fully_shard
+from torch.distributed.fsdp import FullyShardedDataParallel, fully_shard
 
 import commviz
+from commviz import protocol
 from commviz.rank import hooks
 
 STEPS = 3
@@ -67,3 +69,32 @@ def test_every_all_gather_and_reduce_scatter_is_seen_with_its_size(tmp_path):
             (WORLD * shard, shard) for shard in shards for _ in range(STEPS))
         seen[rank] = [(r["seq"], r["op"], r["bytes_in"]) for r in recs]
     assert seen[0] == seen[1]
+
+
+def _fsdp1(rank, world):
+    torch.manual_seed(0)
+    module = nn.Sequential(nn.Linear(16, 64), nn.ReLU(), nn.Linear(64, 4))
+    # what FSDP1's sync_module_states does on GPUs (it refuses CPU parameters)
+    dist._broadcast_coalesced(dist.group.WORLD, [p.detach() for p in module.parameters()],
+                              1 << 20, 0)
+    model = FullyShardedDataParallel(module, device_id=torch.device("cpu"))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for _ in range(STEPS):
+        model(torch.randn(8, 16)).sum().backward()
+        opt.step()
+        opt.zero_grad()
+
+
+def test_fsdp1_on_cpu_is_seen_too():
+    run = run_ranks(_fsdp1, WORLD, timeout=120)
+    shard = (16 * 64 + 64 + 64 * 4 + 4) // WORLD * 4  # one flat parameter, split in two
+    for rank in range(WORLD):
+        recs = run.ops(rank)
+        sync = recs[0]  # a broadcast of the whole module, not DDP's
+        assert sync["op"] == "broadcast" and not sync["flags"] & protocol.FLAG_DDP
+        assert sync["bytes_in" if rank == 0 else "bytes_out"] == WORLD * shard
+        steps = [(r["op"], r["bytes_in"], r["bytes_out"]) for r in recs[1:]]
+        # on CPU FSDP1 gathers into a list; the root keeps its parameters for backward
+        gather = ("all_gather", shard, WORLD * shard)
+        scatter = ("reduce_scatter_single", WORLD * shard, shard)
+        assert steps == [gather, scatter] * STEPS, steps

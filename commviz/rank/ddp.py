@@ -9,7 +9,8 @@ while instrumented:
   the bucket), and records the bucket's all_reduce, flagged as DDP's;
 * a comm hook the program registers is wrapped, so that what it communicates is flagged;
 * ``dist._broadcast_coalesced`` (DDP's construction-time sync of parameters and buffers,
-  and its per-forward buffer broadcasts) is recorded as one broadcast per call.
+  its per-forward buffer broadcasts, FSDP1's ``sync_module_states``) is recorded as one
+  broadcast per call, flagged as DDP's when DDP made it.
 
 What stays out of sight (the reducer's own small collectives) is listed in docs/coverage.md.
 """
@@ -33,6 +34,7 @@ from .emitter import FLAGS, T_END
 _SKIP_DIRS = (os.path.dirname(torch.__file__) + os.sep,
               os.path.dirname(os.path.dirname(__file__)) + os.sep)
 _BROADCAST = protocol.OP_CODE["broadcast"]
+_DDP_FILE = sys.modules[DistributedDataParallel.__module__].__file__
 
 
 def install() -> list[tuple[Any, str, Any]]:
@@ -51,6 +53,14 @@ def _program_frame(frame: Any) -> Any:
     while frame is not None and frame.f_code.co_filename.startswith(_SKIP_DIRS):
         frame = frame.f_back
     return frame
+
+
+def _called_by_ddp(frame: Any) -> bool:
+    while frame is not None:
+        if frame.f_code.co_filename == _DDP_FILE:
+            return True
+        frame = frame.f_back
+    return False
 
 
 # ---- gradient buckets -----------------------------------------------------------------
@@ -152,11 +162,13 @@ def _broadcast_wrapper(orig: Any) -> Any:
         nb = sum(t.nbytes for t in tensors)
         root = info.ranks[src] if 0 <= src < len(info.ranks) else -1
         mine = root == describe.REG.me
-        frame = _program_frame(sys._getframe(1))
+        caller = sys._getframe(1)
+        frame = _program_frame(caller)
         rec = hooks._start(_BROADCAST, hooks._COLLECTIVE, protocol.NO_CODE, info, root,
                            nb if mine else 0, 0 if mine else nb,
                            tensors[0] if len(tensors) else None, False, hooks._site_id(frame))
-        rec[FLAGS] |= protocol.FLAG_DDP
+        if _called_by_ddp(caller):  # FSDP1's sync_module_states broadcasts this way too
+            rec[FLAGS] |= protocol.FLAG_DDP
         try:
             result = orig(process_group, tensors, buffer_size, src)
         except BaseException:
