@@ -29,9 +29,9 @@ def _model():
                          nn.Linear(64, 1))
 
 
-def _train(rank, ddp_kwargs, hook, set_to_none):
+def _train(rank, ddp_kwargs, hook, set_to_none, late=False):
     ddp = DDP(_model(), bucket_cap_mb=CAP_MB, **ddp_kwargs)
-    if hook is not None:
+    if hook is not None and not late:
         ddp.register_comm_hook(None, hook)
     opt = torch.optim.SGD(ddp.parameters(), lr=0.1)
     losses, buckets = [], []
@@ -40,6 +40,8 @@ def _train(rank, ddp_kwargs, hook, set_to_none):
         x, y = torch.randn(8, 16, generator=gen), torch.randn(8, 1, generator=gen)
         opt.zero_grad(set_to_none=set_to_none)
         loss = nn.functional.mse_loss(ddp(x), y)
+        if hook is not None and late and step == 0:  # after the first forward, as torch allows
+            ddp.register_comm_hook(None, hook)
         # the buckets this step's backward will reduce, as the reducer holds them
         buckets.append([b.buffer().nbytes for b in ddp.reducer._get_zeros_like_grad_buckets()])
         loss.backward()
@@ -48,12 +50,12 @@ def _train(rank, ddp_kwargs, hook, set_to_none):
     return [p.detach().clone() for p in ddp.parameters()], losses, buckets
 
 
-def _compare(rank, world, out, ddp_kwargs, hook, set_to_none):
+def _compare(rank, world, out, ddp_kwargs, hook, set_to_none, late=False):
     addr = hooks._EMITTER.addr
     commviz.uninstrument()
-    params0, losses0, _ = _train(rank, ddp_kwargs, hook, set_to_none)
+    params0, losses0, _ = _train(rank, ddp_kwargs, hook, set_to_none, late)
     commviz.instrument(addr)
-    params, losses, buckets = _train(rank, ddp_kwargs, hook, set_to_none)
+    params, losses, buckets = _train(rank, ddp_kwargs, hook, set_to_none, late)
     assert losses == losses0, (losses, losses0)
     assert all(torch.equal(a, b) for a, b in zip(params, params0)), "parameters differ"
     with open(f"{out}.{rank}", "w") as f:
@@ -65,13 +67,15 @@ CASES = {
     "static_graph": ({"static_graph": True}, None, True),
     "grad_as_bucket_view_kept": ({"gradient_as_bucket_view": True}, None, False),
     "user_hook": ({}, allreduce_hook, True),
+    "user_hook_after_first_forward": ({}, allreduce_hook, True, True),
 }
 
 
 @pytest.mark.parametrize(("case", "world"), [("default", 3), ("default", 2),
                                              ("static_graph", 3),
                                              ("grad_as_bucket_view_kept", 2),
-                                             ("user_hook", 2)])
+                                             ("user_hook", 2),
+                                             ("user_hook_after_first_forward", 2)])
 def test_one_flagged_all_reduce_per_bucket_and_unchanged_results(tmp_path, case, world):
     out = tmp_path / "ranks"
     run = run_ranks(_compare, world, str(out), *CASES[case], timeout=120)
@@ -89,7 +93,7 @@ def test_one_flagged_all_reduce_per_bucket_and_unchanged_results(tmp_path, case,
         assert len(info["buckets"][-1]) == 2 and all(r["async"] for r in reduces)
         assert all(r["t_end_ns"] >= r["t_start_ns"] for r in reduces)
         seen[rank] = [(r["seq"], r["op"], r["bytes_in"] + r["bytes_out"]) for r in ddp[1:]]
-        if case != "user_hook":  # the line that ran backward
+        if not case.startswith("user_hook"):  # the line that ran backward
             assert {r["file"] for r in reduces} == {__file__}, reduces[0]
     assert all(seen[r] == seen[0] for r in seen), seen  # the same instances on every rank
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 import os
 import sys
+import weakref
 from typing import Any
 
 import torch
@@ -67,12 +68,18 @@ def _called_by_ddp(frame: Any) -> bool:
 class _Default:
     """State of the stand-in for DDP's own reduction (the reducer keeps a reference)."""
 
-    __slots__ = ("group", "scale", "site")
+    __slots__ = ("group", "scale", "site", "hook", "hook_state", "__weakref__")
 
     def __init__(self, group: Any, site: int) -> None:
         self.group = group
         self.scale = 1.0 / group.size()
         self.site = site  # where the DDP model was built: the fallback call site
+        self.hook: Any = None  # a comm hook the program registered after the stand-in
+        self.hook_state: object = None
+
+
+# the DDP models whose reducer holds the stand-in, which the program's hook may replace
+_stand_ins: weakref.WeakKeyDictionary[Any, _Default] = weakref.WeakKeyDictionary()
 
 
 def _default_hook(state: _Default, bucket: Any) -> Any:
@@ -83,6 +90,8 @@ def _default_hook(state: _Default, bucket: Any) -> Any:
     gradient already in the bucket it divides in place instead). With a hook it copies
     exactly and leaves scaling to the hook: ``mul_`` by the same 1/world reproduces it.
     """
+    if state.hook is not None:
+        return state.hook(state.hook_state, bucket)
     buffer = bucket.buffer()
     buffer.mul_(state.scale)
     frame = _program_frame(sys._getframe(1))  # loss.backward(), where autograd runs here
@@ -114,14 +123,14 @@ def _init_wrapper(orig: Any) -> Any:
         handle = None
 
         def first_forward(module: Any, args: Any) -> None:
-            # A comm hook registered by now (any time before backward, torch says; commviz
-            # needs it before the first forward) is the program's: it is wrapped instead.
+            # Installed this late so that a comm hook registered before (a built-in C++
+            # one included) is left to DDP; one registered later replaces the stand-in.
             if hooks._ACTIVE is None:
                 return
             handle.remove()
             if not module._get_ddp_logging_data().get("comm_hook"):
-                dist._register_comm_hook(module.reducer, _Default(module.process_group, site),
-                                         _default_hook)
+                stand_in = _stand_ins[module] = _Default(module.process_group, site)
+                dist._register_comm_hook(module.reducer, stand_in, _default_hook)
 
         handle = self.register_forward_pre_hook(first_forward)
 
@@ -131,7 +140,16 @@ def _init_wrapper(orig: Any) -> Any:
 def _register_wrapper(orig: Any) -> Any:
     @functools.wraps(orig)
     def register_comm_hook(self: Any, state: object, hook: Any) -> None:
-        return orig(self, state, _flagged(hook))
+        stand_in = _stand_ins.pop(self, None)
+        if stand_in is None:
+            return orig(self, state, _flagged(hook))
+        # The reducer takes one hook and holds the stand-in: the program's hook goes inside
+        # it, after what DDP's register_comm_hook does besides registering.
+        self._check_comm_hook(hook)
+        self.logger._set_comm_hook_name(hook.__qualname__)
+        self._comm_hooks.append((hook, state))
+        stand_in.hook, stand_in.hook_state = _flagged(hook), state
+        return None
 
     return register_comm_hook
 

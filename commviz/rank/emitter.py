@@ -34,6 +34,7 @@ HEARTBEAT_S = 0.5
 SEND_HWM = 1000
 EXIT_LINGER_MS = 1000  # bounded wait at exit so the last batch can reach a live viewer
 CONNECT_WAIT_S = 2.0   # records are held, not dropped, while a first connection is under way
+PHASES_HELD = 65_536   # ended phases waiting to be sent; beyond this the oldest are dropped
 
 # Record layout: one mutable list per op, in protocol.COLUMNS order.
 ID, OP, PARENT, GID, SEQ, PEER, BYTES_IN, BYTES_OUT, DTYPE, FLAGS, T_START, T_END, SITE = range(13)
@@ -108,7 +109,9 @@ class Emitter:
         self.addr = addr
         self._identity = identity  # callable -> (rank, world, backend, device) or None before init
         self.queue: collections.deque[list] = collections.deque()
-        self.phases: collections.deque[tuple[str, int, int, int]] = collections.deque()
+        # bounded: a program may mark phases long before (or without) joining a process group
+        self.phases: collections.deque[tuple[str, int, int, int]] = collections.deque(
+            maxlen=PHASES_HELD)
         self.groups: dict[int, tuple[str, list[int]]] = {}
         self.sites: dict[int, tuple[str, int]] = {}
         self.dropped = 0
