@@ -42,8 +42,7 @@ def main(ctx):
             print(f"step {step}: loss {loss.item():.4f}", flush=True)
 
     # The slices must still add up to one model: every rank's full copy equals rank 0's.
-    # (full_tensor() gathers through functional collectives, which commviz does not see.)
-    mine = model[0].weight.full_tensor()
+    mine = model[0].weight.full_tensor()  # all-gathers the slices of one weight
     rank0 = mine.clone()
     dist.broadcast(rank0, src=0)
     ctx.check(torch.equal(mine, rank0), "slices assemble to the same model on every rank")

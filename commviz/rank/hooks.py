@@ -12,7 +12,8 @@ Two layers, so that every call is seen exactly once:
   arguments in torch's own frames.
 
 DistributedDataParallel runs its gradient all-reduces and broadcasts in C++, below both
-layers: ``ddp.py`` brings them into view through DDP's own comm hook API.
+layers: ``ddp.py`` brings them into view through DDP's own comm hook API. Functional
+collectives (DTensor's) also go below them: ``funcol.py`` wraps their Python entry points.
 
 A thread-local "current op" keeps nested calls (``send`` -> ``isend``, deprecated names
 forwarding to new ones) from being counted twice, and makes the inner transfers of object
@@ -81,7 +82,7 @@ class _State:
     def __init__(self) -> None:
         self.saved_functions: list[tuple[Any, str, Any]] = []
         self.saved_methods: list[tuple[str, Any]] = []
-        self.saved_ddp: list[tuple[Any, str, Any]] = []
+        self.saved_attributes: list[tuple[Any, str, Any]] = []  # ddp.py, funcol.py
 
 
 _ACTIVE: _State | None = None
@@ -128,9 +129,9 @@ def instrument(addr: str | None = None) -> None:
         if orig is not None:
             state.saved_methods.append((name, orig))
             setattr(dist.ProcessGroup, name, _pg_wrapper(orig))
-    from . import ddp  # torch.nn.parallel: imported only by a rank that instruments
+    from . import ddp, funcol  # torch.nn.parallel, DTensor's collectives: imported on use
 
-    state.saved_ddp = ddp.install()
+    state.saved_attributes = ddp.install() + funcol.install()
     phases.queue = _EMITTER.phases
     _ACTIVE = state
 
@@ -142,7 +143,7 @@ def uninstrument() -> None:
     if state is None:
         return
     phases.queue = None
-    for module, name, orig in reversed(state.saved_functions + state.saved_ddp):
+    for module, name, orig in reversed(state.saved_functions + state.saved_attributes):
         setattr(module, name, orig)
     for name, orig in state.saved_methods:
         setattr(dist.ProcessGroup, name, orig)
