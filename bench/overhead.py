@@ -5,9 +5,10 @@ exactly, so both use the same process, group and tensors), and each instrumented
 compared with its neighbouring raw block: the paired difference of their per-op medians
 cancels the drift of a noisy shared machine. Three settings: one rank (the hook's own cost,
 communication being nearly free), and two ranks with the viewer listening and with no
-viewer at all.
+viewer at all. Then a DDP training step, with DDP's own C++ reduction against commviz's
+comm hook that reproduces it and records every bucket.
 
-    python bench/overhead.py [--ops 60] [--rounds 150] [--size 4]
+    python bench/overhead.py [--ops 60] [--rounds 150] [--size 4] [--ddp-rounds 40]
 
 Wall-clock latency on a shared 2-core machine is noisy; CPU time per op is the steadier
 measure of what the hooks add.
@@ -23,6 +24,7 @@ import os
 import statistics
 import threading
 import time
+from typing import Any
 
 from commviz.launcher import free_port
 from commviz.viewer.transport import Receiver
@@ -64,6 +66,76 @@ def _rank(rank: int, world: int, port: int, addr: str, ops: int, rounds: int, si
             b["wall"].append(statistics.median(times) / 1e3)
             b["thread_cpu"].append((cpu1 - cpu0) / ops / 1e3)
             b["process_cpu"].append((proc1 - proc0) / ops / 1e3)
+    dist.destroy_process_group()
+    if rank == 0:
+        out.put(blocks)
+    hooks.flush_and_close()
+
+
+def _ddp_model(hidden: int) -> Any:
+    import torch
+    from torch import nn
+
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(hidden, hidden), nn.ReLU(), nn.Linear(hidden, hidden),
+                         nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU(), nn.Linear(hidden, 1))
+
+
+def _ddp_rank(rank: int, world: int, port: int, addr: str, steps: int, rounds: int,
+              hidden: int, out: mp.Queue) -> None:
+    """DDP training steps: a model built without commviz (DDP's C++ reduction) and the same
+    model built instrumented (commviz's comm hook), in alternating blocks."""
+    import torch
+    import torch.distributed as dist
+    from torch import nn
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    import commviz
+    from commviz.rank import hooks
+
+    torch.set_num_threads(1)  # as torchrun does with several ranks on one machine
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+                            world_size=world, timeout=datetime.timedelta(seconds=60))
+    commviz.instrument(addr)
+    commviz.uninstrument()
+    models = {"raw": DDP(_ddp_model(hidden))}
+    commviz.instrument(addr)
+    models["inst"] = DDP(_ddp_model(hidden))  # its comm hook is installed at its first forward
+    x, y = torch.randn(64, hidden), torch.randn(64, 1)
+    opts = {mode: torch.optim.SGD(m.parameters(), lr=1e-3) for mode, m in models.items()}
+
+    def step(mode: str) -> None:
+        loss = nn.functional.mse_loss(models[mode](x), y)
+        loss.backward()
+        opts[mode].step()
+        opts[mode].zero_grad()
+
+    for _ in range(5):  # warm both (and rebuild their buckets) while instrumented
+        step("inst")
+    commviz.uninstrument()
+    for _ in range(5):
+        step("raw")
+    clock = time.perf_counter_ns
+    blocks: dict[str, dict[str, list[float]]] = {
+        mode: {"wall": [], "thread_cpu": [], "process_cpu": []} for mode in ("raw", "inst")}
+    for r in range(rounds):
+        for mode in ("raw", "inst") if r % 2 == 0 else ("inst", "raw"):
+            if mode == "inst":
+                commviz.instrument(addr)
+            dist.barrier()
+            times = []
+            cpu0, proc0 = time.thread_time_ns(), time.process_time_ns()
+            for _ in range(steps):
+                t0 = clock()
+                step(mode)
+                times.append(clock() - t0)
+            cpu1, proc1 = time.thread_time_ns(), time.process_time_ns()
+            commviz.uninstrument()
+            time.sleep(0.02)
+            b = blocks[mode]
+            b["wall"].append(statistics.median(times) / 1e3)
+            b["thread_cpu"].append((cpu1 - cpu0) / steps / 1e3)
+            b["process_cpu"].append((proc1 - proc0) / steps / 1e3)
     dist.destroy_process_group()
     if rank == 0:
         out.put(blocks)
@@ -118,7 +190,7 @@ def hook_alone(calls: int = 200_000) -> tuple[float, float]:
     return result
 
 
-def measure(world: int, listening: bool, ops: int, rounds: int, size: int) -> dict:
+def measure(world: int, listening: bool, *args: Any, target: Any = _rank) -> dict:
     receiver = Receiver("tcp://127.0.0.1:*")
     addr = receiver.addr
     stop = threading.Event()
@@ -135,7 +207,7 @@ def measure(world: int, listening: bool, ops: int, rounds: int, size: int) -> di
     ctx = mp.get_context("fork")
     out = ctx.Queue()
     port = free_port()
-    procs = [ctx.Process(target=_rank, args=(r, world, port, addr, ops, rounds, size, out))
+    procs = [ctx.Process(target=target, args=(r, world, port, addr, *args, out))
              for r in range(world)]
     for p in procs:
         p.start()
@@ -155,18 +227,7 @@ def measure(world: int, listening: bool, ops: int, rounds: int, size: int) -> di
     return result
 
 
-def main() -> None:
-    p = argparse.ArgumentParser()
-    p.add_argument("--ops", type=int, default=60, help="ops per block")
-    p.add_argument("--rounds", type=int, default=150, help="raw/instrumented block pairs")
-    p.add_argument("--size", type=int, default=4, help="bytes per all_reduce")
-    args = p.parse_args()
-    print(f"all_reduce of {args.size} B on gloo/CPU, {args.rounds} pairs of {args.ops}-op "
-          f"blocks, {os.cpu_count()} cores. Per op: wall = median latency; thread cpu = CPU "
-          "of the calling thread (the hot path); process cpu = all threads (emitter too). "
-          "added = median of paired block differences.")
-    print(f"{'setting':<30} {'metric':<12} {'raw us':>9} {'instr us':>9} {'ratio':>7} "
-          f"{'added us':>9}")
+def all_reduce_cases(args: argparse.Namespace) -> None:
     raw_ns, hooked_ns = hook_alone()
     print(f"{'hook alone, no-op op':<30} {'thread_cpu':<12} {raw_ns / 1e3:>9.2f} "
           f"{hooked_ns / 1e3:>9.2f} {'':>7} {(hooked_ns - raw_ns) / 1e3:>9.2f}", flush=True)
@@ -178,6 +239,41 @@ def main() -> None:
             print(f"{label:<30} {metric:<12} {raw:>9.2f} {inst:>9.2f} {ratio:>7.3f} "
                   f"{added:>9.2f}", flush=True)
             label = ""
+
+
+def ddp_case(args: argparse.Namespace) -> None:
+    params = 3 * args.hidden * (args.hidden + 1) + args.hidden + 1
+    print(f"\nDDP training step, 2 ranks, 4 Linear layers of width {args.hidden} ({params:,} "
+          f"parameters, {params * 4 / 2**20:.1f} MiB of gradients, DDP's default buckets), "
+          f"batch 64, one intra-op thread per rank, {args.ddp_rounds} pairs of "
+          f"{args.ddp_steps}-step blocks. Per step, us:")
+    result = measure(2, True, args.ddp_steps, args.ddp_rounds, args.hidden, target=_ddp_rank)
+    label = "DDP step, viewer listening"
+    for metric, (raw, inst, ratio, added) in result.items():
+        print(f"{label:<30} {metric:<12} {raw:>9.2f} {inst:>9.2f} {ratio:>7.3f} "
+              f"{added:>9.2f}", flush=True)
+        label = ""
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--ops", type=int, default=60, help="ops per block")
+    p.add_argument("--rounds", type=int, default=150, help="raw/instrumented block pairs")
+    p.add_argument("--size", type=int, default=4, help="bytes per all_reduce")
+    p.add_argument("--ddp-rounds", type=int, default=40, help="raw/instrumented DDP block pairs")
+    p.add_argument("--ddp-steps", type=int, default=10, help="DDP training steps per block")
+    p.add_argument("--hidden", type=int, default=512, help="DDP model width (4 Linear layers)")
+    p.add_argument("--ddp-only", action="store_true", help="run the DDP case alone")
+    args = p.parse_args()
+    print(f"all_reduce of {args.size} B on gloo/CPU, {args.rounds} pairs of {args.ops}-op "
+          f"blocks, {os.cpu_count()} cores. Per op: wall = median latency; thread cpu = CPU "
+          "of the calling thread (the hot path); process cpu = all threads (emitter too). "
+          "added = median of paired block differences.")
+    print(f"{'setting':<30} {'metric':<12} {'raw us':>9} {'instr us':>9} {'ratio':>7} "
+          f"{'added us':>9}")
+    if not args.ddp_only:
+        all_reduce_cases(args)
+    ddp_case(args)
 
 
 if __name__ == "__main__":

@@ -4,14 +4,18 @@ In a rank process::
 
     import commviz
     commviz.instrument()   # reports to $COMMVIZ_ADDR (default tcp://127.0.0.1:5555)
+    with commviz.phase("backward"):   # optional: compute phases shown beside the traffic
+        loss.backward()
 
 Importing this package is cheap: torch is imported only when ``instrument()`` runs.
 """
 
 from __future__ import annotations
 
+from .rank.phases import phase
+
 __version__ = "0.1.0"
-__all__ = ["instrument", "uninstrument", "__version__"]
+__all__ = ["instrument", "phase", "uninstrument", "__version__"]
 
 
 def instrument(addr: str | None = None) -> None:

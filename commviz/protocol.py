@@ -4,7 +4,8 @@ Every ZeroMQ message is one msgpack map with ``v`` (the version) and ``k`` (the 
 
 * ``hb``: heartbeat with the rank's identity and a telemetry sample (about 2 Hz);
 * ``ops``: a columnar batch of operation records from one rank;
-* ``bye``: the rank is exiting normally.
+* ``bye``: the rank is exiting normally;
+* ``ph``: compute phases the program marked with ``commviz.phase(name)``.
 
 Op batches are columnar (each column one little-endian byte string) so that both sides
 stay cheap: the rank packs them off its hot path, the viewer decodes them with
@@ -15,7 +16,7 @@ human-readable description; this module is the reference. Never pickle.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgpack
 import numpy as np
@@ -60,6 +61,10 @@ FLAG_ASYNC = 1          # called with async_op=True, or isend/irecv
 FLAG_UNWAITED = 2       # async work dropped unobserved: t_end is when it was dropped
 FLAG_CUDA = 4           # CUDA tensors: times are host times of the call, not of the GPU work
 FLAG_FAILED = 8         # the call raised, or its work completed with an error
+FLAG_DDP = 16           # issued by DistributedDataParallel (its gradient buckets, its broadcasts)
+
+PHASE_NAME_MAX = 64     # characters of a phase's name
+PHASE_DEPTH_MAX = 255   # nesting depth of a phase
 
 # Columns of an ``ops`` batch: name -> numpy dtype. t_end == -1 marks an op still in flight
 # (sent when an op has run longer than one emitter tick; its completed record follows
@@ -130,7 +135,22 @@ class Bye:
     dropped: int
 
 
-Message = OpBatch | Heartbeat | Bye
+class PhaseSpan(NamedTuple):
+    """One completed compute phase on a rank: ``depth`` 0 is outermost on its thread."""
+
+    name: str
+    depth: int
+    t_start: int
+    t_end: int
+
+
+@dataclass(frozen=True)
+class Phases:
+    rank: int
+    spans: tuple[PhaseSpan, ...]
+
+
+Message = OpBatch | Heartbeat | Bye | Phases
 
 _TELEMETRY_KEYS = ("cpu_pct", "rss_bytes", "gpu_util_pct", "gpu_mem_used", "gpu_mem_total",
                    "gpu_power_w")
@@ -157,6 +177,8 @@ def decode(data: bytes) -> Message:
         return _decode_heartbeat(msg)
     if kind == "bye":
         return Bye(_rank(msg), _int(msg, "t_ns"), _int(msg, "dropped"))
+    if kind == "ph":
+        return _decode_phases(msg)
     raise ProtocolError(f"unknown message kind {kind!r}")
 
 
@@ -194,6 +216,27 @@ def _decode_heartbeat(msg: dict) -> Heartbeat:
         raise ProtocolError("rank must be below world")
     return Heartbeat(rank, world, _str(msg, "host"), _int(msg, "pid"), _str(msg, "backend"),
                      _str(msg, "device"), _int(msg, "t_ns"), _int(msg, "dropped"), telemetry)
+
+
+def encode_phases(rank: int, spans: list[tuple[str, int, int, int]]) -> bytes:
+    """Encode completed phases as ``[name, depth, t_start, t_end]`` rows."""
+    return pack({"v": VERSION, "k": "ph", "rank": rank, "spans": spans})
+
+
+def _decode_phases(msg: dict) -> Phases:
+    rows = msg.get("spans")
+    if not isinstance(rows, list) or not 0 < len(rows) <= MAX_BATCH:
+        raise ProtocolError(f"field 'spans' must be a list of 1..{MAX_BATCH} phases")
+    spans = []
+    for row in rows:
+        if not (isinstance(row, list) and len(row) == 4 and isinstance(row[0], str)
+                and 0 < len(row[0]) <= PHASE_NAME_MAX
+                and all(type(v) is int for v in row[1:])
+                and 0 <= row[1] <= PHASE_DEPTH_MAX and 0 <= row[2] <= row[3] < 1 << 63):
+            raise ProtocolError("each phase must be [name, depth, t_start, t_end], "
+                                "0 <= t_start <= t_end")
+        spans.append(PhaseSpan(*row))
+    return Phases(_rank(msg), tuple(spans))
 
 
 def _decode_ops(msg: dict) -> OpBatch:

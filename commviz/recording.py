@@ -2,7 +2,8 @@
 
 The first line is a header naming the format and its version. Then one line per event:
 ``rank`` (a rank's identity), ``tel`` (a telemetry sample), ``op`` (one completed operation
-on one rank), ``bye`` (a rank left normally) and a closing ``summary``. Writes are flushed
+on one rank), ``phase`` (one compute phase a rank marked), ``bye`` (a rank left normally)
+and a closing ``summary``. Writes are flushed
 at least once a second, so a killed viewer loses at most the last second.
 """
 
@@ -51,6 +52,11 @@ class Recorder:
             elif isinstance(msg, protocol.Bye):
                 self._write({"kind": "bye", "rank": msg.rank, "t_ns": msg.t_ns,
                              "dropped": msg.dropped})
+            elif isinstance(msg, protocol.Phases):
+                for span in msg.spans:
+                    self._write({"kind": "phase", "rank": msg.rank, "name": span.name,
+                                 "depth": span.depth, "t_start_ns": span.t_start,
+                                 "t_end_ns": span.t_end})
         self.maybe_flush()
 
     def maybe_flush(self) -> None:
@@ -88,7 +94,8 @@ def op_dicts(batch: protocol.OpBatch) -> list[dict[str, Any]]:
             "peer": None if peer < 0 else peer,
             "bytes_in": cols["bytes_in"][i], "bytes_out": cols["bytes_out"][i],
             "dtype": None if dtype == protocol.NO_CODE else dtypes[dtype],
-            "async": bool(flags & protocol.FLAG_ASYNC), "flags": flags,
+            "async": bool(flags & protocol.FLAG_ASYNC), "ddp": bool(flags & protocol.FLAG_DDP),
+            "flags": flags,
             "t_start_ns": cols["t_start"][i], "t_end_ns": cols["t_end"][i],
             "file": file, "line": line})
     return out
@@ -126,6 +133,9 @@ def read(path: str | Path) -> Iterator[protocol.Message]:
             elif kind == "rank":
                 yield protocol.Heartbeat(obj["rank"], obj["world"], obj["host"], obj["pid"],
                                          obj["backend"], obj["device"], 0, 0, {})
+            elif kind == "phase":
+                yield protocol.Phases(obj["rank"], (protocol.PhaseSpan(
+                    obj["name"], obj["depth"], obj["t_start_ns"], obj["t_end_ns"]),))
         yield from _batches(pending)
 
 

@@ -13,7 +13,7 @@ DEMOS = launcher.demos()
 # the op each demo is about: its records must reach the viewer
 OP = {"send_recv": "send", "isend_irecv": "isend", "batch_isend_irecv": "isend",
       "objects": "all_gather_object", "ring_allreduce": "isend", "pipeline": "send",
-      "all": "all_reduce"}
+      "all": "all_reduce", "ddp": "all_reduce", "fsdp": "reduce_scatter_single"}
 
 
 def _run_demo(rank, world, name, size):

@@ -10,6 +10,7 @@ CORE = ["commviz", "commviz.protocol", "commviz.bandwidth", "commviz.recording",
         "commviz.viewer.model", "commviz.viewer.transport", "commviz.viewer.session",
         "commviz.viewer.headless", "commviz.launcher", "commviz.job"]
 RANK_SIDE = ["commviz.rank.hooks", "commviz.rank.emitter", "commviz.rank.telemetry",
+             "commviz.rank.ddp", "commviz.rank.funcol", "commviz.rank.phases",
              "commviz.rank.runner"]
 
 

@@ -35,6 +35,7 @@ HEARTBEAT_S = 0.5
 SEND_HWM = 1000
 EXIT_LINGER_MS = 1000  # bounded wait at exit so the last batch can reach a live viewer
 CONNECT_WAIT_S = 2.0   # records are held, not dropped, while a first connection is under way
+PHASES_HELD = 65_536   # ended phases waiting to be sent; beyond this the oldest are dropped
 
 # Record layout: one mutable list per op, in protocol.COLUMNS order.
 ID, OP, PARENT, GID, SEQ, PEER, BYTES_IN, BYTES_OUT, DTYPE, FLAGS, T_START, T_END, SITE = range(13)
@@ -109,6 +110,9 @@ class Emitter:
         self.addr = addr
         self._identity = identity  # callable -> (rank, world, backend, device) or None before init
         self.queue: collections.deque[list] = collections.deque()
+        # bounded: a program may mark phases long before (or without) joining a process group
+        self.phases: collections.deque[tuple[str, int, int, int]] = collections.deque(
+            maxlen=PHASES_HELD)
         self.groups: dict[int, tuple[str, list[int]]] = {}
         self.sites: dict[int, tuple[str, int]] = {}
         self.dropped = 0
@@ -185,6 +189,7 @@ class Emitter:
                     continue
                 try:
                     self._flush(sock, final=False)
+                    self._flush_phases(sock)
                     if (time.monotonic() >= next_beat
                             and self._heartbeat(sock, telemetry) is not None):
                         next_beat = time.monotonic() + HEARTBEAT_S
@@ -193,6 +198,7 @@ class Emitter:
                     self._watching = []
             link.wait(CONNECT_WAIT_S / 4)
             self._flush(sock, final=True)
+            self._flush_phases(sock)
             ident = self._heartbeat(sock, telemetry)  # a short run may not have sent one yet
             if ident is not None:
                 self._send(sock, protocol.pack({"v": protocol.VERSION, "k": "bye",
@@ -238,6 +244,19 @@ class Emitter:
         for i in range(0, len(ready), protocol.MAX_BATCH):
             chunk = ready[i:i + protocol.MAX_BATCH]
             self._send(sock, self._encode(ident[0], chunk), len(chunk))
+
+    def _flush_phases(self, sock: zmq.Socket) -> None:
+        """Send the phases that ended since the last tick (dropped, uncounted, if none listens)."""
+        queue = self.phases
+        if not queue:
+            return
+        ident = self._identity()
+        if ident is None:
+            return
+        pop = queue.popleft
+        spans = [pop() for _ in range(len(queue))]
+        for i in range(0, len(spans), protocol.MAX_BATCH):
+            self._send(sock, protocol.encode_phases(ident[0], spans[i:i + protocol.MAX_BATCH]), 0)
 
     def _in_flight(self, running: list[list]) -> list[list]:
         """Snapshots (t_end == -1) of the records running for a while and not yet announced."""

@@ -11,6 +11,10 @@ Two layers, so that every call is seen exactly once:
   ``batch_isend_irecv`` check them by identity. These find the API function and its
   arguments in torch's own frames.
 
+DistributedDataParallel runs its gradient all-reduces and broadcasts in C++, below both
+layers: ``ddp.py`` brings them into view through DDP's own comm hook API. Functional
+collectives (DTensor's) also go below them: ``funcol.py`` wraps their Python entry points.
+
 A thread-local "current op" keeps nested calls (``send`` -> ``isend``, deprecated names
 forwarding to new ones) from being counted twice, and makes the inner transfers of object
 collectives records of their own with ``parent`` set.
@@ -34,7 +38,7 @@ from torch.distributed import distributed_c10d as c10d
 
 from .. import protocol
 from ..protocol import FLAG_ASYNC, FLAG_CUDA, FLAG_FAILED, FLAG_UNWAITED, OBJECT_OPS, OP_CODE
-from . import describe
+from . import describe, phases
 from .describe import REG, GroupInfo
 from .emitter import BYTES_IN, BYTES_OUT, DEFAULT_ADDR, FLAGS, OP, PEER, SEQ, T_END, Emitter
 
@@ -52,9 +56,15 @@ PG_METHODS = ("allreduce", "allgather", "all_gather_single", "reduce_scatter",
               "monitored_barrier")
 _NO_CODE = protocol.NO_CODE
 _OP_CODE = OP_CODE
+_FLAG_DDP = protocol.FLAG_DDP
 _DTYPE_CODES = describe._DTYPE_CODES
 _RECV_CODES = frozenset(OP_CODE[n] for n in protocol.RECVS)
 _time_ns = time.time_ns
+_get_ident = threading.get_ident
+# the unpatched all_reduce, for the records made here on DDP's behalf
+_all_reduce = c10d.all_reduce
+# threads running a DDP comm hook: what they communicate is flagged as DDP's
+_in_ddp_hook: set[int] = set()
 
 
 class _ThreadState(threading.local):
@@ -72,6 +82,7 @@ class _State:
     def __init__(self) -> None:
         self.saved_functions: list[tuple[Any, str, Any]] = []
         self.saved_methods: list[tuple[str, Any]] = []
+        self.saved_attributes: list[tuple[Any, str, Any]] = []  # ddp.py, funcol.py
 
 
 _ACTIVE: _State | None = None
@@ -118,6 +129,10 @@ def instrument(addr: str | None = None) -> None:
         if orig is not None:
             state.saved_methods.append((name, orig))
             setattr(dist.ProcessGroup, name, _pg_wrapper(orig))
+    from . import ddp, funcol  # torch.nn.parallel, DTensor's collectives: imported on use
+
+    state.saved_attributes = ddp.install() + funcol.install()
+    phases.queue = _EMITTER.phases
     _ACTIVE = state
 
 
@@ -127,7 +142,8 @@ def uninstrument() -> None:
     state, _ACTIVE = _ACTIVE, None
     if state is None:
         return
-    for module, name, orig in reversed(state.saved_functions):
+    phases.queue = None
+    for module, name, orig in reversed(state.saved_functions + state.saved_attributes):
         setattr(module, name, orig)
     for name, orig in state.saved_methods:
         setattr(dist.ProcessGroup, name, orig)
@@ -232,6 +248,7 @@ def _names(inner: str, apis: list[Any]) -> tuple[str, str | None]:
 
 # ---- records ---------------------------------------------------------------------------
 _COLLECTIVE, _SEND, _RECV = 0, 1, 2
+_ALL_REDUCE = _OP_CODE["all_reduce"]
 _KIND = {name: _SEND if name in protocol.SENDS else _RECV if name in protocol.RECVS
          else _COLLECTIVE for name in protocol.OPS}
 
@@ -250,6 +267,8 @@ def _start(op_code: int, kind: int, parent_code: int, info: GroupInfo, peer: int
     else:
         seq = _p2p_received[peer] = _p2p_received.get(peer, 0) + 1
     flags = FLAG_ASYNC if async_op else 0
+    if _in_ddp_hook and _get_ident() in _in_ddp_hook:
+        flags |= _FLAG_DDP
     if tensor is None:
         dtype = _NO_CODE
     else:
@@ -276,6 +295,44 @@ def _start_named(op: str, parent: str | None, info: GroupInfo, peer: int, b_in: 
     """_start for the less travelled paths, where the op's name is found at call time."""
     return _start(_OP_CODE[op], _KIND[op], _NO_CODE if parent is None else _OP_CODE[parent],
                   info, peer, b_in, b_out, tensor, async_op, site)
+
+
+def ddp_all_reduce(tensor: Any, group: Any, site: int) -> Any:
+    """Sum one DDP gradient bucket across ``group``, as DDP's reducer does, and record it.
+
+    Returns the future DDP expects from a comm hook (its value: the bucket). The record is
+    timed by the future, so it ends when gloo/NCCL has finished, not when backward does.
+    """
+    info = describe.group_info(group) if _ACTIVE is not None else None
+    if info is None or not info.member:
+        return _all_reduce(tensor, group=group, async_op=True).get_future().then(_bucket)
+    nb = tensor.nbytes
+    rec = _start(_ALL_REDUCE, _COLLECTIVE, _NO_CODE, info, -1, nb, nb, tensor, True, site)
+    rec[FLAGS] |= _FLAG_DDP
+    tls = _tls
+    current, tls.current = tls.current, "all_reduce"  # the ProcessGroup layer: not again
+    try:
+        work = _all_reduce(tensor, group=group, async_op=True)
+    except BaseException:
+        _finish(rec, failed=True)
+        raise
+    finally:
+        tls.current = current
+    return work.get_future().then(functools.partial(_bucket_done, rec))
+
+
+def _bucket(fut: Any) -> Any:
+    return fut.value()[0]
+
+
+def _bucket_done(rec: list, fut: Any) -> Any:
+    try:
+        value = fut.value()[0]
+    except BaseException:
+        _finish(rec, failed=True)
+        raise
+    rec[T_END] = _time_ns()
+    return value
 
 
 def _resolve_source(rec: list, source: int) -> None:

@@ -39,6 +39,7 @@ PENDING_MAX = 1_000_000
 RECENT_MAX = 2_000
 SEGMENTS_MAX = 2_000  # completed ops kept per rank for the timeline
 SAMPLES_MAX = 100_000
+PHASES_MAX = 2_000  # compute phases kept per rank
 TELEMETRY_MAX = 240
 
 _ROW_FIELDS = ("rank", "id", "op", "parent", "gkey", "seq", "peer", "bytes_in", "bytes_out",
@@ -90,6 +91,7 @@ class Instance:
     parent: str | None
     root: int | None = None  # global rank of a rooted collective's root
     site: tuple[str, int] | None = None  # the program's file and line that made the call
+    ddp: bool = False  # issued by DistributedDataParallel (a gradient bucket, a broadcast)
 
     @property
     def time_ns(self) -> int:
@@ -174,6 +176,7 @@ class Model:
         self._lanes: dict[int, tuple[np.ndarray, int]] = {}
         # per rank: the latest t_end of a segment dropped from its lane (older is not shown)
         self.lane_horizon: dict[int, int] = {}
+        self._phases: dict[int, collections.deque[protocol.PhaseSpan]] = {}
 
     # ---- messages -------------------------------------------------------------------
     def apply(self, messages: Iterable[protocol.Message]) -> None:
@@ -187,6 +190,12 @@ class Model:
             elif isinstance(msg, protocol.Bye):
                 state = self._rank(msg.rank)
                 state.exited, state.dropped, state.last_seen = True, msg.dropped, self.clock()
+            elif isinstance(msg, protocol.Phases):
+                self._rank(msg.rank).last_seen = self.clock()
+                spans = self._phases.get(msg.rank)
+                if spans is None:
+                    spans = self._phases[msg.rank] = collections.deque(maxlen=PHASES_MAX)
+                spans.extend(msg.spans)
         if batches:
             rows = {k: np.concatenate([b[k] for b in batches]) for k in _ROW_FIELDS}
             self._apply_rows(rows)
@@ -224,6 +233,20 @@ class Model:
                 keep &= lane[:, 1] <= until_ns
             lane = lane[keep]
             out[rank] = lane[np.argsort(lane[:, 1], kind="stable")]
+        return out
+
+    def phases(self, since_ns: int, until_ns: int | None = None
+               ) -> dict[int, list[protocol.PhaseSpan]]:
+        """Every rank's compute phases (``commviz.phase``) overlapping [since_ns, until_ns],
+        by start time; the last PHASES_MAX per rank are kept. Ranks without phases are absent.
+
+        A span's ``depth`` is its nesting level on the rank's thread (0: outermost).
+        """
+        out = {}
+        for rank, spans in sorted(self._phases.items()):
+            out[rank] = sorted((s for s in spans if s.t_end >= since_ns
+                                and (until_ns is None or s.t_start <= until_ns)),
+                               key=lambda s: (s.t_start, s.depth))
         return out
 
     # ---- internals --------------------------------------------------------------------
@@ -339,7 +362,7 @@ class Model:
         self._record(rows["op"][heads], rows["gkey"][heads], rows["seq"][heads],
                      n[complete], size, first, last, end, rows["dtype"][heads],
                      rows["parent"][heads], rows["peer"][heads], rows["site"][heads],
-                     transfers=None)
+                     rows["flags"][heads], transfers=None)
         member = np.repeat(complete, counts)
         self._note_segments(rows["rank"][member], rows["op"][member], rows["t_start"][member],
                             np.repeat(last_all, counts)[member], rows["t_end"][member])
@@ -369,7 +392,8 @@ class Model:
                          np.maximum(rows["t_start"][send_i], rows["t_start"][recv_i]),
                          np.maximum(rows["t_end"][send_i], rows["t_end"][recv_i]),
                          rows["dtype"][send_i], rows["parent"][send_i],
-                         np.full(len(recv_i), -1), rows["site"][send_i], transfers=pairs)
+                         np.full(len(recv_i), -1), rows["site"][send_i], rows["flags"][send_i],
+                         transfers=pairs)
             both = np.r_[recv_i, send_i]
             ready = np.maximum(rows["t_start"][send_i], rows["t_start"][recv_i])
             self._note_segments(rows["rank"][both], rows["op"][both], rows["t_start"][both],
@@ -378,7 +402,7 @@ class Model:
         return self._bounded(_take(rows, keep))
 
     def _record(self, ops, gkeys, seqs, ns, sizes, first, last, end, dtypes, parents, roots,
-                sites, transfers) -> None:
+                sites, flags, transfers) -> None:
         count = len(ops)
         if transfers is None:
             self.instances += count
@@ -406,9 +430,10 @@ class Model:
         collect = self.new_instances is not None
         tail = slice(None) if collect else slice(-RECENT_MAX, None)
         made = []
-        for i, (op, seq, size, f, la, e, dt, par, root, site) in enumerate(zip(
+        ddp = (flags & protocol.FLAG_DDP) != 0
+        for i, (op, seq, size, f, la, e, dt, par, root, site, by_ddp) in enumerate(zip(
                 *(a[tail].tolist() for a in (ops, seqs, sizes, first, last, end, dtypes,
-                                             parents, roots, sites)))):
+                                             parents, roots, sites, ddp)))):
             if transfers is None:
                 group = self.groups[int(gkeys[tail][i])][1]
             else:
@@ -416,7 +441,7 @@ class Model:
             made.append(Instance(protocol.OPS[op], group, seq, size, f, la, e,
                                  None if dt == protocol.NO_CODE else protocol.DTYPES[dt],
                                  None if par == protocol.NO_CODE else protocol.OPS[par],
-                                 None if root < 0 else root, self.sites[site]))
+                                 None if root < 0 else root, self.sites[site], by_ddp))
         made.sort(key=lambda inst: inst.t_end)
         self.recent.extend(made)
         if collect:

@@ -22,6 +22,8 @@ def instance_line(inst: Instance, t0_ns: int) -> str:
         who = ",".join(map(str, inst.group)) if len(inst.group) <= 6 else \
             f"{len(inst.group)} ranks"
     parent = f"  (in {inst.parent})" if inst.parent else ""
+    if inst.ddp:
+        parent += "  (by DDP)"
     return (f"{when:8.3f}s  {inst.op:<14} {who:<9} #{inst.seq:<5} "
             f"{human_bytes(inst.size):>9}  time {inst.time_ns / 1e3:8.1f} us  "
             f"skew {inst.skew_ns / 1e3:7.1f} us{parent}")
