@@ -260,3 +260,22 @@ def test_widget_draws_the_sessions_lanes() -> None:
             assert all(len(line) == 83 for line in shown(timeline))
 
     asyncio.run(run())
+
+
+def test_compute_phases_get_a_line_under_their_ranks_lane_on_the_same_axis():
+    from commviz.protocol import PhaseSpan
+    from commviz.tui.timeline import lane_runs, phase_colour
+
+    seg = Segment("all_reduce", T0_NS + 3 * S // 4, T0_NS + 3 * S // 4, T0_NS + S)
+    phases = {0: [PhaseSpan("step", 0, T0_NS, T0_NS + 2 * S),
+                  PhaseSpan("forward", 1, T0_NS, T0_NS + S // 4),
+                  PhaseSpan("backward", 1, T0_NS + S // 4, T0_NS + S)]}
+    lines = lane_runs({0: [seg], 1: [seg]}, [], T0_NS, T0_NS + 2 * S, 43, phases=phases)
+    text = ["".join(chars for chars, _ in runs) for runs in lines]
+    assert len(text) == 4  # r0, its phases, r1 (no phases), the axis
+    assert text[0].startswith("r0") and text[2].startswith("r1")
+    # 40 columns for 2 s: forward 0-5, backward 5-20 (the all_reduce, columns 15-20, overlaps
+    # its end), then the rest of the outer step; inner phases are drawn over outer ones
+    assert text[1] == "   forwabackward" + "─" * 27
+    styles = {style for chars, style in lines[1] if chars.strip()}
+    assert phase_colour("forward") in styles and phase_colour("backward") in styles

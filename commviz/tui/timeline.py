@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -26,6 +27,7 @@ from textual.strip import Strip
 from textual.widget import Widget
 
 from .. import protocol
+from ..protocol import PhaseSpan
 from ..viewer.model import InFlight, Model, Segment
 
 WAIT, SOLID, UNKNOWN = "░", "█", "·"
@@ -68,9 +70,12 @@ def render_lanes(segments_by_rank: Mapping[int, Lane], inflight: Iterable[InFlig
 
 def lane_runs(segments_by_rank: Mapping[int, Lane], inflight: Iterable[InFlight],
               t0_ns: int, t1_ns: int, width: int,
-              horizon: Mapping[int, int] | None = None) -> list[list[tuple[str, str]]]:
+              horizon: Mapping[int, int] | None = None,
+              phases: Mapping[int, Sequence[PhaseSpan]] | None = None
+              ) -> list[list[tuple[str, str]]]:
     """``render_lanes`` as runs of (characters, style name), each line at most ``width``:
-    what the widget turns into segments without building rich Text."""
+    what the widget turns into segments without building rich Text. A rank with compute
+    phases (``commviz.phase``) gets a line of them under its lane, on the same time axis."""
     running: dict[int, list[InFlight]] = {}
     for op in inflight:
         running.setdefault(op.rank, []).append(op)
@@ -86,8 +91,37 @@ def lane_runs(segments_by_rank: Mapping[int, Lane], inflight: Iterable[InFlight]
             runs += _lane(segments_by_rank.get(rank, ()), running.get(rank, ()), t0_ns, t1_ns,
                           lane_w, cutoff)
         lines.append(_cut(runs, width))
+        if phases and phases.get(rank) and lane_w:
+            lines.append(_cut([(" " * label_w, ""),
+                               *_phase_runs(phases[rank], t0_ns, t1_ns, lane_w)], width))
     lines.append(_cut([(" " * label_w + _axis(t1_ns - t0_ns, lane_w), "dim")], width))
     return lines
+
+
+PHASE_COLOURS = ("blue", "magenta", "dark_orange", "cyan", "green", "red")
+
+
+def phase_colour(name: str) -> str:
+    """The same colour for a phase name on every rank and every frame."""
+    return PHASE_COLOURS[sum(map(ord, name)) % len(PHASE_COLOURS)]
+
+
+def _phase_runs(spans: Sequence[PhaseSpan], t0: int, t1: int,
+                width: int) -> list[tuple[str, str]]:
+    """Each phase as its name then a rule over its columns; inner phases drawn over outer."""
+    cells = [(" ", "")] * width
+    scale = width / (t1 - t0)
+    for span in sorted(spans, key=lambda sp: sp.depth):
+        a = max(0, int((span.t_start - t0) * scale))
+        b = min(width, max(a + 1, math.ceil((span.t_end - t0) * scale)))
+        if a >= width or b <= 0:
+            continue
+        label = (span.name + "─" * (b - a))[:b - a] if span.t_start >= t0 else "─" * (b - a)
+        style = phase_colour(span.name)
+        cells[a:b] = [(ch, style) for ch in label]
+    return [("".join(ch for ch, _ in run), style)
+            for style, run in ((st, list(g)) for st, g in
+                               itertools.groupby(cells, key=lambda c: c[1]))]
 
 
 def _cut(runs: list[tuple[str, str]], width: int) -> list[tuple[str, str]]:
@@ -191,6 +225,7 @@ class _Frame:
     horizon: dict[int, int]
     t0_ns: int
     t1_ns: int
+    phases: dict[int, list[PhaseSpan]]
 
 
 class Timeline(Widget):
@@ -220,7 +255,7 @@ class Timeline(Widget):
         since = now_ns - int(self.window_s * 1e9)
         rows = self._rows()
         self._frame = _Frame(model.lanes(since, now_ns), list(model.inflight.values()),
-                             dict(model.lane_horizon), since, now_ns)
+                             dict(model.lane_horizon), since, now_ns, model.phases(since, now_ns))
         self._version += 1
         self.refresh(layout=self._rows() != rows)
 
@@ -228,10 +263,12 @@ class Timeline(Widget):
         return self._rows()
 
     def _rows(self) -> int:
-        """A lane per rank and the axis."""
+        """A lane per rank, a line of phases under those that have some, and the axis."""
         if self._frame is None:
             return 1
-        return len(set(self._frame.segments) | {op.rank for op in self._frame.inflight}) + 1
+        f = self._frame
+        ranks = set(f.segments) | {op.rank for op in f.inflight}
+        return len(ranks) + sum(1 for r in ranks if f.phases.get(r)) + 1
 
     def render_line(self, y: int) -> Strip:
         width = self.size.width
@@ -244,7 +281,8 @@ class Timeline(Widget):
         key = (self._version, width, self.rich_style)  # a new theme: redraw
         if self._cached is None or self._cached[0] != key:
             f = self._frame
-            lines = lane_runs(f.segments, f.inflight, f.t0_ns, f.t1_ns, width, f.horizon)
+            lines = lane_runs(f.segments, f.inflight, f.t0_ns, f.t1_ns, width, f.horizon,
+                              f.phases)
             base = self.rich_style
             strips = [Strip([RichSegment(chars, _style(base, name)) for chars, name in runs])
                       .extend_cell_length(width, base) for runs in lines]
