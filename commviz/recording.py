@@ -2,7 +2,8 @@
 
 The first line is a header naming the format and its version. Then one line per event:
 ``rank`` (a rank's identity), ``tel`` (a telemetry sample), ``op`` (one completed operation
-on one rank), ``bye`` (a rank left normally) and a closing ``summary``. Writes are flushed
+on one rank), ``bye`` (a rank left normally), ``diag`` (a finding of the live diagnosis) and
+a closing ``summary``. Writes are flushed
 at least once a second, so a killed viewer loses at most the last second.
 """
 
@@ -51,6 +52,12 @@ class Recorder:
             elif isinstance(msg, protocol.Bye):
                 self._write({"kind": "bye", "rank": msg.rank, "t_ns": msg.t_ns,
                              "dropped": msg.dropped})
+        self.maybe_flush()
+
+    def write_findings(self, findings: Iterable[Any]) -> None:
+        """One ``diag`` line per finding (``commviz.viewer.diagnose.Finding.record()``)."""
+        for finding in findings:
+            self._write(finding.record())
         self.maybe_flush()
 
     def maybe_flush(self) -> None:
