@@ -13,7 +13,8 @@ Thresholds and why:
 * straggler: a rank is late at an instance when it arrives last by more than
   max(10 ms, 2 x the op's own median transfer time, 3 x its jitter (p90 - p50)): the jitter
   of a loaded 2-core machine is a few ms, so only a real lag stands out. Named after it was
-  late 3 instances in a row (a single late arrival is noise), cleared after 3 on time.
+  late 3 instances in a row (a single late arrival is noise); once named, cleared only after
+  3 instances in a row on time, so a rank late most of the time does not flicker.
 * hang: an instance entered by some ranks and not others for more than 1 s (5x the longest
   waits a healthy demo shows on a loaded machine), while someone still waits in it or failed
   in it; the same for a send or receive whose counterpart never came; cycles of such waits
@@ -214,9 +215,9 @@ class Diagnosis:
     def _arrival(self, gkey: int, op: str, seq: int, last: int, lateness: int, waited: int,
                  threshold: float) -> None:
         s = self._streaks.setdefault(gkey, _Streak())
-        if lateness <= threshold:
+        if lateness <= threshold:  # on time: breaks a streak; clears a named one after 3
             s.on_time += 1
-            if s.on_time >= STRAGGLER_CLEAR:
+            if s.late < STRAGGLER_AFTER or s.on_time >= STRAGGLER_CLEAR:
                 self._streaks[gkey] = _Streak()
             return
         if s.rank != last:
