@@ -153,7 +153,19 @@ def test_hang_names_op_group_seq_inside_and_missing_with_what_they_do():
     assert diag.findings() == []
 
 
-def test_hang_says_which_op_the_missing_rank_is_in():
+def test_a_rank_never_heard_from_is_not_called_missing():
+    clock = FakeClock()
+    model = Model(clock)
+    diag = Diagnosis(model, wall_ns=clock.wall_ns)
+    model.apply([heartbeat(r, 4) for r in range(3)])  # rank 3's first reports are late
+    model.apply([_in_flight(r, 1, 0) for r in range(3)])
+    _tick(clock, model, 1.5, ranks=range(3))
+    assert diag.update() == []
+    model.apply([heartbeat(3, 4)])
+    assert _types(diag.update()) == [("hang", (3,), (0, 1, 2, 3), 1)]
+
+
+def test_ranks_all_inside_with_different_ops_is_a_mismatch_not_a_hang():
     clock, model, diag = _setup()
     model.apply([_in_flight(r, 1, 0) for r in (0, 1)])
     model.apply([_in_flight(2, 1, 10, op="barrier", nbytes=0, dtype=None),

@@ -322,7 +322,9 @@ class Diagnosis:
         waits: dict[int, set[int]] = {}  # rank -> ranks it waits on, for deadlock cycles
         for (gkey, seq), entries in unmatched.items():
             group = self.model.groups[gkey][1]
-            missing = tuple(r for r in group if r not in entries)
+            # a rank never heard from is not missing: its reports are (a viewer started late,
+            # a first connection still under way); only ranks whose reports are current are
+            missing = tuple(r for r in group if r not in entries and r in self.model.ranks)
             if not missing or not any(e.waiting or e.failed for e in entries.values()):
                 continue
             first = min(e.t_start for e in entries.values())
