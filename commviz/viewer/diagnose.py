@@ -191,8 +191,9 @@ class Diagnosis:
         waited = counts * t0[last_i] - np.add.reduceat(t0, starts)
         transfer = np.maximum.reduceat(rows["t_end"], starts) - t0[last_i]
         failed = np.logical_or.reduceat((rows["flags"] & protocol.FLAG_FAILED) > 0, starts)
-        sizes = self._row_sizes(rows)[starts]
-        self._check_uniform(rows, starts, counts)
+        row_sizes = self._row_sizes(rows)
+        sizes = row_sizes[starts]
+        self._check_uniform(rows, row_sizes, starts, counts)
         keep = multi & ~failed
         gk, op, seq = rows["gkey"][starts], rows["op"][starts], rows["seq"][starts]
         for g in np.unique(gk[keep]).tolist():
@@ -228,12 +229,12 @@ class Diagnosis:
         s.waited_ns += waited
         s.op, s.seq = op, seq
 
-    def _check_uniform(self, rows: dict[str, np.ndarray], starts: np.ndarray,
-                       counts: np.ndarray) -> None:
+    def _check_uniform(self, rows: dict[str, np.ndarray], sizes: np.ndarray,
+                       starts: np.ndarray, counts: np.ndarray) -> None:
         """Note matched instances whose ranks disagree on op, dtype or size."""
         head = np.repeat(starts, counts)
         differs = (rows["op"] != rows["op"][head]) | (rows["dtype"] != rows["dtype"][head])
-        differs |= _sized(rows["op"]) & (self._row_sizes(rows) != self._row_sizes(rows)[head])
+        differs |= _sized(rows["op"]) & (sizes != sizes[head])
         bad = np.logical_or.reduceat(differs, starts)
         now, wall = self.model.clock(), self.wall_ns()
         for i in np.flatnonzero(bad).tolist():
@@ -242,7 +243,7 @@ class Diagnosis:
             entries = {r: _Entry(r, protocol.OPS[o], sz, _dtype(d), t, False, False)
                        for r, o, sz, d, t in zip(rows["rank"][sl].tolist(),
                                                  rows["op"][sl].tolist(),
-                                                 self._row_sizes(rows)[sl].tolist(),
+                                                 sizes[sl].tolist(),
                                                  rows["dtype"][sl].tolist(),
                                                  rows["t_start"][sl].tolist())}
             f = self._mismatch_finding(gkey, seq, entries, now, wall)
