@@ -1,7 +1,8 @@
 """Pure diagnosis tests: scripted messages and a frozen clock in, findings out.
 
-Times: FakeClock's monotonic seconds drive heartbeats and the model's last_seen; its wall_ns
-is the diagnosis' wall clock, which record times (t_start, wall ns) are compared with.
+Times: FakeClock's monotonic seconds are the model's clock (last_seen, when an in-flight
+record arrived, how long a wait lasted); its wall_ns stamps the findings. Record times
+(t_start, t_end: the ranks' wall clocks) only matter between ranks (who arrived last).
 """
 
 import json
@@ -54,8 +55,9 @@ def _types(found):
     return [(f.type, f.ranks, f.group, f.seq) for f in found]
 
 
-def test_the_heartbeat_period_is_the_emitters():
+def test_the_heartbeat_period_and_announce_delay_are_the_emitters():
     assert diagnose.HEARTBEAT_S == emitter.HEARTBEAT_S
+    assert diagnose.ANNOUNCE_S == emitter.ANNOUNCE_AFTER_NS / 1e9
 
 
 # ---- straggler -----------------------------------------------------------------------------
@@ -174,6 +176,28 @@ def test_ranks_all_inside_with_different_ops_is_a_mismatch_not_a_hang():
     found = diag.update()
     # same group and seq, different ops: a mismatch, and nobody is missing: no hang
     assert _types(found) == [("mismatch", (2, 3), (0, 1, 2, 3), 1)]
+
+
+def test_hang_timed_on_the_viewers_clock_not_the_ranks():
+    """A rank whose clock is an hour behind: its ops look old on arrival, yet are not hung."""
+    clock, model, diag = _setup()
+    model.apply([_in_flight(r, 1, -3600_000) for r in range(3)])
+    _tick(clock, model, 0.5)
+    assert diag.update() == []
+    _tick(clock, model, 0.5)
+    assert _types(diag.update()) == [("hang", (3,), (0, 1, 2, 3), 1)]
+
+
+def test_history_keeps_findings_and_resolutions():
+    clock, model, diag = _setup()
+    model.apply([_in_flight(1, 1, 0, op="recv", peer=0)])
+    _tick(clock, model, 1.1)
+    diag.update()
+    model.apply([op_batch(0, [_rec(1, 1100, 1101, op="send", peer=1)], G4),
+                 op_batch(1, [{**_rec(1, 0, 1101, op="recv", peer=0), "id": 1}], G4)])
+    diag.update()
+    assert [f.type for f in diag.history] == ["hang", "resolved"]
+    assert diag.findings() == []
 
 
 def test_hang_kept_when_the_waiters_fail_at_the_timeout():

@@ -18,7 +18,9 @@ Thresholds and why:
 * hang: an instance entered by some ranks and not others for more than 1 s (5x the longest
   waits a healthy demo shows on a loaded machine), while someone still waits in it or failed
   in it; the same for a send or receive whose counterpart never came; cycles of such waits
-  are deadlocks.
+  are deadlocks. How long an op has waited is counted on the viewer's clock from when its
+  in-flight record arrived (it is sent 20 ms after the op began), not from the rank's
+  t_start: hosts' clocks may disagree by more than the threshold.
 * lost rank: no message for 2 heartbeat intervals (the emitter beats every 0.5 s).
 * mismatch: records of one instance that differ in op, dtype or size (nccl-tests' S, for ops
   whose size must agree), from pending and in-flight records, so it is named while the job
@@ -42,13 +44,15 @@ from .model import Model
 
 HEARTBEAT_S = 0.5  # the emitter's heartbeat period (commviz/rank/emitter.py, HEARTBEAT_S)
 LOST_AFTER_S = 2 * HEARTBEAT_S
-HANG_AFTER_NS = 1_000_000_000
+HANG_AFTER_S = 1.0
+ANNOUNCE_S = 0.02  # the emitter announces an op in flight once it ran this long (emitter.py)
 MIN_LATE_NS = 10_000_000
 LATE_DURATION_FACTOR = 2.0
 LATE_JITTER_FACTOR = 3.0
 STRAGGLER_AFTER = 3   # late instances in a row before a rank is named
 STRAGGLER_CLEAR = 3   # on-time instances in a row that clear it
 WINDOW = 64           # instances kept per (group, op, size) for the thresholds
+HISTORY = 100         # findings and resolutions kept for a panel's history
 MISMATCH_HOLD_S = 10.0
 SLOW_FACTOR = 5.0
 SLOW_MIN_NS = 5_000_000
@@ -110,7 +114,7 @@ class _Entry:
     op: str
     size: int
     dtype: str | None
-    t_start: int
+    age: float     # seconds since the rank entered, as far as the viewer knows
     waiting: bool  # still in flight
     failed: bool
 
@@ -131,6 +135,9 @@ class Diagnosis:
         self._pairs: dict[tuple[str, int], dict[tuple[int, int], collections.deque]] = {}
         self._pair_seq: dict[tuple[int, int], int] = {}
         self._ended: dict[tuple, Finding] = {}  # found by finish(): they hold from then on
+        self._seen: dict[tuple[int, int], float] = {}  # (rank, op id) -> when first known
+        self._touched: set[tuple[int, int]] = set()
+        self.history: collections.deque[Finding] = collections.deque(maxlen=HISTORY)
 
     # ---- API ------------------------------------------------------------------------------
     def findings(self) -> list[Finding]:
@@ -140,7 +147,8 @@ class Diagnosis:
     def update(self) -> list[Finding]:
         """Re-evaluate every condition; returns what is new: findings, then resolutions."""
         now, wall = self.model.clock(), self.wall_ns()
-        unmatched = self._unmatched()
+        self._touched = set()
+        unmatched = self._unmatched(now)
         current: dict[tuple, Finding] = dict(self._ended)
         for found in (self._straggling(now, wall), self._hangs(now, wall, unmatched),
                       self._lost(now, wall), self._mismatches(now, wall, unmatched),
@@ -158,6 +166,8 @@ class Diagnosis:
             if key not in current:
                 events.append(_resolved(old, now, wall))
         self._active = current
+        self._seen = {k: v for k, v in self._seen.items() if k in self._touched}
+        self.history.extend(events)
         return events
 
     def finish(self, ended: Iterable[int]) -> list[Finding]:
@@ -174,6 +184,7 @@ class Diagnosis:
                         f"rank {r} terminou sem se despedir (travou ou foi morto)", key, now, wall)
             self._active[key] = self._ended[key] = f
             events.append(f)
+        self.history.extend(events)
         return events
 
     # ---- model callbacks: arrivals of matched instances ----------------------------------
@@ -240,12 +251,9 @@ class Diagnosis:
         for i in np.flatnonzero(bad).tolist():
             sl = slice(starts[i], starts[i] + counts[i])
             gkey, seq = int(rows["gkey"][starts[i]]), int(rows["seq"][starts[i]])
-            entries = {r: _Entry(r, protocol.OPS[o], sz, _dtype(d), t, False, False)
-                       for r, o, sz, d, t in zip(rows["rank"][sl].tolist(),
-                                                 rows["op"][sl].tolist(),
-                                                 sizes[sl].tolist(),
-                                                 rows["dtype"][sl].tolist(),
-                                                 rows["t_start"][sl].tolist())}
+            entries = {r: _Entry(r, protocol.OPS[o], sz, _dtype(d), 0.0, False, False)
+                       for r, o, sz, d in zip(rows["rank"][sl].tolist(), rows["op"][sl].tolist(),
+                                              sizes[sl].tolist(), rows["dtype"][sl].tolist())}
             f = self._mismatch_finding(gkey, seq, entries, now, wall)
             if f is not None:
                 self._mismatched[(gkey, seq)] = (f, now + MISMATCH_HOLD_S)
@@ -286,14 +294,22 @@ class Diagnosis:
                 links=tuple((r, s.rank) for r in group if r != s.rank)))
         return out
 
-    def _unmatched(self) -> dict[tuple[int, int], dict[int, _Entry]]:
+    def _age(self, rank: int, op_id: int, now: float, seen: float | None = None) -> float:
+        """Seconds since a rank entered an op, on the viewer's clock (see the module doc)."""
+        key = (rank, op_id)
+        self._touched.add(key)
+        first = self._seen.setdefault(key, now if seen is None else seen)
+        return now - first + ANNOUNCE_S
+
+    def _unmatched(self, now: float) -> dict[tuple[int, int], dict[int, _Entry]]:
         """Per (group, seq): each rank's pending or in-flight collective record, for the
         instances someone waits in, failed in, or disagrees on."""
         by_key: dict[tuple[int, int], dict[int, _Entry]] = {}
         for f in self.model.inflight.values():
             if f.op not in protocol.P2P and f.gkey >= 0:
                 by_key.setdefault((f.gkey, f.seq), {})[f.rank] = _Entry(
-                    f.rank, f.op, f.size, f.dtype, f.t_start, True, False)
+                    f.rank, f.op, f.size, f.dtype, self._age(f.rank, f.op_id, now, f.seen),
+                    True, False)
         rows = self.model.pending()[0]
         if not len(rows["rank"]):
             return by_key
@@ -314,7 +330,7 @@ class Diagnosis:
             gk, seq, r = int(rows["gkey"][i]), int(rows["seq"][i]), int(rows["rank"][i])
             by_key.setdefault((gk, seq), {}).setdefault(r, _Entry(
                 r, protocol.OPS[rows["op"][i]], int(sizes[i]), _dtype(int(rows["dtype"][i])),
-                int(rows["t_start"][i]), False, bool(failed[i])))
+                self._age(r, int(rows["id"][i]), now), False, bool(failed[i])))
         return by_key
 
     def _hangs(self, now: float, wall: int,
@@ -328,8 +344,8 @@ class Diagnosis:
             missing = tuple(r for r in group if r not in entries and r in self.model.ranks)
             if not missing or not any(e.waiting or e.failed for e in entries.values()):
                 continue
-            first = min(e.t_start for e in entries.values())
-            if wall - first < HANG_AFTER_NS:
+            age = max(e.age for e in entries.values())
+            if age < HANG_AFTER_S:
                 continue
             inside = tuple(sorted(entries))
             op = _majority(entries)[0]
@@ -338,10 +354,10 @@ class Diagnosis:
             doing = [self._doing(m, wall) for m in missing]
             out.append(Finding(
                 "hang", missing, group, seq,
-                f"{op} #{seq} in group {_group(group)} hangs for {(wall - first) / 1e9:.1f} s: "
+                f"{op} #{seq} in group {_group(group)} hangs for {age:.1f} s: "
                 f"{_ranks(inside)} inside, {_ranks(missing)} missing ("
                 + "; ".join(f"{m}: {en}" for m, (en, _) in zip(missing, doing)) + ")",
-                f"{op} #{seq} no grupo {_group(group)} travado há {(wall - first) / 1e9:.1f} s: "
+                f"{op} #{seq} no grupo {_group(group)} travado há {age:.1f} s: "
                 f"{_ranks(inside, 'pt')} dentro, {_ranks(missing, 'pt')} faltando ("
                 + "; ".join(f"{m}: {pt}" for m, (_, pt) in zip(missing, doing)) + ")",
                 ("hang", gkey, seq), now, wall,
@@ -354,27 +370,25 @@ class Diagnosis:
         """Sends and receives that wait, or failed waiting, for a counterpart never posted."""
         rows = self.model.pending()[1]
         failed = np.flatnonzero((rows["flags"] & protocol.FLAG_FAILED) > 0)
-        waiters = [(f.rank, f.op, f.peer, f.seq, f.t_start) for f in self.model.inflight.values()
-                   if f.op in protocol.P2P]
-        waiters += zip(rows["rank"][failed].tolist(), [protocol.OPS[o] for o in
-                                                       rows["op"][failed].tolist()],
-                       rows["peer"][failed].tolist(), rows["seq"][failed].tolist(),
-                       rows["t_start"][failed].tolist())
-        old = [w for w in waiters if w[2] >= 0 and wall - w[4] >= HANG_AFTER_NS]
+        waiters = [(f.rank, f.op, f.peer, f.seq, self._age(f.rank, f.op_id, now, f.seen))
+                   for f in self.model.inflight.values() if f.op in protocol.P2P]
+        waiters += [(r, protocol.OPS[op], peer, seq, self._age(r, i, now))
+                    for r, op, peer, seq, i in zip(*(rows[k][failed].tolist() for k in (
+                        "rank", "op", "peer", "seq", "id")))]
+        old = [w for w in waiters if w[2] >= 0 and w[4] >= HANG_AFTER_S]
         if not old:
             return []
         posted = set(zip(rows["rank"].tolist(), _is_send(rows["op"]).tolist(),
                          rows["peer"].tolist(), rows["seq"].tolist()))
         posted |= {(r, op in protocol.SENDS, peer, seq) for r, op, peer, seq, _ in waiters}
         out = []
-        for rank, op, peer, seq, t_start in old:
+        for rank, op, peer, seq, secs in old:
             sending = op in protocol.SENDS
             if (peer, not sending, rank, seq) in posted:
                 continue  # the other side is there: data is moving, however slowly
             src, dst = (rank, peer) if sending else (peer, rank)
             waits.setdefault(rank, set()).add(peer)
             en, pt = self._doing(peer, wall)
-            secs = (wall - t_start) / 1e9
             what_en = (f"send {src} -> {dst} #{seq} waits {secs:.1f} s for its recv"
                        if sending else f"recv at {dst} from {src} #{seq} waits {secs:.1f} s "
                        "for its send")
@@ -410,7 +424,7 @@ class Diagnosis:
             if s.exited or silent <= LOST_AFTER_S:
                 continue
             stuck = sorted((f for f in self.model.inflight.values() if f.rank != r),
-                           key=lambda f: f.t_start)
+                           key=lambda f: f.seen)
             by_rank: dict[int, Any] = {}
             for f in stuck:
                 by_rank.setdefault(f.rank, f)
@@ -498,8 +512,8 @@ class Diagnosis:
             return f"silent for {silent:.1f} s", f"em silêncio há {silent:.1f} s"
         mine = [f for f in self.model.inflight.values() if f.rank == rank]
         if mine:
-            f = min(mine, key=lambda f: f.t_start)
-            secs = (wall - f.t_start) / 1e9
+            f = min(mine, key=lambda f: f.seen)
+            secs = self._age(f.rank, f.op_id, self.model.clock(), f.seen)
             return (f"in {_op(f)} for {secs:.1f} s", f"em {_op(f)} há {secs:.1f} s")
         if s.last_op is None:
             return "no op yet", "nenhuma operação ainda"

@@ -78,6 +78,7 @@ class InFlight:
     size: int = 0           # nccl-tests' S of this rank's record
     dtype: str | None = None
     op_id: int = -1
+    seen: float = 0.0       # model clock when the viewer learned of it
 
 
 @dataclass(frozen=True)
@@ -304,12 +305,13 @@ class Model:
 
     def _note_inflight(self, rows: dict[str, np.ndarray]) -> None:
         sizes = self._sizes(rows, self._group_sizes[rows["gkey"]])
+        now = self.clock()
         for r, i, op, g, seq, peer, t0, size, dt in zip(*(rows[k].tolist() for k in (
                 "rank", "id", "op", "gkey", "seq", "peer", "t_start")), sizes.tolist(),
                 rows["dtype"].tolist()):
             self.inflight[(r, i)] = InFlight(
                 r, protocol.OPS[op], self.groups[g][1], seq, peer, t0, g, size,
-                None if dt == protocol.NO_CODE else protocol.DTYPES[dt], i)
+                None if dt == protocol.NO_CODE else protocol.DTYPES[dt], i, now)
 
     def _count_per_rank(self, rows: dict[str, np.ndarray]) -> None:
         ranks = rows["rank"]
