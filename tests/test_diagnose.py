@@ -395,3 +395,17 @@ def test_every_type_has_advice_in_both_languages(kind, lang):
     title, meaning, check = advice(kind, lang)
     assert title and len(meaning) > 40 and len(check) > 40
     assert advice(kind, "pt") != advice(kind, "en")
+
+
+def test_tables_stay_bounded_when_sizes_keep_changing(monkeypatch):
+    monkeypatch.setattr(diagnose, "KEYS_MAX", 8)
+    clock, model, diag = _setup(world=2)
+    g2 = {0: ("0", (0, 1))}
+    for k in range(1, 30):
+        model.apply([op_batch(r, [_rec(k, k * 10, k * 10 + 1, nbytes=k)], g2) for r in (0, 1)])
+        model.apply([op_batch(0, [{**_rec(k, k * 10, k * 10 + 1, op="send", peer=1, nbytes=k),
+                                   "id": 100 + k}], g2),
+                     op_batch(1, [{**_rec(k, k * 10, k * 10 + 1, op="recv", peer=0, nbytes=k),
+                                   "id": 100 + k}], g2)])
+    assert model.instances == 29 and model.transfers == 29
+    assert len(diag._durations) == 8 and len(diag._pairs) == 8

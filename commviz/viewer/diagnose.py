@@ -53,6 +53,7 @@ STRAGGLER_AFTER = 3   # late instances in a row before a rank is named
 STRAGGLER_CLEAR = 3   # on-time instances in a row that clear it
 WINDOW = 64           # instances kept per (group, op, size) for the thresholds
 HISTORY = 100         # findings and resolutions kept for a panel's history
+KEYS_MAX = 4096       # (group, op, size) windows and (op, size) pair tables kept at most
 MISMATCH_HOLD_S = 10.0
 SLOW_FACTOR = 5.0
 SLOW_MIN_NS = 5_000_000
@@ -214,6 +215,7 @@ class Diagnosis:
                 key = (g, protocol.OPS[op[i]], int(sizes[i]))
                 window = self._durations.get(key)
                 if window is None:
+                    _make_room(self._durations)
                     window = self._durations[key] = collections.deque(maxlen=WINDOW)
                 window.append(int(transfer[i]))
                 thresholds.pop(key, None)
@@ -267,6 +269,8 @@ class Diagnosis:
         for src, dst, op, size, seq, t in zip(send["rank"].tolist(), recv["rank"].tolist(),
                                               send["op"].tolist(), send["bytes_in"].tolist(),
                                               send["seq"].tolist(), took):
+            if (protocol.OPS[op], size) not in self._pairs:
+                _make_room(self._pairs)
             by_pair = self._pairs.setdefault((protocol.OPS[op], size), {})
             window = by_pair.get((src, dst))
             if window is None:
@@ -349,8 +353,9 @@ class Diagnosis:
                 continue
             inside = tuple(sorted(entries))
             op = _majority(entries)[0]
-            for r in entries:
-                waits.setdefault(r, set()).update(missing)
+            for r, e in entries.items():
+                if e.waiting or e.failed:
+                    waits.setdefault(r, set()).update(missing)
             doing = [self._doing(m, wall) for m in missing]
             out.append(Finding(
                 "hang", missing, group, seq,
@@ -520,6 +525,12 @@ class Diagnosis:
         secs = (wall - s.last_end_ns) / 1e9
         return (f"idle since its last op, {s.last_op}, {secs:.1f} s ago",
                 f"ocioso desde a última operação, {s.last_op}, há {secs:.1f} s")
+
+
+def _make_room(table: dict) -> None:
+    """Forget the oldest key of a full table: sizes vary without bound (object collectives)."""
+    if len(table) >= KEYS_MAX:
+        del table[next(iter(table))]
 
 
 def _is_send(ops: np.ndarray) -> np.ndarray:
