@@ -5,7 +5,13 @@ The findings panel shows these next to a finding's one-line message. Pure data: 
 
 from __future__ import annotations
 
-from ..explain import LANGS, _t
+from ..explain import LANGS
+
+
+def _t(en: str, pt: str) -> dict[str, str]:
+    """One text in both languages; whitespace collapsed so the source can wrap freely."""
+    return {"en": " ".join(en.split()), "pt": " ".join(pt.split())}
+
 
 ADVICE: dict[str, tuple[dict[str, str], dict[str, str]]] = {
     # type: (what it means, what to check)
