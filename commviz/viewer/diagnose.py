@@ -203,7 +203,7 @@ class Diagnosis:
         waited = counts * t0[last_i] - np.add.reduceat(t0, starts)
         transfer = np.maximum.reduceat(rows["t_end"], starts) - t0[last_i]
         failed = np.logical_or.reduceat((rows["flags"] & protocol.FLAG_FAILED) > 0, starts)
-        row_sizes = self._row_sizes(rows)
+        row_sizes = self.model.sizes_of(rows)
         sizes = row_sizes[starts]
         self._check_uniform(rows, row_sizes, starts, counts)
         keep = multi & ~failed
@@ -259,9 +259,6 @@ class Diagnosis:
             f = self._mismatch_finding(gkey, seq, entries, now, wall)
             if f is not None:
                 self._mismatched[(gkey, seq)] = (f, now + MISMATCH_HOLD_S)
-
-    def _row_sizes(self, rows: dict[str, np.ndarray]) -> np.ndarray:
-        return self.model._sizes(rows, self.model._group_sizes[rows["gkey"]])
 
     def _transfers(self, recv: dict[str, np.ndarray], send: dict[str, np.ndarray]) -> None:
         ready = np.maximum(recv["t_start"], send["t_start"])
@@ -322,7 +319,7 @@ class Diagnosis:
         order = np.argsort(key, kind="stable")
         k = key[order]
         starts = np.flatnonzero(np.r_[True, k[1:] != k[:-1]])
-        sizes = self._row_sizes(rows)
+        sizes = self.model.sizes_of(rows)
         sig = rows["op"].astype(np.int64) << 8 | rows["dtype"]
         sig_s, size_s = sig[order], np.where(_sized(rows["op"]), sizes, -1)[order]
         head = np.repeat(starts, np.diff(np.r_[starts, len(k)]))

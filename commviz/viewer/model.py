@@ -221,6 +221,10 @@ class Model:
         """
         return self._coll, self._p2p
 
+    def sizes_of(self, rows: dict[str, np.ndarray]) -> np.ndarray:
+        """nccl-tests' S of each row (of ``pending()`` or an observer's), in its own group."""
+        return self._sizes(rows, self._group_sizes[rows["gkey"]])
+
     def world_size(self) -> int:
         return max([s.world for s in self.ranks.values()] + [len(self.ranks)])
 
@@ -304,7 +308,7 @@ class Model:
         self._coll = self._match_collectives(_concat(self._coll, _take(rows, ~p2p)))
 
     def _note_inflight(self, rows: dict[str, np.ndarray]) -> None:
-        sizes = self._sizes(rows, self._group_sizes[rows["gkey"]])
+        sizes = self.sizes_of(rows)
         now = self.clock()
         for r, i, op, g, seq, peer, t0, size, dt in zip(*(rows[k].tolist() for k in (
                 "rank", "id", "op", "gkey", "seq", "peer", "t_start")), sizes.tolist(),
