@@ -360,6 +360,26 @@ def test_slow_pair_named_against_the_other_pairs():
                                        "other pairs (1.0 ms)")
 
 
+@pytest.mark.parametrize("slow_ms, named", [(30.0, True), (1.5, False)])
+def test_slow_group_named_against_the_other_groups_of_its_size(slow_ms, named):
+    clock = FakeClock()
+    model = Model(clock)
+    diag = Diagnosis(model, wall_ns=clock.wall_ns)
+    groups = {g: (str(g), (2 * g, 2 * g + 1)) for g in range(4)}
+    model.apply([heartbeat(r, 8) for r in range(8)])
+    for k in range(1, 7):
+        for g, (_, ranks) in groups.items():
+            took = slow_ms if g == 2 else 1.0
+            model.apply([op_batch(r, [{**_rec(k, k * 100, k * 100 + took), "gid": g,
+                                       "id": k * 10 + g}], groups) for r in ranks])
+    found = diag.update()
+    if named:
+        assert _types(found) == [("slow", (4, 5), (4, 5), None)]
+        assert found[0].message.startswith("all_reduce of 4096 B in group 4,5 takes 30.0 ms")
+    else:
+        assert found == []
+
+
 def test_equal_pairs_are_not_slow():
     clock, model, diag = _setup()
     for k in range(1, 7):

@@ -26,7 +26,10 @@ Thresholds and why:
   whose size must agree), from pending and in-flight records, so it is named while the job
   still hangs; held 10 s after the instance completed.
 * slow: a pair's median transfer time (waiting excluded) over 5x the median of the other
-  pairs for the same op and size, and at least 5 ms more, with 5 samples on each side.
+  pairs for the same op and size, and at least 5 ms more, with 5 samples on each side; the
+  same for a group against the other groups of its size (collectives: from the last arrival
+  to the end). Inside one collective the ranks finish together, so a slow rank there is
+  not told apart from its group: the group is named.
 """
 
 from __future__ import annotations
@@ -483,7 +486,7 @@ class Diagnosis:
             ("mismatch", gkey, seq), now, wall)
 
     def _slow(self, now: float, wall: int) -> list[Finding]:
-        out = []
+        out = self._slow_groups(now, wall)
         for (op, size), pairs in self._pairs.items():
             medians = {p: float(np.median(w)) for p, w in pairs.items() if len(w) >= SLOW_SAMPLES}
             if len(medians) < 3:
@@ -499,6 +502,34 @@ class Diagnosis:
                         f"{op} {src} -> {dst} de {size} B leva {med / 1e6:.1f} ms (mediana), "
                         f"{med / max(others, 1):.0f}x os outros pares ({others / 1e6:.1f} ms)",
                         ("slow", op, size, pair), now, wall, links=(pair,)))
+        return out
+
+    def _slow_groups(self, now: float, wall: int) -> list[Finding]:
+        """Groups of the same size whose transfers (after the last arrival) of the same op and
+        size take far longer than the other groups': a slow link inside that group."""
+        kinds: dict[tuple[str, int, int], dict[int, float]] = {}
+        for (gkey, op, size), window in self._durations.items():
+            if len(window) >= SLOW_SAMPLES:
+                n = len(self.model.groups[gkey][1])
+                kinds.setdefault((op, size, n), {})[gkey] = float(np.median(window))
+        out = []
+        for (op, size, _), medians in kinds.items():
+            if len(medians) < 3:
+                continue
+            for gkey, med in medians.items():
+                others = float(np.median([m for g, m in medians.items() if g != gkey]))
+                if med > SLOW_FACTOR * others and med - others > SLOW_MIN_NS:
+                    group = self.model.groups[gkey][1]
+                    out.append(Finding(
+                        "slow", group, group, None,
+                        f"{op} of {size} B in group {_group(group)} takes {med / 1e6:.1f} ms "
+                        f"(median, waiting excluded), {med / max(others, 1):.0f}x the other "
+                        f"groups of {len(group)} ({others / 1e6:.1f} ms)",
+                        f"{op} de {size} B no grupo {_group(group)} leva {med / 1e6:.1f} ms "
+                        f"(mediana, sem a espera), {med / max(others, 1):.0f}x os outros grupos "
+                        f"de {len(group)} ({others / 1e6:.1f} ms)",
+                        ("slow-group", op, size, gkey), now, wall,
+                        links=tuple(zip(group, group[1:] + group[:1]))))
         return out
 
     # ---- helpers ---------------------------------------------------------------------------
