@@ -25,11 +25,15 @@ Thresholds and why:
 * mismatch: records of one instance that differ in op, dtype or size (nccl-tests' S, for ops
   whose size must agree), from pending and in-flight records, so it is named while the job
   still hangs; held 10 s after the instance completed.
-* slow: a pair's median transfer time (waiting excluded) over 5x the median of the other
-  pairs for the same op and size, and at least 5 ms more, with 5 samples on each side; the
-  same for a group against the other groups of its size (collectives: from the last arrival
-  to the end). Inside one collective the ranks finish together, so a slow rank there is
-  not told apart from its group: the group is named.
+* slow: a pair whose transfers (waiting excluded) are consistently slower than the other
+  pairs' for the same op and size: its 25th percentile above both 5x the others' median and
+  the others' 90th percentile, its median at least 5 ms above theirs, with 32 samples on
+  each side. A loaded machine delays some transfers by several ms (others' p90 ~5 ms, p99
+  ~15 ms on 2 cores with 4 ranks), for a few hundred ms at a time, so a median alone
+  flags a busy moment, not a slow link. The same for a group against the other groups of
+  its size (collectives: from the last arrival to the end). Inside one collective the ranks
+  finish together, so a slow rank there is not told apart from its group: the group is
+  named.
 """
 
 from __future__ import annotations
@@ -60,7 +64,8 @@ KEYS_MAX = 4096       # (group, op, size) windows and (op, size) pair tables kep
 MISMATCH_HOLD_S = 10.0
 SLOW_FACTOR = 5.0
 SLOW_MIN_NS = 5_000_000
-SLOW_SAMPLES = 5
+SLOW_SAMPLES = 32
+SLOW_WINDOW = 128     # transfers kept per pair
 
 TYPES = ("straggler", "hang", "lost_rank", "mismatch", "slow", "resolved")
 # ops whose nccl-tests size must agree on every rank (object and all-to-all sizes may differ)
@@ -274,7 +279,7 @@ class Diagnosis:
             by_pair = self._pairs.setdefault((protocol.OPS[op], size), {})
             window = by_pair.get((src, dst))
             if window is None:
-                window = by_pair[(src, dst)] = collections.deque(maxlen=WINDOW)
+                window = by_pair[(src, dst)] = collections.deque(maxlen=SLOW_WINDOW)
             window.append(t)
             self._pair_seq[(src, dst)] = seq
 
@@ -488,48 +493,38 @@ class Diagnosis:
     def _slow(self, now: float, wall: int) -> list[Finding]:
         out = self._slow_groups(now, wall)
         for (op, size), pairs in self._pairs.items():
-            medians = {p: float(np.median(w)) for p, w in pairs.items() if len(w) >= SLOW_SAMPLES}
-            if len(medians) < 3:
-                continue
-            for pair, med in medians.items():
-                others = float(np.median([m for p, m in medians.items() if p != pair]))
-                if med > SLOW_FACTOR * others and med - others > SLOW_MIN_NS:
-                    src, dst = pair
-                    out.append(Finding(
-                        "slow", pair, pair, self._pair_seq.get(pair),
-                        f"{op} {src} -> {dst} of {size} B takes {med / 1e6:.1f} ms (median), "
-                        f"{med / max(others, 1):.0f}x the other pairs ({others / 1e6:.1f} ms)",
-                        f"{op} {src} -> {dst} de {size} B leva {med / 1e6:.1f} ms (mediana), "
-                        f"{med / max(others, 1):.0f}x os outros pares ({others / 1e6:.1f} ms)",
-                        ("slow", op, size, pair), now, wall, links=(pair,)))
+            for pair, (med, others) in _outliers(pairs).items():
+                src, dst = pair
+                out.append(Finding(
+                    "slow", pair, pair, self._pair_seq.get(pair),
+                    f"{op} {src} -> {dst} of {size} B takes {med / 1e6:.1f} ms (median), "
+                    f"{med / max(others, 1):.0f}x the other pairs ({others / 1e6:.1f} ms)",
+                    f"{op} {src} -> {dst} de {size} B leva {med / 1e6:.1f} ms (mediana), "
+                    f"{med / max(others, 1):.0f}x os outros pares ({others / 1e6:.1f} ms)",
+                    ("slow", op, size, pair), now, wall, links=(pair,)))
         return out
 
     def _slow_groups(self, now: float, wall: int) -> list[Finding]:
         """Groups of the same size whose transfers (after the last arrival) of the same op and
         size take far longer than the other groups': a slow link inside that group."""
-        kinds: dict[tuple[str, int, int], dict[int, float]] = {}
+        kinds: dict[tuple[str, int, int], dict[int, collections.deque]] = {}
         for (gkey, op, size), window in self._durations.items():
-            if len(window) >= SLOW_SAMPLES:
-                n = len(self.model.groups[gkey][1])
-                kinds.setdefault((op, size, n), {})[gkey] = float(np.median(window))
+            n = len(self.model.groups[gkey][1])
+            kinds.setdefault((op, size, n), {})[gkey] = window
         out = []
-        for (op, size, _), medians in kinds.items():
-            if len(medians) < 3:
-                continue
-            for gkey, med in medians.items():
-                others = float(np.median([m for g, m in medians.items() if g != gkey]))
-                if med > SLOW_FACTOR * others and med - others > SLOW_MIN_NS:
-                    group = self.model.groups[gkey][1]
-                    out.append(Finding(
-                        "slow", group, group, None,
-                        f"{op} of {size} B in group {_group(group)} takes {med / 1e6:.1f} ms "
-                        f"(median, waiting excluded), {med / max(others, 1):.0f}x the other "
-                        f"groups of {len(group)} ({others / 1e6:.1f} ms)",
-                        f"{op} de {size} B no grupo {_group(group)} leva {med / 1e6:.1f} ms "
-                        f"(mediana, sem a espera), {med / max(others, 1):.0f}x os outros grupos "
-                        f"de {len(group)} ({others / 1e6:.1f} ms)",
-                        ("slow-group", op, size, gkey), now, wall,
-                        links=tuple(zip(group, group[1:] + group[:1]))))
+        for (op, size, _), windows in kinds.items():
+            for gkey, (med, others) in _outliers(windows).items():
+                group = self.model.groups[gkey][1]
+                out.append(Finding(
+                    "slow", group, group, None,
+                    f"{op} of {size} B in group {_group(group)} takes {med / 1e6:.1f} ms "
+                    f"(median, waiting excluded), {med / max(others, 1):.0f}x the other "
+                    f"groups of {len(group)} ({others / 1e6:.1f} ms)",
+                    f"{op} de {size} B no grupo {_group(group)} leva {med / 1e6:.1f} ms "
+                    f"(mediana, sem a espera), {med / max(others, 1):.0f}x os outros grupos "
+                    f"de {len(group)} ({others / 1e6:.1f} ms)",
+                    ("slow-group", op, size, gkey), now, wall,
+                    links=tuple(zip(group, group[1:] + group[:1]))))
         return out
 
     # ---- helpers ---------------------------------------------------------------------------
@@ -567,6 +562,23 @@ def _is_send(ops: np.ndarray) -> np.ndarray:
 
 def _sized(ops: np.ndarray) -> np.ndarray:
     return np.isin(ops, [protocol.OP_CODE[o] for o in _SIZED])
+
+
+def _outliers(windows: dict) -> dict:
+    """The keys whose samples are consistently above all the others' (see the module doc),
+    each with (its median, the others' median); at least 3 keys with enough samples."""
+    full = {k: np.fromiter(w, np.float64) for k, w in windows.items() if len(w) >= SLOW_SAMPLES}
+    if len(full) < 3:
+        return {}
+    out = {}
+    for key, mine in full.items():
+        rest = np.concatenate([v for k, v in full.items() if k != key])
+        med, others, others_p90 = (float(np.median(mine)), float(np.median(rest)),
+                                   float(np.percentile(rest, 90)))
+        if (float(np.percentile(mine, 25)) > max(SLOW_FACTOR * others, others_p90)
+                and med - others > SLOW_MIN_NS):
+            out[key] = (med, others)
+    return out
 
 
 def _late_threshold(durations: Iterable[int]) -> float:
