@@ -267,23 +267,38 @@ def test_collective_and_p2p_waits_make_a_cycle():
 def test_lost_rank_after_two_heartbeat_intervals_then_back():
     clock, model, diag = _setup()
     model.apply([_in_flight(r, 1, 0) for r in (0, 1, 3)])
-    clock.advance(0.9)
-    model.apply([heartbeat(r, 4) for r in (0, 1, 3)])
-    assert diag.update() == []  # 0.9 s < 2 x 0.5 s
-    clock.advance(0.2)
-    model.apply([heartbeat(r, 4) for r in (0, 1, 3)])
-    found = diag.update()
-    (f,) = [f for f in found if f.type == "lost_rank"]
+    found = []
+    for _ in range(5):  # 1.25 s: the hang of all_reduce #1, which waits for rank 2
+        _tick(clock, model, 0.25, ranks=(0, 1, 3))
+        found += diag.update()
+    assert [f.type for f in found] == ["hang"]
+    _tick(clock, model, 0.25, ranks=(0, 1, 3))  # 1.5 s, and still so 0.25 s later
+    (f,) = diag.update()
     assert _types([f]) == [("lost_rank", (2,), (0, 1, 2, 3), 1)]
-    assert [h.ranks for h in found if h.type == "hang"] == [(2,)]  # all_reduce #1 waits for it
-    assert f.message.startswith("rank 2 is lost: nothing from it for 1.1 s")
+    assert f.message.startswith("rank 2 is lost: nothing from it for 1.5 s")
     assert "rank 0 is stuck in all_reduce #1" in f.message
-    clock.advance(2.0)
-    model.apply([heartbeat(r, 4) for r in range(4)])  # it rejoins
+    _tick(clock, model, 2.0)  # it rejoins
     found = diag.update()
     assert ("resolved", (2,), (0, 1, 2, 3), 1) in _types(found)
     assert [f.about for f in found if f.type == "resolved"] == ["lost_rank"]
     assert [f.type for f in diag.findings()] == ["hang"]  # it is back, but not in all_reduce
+
+
+def test_every_rank_silent_at_once_singles_out_none():
+    """The viewer or the whole machine stalled for 3 s: nobody is lost, also not the ranks
+    whose first reports after the stall come a moment later than the others'."""
+    clock, model, diag = _setup()
+    clock.advance(3.0)
+    assert diag.update() == []
+    _tick(clock, model, 0.01, ranks=(0, 1))
+    assert diag.update() == []
+    _tick(clock, model, 0.1, ranks=(2, 3))
+    assert diag.update() == []
+    for _ in range(5):  # then rank 2 really stops: named after 1 s and a confirmation
+        _tick(clock, model, 0.25, ranks=(0, 1, 3))
+        assert diag.update() == []
+    _tick(clock, model, 0.25, ranks=(0, 1, 3))
+    assert _types(diag.update()) == [("lost_rank", (2,), None, None)]
 
 
 def test_a_rank_that_said_goodbye_is_not_lost():

@@ -21,7 +21,11 @@ Thresholds and why:
   are deadlocks. How long an op has waited is counted on the viewer's clock from when its
   in-flight record arrived (it is sent 20 ms after the op began), not from the rank's
   t_start: hosts' clocks may disagree by more than the threshold.
-* lost rank: no message for 2 heartbeat intervals (the emitter beats every 0.5 s).
+* lost rank: no message for 2 heartbeat intervals (the emitter beats every 0.5 s) while
+  another rank kept reporting for that long after it went quiet, still so 0.2 s later:
+  when every rank falls silent at once the viewer or the whole machine stalled (or the job
+  ended: ``finish`` names who left without a goodbye), and ranks resuming after a stall
+  come back a few ms apart, so no rank is singled out for either.
 * mismatch: records of one instance that differ in op, dtype or size (nccl-tests' S, for ops
   whose size must agree), from pending and in-flight records, so it is named while the job
   still hangs; held 10 s after the instance completed.
@@ -51,6 +55,7 @@ from .model import Model
 
 HEARTBEAT_S = 0.5  # the emitter's heartbeat period (commviz/rank/emitter.py, HEARTBEAT_S)
 LOST_AFTER_S = 2 * HEARTBEAT_S
+LOST_CONFIRM_S = 0.2
 HANG_AFTER_S = 1.0
 ANNOUNCE_S = 0.02  # the emitter announces an op in flight once it ran this long (emitter.py)
 MIN_LATE_NS = 10_000_000
@@ -146,6 +151,7 @@ class Diagnosis:
         self._ended: dict[tuple, Finding] = {}  # found by finish(): they hold from then on
         self._seen: dict[tuple[int, int], float] = {}  # (rank, op id) -> when first known
         self._touched: set[tuple[int, int]] = set()
+        self._quiet: dict[int, float] = {}  # rank -> when it first looked lost
         self.history: collections.deque[Finding] = collections.deque(maxlen=HISTORY)
 
     # ---- API ------------------------------------------------------------------------------
@@ -429,9 +435,13 @@ class Diagnosis:
 
     def _lost(self, now: float, wall: int) -> list[Finding]:
         out = []
+        latest = max((s.last_seen for s in self.model.ranks.values()), default=0.0)
         for r, s in sorted(self.model.ranks.items()):
             silent = now - s.last_seen
-            if s.exited or silent <= LOST_AFTER_S:
+            if s.exited or silent <= LOST_AFTER_S or latest - s.last_seen <= LOST_AFTER_S:
+                self._quiet.pop(r, None)
+                continue
+            if now - self._quiet.setdefault(r, now) < LOST_CONFIRM_S:
                 continue
             stuck = sorted((f for f in self.model.inflight.values() if f.rank != r),
                            key=lambda f: f.seen)

@@ -17,6 +17,7 @@ from .transport import DEFAULT_BIND, Receiver
 
 POLL_MS = 20
 DIAGNOSE_EVERY_S = 0.25  # findings come within this of their threshold, events or not
+STALL_S = 0.5  # a gap this long between polls: this process was not running, catch up first
 
 
 class Session:
@@ -30,6 +31,7 @@ class Session:
         # findings and resolutions as they happen, for the headless printer (None: not kept)
         self.new_findings: list[Finding] | None = [] if collect_instances else None
         self._next_diagnosis = 0.0
+        self._last_poll = time.monotonic()
         try:
             self.recorder = recording.Recorder(record) if record else None
         except OSError as exc:
@@ -49,7 +51,12 @@ class Session:
 
     def poll(self, timeout_ms: int = POLL_MS) -> int:
         """Drain once; returns how many messages were applied."""
+        if time.monotonic() - self._last_poll > STALL_S + timeout_ms / 1000:
+            # the viewer itself did not run (a loaded machine): what the ranks sent meanwhile
+            # is still arriving, so judge silences and waits once it has been taken in
+            self._next_diagnosis = time.monotonic() + STALL_S
         messages = self.receiver.drain(timeout_ms)
+        self._last_poll = time.monotonic()
         if messages:
             with self.lock:
                 self.model.apply(messages)
