@@ -3,8 +3,8 @@
 The first line is a header naming the format and its version. Then one line per event:
 ``rank`` (a rank's identity), ``tel`` (a telemetry sample), ``op`` (one completed operation
 on one rank), ``bye`` (a rank left normally), ``diag`` (a finding of the live diagnosis) and
-a closing ``summary``. Writes are flushed
-at least once a second, so a killed viewer loses at most the last second.
+a closing ``summary``. Writes are flushed at least once a second, so a killed viewer loses at
+most the last second.
 """
 
 from __future__ import annotations
