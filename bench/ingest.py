@@ -5,7 +5,10 @@ every rank's records) as fast as they can; the viewer process drains, validates,
 and applies them to the model, then reports events/s. Every record must be applied and
 every collective instance matched for the figure to count.
 
-    python bench/ingest.py [--events 2000000] [--batch 1024] [--ranks 4]
+    python bench/ingest.py [--events 2000000] [--batch 1024] [--ranks 4] [--diagnose]
+
+``--diagnose`` attaches the live diagnosis to the model and runs it every 0.25 s, as a
+viewing session does.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from array import array
 import zmq
 
 from commviz import protocol
+from commviz.viewer.diagnose import Diagnosis
 from commviz.viewer.model import Model
 from commviz.viewer.transport import Receiver
 
@@ -68,9 +72,13 @@ def main() -> None:
     p.add_argument("--events", type=int, default=2_000_000)
     p.add_argument("--batch", type=int, default=1024)
     p.add_argument("--ranks", type=int, default=4)
+    p.add_argument("--diagnose", action="store_true", help="with the live diagnosis")
     args = p.parse_args()
     receiver = Receiver("tcp://127.0.0.1:*")
     model = Model()
+    diagnosis = Diagnosis(model) if args.diagnose else None
+    next_diagnosis = 0.0
+    findings = 0
     ctx = mp.get_context("fork")
     go = ctx.Event()
     procs = [ctx.Process(target=sender, args=(receiver.addr, r, args.ranks, args.events,
@@ -88,6 +96,9 @@ def main() -> None:
         d1 = time.perf_counter()
         model.apply(messages)
         decode_s += d1 - d0
+        if diagnosis is not None and d1 >= next_diagnosis:
+            findings += len(diagnosis.update())
+            next_diagnosis = d1 + 0.25
         if not messages and time.perf_counter() - t0 > 60:
             break
     elapsed = time.perf_counter() - t0
@@ -99,7 +110,8 @@ def main() -> None:
           f"{elapsed:.2f} s, {model.records / elapsed / 1e6:.2f} M events/s "
           f"(receive+decode {decode_s / elapsed:.0%} of the time); "
           f"{model.instances} instances matched; rejected {receiver.rejected}; "
-          f"{'complete' if ok else 'INCOMPLETE'}")
+          + (f"diagnosis on, {findings} findings; " if diagnosis is not None else "")
+          + f"{'complete' if ok else 'INCOMPLETE'}")
 
 
 if __name__ == "__main__":

@@ -2,9 +2,9 @@
 
 The first line is a header naming the format and its version. Then one line per event:
 ``rank`` (a rank's identity), ``tel`` (a telemetry sample), ``op`` (one completed operation
-on one rank), ``phase`` (one compute phase a rank marked), ``bye`` (a rank left normally)
-and a closing ``summary``. Writes are flushed
-at least once a second, so a killed viewer loses at most the last second.
+on one rank), ``phase`` (one compute phase a rank marked), ``bye`` (a rank left normally),
+``diag`` (a finding of the live diagnosis) and a closing ``summary``. Writes are flushed at
+least once a second, so a killed viewer loses at most the last second.
 """
 
 from __future__ import annotations
@@ -57,6 +57,12 @@ class Recorder:
                     self._write({"kind": "phase", "rank": msg.rank, "name": span.name,
                                  "depth": span.depth, "t_start_ns": span.t_start,
                                  "t_end_ns": span.t_end})
+        self.maybe_flush()
+
+    def write_findings(self, findings: Iterable[Any]) -> None:
+        """One ``diag`` line per finding (``commviz.viewer.diagnose.Finding.record()``)."""
+        for finding in findings:
+            self._write(finding.record())
         self.maybe_flush()
 
     def maybe_flush(self) -> None:

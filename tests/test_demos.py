@@ -13,7 +13,10 @@ DEMOS = launcher.demos()
 # the op each demo is about: its records must reach the viewer
 OP = {"send_recv": "send", "isend_irecv": "isend", "batch_isend_irecv": "isend",
       "objects": "all_gather_object", "ring_allreduce": "isend", "pipeline": "send",
-      "all": "all_reduce", "ddp": "all_reduce", "fsdp": "reduce_scatter_single"}
+      "all": "all_reduce", "ddp": "all_reduce", "fsdp": "reduce_scatter_single",
+      "straggler": "all_reduce"}
+# fault demos that end in a failure on purpose: run end to end in test_fault_demos.py
+FAILING = {"hang", "crash", "mismatch"}
 
 
 def _run_demo(rank, world, name, size):
@@ -21,7 +24,7 @@ def _run_demo(rank, world, name, size):
     module.main(DemoContext(rank, world, torch.device("cpu"), size, iters=2, interval=0.0))
 
 
-@pytest.mark.parametrize("name", sorted(DEMOS))
+@pytest.mark.parametrize("name", sorted(set(DEMOS) - FAILING))
 def test_demo_runs_and_reports_its_op(name):
     world = max(3, DEMOS[name].min_ranks)
     run = run_ranks(_run_demo, world, name, 4096, timeout=90)

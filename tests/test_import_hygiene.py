@@ -7,7 +7,8 @@ import pytest
 
 CORE = ["commviz", "commviz.protocol", "commviz.bandwidth", "commviz.recording",
         "commviz.schedules",
-        "commviz.viewer.model", "commviz.viewer.transport", "commviz.viewer.session",
+        "commviz.viewer.model", "commviz.viewer.diagnose", "commviz.viewer.findings_text",
+        "commviz.viewer.transport", "commviz.viewer.session",
         "commviz.viewer.headless", "commviz.launcher", "commviz.job"]
 RANK_SIDE = ["commviz.rank.hooks", "commviz.rank.emitter", "commviz.rank.telemetry",
              "commviz.rank.ddp", "commviz.rank.funcol", "commviz.rank.phases",

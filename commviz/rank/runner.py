@@ -98,6 +98,12 @@ def _die_with_parent() -> None:
         os.kill(os.getpid(), signal.SIGTERM)
 
 
+def _timeout(module: Any, args: argparse.Namespace) -> float:
+    """The process group's timeout: a fault demo sets a short ``PG_TIMEOUT_S`` so that ranks
+    left waiting by its fault give up (and the demo ends) within seconds."""
+    return float(getattr(module, "PG_TIMEOUT_S", args.timeout))
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse(sys.argv[1:] if argv is None else argv)
     _die_with_parent()
@@ -118,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
             device = torch.device("cpu")
         dist.init_process_group(args.backend, init_method=f"tcp://127.0.0.1:{args.master_port}",
                                 rank=args.rank, world_size=args.world,
-                                timeout=datetime.timedelta(seconds=args.timeout))
+                                timeout=datetime.timedelta(seconds=_timeout(module, args)))
         ctx = DemoContext(args.rank, args.world, device, args.size, args.iters, args.interval,
                           gate)
         module.main(ctx)

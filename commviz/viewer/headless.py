@@ -1,4 +1,5 @@
-"""The viewer without a screen: a line per completed collective/transfer, then a summary."""
+"""The viewer without a screen: a line per completed collective/transfer and per finding of the
+live diagnosis, then a summary."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from . import text
 from .session import Session
 
 BYE_WAIT_S = 2.0
+FAILURE_GRACE_S = 2.0  # after a rank fails, watch this long: the diagnosis names what it left
 
 
 def run(session: Session, ranks: Ranks | None = None, out: TextIO = sys.stdout,
@@ -30,6 +32,7 @@ def run(session: Session, ranks: Ranks | None = None, out: TextIO = sys.stdout,
                 for sig in (signal.SIGINT, signal.SIGTERM)}
     printer = _Printer(session, out)
     code = 0
+    failed_at: float | None = None
     try:
         if banner is not None:
             print(banner, file=out, flush=True)
@@ -43,7 +46,10 @@ def run(session: Session, ranks: Ranks | None = None, out: TextIO = sys.stdout,
                               file=out, flush=True)
                 if ranks.failed():
                     code = 1
-                    break
+                    failed_at = failed_at or time.monotonic()
+                    if time.monotonic() - failed_at >= FAILURE_GRACE_S or not ranks.running():
+                        break
+                    continue
                 if not ranks.running():
                     _await_goodbyes(session, len(ranks.procs), printer)
                     break
@@ -56,7 +62,8 @@ def run(session: Session, ranks: Ranks | None = None, out: TextIO = sys.stdout,
                     print(f"rank logs kept in {ranks.logdir}", file=out)
                 else:
                     ranks.cleanup_logs()
-            session.close()
+            session.close(ended=[] if ranks is None else
+                          [rp.rank for rp in ranks.procs if not rp.stopped])
             printer.flush()
             printer.summary()
         finally:
@@ -148,6 +155,7 @@ class _Printer:
         model = self.session.model
         with self.session.lock:
             new, model.new_instances = model.new_instances or [], []
+            found, self.session.new_findings = self.session.new_findings or [], []
             joined = [s for r, s in sorted(model.ranks.items()) if r not in self.known and s.pid]
             self.known.update(s.rank for s in joined)
         for s in joined:
@@ -157,6 +165,8 @@ class _Printer:
             if self.t0 is None:
                 self.t0 = inst.t_first_start
             print(text.instance_line(inst, self.t0), file=self.out)
+        for f in found:
+            print(text.finding_line(f), file=self.out)
         self.out.flush()
 
     def summary(self) -> None:

@@ -16,7 +16,7 @@ import collections
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -74,6 +74,12 @@ class InFlight:
     seq: int
     peer: int
     t_start: int
+    # what the diagnosis compares across ranks (defaults: unknown)
+    gkey: int = -1          # index into Model.groups
+    size: int = 0           # nccl-tests' S of this rank's record
+    dtype: str | None = None
+    op_id: int = -1
+    seen: float = 0.0       # model clock when the viewer learned of it
 
 
 @dataclass(frozen=True)
@@ -177,6 +183,14 @@ class Model:
         # per rank: the latest t_end of a segment dropped from its lane (older is not shown)
         self.lane_horizon: dict[int, int] = {}
         self._phases: dict[int, collections.deque[protocol.PhaseSpan]] = {}
+        # Observers of each matching round, set by a diagnosis (viewer/diagnose.py): called
+        # with the member rows of the collective instances just matched (sorted by instance)
+        # and the first row of each; and with the receive and send rows of the transfers
+        # just paired, aligned.
+        self.on_collectives: Callable[[dict[str, np.ndarray], np.ndarray], None] | None = None
+        self.on_transfers: Callable[[dict[str, np.ndarray], dict[str, np.ndarray]],
+                                    None] | None = None
+        self.diagnosis: Any = None  # the Diagnosis that watches this model, if any
 
     # ---- messages -------------------------------------------------------------------
     def apply(self, messages: Iterable[protocol.Message]) -> None:
@@ -211,6 +225,22 @@ class Model:
         first: what a screen with room for a few rows shows."""
         rows = sorted(self.stats.values(), key=lambda r: r.updated, reverse=True)[:count]
         return [row.summary() for row in rows]
+
+    def findings(self) -> list:
+        """The diagnosis' findings that hold now (oldest first); [] without a diagnosis."""
+        return self.diagnosis.findings() if self.diagnosis is not None else []
+
+    def pending(self) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+        """Completed records still waiting for their match: (collective rows, p2p rows).
+
+        Read-only: the arrays are the model's own (columns as in ``_ROW_FIELDS``, ``gkey``
+        indexing ``groups``).
+        """
+        return self._coll, self._p2p
+
+    def sizes_of(self, rows: dict[str, np.ndarray]) -> np.ndarray:
+        """nccl-tests' S of each row (of ``pending()`` or an observer's), in its own group."""
+        return self._sizes(rows, self._group_sizes[rows["gkey"]])
 
     def world_size(self) -> int:
         return max([s.world for s in self.ranks.values()] + [len(self.ranks)])
@@ -309,9 +339,14 @@ class Model:
         self._coll = self._match_collectives(_concat(self._coll, _take(rows, ~p2p)))
 
     def _note_inflight(self, rows: dict[str, np.ndarray]) -> None:
-        for r, i, op, g, seq, peer, t0 in zip(*(rows[k].tolist() for k in (
-                "rank", "id", "op", "gkey", "seq", "peer", "t_start"))):
-            self.inflight[(r, i)] = InFlight(r, protocol.OPS[op], self.groups[g][1], seq, peer, t0)
+        sizes = self.sizes_of(rows)
+        now = self.clock()
+        for r, i, op, g, seq, peer, t0, size, dt in zip(*(rows[k].tolist() for k in (
+                "rank", "id", "op", "gkey", "seq", "peer", "t_start")), sizes.tolist(),
+                rows["dtype"].tolist()):
+            self.inflight[(r, i)] = InFlight(
+                r, protocol.OPS[op], self.groups[g][1], seq, peer, t0, g, size,
+                None if dt == protocol.NO_CODE else protocol.DTYPES[dt], i, now)
 
     def _count_per_rank(self, rows: dict[str, np.ndarray]) -> None:
         ranks = rows["rank"]
@@ -364,6 +399,8 @@ class Model:
                      rows["parent"][heads], rows["peer"][heads], rows["site"][heads],
                      rows["flags"][heads], transfers=None)
         member = np.repeat(complete, counts)
+        if self.on_collectives is not None:
+            self.on_collectives(_take(rows, member), np.r_[0, np.cumsum(counts[complete])[:-1]])
         self._note_segments(rows["rank"][member], rows["op"][member], rows["t_start"][member],
                             np.repeat(last_all, counts)[member], rows["t_end"][member])
 
@@ -394,6 +431,8 @@ class Model:
                          rows["dtype"][send_i], rows["parent"][send_i],
                          np.full(len(recv_i), -1), rows["site"][send_i], rows["flags"][send_i],
                          transfers=pairs)
+            if self.on_transfers is not None:
+                self.on_transfers(_take(rows, recv_i), _take(rows, send_i))
             both = np.r_[recv_i, send_i]
             ready = np.maximum(rows["t_start"][send_i], rows["t_start"][recv_i])
             self._note_segments(rows["rank"][both], rows["op"][both], rows["t_start"][both],

@@ -6,13 +6,18 @@ The TUI and the headless printer read the model under ``lock``; only this thread
 from __future__ import annotations
 
 import threading
+import time
+from collections.abc import Iterable
 from pathlib import Path
 
 from .. import recording
+from .diagnose import Diagnosis, Finding
 from .model import Model
 from .transport import DEFAULT_BIND, Receiver
 
 POLL_MS = 20
+DIAGNOSE_EVERY_S = 0.25  # findings come within this of their threshold, events or not
+STALL_S = 0.5  # a gap this long between polls: this process was not running, catch up first
 
 
 class Session:
@@ -22,6 +27,11 @@ class Session:
         self.model = Model()
         if collect_instances:
             self.model.new_instances = []
+        self.diagnosis = Diagnosis(self.model)
+        # findings and resolutions as they happen, for the headless printer (None: not kept)
+        self.new_findings: list[Finding] | None = [] if collect_instances else None
+        self._next_diagnosis = 0.0
+        self._last_poll = time.monotonic()
         try:
             self.recorder = recording.Recorder(record) if record else None
         except OSError as exc:
@@ -41,7 +51,12 @@ class Session:
 
     def poll(self, timeout_ms: int = POLL_MS) -> int:
         """Drain once; returns how many messages were applied."""
+        if time.monotonic() - self._last_poll > STALL_S + timeout_ms / 1000:
+            # the viewer itself did not run (a loaded machine): what the ranks sent meanwhile
+            # is still arriving, so judge silences and waits once it has been taken in
+            self._next_diagnosis = time.monotonic() + STALL_S
         messages = self.receiver.drain(timeout_ms)
+        self._last_poll = time.monotonic()
         if messages:
             with self.lock:
                 self.model.apply(messages)
@@ -49,14 +64,30 @@ class Session:
                 self.recorder.write(messages)
         elif self.recorder:
             self.recorder.maybe_flush()
+        if time.monotonic() >= self._next_diagnosis:
+            self._next_diagnosis = time.monotonic() + DIAGNOSE_EVERY_S
+            with self.lock:
+                found = self.diagnosis.update()
+            self._report(found)
         return len(messages)
 
     def reset(self) -> None:
-        """Start again from an empty model (a restarted demo); the recording is not reset."""
+        """Start again from an empty model and diagnosis (a restarted demo); the recording is
+        not reset."""
         with self.lock:
             model, self.model = self.model, Model(self.model.clock)
             if model.new_instances is not None:
                 self.model.new_instances = []
+            self.diagnosis = Diagnosis(self.model)
+
+    def _report(self, found: list[Finding]) -> None:
+        if not found:
+            return
+        if self.recorder:
+            self.recorder.write_findings(found)
+        if self.new_findings is not None:
+            with self.lock:
+                self.new_findings.extend(found)
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="commviz-collector", daemon=True)
@@ -66,13 +97,20 @@ class Session:
         while not self._stop.is_set():
             self.poll()
 
-    def close(self) -> None:
-        """Drain what already arrived, write the summary and release the socket."""
+    def close(self, ended: Iterable[int] = ()) -> None:
+        """Drain what already arrived, write the summary and release the socket.
+
+        ``ended``: ranks known to have ended (a demo's, from the launcher); those that left
+        without a goodbye are reported as lost before the recording closes.
+        """
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=2)
         while self.poll(0):
             pass
+        with self.lock:
+            found = self.diagnosis.update() + self.diagnosis.finish(ended)
+        self._report(found)
         if self.recorder:
             self.recorder.close(self.summary())
             self.recorder = None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .diagnose import Finding
 from .model import Instance
 
 
@@ -42,3 +43,8 @@ def stats_table(rows: list[dict]) -> str:
     if not rows:
         lines.append("(no completed collective or transfer)")
     return "\n".join(lines)
+
+
+def finding_line(f: Finding) -> str:
+    """One line per finding of the live diagnosis, and per condition that ended."""
+    return f"!! {f.type}: {f.message}"

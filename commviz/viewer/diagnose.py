@@ -1,0 +1,661 @@
+"""Live diagnosis from the event stream: stragglers, hangs, lost ranks, mismatches, slow links.
+
+Pure like the model it watches: no Textual, no sockets, both clocks injected. The model calls
+back with the rows of every matching round (arrivals per rank, for stragglers and slow
+links); ``update()``, run a few times a second even when no event arrives (a hang sends
+none), looks at what is still pending or in flight. Each condition has a stable key: a new
+key is reported once as a finding, a key that disappears is reported as ``resolved`` with
+how long it held, so findings clear themselves when the condition ends.
+
+Thresholds and why:
+
+* straggler: a rank is late at an instance when it arrives last by more than
+  max(10 ms, 2 x the op's own median transfer time, 3 x its jitter (p90 - p50)): the jitter
+  of a loaded 2-core machine is a few ms, so only a real lag stands out. Named after it was
+  late 3 instances in a row (a single late arrival is noise); once named, cleared only after
+  3 instances in a row on time, so a rank late most of the time does not flicker.
+* hang: an instance entered by some ranks and not others for more than 1 s (no healthy
+  demo came near it in 10 minutes on a loaded 2-core machine: bench/false_findings.py),
+  while someone still waits in it or failed in it; the same for a send or receive whose
+  counterpart never came; cycles of such waits are deadlocks. How long an op has waited is
+  counted on the viewer's clock from when its in-flight record arrived (it is sent 20 ms
+  after the op began), not from the rank's t_start: hosts' clocks may disagree by more
+  than the threshold.
+* lost rank: no message for 2 heartbeat intervals (the emitter beats every 0.5 s) while
+  another rank kept reporting for that long after it went quiet, still so 0.2 s later:
+  when every rank falls silent at once the viewer or the whole machine stalled (or the job
+  ended: ``finish`` names who left without a goodbye), and ranks resuming after a stall
+  come back a few ms apart, so no rank is singled out for either.
+* mismatch: records of one instance that differ in op, dtype or size (nccl-tests' S, for ops
+  whose size must agree), from pending and in-flight records, so it is named while the job
+  still hangs; held 10 s after the instance completed.
+* slow: a pair whose transfers (waiting excluded) are consistently slower than the other
+  pairs' for the same op and size: its 25th percentile above both 5x the others' median and
+  the others' 90th percentile, its median at least 5 ms above theirs, with 32 samples on
+  each side. A loaded machine delays some transfers by several ms (others' p90 ~5 ms, p99
+  ~15 ms on 2 cores with 4 ranks), for a few hundred ms at a time, so a median alone
+  flags a busy moment, not a slow link. The same for a group against the other groups of
+  its size (collectives: from the last arrival to the end). Inside one collective the ranks
+  finish together, so a slow rank there is not told apart from its group: the group is
+  named.
+"""
+
+from __future__ import annotations
+
+import collections
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from .. import protocol
+from .model import Model
+
+HEARTBEAT_S = 0.5  # the emitter's heartbeat period (commviz/rank/emitter.py, HEARTBEAT_S)
+LOST_AFTER_S = 2 * HEARTBEAT_S
+LOST_CONFIRM_S = 0.2
+HANG_AFTER_S = 1.0
+ANNOUNCE_S = 0.02  # the emitter announces an op in flight once it ran this long (emitter.py)
+MIN_LATE_NS = 10_000_000
+LATE_DURATION_FACTOR = 2.0
+LATE_JITTER_FACTOR = 3.0
+STRAGGLER_AFTER = 3   # late instances in a row before a rank is named
+STRAGGLER_CLEAR = 3   # on-time instances in a row that clear it
+WINDOW = 64           # instances kept per (group, op, size) for the thresholds
+HISTORY = 100         # findings and resolutions kept for a panel's history
+KEYS_MAX = 4096       # (group, op, size) windows and (op, size) pair tables kept at most
+MISMATCH_HOLD_S = 10.0
+SLOW_FACTOR = 5.0
+SLOW_MIN_NS = 5_000_000
+SLOW_SAMPLES = 32
+SLOW_WINDOW = 128     # transfers kept per pair
+
+TYPES = ("straggler", "hang", "lost_rank", "mismatch", "slow", "resolved")
+# ops whose nccl-tests size must agree on every rank (object and all-to-all sizes may differ)
+_SIZED = frozenset({"all_reduce", "broadcast", "reduce", "all_gather", "all_gather_into_tensor",
+                    "all_gather_single", "reduce_scatter", "reduce_scatter_tensor",
+                    "reduce_scatter_single", "gather", "scatter"})
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One diagnosis, as the recording, the headless printer and the findings panel show it."""
+
+    type: str                        # one of TYPES
+    ranks: tuple[int, ...]           # the cause: late, missing, lost or differing rank(s)
+    group: tuple[int, ...] | None    # global ranks of the group; (src, dst) for p2p
+    seq: int | None                  # the instance's sequence number, if one
+    message: str                     # one line, English
+    message_pt: str                  # the same line in Portuguese
+    key: tuple                       # identity of the condition across updates
+    since: float                     # model clock (s) when first found
+    t_ns: int                        # wall clock (ns) when reported
+    links: tuple[tuple[int, int], ...] = ()  # rank pairs to highlight: waits, slow links
+    about: str | None = None         # resolved: the type of the finding that ended
+    duration_s: float | None = None  # resolved: how long the condition held
+
+    def text(self, lang: str = "en") -> str:
+        return self.message_pt if lang == "pt" else self.message
+
+    def record(self) -> dict[str, Any]:
+        """The recording line (``kind: "diag"``)."""
+        rec = {"kind": "diag", "type": self.type, "ranks": list(self.ranks),
+               "group": None if self.group is None else list(self.group), "seq": self.seq,
+               "message": self.message, "t_ns": self.t_ns}
+        if self.type == "resolved":
+            rec.update(about=self.about, duration_s=self.duration_s)
+        return rec
+
+
+@dataclass
+class _Streak:
+    rank: int = -1
+    late: int = 0
+    on_time: int = 0
+    lateness_ns: int = 0
+    waited_ns: int = 0
+    op: str = ""
+    seq: int = 0
+
+
+@dataclass
+class _Entry:
+    """One rank's record of an unmatched instance: pending (completed) or in flight."""
+
+    rank: int
+    op: str
+    size: int
+    dtype: str | None
+    age: float     # seconds since the rank entered, as far as the viewer knows
+    waiting: bool  # still in flight
+    failed: bool
+
+
+class Diagnosis:
+    """Watches one model; the session calls ``update()`` periodically under its lock."""
+
+    def __init__(self, model: Model, wall_ns: Callable[[], int] = time.time_ns) -> None:
+        self.model = model
+        self.wall_ns = wall_ns
+        model.on_collectives = self._collectives
+        model.on_transfers = self._transfers
+        model.diagnosis = self
+        self._active: dict[tuple, Finding] = {}
+        self._durations: dict[tuple[int, str, int], collections.deque] = {}
+        self._streaks: dict[int, _Streak] = {}
+        self._mismatched: dict[tuple[int, int], tuple[Finding, float]] = {}
+        self._pairs: dict[tuple[str, int], dict[tuple[int, int], collections.deque]] = {}
+        self._pair_seq: dict[tuple[int, int], int] = {}
+        self._ended: dict[tuple, Finding] = {}  # found by finish(): they hold from then on
+        self._seen: dict[tuple[int, int], float] = {}  # (rank, op id) -> when first known
+        self._touched: set[tuple[int, int]] = set()
+        self._quiet: dict[int, float] = {}  # rank -> when it first looked lost
+        self.history: collections.deque[Finding] = collections.deque(maxlen=HISTORY)
+
+    # ---- API ------------------------------------------------------------------------------
+    def findings(self) -> list[Finding]:
+        """Findings that hold now, oldest first (messages kept up to date)."""
+        return sorted(self._active.values(), key=lambda f: f.since)
+
+    def update(self) -> list[Finding]:
+        """Re-evaluate every condition; returns what is new: findings, then resolutions."""
+        now, wall = self.model.clock(), self.wall_ns()
+        self._touched = set()
+        unmatched = self._unmatched(now)
+        current: dict[tuple, Finding] = dict(self._ended)
+        for found in (self._straggling(now, wall), self._hangs(now, wall, unmatched),
+                      self._lost(now, wall), self._mismatches(now, wall, unmatched),
+                      self._slow(now, wall)):
+            for f in found:
+                current.setdefault(f.key, f)
+        events = []
+        for key, f in current.items():
+            old = self._active.get(key)
+            if old is None:
+                events.append(f)
+            else:
+                current[key] = replace(f, since=old.since, t_ns=old.t_ns)
+        for key, old in self._active.items():
+            if key not in current:
+                events.append(_resolved(old, now, wall))
+        self._active = current
+        self._seen = {k: v for k, v in self._seen.items() if k in self._touched}
+        self.history.extend(events)
+        return events
+
+    def finish(self, ended: Iterable[int]) -> list[Finding]:
+        """The job has ended (``ended``: its ranks): name those that left without a goodbye."""
+        now, wall = self.model.clock(), self.wall_ns()
+        events = []
+        for r in sorted(set(ended)):
+            s = self.model.ranks.get(r)
+            key = ("lost_rank", r)
+            if s is None or s.exited or key in self._active:
+                continue
+            f = Finding("lost_rank", (r,), None, None,
+                        f"rank {r} ended without saying goodbye (it crashed or was killed)",
+                        f"rank {r} terminou sem se despedir (travou ou foi morto)", key, now, wall)
+            self._active[key] = self._ended[key] = f
+            events.append(f)
+        self.history.extend(events)
+        return events
+
+    # ---- model callbacks: arrivals of matched instances ----------------------------------
+    def _collectives(self, rows: dict[str, np.ndarray], starts: np.ndarray) -> None:
+        counts = np.diff(np.r_[starts, len(rows["rank"])])
+        multi = counts >= 2
+        if not multi.any():
+            return
+        run = np.repeat(np.arange(len(starts)), counts)
+        t0 = rows["t_start"]
+        order = np.lexsort((t0, run))  # within each instance, by arrival
+        ends = starts + counts - 1
+        last_i, second_i = order[ends], order[np.maximum(ends - 1, starts)]
+        lateness = t0[last_i] - t0[second_i]
+        waited = counts * t0[last_i] - np.add.reduceat(t0, starts)
+        transfer = np.maximum.reduceat(rows["t_end"], starts) - t0[last_i]
+        failed = np.logical_or.reduceat((rows["flags"] & protocol.FLAG_FAILED) > 0, starts)
+        row_sizes = self.model.sizes_of(rows)
+        sizes = row_sizes[starts]
+        self._check_uniform(rows, row_sizes, starts, counts)
+        keep = multi & ~failed
+        gk, op, seq = rows["gkey"][starts], rows["op"][starts], rows["seq"][starts]
+        for g in np.unique(gk[keep]).tolist():
+            idx = np.flatnonzero(keep & (gk == g))[-WINDOW:]
+            thresholds: dict[tuple[int, str, int], float] = {}
+            for i in idx.tolist():
+                key = (g, protocol.OPS[op[i]], int(sizes[i]))
+                window = self._durations.get(key)
+                if window is None:
+                    _make_room(self._durations)
+                    window = self._durations[key] = collections.deque(maxlen=WINDOW)
+                window.append(int(transfer[i]))
+                thresholds.pop(key, None)
+            for i in idx.tolist():
+                key = (g, protocol.OPS[op[i]], int(sizes[i]))
+                if key not in thresholds:
+                    thresholds[key] = _late_threshold(self._durations[key])
+                self._arrival(g, key[1], int(seq[i]), int(rows["rank"][last_i[i]]),
+                              int(lateness[i]), int(waited[i]), thresholds[key])
+
+    def _arrival(self, gkey: int, op: str, seq: int, last: int, lateness: int, waited: int,
+                 threshold: float) -> None:
+        s = self._streaks.setdefault(gkey, _Streak())
+        if lateness <= threshold:  # on time: breaks a streak; clears a named one after 3
+            s.on_time += 1
+            if s.late < STRAGGLER_AFTER or s.on_time >= STRAGGLER_CLEAR:
+                self._streaks[gkey] = _Streak()
+            return
+        if s.rank != last:
+            s = self._streaks[gkey] = _Streak(last)
+        s.late += 1
+        s.on_time = 0
+        s.lateness_ns += lateness
+        s.waited_ns += waited
+        s.op, s.seq = op, seq
+
+    def _check_uniform(self, rows: dict[str, np.ndarray], sizes: np.ndarray,
+                       starts: np.ndarray, counts: np.ndarray) -> None:
+        """Note matched instances whose ranks disagree on op, dtype or size."""
+        head = np.repeat(starts, counts)
+        differs = (rows["op"] != rows["op"][head]) | (rows["dtype"] != rows["dtype"][head])
+        differs |= _sized(rows["op"]) & (sizes != sizes[head])
+        bad = np.logical_or.reduceat(differs, starts)
+        now, wall = self.model.clock(), self.wall_ns()
+        for i in np.flatnonzero(bad).tolist():
+            sl = slice(starts[i], starts[i] + counts[i])
+            gkey, seq = int(rows["gkey"][starts[i]]), int(rows["seq"][starts[i]])
+            entries = {r: _Entry(r, protocol.OPS[o], sz, _dtype(d), 0.0, False, False)
+                       for r, o, sz, d in zip(rows["rank"][sl].tolist(), rows["op"][sl].tolist(),
+                                              sizes[sl].tolist(), rows["dtype"][sl].tolist())}
+            f = self._mismatch_finding(gkey, seq, entries, now, wall)
+            if f is not None:
+                self._mismatched[(gkey, seq)] = (f, now + MISMATCH_HOLD_S)
+
+    def _transfers(self, recv: dict[str, np.ndarray], send: dict[str, np.ndarray]) -> None:
+        ready = np.maximum(recv["t_start"], send["t_start"])
+        took = (np.maximum(recv["t_end"], send["t_end"]) - ready).tolist()
+        for src, dst, op, size, seq, t in zip(send["rank"].tolist(), recv["rank"].tolist(),
+                                              send["op"].tolist(), send["bytes_in"].tolist(),
+                                              send["seq"].tolist(), took):
+            if (protocol.OPS[op], size) not in self._pairs:
+                _make_room(self._pairs)
+            by_pair = self._pairs.setdefault((protocol.OPS[op], size), {})
+            window = by_pair.get((src, dst))
+            if window is None:
+                window = by_pair[(src, dst)] = collections.deque(maxlen=SLOW_WINDOW)
+            window.append(t)
+            self._pair_seq[(src, dst)] = seq
+
+    # ---- detectors ---------------------------------------------------------------------------
+    def _straggling(self, now: float, wall: int) -> list[Finding]:
+        out = []
+        for gkey, s in self._streaks.items():
+            if s.late < STRAGGLER_AFTER:
+                continue
+            group = self.model.groups[gkey][1]
+            avg, waited = s.lateness_ns / s.late / 1e6, s.waited_ns / 1e9
+            out.append(Finding(
+                "straggler", (s.rank,), group, s.seq,
+                f"rank {s.rank} arrived last at {s.op} in group {_group(group)} {s.late} times "
+                f"in a row, on average {avg:.0f} ms after the others, who waited {waited:.2f} s "
+                "for it",
+                f"rank {s.rank} chegou por último em {s.late} instâncias seguidas de {s.op} no "
+                f"grupo {_group(group)}, em média {avg:.0f} ms depois dos outros, que "
+                f"esperaram {waited:.2f} s por ele",
+                ("straggler", gkey, s.rank), now, wall,
+                links=tuple((r, s.rank) for r in group if r != s.rank)))
+        return out
+
+    def _age(self, rank: int, op_id: int, now: float, seen: float | None = None) -> float:
+        """Seconds since a rank entered an op, on the viewer's clock (see the module doc)."""
+        key = (rank, op_id)
+        self._touched.add(key)
+        first = self._seen.setdefault(key, now if seen is None else seen)
+        return now - first + ANNOUNCE_S
+
+    def _unmatched(self, now: float) -> dict[tuple[int, int], dict[int, _Entry]]:
+        """Per (group, seq): each rank's pending or in-flight collective record, for the
+        instances someone waits in, failed in, or disagrees on."""
+        by_key: dict[tuple[int, int], dict[int, _Entry]] = {}
+        for f in self.model.inflight.values():
+            if f.op not in protocol.P2P and f.gkey >= 0:
+                by_key.setdefault((f.gkey, f.seq), {})[f.rank] = _Entry(
+                    f.rank, f.op, f.size, f.dtype, self._age(f.rank, f.op_id, now, f.seen),
+                    True, False)
+        rows = self.model.pending()[0]
+        if not len(rows["rank"]):
+            return by_key
+        key = (rows["gkey"] << 40) | rows["seq"]
+        failed = (rows["flags"] & protocol.FLAG_FAILED) > 0
+        order = np.argsort(key, kind="stable")
+        k = key[order]
+        starts = np.flatnonzero(np.r_[True, k[1:] != k[:-1]])
+        sizes = self.model.sizes_of(rows)
+        sig = rows["op"].astype(np.int64) << 8 | rows["dtype"]
+        sig_s, size_s = sig[order], np.where(_sized(rows["op"]), sizes, -1)[order]
+        head = np.repeat(starts, np.diff(np.r_[starts, len(k)]))
+        varied = np.logical_or.reduceat((sig_s != sig_s[head]) | (size_s != size_s[head]), starts)
+        wanted = set(k[starts][varied].tolist()) | set(key[failed].tolist())
+        wanted |= {g << 40 | s for g, s in by_key}
+        pick = np.flatnonzero(np.isin(key, np.fromiter(wanted, np.int64, len(wanted))))
+        for i in pick.tolist():
+            gk, seq, r = int(rows["gkey"][i]), int(rows["seq"][i]), int(rows["rank"][i])
+            by_key.setdefault((gk, seq), {}).setdefault(r, _Entry(
+                r, protocol.OPS[rows["op"][i]], int(sizes[i]), _dtype(int(rows["dtype"][i])),
+                self._age(r, int(rows["id"][i]), now), False, bool(failed[i])))
+        return by_key
+
+    def _hangs(self, now: float, wall: int,
+               unmatched: dict[tuple[int, int], dict[int, _Entry]]) -> list[Finding]:
+        out: list[Finding] = []
+        waits: dict[int, set[int]] = {}  # rank -> ranks it waits on, for deadlock cycles
+        for (gkey, seq), entries in unmatched.items():
+            group = self.model.groups[gkey][1]
+            # a rank never heard from is not missing: its reports are (a viewer started late,
+            # a first connection still under way); only ranks whose reports are current are
+            missing = tuple(r for r in group if r not in entries and r in self.model.ranks)
+            if not missing or not any(e.waiting or e.failed for e in entries.values()):
+                continue
+            age = max(e.age for e in entries.values())
+            if age < HANG_AFTER_S:
+                continue
+            inside = tuple(sorted(entries))
+            op = _majority(entries)[0]
+            for r, e in entries.items():
+                if e.waiting or e.failed:
+                    waits.setdefault(r, set()).update(missing)
+            doing = [self._doing(m, wall) for m in missing]
+            out.append(Finding(
+                "hang", missing, group, seq,
+                f"{op} #{seq} in group {_group(group)} hangs for {age:.1f} s: "
+                f"{_ranks(inside)} inside, {_ranks(missing)} missing ("
+                + "; ".join(f"{m}: {en}" for m, (en, _) in zip(missing, doing)) + ")",
+                f"{op} #{seq} no grupo {_group(group)} travado há {age:.1f} s: "
+                f"{_ranks(inside, 'pt')} dentro, {_ranks(missing, 'pt')} faltando ("
+                + "; ".join(f"{m}: {pt}" for m, (_, pt) in zip(missing, doing)) + ")",
+                ("hang", gkey, seq), now, wall,
+                links=tuple((r, m) for r in inside for m in missing)))
+        out += self._p2p_hangs(now, wall, waits)
+        out += self._deadlocks(now, wall, waits)
+        return out
+
+    def _p2p_hangs(self, now: float, wall: int, waits: dict[int, set[int]]) -> list[Finding]:
+        """Sends and receives that wait, or failed waiting, for a counterpart never posted."""
+        rows = self.model.pending()[1]
+        failed = np.flatnonzero((rows["flags"] & protocol.FLAG_FAILED) > 0)
+        waiters = [(f.rank, f.op, f.peer, f.seq, self._age(f.rank, f.op_id, now, f.seen))
+                   for f in self.model.inflight.values() if f.op in protocol.P2P]
+        waiters += [(r, protocol.OPS[op], peer, seq, self._age(r, i, now))
+                    for r, op, peer, seq, i in zip(*(rows[k][failed].tolist() for k in (
+                        "rank", "op", "peer", "seq", "id")))]
+        old = [w for w in waiters if w[2] >= 0 and w[4] >= HANG_AFTER_S]
+        if not old:
+            return []
+        posted = set(zip(rows["rank"].tolist(), _is_send(rows["op"]).tolist(),
+                         rows["peer"].tolist(), rows["seq"].tolist()))
+        posted |= {(r, op in protocol.SENDS, peer, seq) for r, op, peer, seq, _ in waiters}
+        out = []
+        for rank, op, peer, seq, secs in old:
+            sending = op in protocol.SENDS
+            if (peer, not sending, rank, seq) in posted:
+                continue  # the other side is there: data is moving, however slowly
+            src, dst = (rank, peer) if sending else (peer, rank)
+            waits.setdefault(rank, set()).add(peer)
+            en, pt = self._doing(peer, wall)
+            what_en = (f"send {src} -> {dst} #{seq} waits {secs:.1f} s for its recv"
+                       if sending else f"recv at {dst} from {src} #{seq} waits {secs:.1f} s "
+                       "for its send")
+            what_pt = (f"send {src} -> {dst} #{seq} espera há {secs:.1f} s pelo recv"
+                       if sending else f"recv em {dst} de {src} #{seq} espera há {secs:.1f} s "
+                       "pelo send")
+            out.append(Finding("hang", (peer,), (src, dst), seq,
+                               f"{what_en}: rank {peer} never posted it ({en})",
+                               f"{what_pt}: o rank {peer} nunca o postou ({pt})",
+                               ("hang-p2p", src, dst, seq, sending), now, wall,
+                               links=((src, dst),)))
+        return out
+
+    def _deadlocks(self, now: float, wall: int, waits: dict[int, set[int]]) -> list[Finding]:
+        out, seen = [], set()
+        for cycle in _cycles(waits):
+            if cycle in seen:
+                continue
+            seen.add(cycle)
+            chain = " waits on ".join(map(str, cycle + (cycle[0],)))
+            chain_pt = " espera por ".join(map(str, cycle + (cycle[0],)))
+            out.append(Finding("hang", cycle, None, None,
+                               f"deadlock: rank {chain}",
+                               f"deadlock (espera circular): rank {chain_pt}",
+                               ("deadlock", cycle), now, wall,
+                               links=tuple(zip(cycle, cycle[1:] + cycle[:1]))))
+        return out
+
+    def _lost(self, now: float, wall: int) -> list[Finding]:
+        out = []
+        latest = max((s.last_seen for s in self.model.ranks.values()), default=0.0)
+        for r, s in sorted(self.model.ranks.items()):
+            silent = now - s.last_seen
+            if s.exited or silent <= LOST_AFTER_S or latest - s.last_seen <= LOST_AFTER_S:
+                self._quiet.pop(r, None)
+                continue
+            if now - self._quiet.setdefault(r, now) < LOST_CONFIRM_S:
+                continue
+            stuck = sorted((f for f in self.model.inflight.values() if f.rank != r),
+                           key=lambda f: f.seen)
+            by_rank: dict[int, Any] = {}
+            for f in stuck:
+                by_rank.setdefault(f.rank, f)
+            shared = next((f for f in by_rank.values() if r in f.group or f.peer == r), None)
+            tail_en = tail_pt = ""
+            if by_rank:
+                tail_en = "; " + ", ".join(f"rank {q} is stuck in {_op(f)}"
+                                           for q, f in by_rank.items())
+                tail_pt = "; " + ", ".join(f"rank {q} está preso em {_op(f)}"
+                                           for q, f in by_rank.items())
+            out.append(Finding(
+                "lost_rank", (r,), shared.group if shared else None,
+                shared.seq if shared else None,
+                f"rank {r} is lost: nothing from it for {silent:.1f} s (process died or "
+                f"network broke){tail_en}",
+                f"rank {r} perdido: nada dele há {silent:.1f} s (o processo morreu ou a rede "
+                f"caiu){tail_pt}",
+                ("lost_rank", r), now, wall,
+                links=tuple((q, r) for q in by_rank)))
+        return out
+
+    def _mismatches(self, now: float, wall: int,
+                    unmatched: dict[tuple[int, int], dict[int, _Entry]]) -> list[Finding]:
+        out = []
+        for (gkey, seq), entries in unmatched.items():
+            f = self._mismatch_finding(gkey, seq, entries, now, wall)
+            if f is not None:
+                out.append(f)
+        for key, (f, until) in list(self._mismatched.items()):
+            if now > until:
+                del self._mismatched[key]
+            else:
+                out.append(f)
+        return out
+
+    def _mismatch_finding(self, gkey: int, seq: int, entries: dict[int, _Entry], now: float,
+                          wall: int) -> Finding | None:
+        sig = {r: (e.op, e.dtype, e.size if e.op in _SIZED else None) for r, e in entries.items()}
+        if len(set(sig.values())) < 2:
+            return None
+        common = _majority(entries)
+        odd = tuple(sorted(r for r, s in sig.items() if s != common))
+        same = tuple(sorted(r for r, s in sig.items() if s == common))
+        group = self.model.groups[gkey][1]
+        desc = "; ".join(f"{_ranks((r,))} called {_call(entries[r])}" for r in odd)
+        desc_pt = "; ".join(f"{_ranks((r,), 'pt')} chamou {_call(entries[r])}" for r in odd)
+        base = _call(entries[same[0]])
+        return Finding(
+            "mismatch", odd, group, seq,
+            f"mismatch at #{seq} in group {_group(group)}: {desc}, while {_ranks(same)} "
+            f"called {base}",
+            f"incompatibilidade no #{seq} do grupo {_group(group)}: {desc_pt}, enquanto "
+            f"{_ranks(same, 'pt')} chamou {base}",
+            ("mismatch", gkey, seq), now, wall)
+
+    def _slow(self, now: float, wall: int) -> list[Finding]:
+        out = self._slow_groups(now, wall)
+        for (op, size), pairs in self._pairs.items():
+            for pair, (med, others) in _outliers(pairs).items():
+                src, dst = pair
+                out.append(Finding(
+                    "slow", pair, pair, self._pair_seq.get(pair),
+                    f"{op} {src} -> {dst} of {size} B takes {med / 1e6:.1f} ms (median), "
+                    f"{med / max(others, 1):.0f}x the other pairs ({others / 1e6:.1f} ms)",
+                    f"{op} {src} -> {dst} de {size} B leva {med / 1e6:.1f} ms (mediana), "
+                    f"{med / max(others, 1):.0f}x os outros pares ({others / 1e6:.1f} ms)",
+                    ("slow", op, size, pair), now, wall, links=(pair,)))
+        return out
+
+    def _slow_groups(self, now: float, wall: int) -> list[Finding]:
+        """Groups of the same size whose transfers (after the last arrival) of the same op and
+        size take far longer than the other groups': a slow link inside that group."""
+        kinds: dict[tuple[str, int, int], dict[int, collections.deque]] = {}
+        for (gkey, op, size), window in self._durations.items():
+            n = len(self.model.groups[gkey][1])
+            kinds.setdefault((op, size, n), {})[gkey] = window
+        out = []
+        for (op, size, _), windows in kinds.items():
+            for gkey, (med, others) in _outliers(windows).items():
+                group = self.model.groups[gkey][1]
+                out.append(Finding(
+                    "slow", group, group, None,
+                    f"{op} of {size} B in group {_group(group)} takes {med / 1e6:.1f} ms "
+                    f"(median, waiting excluded), {med / max(others, 1):.0f}x the other "
+                    f"groups of {len(group)} ({others / 1e6:.1f} ms)",
+                    f"{op} de {size} B no grupo {_group(group)} leva {med / 1e6:.1f} ms "
+                    f"(mediana, sem a espera), {med / max(others, 1):.0f}x os outros grupos "
+                    f"de {len(group)} ({others / 1e6:.1f} ms)",
+                    ("slow-group", op, size, gkey), now, wall,
+                    links=tuple(zip(group, group[1:] + group[:1]))))
+        return out
+
+    # ---- helpers ---------------------------------------------------------------------------
+    def _doing(self, rank: int, wall: int) -> tuple[str, str]:
+        """What a rank is doing instead, in (en, pt)."""
+        s = self.model.ranks.get(rank)
+        if s is None:
+            return "never reported", "nunca se reportou"
+        if s.exited:
+            return "exited", "já saiu"
+        silent = self.model.clock() - s.last_seen
+        if silent > LOST_AFTER_S:
+            return f"silent for {silent:.1f} s", f"em silêncio há {silent:.1f} s"
+        mine = [f for f in self.model.inflight.values() if f.rank == rank]
+        if mine:
+            f = min(mine, key=lambda f: f.seen)
+            secs = self._age(f.rank, f.op_id, self.model.clock(), f.seen)
+            return (f"in {_op(f)} for {secs:.1f} s", f"em {_op(f)} há {secs:.1f} s")
+        if s.last_op is None:
+            return "no op yet", "nenhuma operação ainda"
+        secs = (wall - s.last_end_ns) / 1e9
+        return (f"idle since its last op, {s.last_op}, {secs:.1f} s ago",
+                f"ocioso desde a última operação, {s.last_op}, há {secs:.1f} s")
+
+
+def _make_room(table: dict) -> None:
+    """Forget the oldest key of a full table: sizes vary without bound (object collectives)."""
+    if len(table) >= KEYS_MAX:
+        del table[next(iter(table))]
+
+
+def _is_send(ops: np.ndarray) -> np.ndarray:
+    return np.isin(ops, [protocol.OP_CODE[o] for o in protocol.SENDS])
+
+
+def _sized(ops: np.ndarray) -> np.ndarray:
+    return np.isin(ops, [protocol.OP_CODE[o] for o in _SIZED])
+
+
+def _outliers(windows: dict) -> dict:
+    """The keys whose samples are consistently above all the others' (see the module doc),
+    each with (its median, the others' median); at least 3 keys with enough samples."""
+    full = {k: np.fromiter(w, np.float64) for k, w in windows.items() if len(w) >= SLOW_SAMPLES}
+    if len(full) < 3:
+        return {}
+    out = {}
+    for key, mine in full.items():
+        rest = np.concatenate([v for k, v in full.items() if k != key])
+        med, others, others_p90 = (float(np.median(mine)), float(np.median(rest)),
+                                   float(np.percentile(rest, 90)))
+        if (float(np.percentile(mine, 25)) > max(SLOW_FACTOR * others, others_p90)
+                and med - others > SLOW_MIN_NS):
+            out[key] = (med, others)
+    return out
+
+
+def _late_threshold(durations: Iterable[int]) -> float:
+    arr = np.fromiter(durations, np.float64)
+    p50 = float(np.median(arr))
+    jitter = float(np.percentile(arr, 90)) - p50 if len(arr) >= 5 else 0.0
+    return max(MIN_LATE_NS, LATE_DURATION_FACTOR * p50, LATE_JITTER_FACTOR * jitter)
+
+
+def _resolved(old: Finding, now: float, wall: int) -> Finding:
+    took = now - old.since
+    return Finding("resolved", old.ranks, old.group, old.seq,
+                   f"resolved after {took:.1f} s: {old.message}",
+                   f"resolvido após {took:.1f} s: {old.message_pt}",
+                   ("resolved",) + old.key, now, wall, old.links, old.type, round(took, 3))
+
+
+def _majority(entries: dict[int, _Entry]) -> tuple:
+    """The most common (op, dtype, size) signature; ties go to the lowest rank's."""
+    sigs = [(e.op, e.dtype, e.size if e.op in _SIZED else None)
+            for _, e in sorted(entries.items())]
+    counts = collections.Counter(sigs)
+    return max(sigs, key=lambda s: (counts[s], -sigs.index(s)))
+
+
+def _cycles(waits: dict[int, set[int]]) -> list[tuple[int, ...]]:
+    """Simple cycles of the wait-for graph, each rotated to start at its lowest rank."""
+    found = []
+
+    def walk(path: list[int]) -> None:
+        for nxt in sorted(waits.get(path[-1], ())):
+            if nxt == path[0]:
+                found.append(tuple(path))
+            elif nxt > path[0] and nxt not in path:
+                walk(path + [nxt])
+
+    for start in sorted(waits):
+        walk([start])
+    return found
+
+
+def _dtype(code: int) -> str | None:
+    return None if code == protocol.NO_CODE else protocol.DTYPES[code]
+
+
+def _call(e: _Entry) -> str:
+    dtype = f" {e.dtype}" if e.dtype else ""
+    return f"{e.op} ({e.size} B{dtype})"
+
+
+def _op(f: Any) -> str:
+    """An in-flight op as a phrase: `all_reduce #3`, `recv from 0 #2`, `send to 1 #2`."""
+    if f.op in protocol.SENDS:
+        return f"{f.op} to {f.peer} #{f.seq}"
+    if f.op in protocol.RECVS:
+        return f"{f.op} from {f.peer} #{f.seq}"
+    return f"{f.op} #{f.seq}"
+
+
+def _ranks(ranks: Iterable[int], lang: str = "en") -> str:
+    ranks = list(ranks)
+    if len(ranks) == 1:
+        return f"rank {ranks[0]}"
+    return ("ranks " if lang == "en" else "os ranks ") + ",".join(map(str, ranks))
+
+
+def _group(group: tuple[int, ...]) -> str:
+    if len(group) > 2 and group == tuple(range(group[0], group[-1] + 1)):
+        return f"{group[0]}-{group[-1]}"
+    return ",".join(map(str, group)) if len(group) <= 8 else f"of {len(group)} ranks"

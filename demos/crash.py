@@ -1,0 +1,31 @@
+"""crash: one rank dies in the middle of the run, without a word, as a killed process does.
+
+At step 3 one rank is killed (SIGKILL, like the kernel's out-of-memory killer): no error
+message, no goodbye. Its peers find their connections closed inside the next all_reduce and
+fail too; the diagnosis names the rank that vanished. The launcher reports the failed ranks
+and the demo ends with an error, as the real job would.
+"""
+
+import os
+import signal
+
+import torch
+import torch.distributed as dist
+
+MIN_RANKS = 2
+PG_TIMEOUT_S = 6  # seconds a rank waits inside an operation before it gives up
+CRASH_AT = 3
+
+
+def main(ctx):
+    rank, world = dist.get_rank(), dist.get_world_size()
+    numel = ctx.numel(torch.float32)
+    victim = world // 2
+
+    for step in ctx.steps():
+        if rank == victim and step == CRASH_AT:
+            os.kill(os.getpid(), signal.SIGKILL)  # out of memory: the process just vanishes
+
+        grads = torch.ones(numel, device=ctx.device)
+        dist.all_reduce(grads)
+        ctx.check(torch.all(grads == world), f"sum of step {step}")

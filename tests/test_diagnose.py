@@ -1,0 +1,461 @@
+"""Pure diagnosis tests: scripted messages and a frozen clock in, findings out.
+
+Times: FakeClock's monotonic seconds are the model's clock (last_seen, when an in-flight
+record arrived, how long a wait lasted); its wall_ns stamps the findings. Record times
+(t_start, t_end: the ranks' wall clocks) only matter between ranks (who arrived last).
+"""
+
+import json
+
+import pytest
+from fakes import T0_NS, FakeClock, bye, heartbeat, op_batch
+
+from commviz import recording
+from commviz.rank import emitter
+from commviz.viewer import diagnose
+from commviz.viewer.diagnose import Diagnosis
+from commviz.viewer.findings_text import advice
+from commviz.viewer.model import Model
+
+G4 = {0: ("0", (0, 1, 2, 3))}
+MS = 1_000_000
+
+
+def _setup(world=4):
+    clock = FakeClock()
+    model = Model(clock)
+    diag = Diagnosis(model, wall_ns=clock.wall_ns)
+    model.apply([heartbeat(r, world) for r in range(world)])
+    return clock, model, diag
+
+
+def _tick(clock, model, seconds, ranks=range(4)):
+    """Time passes; the live ``ranks`` keep sending heartbeats."""
+    clock.advance(seconds)
+    model.apply([heartbeat(r, 4) for r in ranks])
+
+
+def _rec(seq, start_ms, end_ms=None, op="all_reduce", nbytes=4096, **kw):
+    start = T0_NS + round(start_ms * MS)
+    end = -1 if end_ms == -1 else T0_NS + round((start_ms + 1 if end_ms is None else end_ms) * MS)
+    return {"id": seq, "op": op, "seq": seq, "bytes_in": nbytes, "bytes_out": nbytes,
+            "t_start": start, "t_end": end, **kw}
+
+
+def _instance(seq, late_rank=None, late_ms=0.0, base_ms=None, took_ms=1.0, world=4):
+    """One all_reduce instance: every rank arrives at base (+0.1 ms per rank), the late rank
+    ``late_ms`` after the others; all end ``took_ms`` after the last arrival."""
+    base = seq * 1000.0 if base_ms is None else base_ms
+    starts = {r: base + 0.1 * r + (late_ms if r == late_rank else 0.0) for r in range(world)}
+    end = max(starts.values()) + took_ms
+    return [op_batch(r, [_rec(seq, starts[r], end)], G4) for r in range(world)]
+
+
+def _types(found):
+    return [(f.type, f.ranks, f.group, f.seq) for f in found]
+
+
+def test_the_heartbeat_period_and_announce_delay_are_the_emitters():
+    assert diagnose.HEARTBEAT_S == emitter.HEARTBEAT_S
+    assert diagnose.ANNOUNCE_S == emitter.ANNOUNCE_AFTER_NS / 1e9
+
+
+# ---- straggler -----------------------------------------------------------------------------
+
+def test_straggler_named_after_three_late_instances_with_lateness_and_waiting():
+    clock, model, diag = _setup()
+    found = []
+    for seq in (1, 2):
+        model.apply(_instance(seq, late_rank=2, late_ms=50))
+        found += diag.update()
+    assert found == []
+    model.apply(_instance(3, late_rank=2, late_ms=50))
+    (f,) = diag.update()
+    assert _types([f]) == [("straggler", (2,), (0, 1, 2, 3), 3)]
+    assert "rank 2 arrived last at all_reduce in group 0-3 3 times in a row" in f.message
+    assert "on average 50 ms after the others" in f.message
+    # the three others waited about 50 ms each, three times: 0.45 s (+ the 0.1 ms offsets)
+    assert "waited 0.45 s" in f.message
+    assert "rank 2 chegou por último" in f.message_pt
+    assert diag.findings() == [f] and model.findings() == [f]
+    model.apply(_instance(4, late_rank=2, late_ms=50))
+    assert diag.update() == []  # still the same finding, kept up to date
+    assert "4 times in a row" in diag.findings()[0].message
+
+
+def test_late_exactly_once_or_twice_is_no_straggler():
+    clock, model, diag = _setup()
+    found = []
+    for seq, late in enumerate([1, None, 1, 1, None, 3, None, 2, 2], start=1):
+        model.apply(_instance(seq, late_rank=late, late_ms=80))
+        found += diag.update()
+    assert found == []
+
+
+def test_straggler_clears_after_three_instances_on_time():
+    clock, model, diag = _setup()
+    for seq in range(1, 4):
+        model.apply(_instance(seq, late_rank=1, late_ms=30))
+    assert _types(diag.update()) == [("straggler", (1,), (0, 1, 2, 3), 3)]
+    _tick(clock, model, 2.0)
+    for seq in (4, 5):
+        model.apply(_instance(seq))
+    assert diag.update() == []
+    model.apply(_instance(6))
+    (r,) = diag.update()
+    assert (r.type, r.ranks, r.about, r.duration_s) == ("resolved", (1,), "straggler", 2.0)
+    assert diag.findings() == []
+
+
+def test_lateness_is_judged_against_the_ops_own_duration():
+    """50 ms late at an op that itself takes 100 ms is normal jitter, not a straggler."""
+    clock, model, diag = _setup()
+    for seq in range(1, 7):
+        model.apply(_instance(seq, late_rank=3, late_ms=50, took_ms=100))
+    assert diag.update() == []
+
+
+def test_a_few_ms_late_is_below_the_floor():
+    clock, model, diag = _setup()
+    for seq in range(1, 8):
+        model.apply(_instance(seq, late_rank=3, late_ms=4))
+    assert diag.update() == []
+
+
+# ---- hang ---------------------------------------------------------------------------------
+
+def _in_flight(rank, seq, start_ms, op="all_reduce", op_id=None, **kw):
+    rec = _rec(seq, start_ms, -1, op=op, **kw)
+    rec["id"] = seq if op_id is None else op_id
+    return op_batch(rank, [rec], G4)
+
+
+def test_hang_names_op_group_seq_inside_and_missing_with_what_they_do():
+    clock, model, diag = _setup()
+    model.apply(_instance(1))  # rank 3's last op: all_reduce #1, ended at 1001.3 ms
+    clock.set_wall_ns(T0_NS + 2000 * MS)
+    model.apply([_in_flight(r, 2, 2000) for r in range(3)])
+    clock.advance(0.9)
+    model.apply([heartbeat(r, 4) for r in range(4)])
+    assert diag.update() == []  # not yet: 0.9 s
+    clock.advance(0.2)
+    model.apply([heartbeat(r, 4) for r in range(4)])
+    (f,) = diag.update()
+    assert _types([f]) == [("hang", (3,), (0, 1, 2, 3), 2)]
+    assert f.message.startswith("all_reduce #2 in group 0-3 hangs for 1.1 s: ranks 0,1,2 "
+                                "inside, rank 3 missing (3: idle since its last op, all_reduce, ")
+    assert set(f.links) == {(0, 3), (1, 3), (2, 3)}
+    # rank 3 arrives: the instance completes and the hang is reported resolved, with its length
+    clock.advance(0.5)
+    model.apply([op_batch(r, [_rec(2, 2000 + (1600 if r == 3 else 0), 3601)], G4)
+                 for r in range(4)])
+    (r,) = diag.update()
+    assert (r.type, r.ranks, r.seq, r.about, r.duration_s) == ("resolved", (3,), 2, "hang", 0.5)
+    assert r.message.startswith("resolved after 0.5 s: all_reduce #2")
+    assert diag.findings() == []
+
+
+def test_a_rank_never_heard_from_is_not_called_missing():
+    clock = FakeClock()
+    model = Model(clock)
+    diag = Diagnosis(model, wall_ns=clock.wall_ns)
+    model.apply([heartbeat(r, 4) for r in range(3)])  # rank 3's first reports are late
+    model.apply([_in_flight(r, 1, 0) for r in range(3)])
+    _tick(clock, model, 1.5, ranks=range(3))
+    assert diag.update() == []
+    model.apply([heartbeat(3, 4)])
+    assert _types(diag.update()) == [("hang", (3,), (0, 1, 2, 3), 1)]
+
+
+def test_ranks_all_inside_with_different_ops_is_a_mismatch_not_a_hang():
+    clock, model, diag = _setup()
+    model.apply([_in_flight(r, 1, 0) for r in (0, 1)])
+    model.apply([_in_flight(2, 1, 10, op="barrier", nbytes=0, dtype=None),
+                 _in_flight(3, 1, 10, op="barrier", nbytes=0, dtype=None)])
+    _tick(clock, model, 1.2)
+    found = diag.update()
+    # same group and seq, different ops: a mismatch, and nobody is missing: no hang
+    assert _types(found) == [("mismatch", (2, 3), (0, 1, 2, 3), 1)]
+
+
+def test_hang_timed_on_the_viewers_clock_not_the_ranks():
+    """A rank whose clock is an hour behind: its ops look old on arrival, yet are not hung."""
+    clock, model, diag = _setup()
+    model.apply([_in_flight(r, 1, -3600_000) for r in range(3)])
+    _tick(clock, model, 0.5)
+    assert diag.update() == []
+    _tick(clock, model, 0.5)
+    assert _types(diag.update()) == [("hang", (3,), (0, 1, 2, 3), 1)]
+
+
+def test_history_keeps_findings_and_resolutions():
+    clock, model, diag = _setup()
+    model.apply([_in_flight(1, 1, 0, op="recv", peer=0)])
+    _tick(clock, model, 1.1)
+    diag.update()
+    model.apply([op_batch(0, [_rec(1, 1100, 1101, op="send", peer=1)], G4),
+                 op_batch(1, [{**_rec(1, 0, 1101, op="recv", peer=0), "id": 1}], G4)])
+    diag.update()
+    assert [f.type for f in diag.history] == ["hang", "resolved"]
+    assert diag.findings() == []
+
+
+def test_hang_kept_when_the_waiters_fail_at_the_timeout():
+    clock, model, diag = _setup()
+    model.apply([_in_flight(r, 1, 0) for r in range(3)])
+    _tick(clock, model, 1.1)
+    assert _types(diag.update()) == [("hang", (3,), (0, 1, 2, 3), 1)]
+    _tick(clock, model, 5)  # the process group's timeout: the waiting ops end, failed
+    model.apply([op_batch(r, [_rec(1, 0, 6000, flags=8)], G4) for r in range(3)])
+    assert diag.update() == []
+    assert _types(diag.findings()) == [("hang", (3,), (0, 1, 2, 3), 1)]
+
+
+def test_p2p_recv_without_send_and_send_without_recv():
+    clock, model, diag = _setup()
+    model.apply([_in_flight(1, 1, 0, op="recv", peer=0)])
+    model.apply([_in_flight(2, 1, 0, op="send", peer=3)])
+    _tick(clock, model, 1.1)
+    found = diag.update()
+    assert sorted(_types(found)) == [("hang", (0,), (0, 1), 1), ("hang", (3,), (2, 3), 1)]
+    by_rank = {f.ranks: f.message for f in found}
+    assert by_rank[(0,)].startswith("recv at 1 from 0 #1 waits 1.1 s for its send: rank 0 "
+                                    "never posted it (no op yet)")
+    assert by_rank[(3,)].startswith("send 2 -> 3 #1 waits 1.1 s for its recv")
+    # rank 0 sends at last: the transfer completes, the recv's hang resolves
+    model.apply([op_batch(0, [_rec(1, 1100, 1101, op="send", peer=1)], G4),
+                 op_batch(1, [{**_rec(1, 0, 1101, op="recv", peer=0), "id": 1}], G4)])
+    (r,) = diag.update()
+    assert (r.type, r.ranks, r.about) == ("resolved", (0,), "hang")
+
+
+def test_p2p_wait_whose_counterpart_is_posted_is_no_hang():
+    clock, model, diag = _setup()
+    model.apply([_in_flight(1, 1, 0, op="recv", peer=0),
+                 op_batch(0, [_rec(1, 0, 1, op="send", peer=1)], G4)])
+    _tick(clock, model, 3)
+    assert diag.update() == []
+
+
+def test_p2p_deadlock_cycle():
+    clock, model, diag = _setup()
+    model.apply([_in_flight(0, 1, 0, op="recv", peer=1), _in_flight(1, 1, 0, op="recv", peer=0)])
+    _tick(clock, model, 1.5)
+    found = diag.update()
+    assert ("hang", (0, 1), None, None) in _types(found)
+    (cycle,) = [f for f in found if f.key[0] == "deadlock"]
+    assert cycle.message == "deadlock: rank 0 waits on 1 waits on 0"
+    assert set(cycle.links) == {(0, 1), (1, 0)}
+
+
+def test_collective_and_p2p_waits_make_a_cycle():
+    """The hang demo's bug: 0,1,2 wait in all_reduce for 3, which waits in recv for 0."""
+    clock, model, diag = _setup()
+    model.apply([_in_flight(r, 3, 0) for r in range(3)])
+    model.apply([_in_flight(3, 1, 0, op="recv", peer=0)])
+    _tick(clock, model, 1.1)
+    found = diag.update()
+    assert sorted(_types(found), key=str) == sorted([
+        ("hang", (3,), (0, 1, 2, 3), 3), ("hang", (0,), (0, 3), 1), ("hang", (0, 3), None, None)],
+        key=str)
+    (hang,) = [f for f in found if f.key[0] == "hang"]
+    assert "(3: in recv from 0 #1 for 1.1 s)" in hang.message
+
+
+# ---- lost rank -----------------------------------------------------------------------------
+
+def test_lost_rank_after_two_heartbeat_intervals_then_back():
+    clock, model, diag = _setup()
+    model.apply([_in_flight(r, 1, 0) for r in (0, 1, 3)])
+    found = []
+    for _ in range(5):  # 1.25 s: the hang of all_reduce #1, which waits for rank 2
+        _tick(clock, model, 0.25, ranks=(0, 1, 3))
+        found += diag.update()
+    assert [f.type for f in found] == ["hang"]
+    _tick(clock, model, 0.25, ranks=(0, 1, 3))  # 1.5 s, and still so 0.25 s later
+    (f,) = diag.update()
+    assert _types([f]) == [("lost_rank", (2,), (0, 1, 2, 3), 1)]
+    assert f.message.startswith("rank 2 is lost: nothing from it for 1.5 s")
+    assert "rank 0 is stuck in all_reduce #1" in f.message
+    _tick(clock, model, 2.0)  # it rejoins
+    found = diag.update()
+    assert ("resolved", (2,), (0, 1, 2, 3), 1) in _types(found)
+    assert [f.about for f in found if f.type == "resolved"] == ["lost_rank"]
+    assert [f.type for f in diag.findings()] == ["hang"]  # it is back, but not in all_reduce
+
+
+def test_every_rank_silent_at_once_singles_out_none():
+    """The viewer or the whole machine stalled for 3 s: nobody is lost, also not the ranks
+    whose first reports after the stall come a moment later than the others'."""
+    clock, model, diag = _setup()
+    clock.advance(3.0)
+    assert diag.update() == []
+    _tick(clock, model, 0.01, ranks=(0, 1))
+    assert diag.update() == []
+    _tick(clock, model, 0.1, ranks=(2, 3))
+    assert diag.update() == []
+    for _ in range(5):  # then rank 2 really stops: named after 1 s and a confirmation
+        _tick(clock, model, 0.25, ranks=(0, 1, 3))
+        assert diag.update() == []
+    _tick(clock, model, 0.25, ranks=(0, 1, 3))
+    assert _types(diag.update()) == [("lost_rank", (2,), None, None)]
+
+
+def test_a_rank_that_said_goodbye_is_not_lost():
+    clock, model, diag = _setup(world=2)
+    model.apply([bye(1)])
+    clock.advance(5)
+    model.apply([heartbeat(0, 2)])
+    assert diag.update() == []
+    assert diag.finish([1]) == []
+
+
+def test_finish_names_ranks_that_ended_without_goodbye():
+    clock, model, diag = _setup(world=3)
+    model.apply([bye(0), bye(2)])
+    (f,) = diag.finish([0, 1, 2])
+    assert (f.type, f.ranks) == ("lost_rank", (1,))
+    assert f.message == "rank 1 ended without saying goodbye (it crashed or was killed)"
+    assert diag.finish([1]) == []  # reported once
+    clock.advance(10)
+    assert diag.update() == []     # and held: the job is over, it is not "resolved"
+    assert _types(diag.findings()) == [("lost_rank", (1,), None, None)]
+
+
+# ---- mismatch ------------------------------------------------------------------------------
+
+def test_mismatched_op_named_from_in_flight_records_before_anything_completes():
+    clock, model, diag = _setup()
+    model.apply([_in_flight(r, 3, 0) for r in range(3)] + [_in_flight(3, 3, 0, op="broadcast",
+                                                                      peer=0)])
+    (f,) = diag.update()
+    assert _types([f]) == [("mismatch", (3,), (0, 1, 2, 3), 3)]
+    assert f.message == ("mismatch at #3 in group 0-3: rank 3 called broadcast (4096 B float32), "
+                         "while ranks 0,1,2 called all_reduce (4096 B float32)")
+
+
+@pytest.mark.parametrize("field, value, shown", [("nbytes", 8192, "(8192 B float32)"),
+                                                 ("dtype", "float16", "(4096 B float16)")])
+def test_size_or_dtype_mismatch_in_a_completed_instance(field, value, shown):
+    clock, model, diag = _setup()
+    model.apply([op_batch(r, [_rec(1, 0, 5, **({field: value} if r == 1 else {}))], G4)
+                 for r in range(4)])
+    assert model.instances == 1
+    (f,) = diag.update()
+    assert _types([f]) == [("mismatch", (1,), (0, 1, 2, 3), 1)]
+    assert f"rank 1 called all_reduce {shown}" in f.message
+    _tick(clock, model, diagnose.MISMATCH_HOLD_S + 1)
+    assert [r.type for r in diag.update()] == ["resolved"]
+
+
+def test_sizes_that_may_differ_are_no_mismatch():
+    clock, model, diag = _setup()
+    model.apply([op_batch(r, [_rec(1, 0, 5, op="all_to_all_single", nbytes=100 * (r + 1))], G4)
+                 for r in range(4)])
+    model.apply([op_batch(r, [_rec(2, 10, 15, op="all_gather_object", nbytes=7 * r)], G4)
+                 for r in range(4)])
+    assert model.instances == 2 and diag.update() == []
+
+
+# ---- slow link -----------------------------------------------------------------------------
+
+def test_slow_pair_named_against_the_other_pairs():
+    clock, model, diag = _setup()
+    for k in range(1, 41):
+        for dst in (1, 2, 3):
+            took = 40 if dst == 3 else 1
+            start = k * 100
+            model.apply([op_batch(0, [{**_rec(k, start, start + took, op="send", peer=dst),
+                                       "id": k * 10 + dst}], G4),
+                         op_batch(dst, [{**_rec(k, start, start + took, op="recv", peer=0),
+                                         "id": k}], G4)])
+    found = diag.update()
+    assert _types(found) == [("slow", (0, 3), (0, 3), 40)]
+    assert found[0].message.startswith("send 0 -> 3 of 4096 B takes 40.0 ms (median), 40x the "
+                                       "other pairs (1.0 ms)")
+
+
+@pytest.mark.parametrize("slow_ms, named", [(30.0, True), (1.5, False)])
+def test_slow_group_named_against_the_other_groups_of_its_size(slow_ms, named):
+    clock = FakeClock()
+    model = Model(clock)
+    diag = Diagnosis(model, wall_ns=clock.wall_ns)
+    groups = {g: (str(g), (2 * g, 2 * g + 1)) for g in range(4)}
+    model.apply([heartbeat(r, 8) for r in range(8)])
+    for k in range(1, 41):
+        for g, (_, ranks) in groups.items():
+            took = slow_ms if g == 2 else 1.0
+            model.apply([op_batch(r, [{**_rec(k, k * 100, k * 100 + took), "gid": g,
+                                       "id": k * 10 + g}], groups) for r in ranks])
+    found = diag.update()
+    if named:
+        assert _types(found) == [("slow", (4, 5), (4, 5), None)]
+        assert found[0].message.startswith("all_reduce of 4096 B in group 4,5 takes 30.0 ms")
+    else:
+        assert found == []
+
+
+def test_a_pair_slow_for_a_busy_moment_is_no_slow_link():
+    """Half of one pair's transfers delayed 8 ms (a rank descheduled for a while on a loaded
+    machine): its median is far above the others', but not consistently: not named."""
+    clock, model, diag = _setup()
+    for k in range(1, 65):
+        for dst in (1, 2, 3):
+            took = 9 if dst == 1 and k > 32 else 1
+            start = k * 100
+            model.apply([op_batch(0, [{**_rec(k, start, start + took, op="isend", peer=dst),
+                                       "id": k * 10 + dst}], G4),
+                         op_batch(dst, [{**_rec(k, start, start + took, op="irecv", peer=0),
+                                         "id": k}], G4)])
+    assert diag.update() == []
+
+
+def test_equal_pairs_are_not_slow():
+    clock, model, diag = _setup()
+    for k in range(1, 41):
+        for dst in (1, 2, 3):
+            model.apply([op_batch(0, [{**_rec(k, k * 100, k * 100 + 2), "op": "send",
+                                       "peer": dst, "id": k * 10 + dst}], G4),
+                         op_batch(dst, [{**_rec(k, k * 100, k * 100 + 2), "op": "recv",
+                                         "peer": 0}], G4)])
+    assert diag.update() == []
+
+
+# ---- what the recording and the panel get --------------------------------------------------
+
+def test_findings_are_recorded_as_diag_lines_that_stats_skips(tmp_path):
+    clock, model, diag = _setup()
+    for seq in range(1, 4):
+        model.apply(_instance(seq, late_rank=2, late_ms=50))
+    found = diag.update()
+    path = tmp_path / "r.jsonl"
+    rec = recording.Recorder(path)
+    rec.write_findings(found)
+    rec.close({"records": 0})
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    (line,) = [x for x in lines if x.get("kind") == "diag"]
+    assert line == {"kind": "diag", "type": "straggler", "ranks": [2], "group": [0, 1, 2, 3],
+                    "seq": 3, "message": found[0].message, "t_ns": clock.wall_ns()}
+    assert list(recording.read(path)) == []  # stats reads ops and ranks only
+
+
+@pytest.mark.parametrize("kind", diagnose.TYPES)
+@pytest.mark.parametrize("lang", ["en", "pt"])
+def test_every_type_has_advice_in_both_languages(kind, lang):
+    title, meaning, check = advice(kind, lang)
+    assert title and len(meaning) > 40 and len(check) > 40
+    assert advice(kind, "pt") != advice(kind, "en")
+
+
+def test_tables_stay_bounded_when_sizes_keep_changing(monkeypatch):
+    monkeypatch.setattr(diagnose, "KEYS_MAX", 8)
+    clock, model, diag = _setup(world=2)
+    g2 = {0: ("0", (0, 1))}
+    for k in range(1, 30):
+        model.apply([op_batch(r, [_rec(k, k * 10, k * 10 + 1, nbytes=k)], g2) for r in (0, 1)])
+        model.apply([op_batch(0, [{**_rec(k, k * 10, k * 10 + 1, op="send", peer=1, nbytes=k),
+                                   "id": 100 + k}], g2),
+                     op_batch(1, [{**_rec(k, k * 10, k * 10 + 1, op="recv", peer=0, nbytes=k),
+                                   "id": 100 + k}], g2)])
+    assert model.instances == 29 and model.transfers == 29
+    assert len(diag._durations) == 8 and len(diag._pairs) == 8

@@ -1,0 +1,111 @@
+"""The fault demos end to end: real gloo ranks, real faults, the viewer headless with --record.
+
+Each test checks that the right finding names the right rank(s), group and sequence number,
+soon enough after the condition became detectable (times from the recording: the ranks'
+own wall clocks, the same host as the viewer's), that the demo ends by itself, and that no
+process is left behind (the ``procs`` fixture).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from commviz.viewer import diagnose
+
+WORLD = 4
+GROUP = [0, 1, 2, 3]
+S = 1_000_000_000
+
+
+def _run(procs, tmp_path: Path, demo: str, iters: int) -> tuple[int, str, list[dict]]:
+    record = tmp_path / f"{demo}.jsonl"
+    proc = procs.start("-m", "commviz", "demo", demo, "--ranks", str(WORLD), "--headless",
+                       "--iters", str(iters), "--record", str(record))
+    rc = proc.finish(100)
+    kept = re.search(r"^rank logs kept in (\S+)$", proc.stdout, re.M)
+    if kept and Path(kept.group(1)).name.startswith("commviz-"):
+        shutil.rmtree(kept.group(1), ignore_errors=True)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    lines = [json.loads(line) for line in record.read_text(encoding="utf-8").splitlines()]
+    assert lines[-1]["kind"] == "summary", proc.stdout
+    return rc, proc.stdout, lines
+
+
+def _diags(lines: list[dict], kind: str | None = None) -> list[dict]:
+    return [x for x in lines if x.get("kind") == "diag" and kind in (None, x["type"])]
+
+
+def _ops(lines: list[dict], seq: int) -> list[dict]:
+    return [x for x in lines if x.get("kind") == "op" and x["seq"] == seq
+            and x["op"] != "recv"]
+
+
+def test_straggler_named_within_five_instances(procs, tmp_path):
+    rc, out, lines = _run(procs, tmp_path, "straggler", 7)
+    assert rc == 0, out
+    (f,) = _diags(lines)  # nothing else: no hang, no lost rank
+    assert (f["type"], f["ranks"], f["group"]) == ("straggler", [WORLD - 1], GROUP)
+    assert f["seq"] <= 5
+    assert re.search(r"on average (19\d|2\d\d) ms after the others", f["message"]), f
+    detectable = max(op["t_end_ns"] for op in _ops(lines, f["seq"]))
+    assert 0 <= f["t_ns"] - detectable < 2 * S
+    assert f"!! straggler: rank {WORLD - 1} arrived last" in out
+
+
+def test_hang_names_the_collective_and_the_missing_rank(procs, tmp_path):
+    rc, out, lines = _run(procs, tmp_path, "hang", 5)
+    assert rc == 1, out  # the ranks fail at the process group's timeout, as a real job does
+    hangs = [f for f in _diags(lines, "hang") if f["group"] == GROUP]
+    assert [(f["ranks"], f["seq"]) for f in hangs] == [([WORLD - 1], 3)], lines
+    f = hangs[0]
+    assert f"ranks 0,1,2 inside, rank {WORLD - 1} missing ({WORLD - 1}: in recv from 0 #1" \
+        in f["message"]
+    inside = _ops(lines, 3)
+    assert sorted(op["rank"] for op in inside) == [0, 1, 2]
+    assert all(op["flags"] & 8 for op in inside)  # they failed at the timeout
+    detectable = min(op["t_start_ns"] for op in inside) + round(diagnose.HANG_AFTER_S * S)
+    assert 0 <= f["t_ns"] - detectable < 2 * S
+    assert f["t_ns"] < min(op["t_end_ns"] for op in inside)  # named while the job still hung
+    p2p = [f for f in _diags(lines, "hang") if f["group"] == [0, WORLD - 1]]
+    assert [(f["ranks"], f["seq"]) for f in p2p] == [([0], 1)]
+    assert any(f["message"] == f"deadlock: rank 0 waits on {WORLD - 1} waits on 0"
+               for f in _diags(lines, "hang"))
+    assert not _diags(lines, "resolved") and not _diags(lines, "lost_rank")
+
+
+def test_crash_names_the_lost_rank(procs, tmp_path):
+    rc, out, lines = _run(procs, tmp_path, "crash", 8)
+    victim = WORLD // 2
+    assert rc == 1, out
+    assert re.search(rf"^rank {victim} failed \(exit -9\)", out, re.M), out
+    lost = _diags(lines, "lost_rank")
+    assert [f["ranks"] for f in lost] == [[victim]], lines
+    beats = [x["t_ns"] for x in lines if x.get("kind") == "tel" and x["rank"] == victim]
+    detectable = max(beats) + diagnose.LOST_AFTER_S * S
+    assert lost[0]["t_ns"] - detectable < 2 * S
+    assert f"!! lost_rank: rank {victim}" in out
+
+
+def test_mismatch_named_with_both_sides_before_the_job_fails(procs, tmp_path):
+    rc, out, lines = _run(procs, tmp_path, "mismatch", 5)
+    assert rc == 1, out
+    (f,) = _diags(lines, "mismatch")
+    assert (f["ranks"], f["group"], f["seq"]) == ([WORLD - 1], GROUP, 3)
+    assert f"rank {WORLD - 1} called broadcast (4096 B float32), while ranks 0,1,2 called " \
+        "all_reduce (4096 B float32)" in f["message"]
+    entered = _ops(lines, 3)
+    assert sorted(op["rank"] for op in entered) == GROUP
+    assert 0 <= f["t_ns"] - max(op["t_start_ns"] for op in entered) < 2 * S
+    assert f["t_ns"] < min(op["t_end_ns"] for op in entered)  # before the timeout failed them
+    assert not _diags(lines, "hang")
+
+
+@pytest.mark.parametrize("demo", ["straggler", "hang", "crash", "mismatch"])
+def test_fault_demos_are_listed(procs, demo):
+    listed = procs.commviz("demo", "--list").stdout
+    assert re.search(rf"^{demo}\s+\S", listed, re.M), listed
