@@ -20,6 +20,7 @@ from fakes import (
     FakeRanks,
     FakeSession,
     bye,
+    heartbeat,
     heartbeats,
     inflight,
     op_batch,
@@ -618,3 +619,39 @@ async def test_a_jobs_output_has_a_panel_and_its_end_is_said_once() -> None:
     demo = make_app(FakeSession())
     async with demo.run_test(size=SIZE):
         assert not demo.query_one("#output").display
+
+
+@sync
+async def test_findings_are_named_in_their_panel_and_on_the_ranks_they_blame() -> None:
+    from commviz.tui import render
+    from commviz.viewer.diagnose import Diagnosis
+
+    session = FakeSession()
+    clock, model = session.clock, session.model
+    diag = Diagnosis(model, wall_ns=clock.wall_ns)
+    app = make_app(session)
+    async with app.run_test(size=SIZE) as pilot:
+        session.feed([heartbeat(r, 4) for r in range(4)])
+        await frame(pilot)
+        assert not app.query_one("#findings").display
+        assert "diagnosis: no straggler, hang" in panel(app, "#status")
+        # ranks 0-2 enter all_reduce #1; rank 3 never comes
+        session.feed([inflight(r, "all_reduce", 1, T0_NS) for r in range(3)])
+        for _ in range(3):
+            clock.advance(0.5)
+            session.feed([heartbeat(r, 4) for r in range(4)])
+            with session.lock:
+                diag.update()
+        await frame(pilot)
+        text = panel(app, "#findings")
+        assert "⚠ hang" in text and "all_reduce #1" in text and "rank 3 missing" in text
+        assert "Check:" in text and "diagnosis: 1 finding(s)" in panel(app, "#status")
+        assert "⚠ hang:" in rank_row(app, 3) and "⚠" not in rank_row(app, 0)
+        session.feed([op_batch(r, [{"id": 100 if r < 3 else 7, "op": "all_reduce", "seq": 1,
+                                    "bytes_in": 4096, "bytes_out": 4096, "t_start": T0_NS,
+                                    "t_end": T0_NS + 1000}]) for r in range(4)])
+        with session.lock:
+            diag.update()
+        await frame(pilot)
+        assert not app.query_one("#findings").display
+        assert "✓ resolved after" in render.findings(session.model, "en").plain

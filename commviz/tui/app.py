@@ -108,6 +108,7 @@ class CommvizApp(App):
                 yield Static(id="source")
             with Vertical(id="right"):
                 yield Static(id="stats")
+                yield Static(id="findings")
                 yield Static(id="phases")
                 yield Static(id="explain")
                 yield Static(id="status")
@@ -130,6 +131,7 @@ class CommvizApp(App):
         self.query_one("#source").border_title = ui("source")
         self.query_one("#explain").border_title = ui("explanation")
         self.query_one("#status").border_title = "viewer"
+        self.query_one("#findings").border_title = ui("findings")
         self.query_one("#output").border_title = ui("job output")
         self.screen.set_class(self._output is not None, "-job")
 
@@ -141,7 +143,10 @@ class CommvizApp(App):
         slow: dict[str, Any] = {}
         with self.session.lock:
             now = self._clock()
-            ranks = render.ranks_table(model, now, self._wall_ns())
+            live = model.findings()
+            flagged = {r: f.type for f in live for r in f.ranks}
+            ranks = render.ranks_table(model, now, self._wall_ns(), flagged)
+            findings = render.findings(model, self.lang)
             self.query_one(Timeline).update_from(model, self._wall_ns())
             latest = model.recent[-1] if model.recent else None
             topology = self.query_one(Topology)
@@ -176,6 +181,11 @@ class CommvizApp(App):
                       f"{self.session.rejected} malformed messages rejected · "
                       f"{sum(s.dropped for s in model.ranks.values())} records dropped by ranks")
         self._show("#ranks", ranks, len(model.ranks))
+        panel = self.query_one("#findings")
+        if panel.display != bool(live):  # the panel comes up when something goes wrong
+            panel.display = bool(live)
+        if live:
+            self._show("#findings", findings, findings.plain.count("\n"))
         for selector, renderable in slow.items():
             self._show(selector, renderable, _height_key(renderable))
         if new and self._t0 is None:
@@ -189,6 +199,8 @@ class CommvizApp(App):
             if fresh:
                 self._output_n = fresh[-1].n
                 self.query_one("#output", OpLog).write(*(line.text for line in fresh))
+        status += "\n" + (explain.ui("findings now", self.lang).format(len(live)) if live
+                           else explain.ui("no findings short", self.lang))
         if not model.ranks:
             status += "\nwaiting for ranks to connect…"
         if self.controller is not None:
@@ -357,6 +369,7 @@ def run_app(session: Any, ranks: Ranks | None, title: str, lang: str,
     finally:
         signal.signal(signal.SIGTERM, previous)
         ranks = app.ranks  # a restart replaced them
+        ended: list[int] = []
         if ranks is not None:
             ranks.stop()
             if ranks.failed():
@@ -365,5 +378,8 @@ def run_app(session: Any, ranks: Ranks | None, title: str, lang: str,
                     print(f"rank {rp.rank} failed (exit {rp.returncode}): {rp.error_line()}")
             else:
                 ranks.cleanup_logs()
-        session.close()
+            ended = [rp.rank for rp in getattr(ranks, "procs", ()) if not rp.stopped]
+        session.close(ended=ended)
+        for finding in session.model.findings():  # what still held when the screen closed
+            print(f"!! {finding.type}: {finding.text(lang)}")
     return 1 if ranks is not None and ranks.failed() else 0

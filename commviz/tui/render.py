@@ -11,7 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from .. import costmodel, explain, protocol, schedule_notes, schedules
-from ..viewer import text
+from ..viewer import findings_text, text
 from ..viewer.model import Instance, Model
 from .animation import AnimFrame
 
@@ -32,10 +32,11 @@ RANK_COLUMNS = (("rank", 4, True), ("host", 8, False), ("device", 6, False),
                 ("read/written", 13, True))
 
 
-def ranks_table(model: Model, now: float, now_ns: int | None = None) -> Text:
+def ranks_table(model: Model, now: float, now_ns: int | None = None,
+                flagged: dict[int, str] | None = None) -> Text:
     """One line per rank in fixed-width columns: plain text lines are cheap to draw every
     frame, where a table would measure every cell again. A narrow panel crops the byte
-    counts first, never a rank's state."""
+    counts first, never a rank's state. ``flagged``: ranks a finding names, by its type."""
     now_ns = time.time_ns() if now_ns is None else now_ns
     inflight: dict[int, list] = {}
     for op in model.inflight.values():
@@ -55,6 +56,8 @@ def ranks_table(model: Model, now: float, now_ns: int | None = None) -> Text:
             state = Text(f"done {s.last_op}", style="green")
         else:
             state = Text("idle", style="dim")
+        if flagged and rank in flagged:
+            state = Text(f"⚠ {flagged[rank]}: {state.plain}", style="bold red")
         _row(out, [Text(str(rank)), Text(s.host), Text(s.device), state, _load(s),
                    Text(f"{_short(s.bytes_in)}/{_short(s.bytes_out)}")])
     out.rstrip()
@@ -280,6 +283,30 @@ def explanation(model: Model, inst: Instance | None, lang: str) -> Text:
     out.append(ex.when + "\n")
     for tip in ex.tips:
         out.append("• " + tip + "\n", style="italic")
+    return out
+
+
+FINDINGS_HISTORY = 3  # ended findings listed under the live ones
+
+
+def findings(model: Model, lang: str) -> Text:
+    """The live diagnosis: each finding that holds now (the newest explained, with what to
+    check), then the last few that ended."""
+    live = model.findings()
+    out = Text()
+    for f in reversed(live):
+        out.append(f"⚠ {f.type}  ", style="bold red")
+        out.append(f.text(lang) + "\n")
+    if live:
+        title, means, check = findings_text.advice(live[-1].type, lang)
+        out.append(f"{title}: ", style="bold")
+        out.append(means + "\n", style="italic")
+        out.append(f"{explain.ui('check', lang)}: ", style="bold")
+        out.append(check + "\n", style="italic")
+    history = getattr(model.diagnosis, "history", ())
+    for f in [f for f in history if f.type == "resolved"][-FINDINGS_HISTORY:]:
+        out.append(f"✓ {f.text(lang)}\n", style="dim")
+    out.rstrip()
     return out
 
 
