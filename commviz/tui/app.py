@@ -31,7 +31,7 @@ from .oplog import OpLog
 from .timeline import LEGEND, Timeline
 from .topology import Topology
 
-FRAME_S = 0.1
+FRAME_S = 0.05
 LOG_LINES_PER_FRAME = 20  # more than this per frame is unreadable, and costs a frame
 REPLAY_STEP_S = 0.3  # one schematic step of the replay; + and - change it
 SLOW_FRAME_S = 0.5  # statistics and the teaching panels: redrawn at most twice a second
@@ -81,6 +81,9 @@ class CommvizApp(App):
         self.controller = controller  # a demo's step gate; None when watching a job
         self._restart = restart
         self._output, self._output_n = output, 0
+        self._ticks = 0
+        self._new: list = []  # completed operations not yet in the log
+        self._skipped = 0     # ... and how many more there were than a frame shows
         self._ended = False
         self._view = self.NARROW_VIEWS[0]
         self.sub_title = self._title = title
@@ -117,7 +120,7 @@ class CommvizApp(App):
     def on_mount(self) -> None:
         self._titles()
         self.refresh_view()
-        self.set_interval(FRAME_S, self.refresh_view)
+        self.set_interval(FRAME_S, self._tick)
 
     def _titles(self) -> None:
         ui = functools.partial(explain.ui, lang=self.lang)
@@ -135,78 +138,99 @@ class CommvizApp(App):
         self.query_one("#output").border_title = ui("job output")
         self.screen.set_class(self._output is not None, "-job")
 
-    def refresh_view(self) -> None:
+    def _tick(self) -> None:
+        """The frame timer: the replay every frame, the other panels every other frame, in
+        turns, so that no frame has to paint everything at once."""
+        self._ticks += 1
+        self.refresh_view(self._ticks % 2)
+
+    def refresh_view(self, part: int | None = None) -> None:
+        """Draw the model: ``part`` 0 the timeline, 1 the numbers and logs, None everything;
+        the replay and the teaching panels that follow it, always."""
         if not self.is_running:  # a frame timer tick can race the shutdown (run_test, Pilot)
             return
         self._watch_ranks()
-        model = self.session.model
-        slow: dict[str, Any] = {}
         with self.session.lock:
-            now = self._clock()
-            live = model.findings()
-            flagged = {r: f.type for f in live for r in f.ranks}
-            ranks = render.ranks_table(model, now, self._wall_ns(), flagged)
-            findings = render.findings(model, self.lang)
-            self.query_one(Timeline).update_from(model, self._wall_ns())
-            latest = model.recent[-1] if model.recent else None
-            topology = self.query_one(Topology)
-            done = model.instances + model.transfers
-            arrived = min(done - self._shown, len(model.recent))
-            new = [model.recent[-i] for i in range(arrived, 0, -1)] if arrived > 0 else []
-            topology.update_from(model, new)
-            topology.animator.missed(done - self._shown - arrived)
-            frame = topology.animator.frame()
-            replayed = (id(frame.instance), frame.step) if frame is not None else None
-            slow_tick = now - self._slow_at >= SLOW_FRAME_S or latest is None
-            if slow_tick:
-                self._slow_at = now
-                slow["#stats"] = render.stats_table(model)
-                self._fit = _fit(model)
-                # the teaching panels follow the replay, else the latest operation
-                shown = frame.instance if frame is not None else latest
-                key = (shown.op, shown.site, shown.group) if shown else None
-                if key != self._explained:  # the same op again: nothing to redraw
-                    self._explained = key
-                    slow["#explain"] = render.explanation(model, shown, self.lang)
-                    slow["#source"] = render.source(shown, self.lang)
-            if slow_tick or replayed != self._replayed:  # follows the replay step by step
-                self._replayed = replayed
-                slow["#phases"] = render.phases(model, self.lang, frame, self._fit)
-            skipped = done - self._shown - min(arrived, LOG_LINES_PER_FRAME)
-            new = new[-LOG_LINES_PER_FRAME:]
-            self._shown = done
-            status = (f"listening on {self.session.addr}\n"
-                      f"{model.records} op records · {model.instances} collectives · "
-                      f"{model.transfers} transfers\n"
-                      f"{self.session.rejected} malformed messages rejected · "
-                      f"{sum(s.dropped for s in model.ranks.values())} records dropped by ranks")
-        self._show("#ranks", ranks, len(model.ranks))
+            model, now = self.session.model, self._clock()
+            self._refresh_replay(model, now)
+            if part in (None, 0):
+                self.query_one(Timeline).update_from(model, self._wall_ns())
+            if part in (None, 1):
+                self._refresh_numbers(model, now)
+
+    def _refresh_replay(self, model: Any, now: float) -> None:
+        """Queue what completed for the replay; the teaching panels follow it (statistics,
+        explanation and source at most every SLOW_FRAME_S)."""
+        topology = self.query_one(Topology)
+        done = model.instances + model.transfers
+        arrived = min(done - self._shown, len(model.recent))
+        new = [model.recent[-i] for i in range(arrived, 0, -1)] if arrived > 0 else []
+        topology.update_from(model, new)
+        topology.animator.missed(done - self._shown - arrived)
+        self._new.extend(new[-LOG_LINES_PER_FRAME:])
+        self._skipped += done - self._shown - min(arrived, LOG_LINES_PER_FRAME)
+        self._shown = done
+        frame = topology.animator.frame()
+        latest = model.recent[-1] if model.recent else None
+        replayed = (id(frame.instance), frame.step) if frame is not None else None
+        slow_tick = now - self._slow_at >= SLOW_FRAME_S or latest is None
+        if slow_tick:
+            self._slow_at = now
+            self._show("#stats", render.stats_table(model), None)
+            self._fit = _fit(model)
+            # the teaching panels follow the replay, else the latest operation
+            shown = frame.instance if frame is not None else latest
+            key = (shown.op, shown.site, shown.group) if shown else None
+            if key != self._explained:  # the same op again: nothing to redraw
+                self._explained = key
+                explanation = render.explanation(model, shown, self.lang)
+                self._show("#explain", explanation, _height_key(explanation))
+                source = render.source(shown, self.lang)
+                self._show("#source", source, _height_key(source))
+        if slow_tick or replayed != self._replayed:  # follows the replay step by step
+            self._replayed = replayed
+            phases = render.phases(model, self.lang, frame, self._fit)
+            self._show("#phases", phases, _height_key(phases))
+        # not App.sub_title: setting that reactive repaints the whole screen every frame
+        header = f"{self.title} — {self._title} · {topology.animator.summary()}"
+        self._show("#header", Text(header, style="bold"), 0)
+
+    def _refresh_numbers(self, model: Any, now: float) -> None:
+        """Ranks, findings, the operations log, the job's output and the viewer's status."""
+        live = model.findings()
+        flagged = {r: f.type for f in live for r in f.ranks}
+        self._show("#ranks", render.ranks_table(model, now, self._wall_ns(), flagged),
+                   len(model.ranks))
         panel = self.query_one("#findings")
         if panel.display != bool(live):  # the panel comes up when something goes wrong
             panel.display = bool(live)
         if live:
+            findings = render.findings(model, self.lang)
             self._show("#findings", findings, findings.plain.count("\n"))
-        for selector, renderable in slow.items():
-            self._show(selector, renderable, _height_key(renderable))
+        new, self._new = self._new, []
         if new and self._t0 is None:
             self._t0 = new[0].t_first_start
         lines = [text.instance_line(inst, self._t0) for inst in new]  # type: ignore[arg-type]
-        if skipped > 0:  # faster than anyone can read: say how many lines were summed up
-            lines.insert(0, f"… {skipped} more operations (statistics count every one)")
+        if self._skipped > 0:  # faster than anyone can read: say how many were summed up
+            lines.insert(0, f"… {self._skipped} more operations (statistics count every one)")
+            self._skipped = 0
         self.query_one("#log", OpLog).write(*lines)
         if self._output is not None:
             fresh = self._output.since(self._output_n)
             if fresh:
                 self._output_n = fresh[-1].n
                 self.query_one("#output", OpLog).write(*(line.text for line in fresh))
-        status += "\n" + (explain.ui("findings now", self.lang).format(len(live)) if live
-                           else explain.ui("no findings short", self.lang))
+        status = (f"listening on {self.session.addr}\n"
+                  f"{model.records} op records · {model.instances} collectives · "
+                  f"{model.transfers} transfers\n"
+                  f"{self.session.rejected} malformed messages rejected · "
+                  f"{sum(s.dropped for s in model.ranks.values())} records dropped by ranks\n")
+        status += (explain.ui("findings now", self.lang).format(len(live)) if live
+                   else explain.ui("no findings short", self.lang))
         if not model.ranks:
             status += "\nwaiting for ranks to connect…"
         if self.controller is not None:
             status += "\n" + self._control_line()
-        self.sub_title = f"{self._title} · {self.query_one(Topology).animator.summary()}"
-        self._show("#header", Text(f"{self.title} — {self.sub_title}", style="bold"), 0)
         status = "\n".join([status, *self._events[-8:]])
         self._show("#status", status, status.count("\n"))
 
@@ -286,6 +310,7 @@ class CommvizApp(App):
             self.controller.restart()
         self.session.reset()
         self._shown, self._t0, self._events = 0, None, ["restarted"]
+        self._new, self._skipped = [], 0
         self._explained = self._replayed = None
         self._slow_at = float("-inf")
         self.query_one(Topology).restart()

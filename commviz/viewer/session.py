@@ -16,6 +16,7 @@ from .model import Model
 from .transport import DEFAULT_BIND, Receiver
 
 POLL_MS = 20
+ROUND_S = 0.02
 DIAGNOSE_EVERY_S = 0.25  # findings come within this of their threshold, events or not
 STALL_S = 0.5  # a gap this long between polls: this process was not running, catch up first
 
@@ -95,7 +96,10 @@ class Session:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            self.poll()
+            if self.poll():
+                # let the next round's messages gather: matching and diagnosing cost per
+                # round, so under load fewer, larger rounds cost far less
+                self._stop.wait(ROUND_S)
 
     def close(self, ended: Iterable[int] = ()) -> None:
         """Drain what already arrived, write the summary and release the socket.
