@@ -530,3 +530,13 @@ def test_a_heatmap_bins_ranks_when_the_matrix_does_not_fit():
     lines = [line.plain for line in heatmap(n, animator.frame(), 60, 20, still=True)]
     assert "4 ranks a cell" in lines[0] and len(lines) == 20
     assert all(len(line) <= 60 for line in lines)
+
+
+def test_ranks_a_finding_names_are_red_and_its_links_dashed():
+    lines = render_topology(4, None, 60, 20, alerts=[(0, 2)], flagged={2})
+    cells = [(x, y) for y, line in enumerate(lines) for x, ch in enumerate(line.plain)
+             if ch == "╌"]
+    assert cells, "the link 0 - 2 is drawn"
+    red = [span for line in lines for span in line.spans if "red" in str(span.style)]
+    assert any("reverse" in str(span.style) for span in red)  # rank 2's label
+    assert not [ch for line in render_topology(4, None, 60, 20) for ch in line.plain if ch == "╌"]

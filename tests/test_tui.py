@@ -647,6 +647,9 @@ async def test_findings_are_named_in_their_panel_and_on_the_ranks_they_blame() -
         assert "⚠ hang" in text and "all_reduce #1" in text and "rank 3 missing" in text
         assert "Check:" in text and "diagnosis: 1 finding(s)" in panel(app, "#status")
         assert "⚠ hang:" in rank_row(app, 3) and "⚠" not in rank_row(app, 0)
+        topology = app.query_one("#topology")
+        assert topology.flagged == {3} and set(topology.alerts) == {(0, 3), (1, 3), (2, 3)}
+        assert "⚠ hang" in panel(app, "#topology") and "╌" in panel(app, "#topology")
         session.feed([op_batch(r, [{"id": 100 if r < 3 else 7, "op": "all_reduce", "seq": 1,
                                     "bytes_in": 4096, "bytes_out": 4096, "t_start": T0_NS,
                                     "t_end": T0_NS + 1000}]) for r in range(4)])

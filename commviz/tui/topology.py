@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, replace
 
 from rich.text import Text
@@ -36,6 +36,7 @@ HEATMAP_MIN = 33  # from this many ranks, a rank-by-rank traffic heatmap instead
 SHADES = " ░▒▓█"
 FPS = 20.0
 PATH, MARKER = "·", "●"
+ALERT, ALERT_STYLE = "╌", "red"
 REDUCE_STYLE, COPY_STYLE = "green", "cyan"
 STATE_W = 14  # a rank's state is cut to this many cells
 # 8 arrowheads by direction, counter-clockwise from east (screen y grows downwards)
@@ -171,13 +172,17 @@ class _Canvas:
 
 def render_topology(n_ranks: int, frame: AnimFrame | None, width: int, height: int,
                     states: Mapping[int, Text | str] | None = None, *, static: bool = False,
-                    status: str = "", lang: str = "en") -> list[Text]:
+                    status: str = "", lang: str = "en",
+                    alerts: Iterable[tuple[int, int]] = (),
+                    flagged: Collection[int] = ()) -> list[Text]:
     """``height`` lines of ``width`` cells: the frame's label (and, from 10 lines, what the
     schedule simplifies), the ranks with the current step's transfers, and a legend with
     ``status`` (e.g. ``Animator.summary()``).
 
     ``static`` draws every transfer of the step complete, with no moving marker (as does a
-    ``done`` frame, held once the queue is empty).
+    ``done`` frame, held once the queue is empty). ``flagged`` ranks (a finding of the live
+    diagnosis names them) are drawn in red, and ``alerts`` (rank pairs: who waits on whom, a
+    slow link) as red dashed links under the replay.
     """
     if width <= 0 or height <= 0:
         return [Text() for _ in range(max(0, height))]
@@ -202,9 +207,14 @@ def render_topology(n_ranks: int, frame: AnimFrame | None, width: int, height: i
     group = set(frame.instance.group) if frame is not None else set()
     sending = {t.src for t in transfers}
     for r, (x, y) in where.items():
-        style = "bold reverse" if r in sending and not still else \
+        style = "bold red reverse" if r in flagged else \
+            "bold reverse" if r in sending and not still else \
             "bold" if r in group or not group else "dim"
         canvas.put(label_span(r, x)[0], y, _label(r), style, _RANK)
+    for a, b in alerts:
+        path = path_of(Transfer(a, b, 0, 0, False), where)
+        for cx, cy in path.cells if path is not None else ():
+            canvas.put(cx, cy, ALERT, ALERT_STYLE, _PATH)
     # a ring's states need about two free rows per rank on each side
     if states and (n > RING_MAX or n <= area_h - 4):
         _draw_states(canvas, where, states)
@@ -351,8 +361,11 @@ def rank_states(model: Model, now: float | None = None) -> dict[int, Text]:
     for op in sorted(model.inflight.values(), key=lambda o: o.t_start):
         busy.setdefault(op.rank, op.op)
     out = {}
+    flagged = {r: f.type for f in model.findings() for r in f.ranks}
     for rank, s in model.ranks.items():
-        if s.exited:
+        if rank in flagged:
+            out[rank] = Text(f"⚠ {flagged[rank]}", style="bold red")
+        elif s.exited:
             out[rank] = Text("exited", style="dim")
         elif now - s.last_seen > SILENT_AFTER_S:
             out[rank] = Text("silent", style="bold red")
@@ -392,6 +405,8 @@ class Topology(Widget):
         super().__init__(name=name, id=id, classes=classes)
         self.animator = animator if animator is not None else Animator(clock)
         self.lang = "en"  # of the schematic notes; the app sets it
+        self.alerts: tuple[tuple[int, int], ...] = ()  # links the live diagnosis points at
+        self.flagged: frozenset[int] = frozenset()     # ranks it names
         self.n_ranks = 0
         self.states: dict[int, Text] = {}
         self._timer: Timer | None = None
@@ -410,6 +425,9 @@ class Topology(Widget):
         """Queue the new completed instances, planned with their ranks' backend, and take
         the ranks' count and states."""
         items = [(inst, plan(inst, backend_of(model, inst.group))) for inst in new]
+        findings = model.findings()
+        self.alerts = tuple(sorted({link for f in findings for link in f.links}))
+        self.flagged = frozenset(r for f in findings for r in f.ranks)
         self.feed(items, model.world_size(), rank_states(model))
 
     def feed(self, items: Iterable[tuple[Instance, Schedule | None]],
@@ -431,6 +449,7 @@ class Topology(Widget):
         a = self.animator
         self.animator = Animator(a.clock, step_s=a.step_s, max_waiting=a.max_waiting)
         self.n_ranks, self.states, self._frame, self._key = 0, {}, None, None
+        self.alerts, self.flagged = (), frozenset()
         self.tick()
 
     def faster(self) -> float:
@@ -460,7 +479,7 @@ class Topology(Widget):
         self._frame = frame
         shown = replace(frame, progress=0.0) if frame is not None and self.static else frame
         key = (shown, self.n_ranks, tuple(sorted((r, t.markup) for r, t in self.states.items())),
-               self.animator.summary(), self.lang)
+               self.animator.summary(), self.lang, self.alerts, self.flagged)
         if key != self._key:
             self._key = key
             self._version += 1
@@ -483,7 +502,7 @@ class Topology(Widget):
         if self._cached is None or self._cached[0] != key:
             texts = render_topology(self.n_ranks, self._frame, width, height, self.states,
                                     static=static, status=self.animator.summary(),
-                                    lang=self.lang)
+                                    lang=self.lang, alerts=self.alerts, flagged=self.flagged)
             console, style = self.app.console, self.rich_style
             strips = [Strip(text.render(console), text.cell_len)
                       .crop_extend(0, width, style).apply_style(style) for text in texts]
