@@ -658,3 +658,15 @@ async def test_findings_are_named_in_their_panel_and_on_the_ranks_they_blame() -
         await frame(pilot)
         assert not app.query_one("#findings").display
         assert "✓ resolved after" in render.findings(session.model, "en").plain
+
+
+@sync
+async def test_a_rank_error_with_brackets_is_shown_as_text_not_markup() -> None:
+    session = FakeSession()
+    session.feed(scripted_all_reduce(world=4))
+    ranks = FakeRanks()
+    app = make_app(session, ranks)
+    async with app.run_test(size=SIZE) as pilot:
+        ranks.end(1, 1, "RuntimeError: [/gloo/transport/tcp/unbound_buffer.cc:78] Timed out")
+        await frame(pilot)
+        assert "[/gloo/transport/tcp/unbound_buffer.cc:78] Timed out" in panel(app, "#status")

@@ -239,7 +239,7 @@ class CommvizApp(App):
         if self.controller is not None:
             status += "\n" + self._control_line()
         status = "\n".join([status, *self._events[-8:]])
-        self._show("#status", status, status.count("\n"))
+        self._show("#status", Text(status), status.count("\n"))  # not markup: [brackets]
 
     def _show(self, selector: str, renderable: Any, height_key: int | None) -> None:
         """Update a panel; lay the screen out again only when its height may have changed
