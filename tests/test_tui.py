@@ -666,7 +666,11 @@ async def test_a_rank_error_with_brackets_is_shown_as_text_not_markup() -> None:
     session.feed(scripted_all_reduce(world=4))
     ranks = FakeRanks()
     app = make_app(session, ranks)
+    notified: list[dict] = []
+    app.notify = lambda message, **kw: notified.append({"message": message, **kw})
     async with app.run_test(size=SIZE) as pilot:
         ranks.end(1, 1, "RuntimeError: [/gloo/transport/tcp/unbound_buffer.cc:78] Timed out")
         await frame(pilot)
+        (note,) = notified  # a toast renders markup unless told not to
+        assert note["markup"] is False and "[/gloo/transport" in note["message"]
         assert "[/gloo/transport/tcp/unbound_buffer.cc:78] Timed out" in panel(app, "#status")

@@ -268,7 +268,7 @@ class CommvizApp(App):
             if rp.returncode:
                 msg = f"{who} failed (exit {rp.returncode}): {rp.error_line()}"
                 self._events.append(msg)
-                self.notify(msg, severity="error", timeout=10)
+                self.notify(msg, severity="error", timeout=10, markup=False)
             else:
                 self._events.append(f"{who} finished")
         if self.ranks.failed() and self.ranks.running():
