@@ -1,7 +1,8 @@
-"""The first commviz TUI: ranks, a log of completed operations, statistics. Updates live.
+"""The commviz TUI: ranks, timeline, the replay of each operation, what happens inside it,
+statistics, the live diagnosis, explanations and source, for a demo or a watched job.
 
 Fed only by the session's model, read under its lock at a fixed frame rate; no widget is
-mounted per event.
+mounted per event. The panels themselves are drawn by ``render`` and the line-API widgets.
 """
 
 from __future__ import annotations
@@ -59,8 +60,7 @@ class CommvizApp(App):
     # Keys listed by the help screen: (key as shown, UI string key in explain.UI)
     HELP = [("space", "pause"), ("n", "next step"), ("+ / -", "speed"),
             ("p", "hold replay"), ("r", "restart"), ("v", "next view"), ("q, ctrl+c", "quit"),
-            ("?", "help"),
-            ("ctrl+p", "command palette")]
+            ("?", "help"), ("ctrl+p", "command palette")]
     # The command palette's own entries: (action, UI string key of its title, key)
     COMMANDS = [("toggle_play", "pause", "space"), ("step", "next step", "n"),
                 ("faster", "faster", "+"), ("slower", "slower", "-"),
