@@ -369,6 +369,8 @@ def test_slow_pair_named_against_the_other_pairs():
                                        "id": k * 10 + dst}], G4),
                          op_batch(dst, [{**_rec(k, start, start + took, op="recv", peer=0),
                                          "id": k}], G4)])
+    assert diag.update() == []  # slow for a moment only, so far
+    _tick(clock, model, diagnose.SLOW_HOLD_S)
     found = diag.update()
     assert _types(found) == [("slow", (0, 3), (0, 3), 40)]
     assert found[0].message.startswith("send 0 -> 3 of 4096 B takes 40.0 ms (median), 40x the "
@@ -387,12 +389,38 @@ def test_slow_group_named_against_the_other_groups_of_its_size(slow_ms, named):
             took = slow_ms if g == 2 else 1.0
             model.apply([op_batch(r, [{**_rec(k, k * 100, k * 100 + took), "gid": g,
                                        "id": k * 10 + g}], groups) for r in ranks])
+    assert diag.update() == []
+    clock.advance(diagnose.SLOW_HOLD_S)
+    model.apply([heartbeat(r, 8) for r in range(8)])
     found = diag.update()
     if named:
         assert _types(found) == [("slow", (4, 5), (4, 5), None)]
         assert found[0].message.startswith("all_reduce of 4096 B in group 4,5 takes 30.0 ms")
     else:
         assert found == []
+
+
+def test_a_pair_slow_for_less_than_the_hold_time_is_never_named():
+    clock, model, diag = _setup()
+    for k in range(1, 41):
+        for dst in (1, 2, 3):
+            took = 40 if dst == 3 else 1
+            start = k * 100
+            model.apply([op_batch(0, [{**_rec(k, start, start + took, op="send", peer=dst),
+                                       "id": k * 10 + dst}], G4),
+                         op_batch(dst, [{**_rec(k, start, start + took, op="recv", peer=0),
+                                         "id": k}], G4)])
+    assert diag.update() == []
+    _tick(clock, model, diagnose.SLOW_HOLD_S / 2)
+    for k in range(41, 200):  # the pair is fast again: its slow transfers leave the window
+        start = k * 100
+        model.apply([op_batch(0, [{**_rec(k, start, start + 1, op="send", peer=3),
+                                   "id": k * 10 + 3}], G4),
+                     op_batch(3, [{**_rec(k, start, start + 1, op="recv", peer=0),
+                                   "id": k}], G4)])
+    assert diag.update() == []
+    _tick(clock, model, diagnose.SLOW_HOLD_S)
+    assert diag.update() == [] and list(diag.history) == []
 
 
 def test_a_pair_slow_for_a_busy_moment_is_no_slow_link():

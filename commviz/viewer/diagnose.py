@@ -71,6 +71,7 @@ SLOW_FACTOR = 5.0
 SLOW_MIN_NS = 5_000_000
 SLOW_SAMPLES = 32
 SLOW_WINDOW = 128     # transfers kept per pair
+SLOW_HOLD_S = 2.0     # how long a pair or group must stay slow to be named
 
 TYPES = ("straggler", "hang", "lost_rank", "mismatch", "slow", "resolved")
 # ops whose nccl-tests size must agree on every rank (object and all-to-all sizes may differ)
@@ -149,6 +150,7 @@ class Diagnosis:
         self._pairs: dict[tuple[str, int], dict[tuple[int, int], collections.deque]] = {}
         self._pair_seq: dict[tuple[int, int], int] = {}
         self._ended: dict[tuple, Finding] = {}  # found by finish(): they hold from then on
+        self._slow_since: dict[tuple, float] = {}  # slow candidates: since when
         self._seen: dict[tuple[int, int], float] = {}  # (rank, op id) -> when first known
         self._touched: set[tuple[int, int]] = set()
         self._quiet: dict[int, float] = {}  # rank -> when it first looked lost
@@ -501,7 +503,15 @@ class Diagnosis:
             ("mismatch", gkey, seq), now, wall)
 
     def _slow(self, now: float, wall: int) -> list[Finding]:
-        out = self._slow_groups(now, wall)
+        """Slow pairs and groups that stay slow for SLOW_HOLD_S: a loaded machine makes a
+        pair look slow for a moment, a slow link stays slow."""
+        found = self._slow_pairs(now, wall) + self._slow_groups(now, wall)
+        since = {f.key: self._slow_since.get(f.key, now) for f in found}
+        self._slow_since = since
+        return [f for f in found if now - since[f.key] >= SLOW_HOLD_S or f.key in self._active]
+
+    def _slow_pairs(self, now: float, wall: int) -> list[Finding]:
+        out = []
         for (op, size), pairs in self._pairs.items():
             for pair, (med, others) in _outliers(pairs).items():
                 src, dst = pair
