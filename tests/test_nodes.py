@@ -13,6 +13,7 @@ import sys
 import time
 import traceback
 
+import psutil
 import pytest
 import zmq
 
@@ -30,9 +31,10 @@ HOSTS = {0: ("node-a", 300 * MS), 1: ("node-a", 300 * MS),
 
 def _own_address() -> str:
     """This machine's first non-loopback IPv4 address, else loopback (still keyed)."""
-    for info in socket.getaddrinfo(socket.gethostname(), None, socket.AF_INET):
-        if not nodes.is_loopback(f"tcp://{info[4][0]}:1"):
-            return info[4][0]
+    for addrs in psutil.net_if_addrs().values():
+        for a in addrs:
+            if a.family == socket.AF_INET and not nodes.is_loopback(f"tcp://{a.address}:1"):
+                return a.address
     return "127.0.0.1"
 
 
@@ -249,3 +251,21 @@ def test_simulated_nodes_offsets_skew_and_grouping(keydir):
     waits = [s.t_ready - s.t_start for lane in m.timeline(0).values() for s in lane
              if s.op == "all_reduce"]
     assert len(waits) == 12 * world and max(waits) < 100 * MS
+
+
+def test_a_rank_without_keys_is_told_and_never_heard(keydir, capfd, monkeypatch):
+    from commviz.rank.emitter import Emitter
+
+    for var in (keys.ENV_KEYS, keys.ENV_SERVER_KEY, keys.ENV_CLIENT_KEY):
+        monkeypatch.delenv(var, raising=False)
+    session = Session(f"tcp://{_own_address()}:*", keys=keydir)
+    emitter = Emitter(session.addr, lambda: (3, 4, "gloo", "cpu"))
+    try:
+        deadline = time.monotonic() + 1.5
+        while time.monotonic() < deadline:
+            session.poll(50)
+    finally:
+        emitter.close()
+        session.close()
+    assert session.model.ranks == {}
+    assert "refused this rank" in capfd.readouterr().err
