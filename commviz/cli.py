@@ -160,7 +160,8 @@ def _watch(args: argparse.Namespace) -> int:
 
         return headless.run(session, banner=(
             f"commviz watch: listening on {session.addr} "
-            f"(ranks: COMMVIZ_ADDR={session.addr}); Ctrl-C to stop"))
+            f"(ranks: COMMVIZ_ADDR={session.addr}"
+            f"{', COMMVIZ_KEYS=DIR' if session.receiver.secure else ''}); Ctrl-C to stop"))
     from .tui.app import run_app
 
     return run_app(session, ranks=None, title=f"watching {session.addr}", lang=_lang(args))

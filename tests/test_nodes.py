@@ -8,23 +8,27 @@ import dataclasses
 import datetime
 import multiprocessing as mp
 import os
+import re
+import signal
 import socket
 import sys
 import time
 import traceback
+from pathlib import Path
 
 import psutil
 import pytest
 import zmq
+from fakes import T0_NS, heartbeat, op_batch
 
 from commviz import cli, clocksync, keys, nodes, protocol
 from commviz.launcher import free_port
 from commviz.viewer.model import Model
 from commviz.viewer.session import Session
 from commviz.viewer.transport import BindError, Receiver
-from fakes import T0_NS, heartbeat, op_batch
 
 MS = 1_000_000
+JOBS = Path(__file__).resolve().parent / "jobs"
 HOSTS = {0: ("node-a", 300 * MS), 1: ("node-a", 300 * MS),
          2: ("node-b", -200 * MS), 3: ("node-b", -200 * MS)}
 
@@ -269,3 +273,43 @@ def test_a_rank_without_keys_is_told_and_never_heard(keydir, capfd, monkeypatch)
         session.close()
     assert session.model.ranks == {}
     assert "refused this rank" in capfd.readouterr().err
+
+
+# ---- the commands, end to end --------------------------------------------------------------
+@pytest.mark.timeout(150)
+def test_watch_with_keys_and_a_job_on_another_node(procs, keydir):
+    """`commviz watch --bind ADDR --keys DIR` and `commviz run --no-viewer` on a simulated
+    node 0.25 s ahead: the viewer names the node, its ranks and its clock."""
+    addr = f"tcp://{_own_address()}:{free_port()}"
+    viewer = procs.start("-m", "commviz", "watch", "--headless", "--bind", addr,
+                         "--keys", str(keydir))
+    try:
+        viewer.wait_for(lambda line: line.startswith("commviz watch: listening"), 30)
+        job = procs.start("-m", "commviz", "run", "--no-viewer", "--", sys.executable,
+                          str(JOBS / "mp_job.py"), "fork", str(free_port()), env={
+                              "COMMVIZ_ADDR": addr, keys.ENV_KEYS: str(keydir),
+                              nodes.ENV_HOST: "node-z", nodes.ENV_CLOCK_SHIFT: str(250 * MS)})
+        assert job.finish(100) == 0, job.stderr
+        viewer.wait_for(lambda line: line.startswith("rank 1/2 joined: node-z"), 30)
+        viewer.wait_for(lambda line: line.lstrip().startswith(("0.", "1.", "2.")) and
+                        "all_reduce" in line, 30, count=2)
+        viewer.signal(signal.SIGINT)
+        assert viewer.finish(30) == 0
+    finally:
+        viewer.kill_group()
+    [line] = [line for line in viewer.out if line.startswith("node node-z")]
+    assert line.startswith("node node-z: ranks 0, 1; clock +")
+    offset_ms, unc_ms = (float(x) for x in re.findall(r"[+-]?\d+\.\d+", line)[:2])
+    assert abs(offset_ms - 250) <= unc_ms < 50, line
+
+
+def test_the_clock_channel_takes_the_next_port():
+    receiver = Receiver("tcp://127.0.0.1:*")
+    try:
+        assert receiver.clock is not None
+        assert receiver.clock.addr == clocksync.clock_addr(receiver.addr)
+        port = int(receiver.addr.rsplit(":", 1)[1])
+        with pytest.raises(BindError, match=r"port \+ 1, the clock channel"):
+            Receiver(f"tcp://127.0.0.1:{port - 1}")  # its clock port is taken by the events
+    finally:
+        receiver.close()
