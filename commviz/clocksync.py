@@ -35,6 +35,7 @@ from .nodes import split_tcp
 
 VERSION = 1
 PERIOD_S = 0.5
+RETRY_S = 0.005       # first wait before asking again while not connected; doubles to PERIOD_S
 REPLY_WAIT_MS = 200   # a round trip longer than this is useless: stop waiting
 WINDOW = 20           # samples an estimate is taken from (10 s at PERIOD_S)
 MAX_BYTES = 128
@@ -198,15 +199,17 @@ class ClockClient:
 
     def _run(self) -> None:
         sock, shift = self._sock, self._shift
+        retry = RETRY_S
         while True:
             t1 = time.time_ns() + shift
             try:
                 sock.send(msgpack.packb({"v": VERSION, "k": "tq", "t1": t1}), zmq.NOBLOCK)
-            except zmq.Again:  # not connected (yet)
-                pass
+            except zmq.Again:  # not connected yet (the handshake takes a few ms): soon again
+                wait, retry = retry, min(2 * retry, PERIOD_S)
             else:
                 self._answer(sock, t1, shift)
-            if self._stop.wait(PERIOD_S):
+                wait, retry = PERIOD_S, RETRY_S
+            if self._stop.wait(wait):
                 return
 
     def _answer(self, sock: zmq.Socket, t1: int, shift: int) -> None:

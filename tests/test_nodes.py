@@ -313,3 +313,21 @@ def test_the_clock_channel_takes_the_next_port():
             Receiver(f"tcp://127.0.0.1:{port - 1}")  # its clock port is taken by the events
     finally:
         receiver.close()
+
+
+def test_a_recording_replays_the_clock_correction(tmp_path):
+    from commviz import recording
+
+    theta, t = 2_000 * MS, T0_NS + 10 * MS
+    group = {0: ("0", (0, 1))}
+    messages = [_hb(0, "here", []), _hb(1, "far", [_sample(theta, T0_NS, 30_000, 30_000)]),
+                op_batch(0, [{"id": 0, "op": "all_reduce", "seq": 1, "t_start": t}], group),
+                op_batch(1, [{"id": 0, "op": "all_reduce", "seq": 1, "t_start": t + theta}],
+                         group)]
+    rec = recording.Recorder(tmp_path / "r.jsonl")
+    rec.write(messages)
+    rec.close({})
+    m = Model(local_host="here")
+    m.apply(list(recording.read(tmp_path / "r.jsonl")))
+    [inst] = list(m.recent)
+    assert inst.skew_ns <= 30_000 and m.clock_offsets()["far"].offset_ns is not None

@@ -37,7 +37,7 @@ SEND_HWM = 1000
 EXIT_LINGER_MS = 1000  # bounded wait at exit so the last batch can reach a live viewer
 CONNECT_WAIT_S = 2.0   # records are held, not dropped, while a first connection is under way
 PHASES_HELD = 65_536   # ended phases waiting to be sent; beyond this the oldest are dropped
-FIRST_CLOCK_S = 0.5    # the first heartbeat waits this long for a clock round trip
+FIRST_CLOCK_S = 1.0    # the first heartbeat waits this long for a clock round trip
 _REFUSED = (zmq.EVENT_HANDSHAKE_FAILED_AUTH | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
             | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL)
 
