@@ -138,6 +138,8 @@ def test_clear_errors(tmp_path, capsys, monkeypatch, keydir):
     assert cli.main(["keys", str(tmp_path / "k"), "--force"]) == 0
     assert cli.main(["run", "--no-viewer", "--keys", str(keydir), "--", "true"]) == 2
     assert "--no-viewer starts no viewer: --keys" in capsys.readouterr().err
+    assert cli.main(["run", "--headless", "--bind", "tcp://0.0.0.0:*", "--", "true"]) == 2
+    assert "commviz keys" in capsys.readouterr().err
     monkeypatch.setattr(zmq, "has", lambda feature: False)
     assert cli.main(["watch", "--headless", "--bind", "tcp://0.0.0.0:1", "--keys",
                      str(keydir)]) == 2
@@ -331,3 +333,16 @@ def test_a_recording_replays_the_clock_correction(tmp_path):
     m.apply(list(recording.read(tmp_path / "r.jsonl")))
     [inst] = list(m.recent)
     assert inst.skew_ns <= 30_000 and m.clock_offsets()["far"].offset_ns is not None
+
+
+@pytest.mark.timeout(120)
+def test_run_binds_a_non_loopback_address_with_keys_and_gives_them_to_its_ranks(procs, keydir):
+    job = procs.start("-m", "commviz", "run", "--headless", "--bind",
+                      f"tcp://{_own_address()}:*", "--keys", str(keydir), "--",
+                      sys.executable, str(JOBS / "mp_job.py"), "fork", str(free_port()),
+                      env={keys.ENV_KEYS: ""})
+    assert job.finish(100) == 0, job.stderr
+    assert any(line.endswith("4 op records, 2 collective instances, 0 transfers; 0 malformed "
+                             "messages rejected; 0 records dropped by ranks")
+               for line in job.out), job.stdout
+    assert "refused" not in job.stderr
