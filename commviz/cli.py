@@ -38,6 +38,8 @@ def _parser() -> argparse.ArgumentParser:
     w.add_argument("--bind", default=None, help="address to listen on "
                    "(default tcp://127.0.0.1:5555)")
     w.add_argument("--record", metavar="FILE", help="write every event to FILE (JSON Lines)")
+    w.add_argument("--keys", metavar="DIR", default=None, help="CURVE keys from `commviz "
+                   "keys` (default $COMMVIZ_KEYS); needed to bind a non-loopback address")
     w.add_argument("--headless", action="store_true", help="print lines instead of the TUI")
     w.add_argument("--lang", choices=("en", "pt"), default=None,
                    help="language of the explanations (default: from the locale)")
@@ -51,6 +53,9 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--record", metavar="FILE", help="write every event to FILE (JSON Lines)")
     r.add_argument("--bind", default=None, help="address the viewer listens on "
                    "(default: a free port on 127.0.0.1, passed to the job)")
+    r.add_argument("--keys", metavar="DIR", default=None, help="CURVE keys from `commviz "
+                   "keys` (default $COMMVIZ_KEYS), given to the job's ranks too; needed to "
+                   "bind a non-loopback address")
     r.add_argument("--no-viewer", action="store_true", help="run CMD instrumented, reporting "
                    "to a viewer started elsewhere at $COMMVIZ_ADDR (default "
                    "tcp://127.0.0.1:5555)")
@@ -58,6 +63,12 @@ def _parser() -> argparse.ArgumentParser:
                    help="language of the explanations (default: from the locale)")
     r.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD",
                    help="the command, run as given (no shell)")
+
+    k = sub.add_parser("keys", help="create the CURVE keys a viewer reachable from other "
+                       "hosts needs (see docs/nodes.md)")
+    k.add_argument("dir", nargs="?", default=None,
+                   help="folder to write them in (default ~/.config/commviz/keys)")
+    k.add_argument("--force", action="store_true", help="replace keys already there")
 
     s = sub.add_parser("stats", help="nccl-tests-like table of a recording")
     s.add_argument("file")
@@ -68,6 +79,7 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     from .job import JobError
+    from .keys import KeysError
     from .launcher import LaunchError
     from .recording import RecordingError
     from .viewer.transport import BindError
@@ -79,8 +91,10 @@ def main(argv: list[str] | None = None) -> int:
             return _watch(args)
         if args.command == "run":
             return _run(args)
+        if args.command == "keys":
+            return _keys(args)
         return _stats(args)
-    except (LaunchError, BindError, RecordingError, JobError) as exc:
+    except (LaunchError, BindError, RecordingError, JobError, KeysError) as exc:
         print(f"commviz: error: {exc}", file=sys.stderr)
         return 2
 
@@ -139,13 +153,15 @@ def _watch(args: argparse.Namespace) -> int:
     from .viewer.session import Session
     from .viewer.transport import DEFAULT_BIND
 
-    session = Session(args.bind or DEFAULT_BIND, args.record, collect_instances=args.headless)
+    session = Session(args.bind or DEFAULT_BIND, args.record, collect_instances=args.headless,
+                      keys=_keys_dir(args))
     if args.headless:
         from .viewer import headless
 
         return headless.run(session, banner=(
             f"commviz watch: listening on {session.addr} "
-            f"(ranks: COMMVIZ_ADDR={session.addr}); Ctrl-C to stop"))
+            f"(ranks: COMMVIZ_ADDR={session.addr}"
+            f"{', COMMVIZ_KEYS=DIR' if session.receiver.secure else ''}); Ctrl-C to stop"))
     from .tui.app import run_app
 
     return run_app(session, ranks=None, title=f"watching {session.addr}", lang=_lang(args))
@@ -156,27 +172,30 @@ def _run(args: argparse.Namespace) -> int:
     import shlex
 
     from .job import Job, JobAsRanks, JobError, resolve, run_plain
+    from .keys import ENV_KEYS
 
     cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
     resolve(cmd, dict(os.environ))  # a command that cannot run is an error before anything starts
     if args.no_viewer:
         given = [opt for opt, on in (("--headless", args.headless), ("--record", args.record),
-                                     ("--bind", args.bind)) if on]
+                                     ("--bind", args.bind), ("--keys", args.keys)) if on]
         if given:
             raise JobError(f"--no-viewer starts no viewer: {', '.join(given)} needs one "
                            "(run `commviz watch` elsewhere, or leave out --no-viewer)")
         return run_plain(cmd)
     from .viewer.session import Session
 
+    keys = _keys_dir(args)
     session = Session(args.bind or "tcp://127.0.0.1:*", args.record,
-                      collect_instances=args.headless)
+                      collect_instances=args.headless, keys=keys)
+    env = {**os.environ, ENV_KEYS: str(keys)} if keys else None  # this node's ranks
     if args.headless:
         from .viewer import headless
 
-        return headless.run_job(session, lambda: Job(cmd, session.addr), banner=(
+        return headless.run_job(session, lambda: Job(cmd, session.addr, env=env), banner=(
             f"viewer at {session.addr}; running {shlex.join(cmd)} (Ctrl-C stops it)"))
     try:
-        job = Job(cmd, session.addr, capture=True)
+        job = Job(cmd, session.addr, capture=True, env=env)
     except BaseException:
         session.close()
         raise
@@ -194,6 +213,27 @@ def _run(args: argparse.Namespace) -> int:
         print("\n".join(line.text for line in tail))
     print(f"[commviz] {job.describe_end()}")
     return job.exit_code
+
+
+def _keys_dir(args: argparse.Namespace) -> str | None:
+    import os
+
+    from .keys import ENV_KEYS
+
+    return args.keys or os.environ.get(ENV_KEYS) or None
+
+
+def _keys(args: argparse.Namespace) -> int:
+    from . import keys
+
+    folder = args.dir or keys.default_dir()
+    keys.generate(folder, force=args.force)
+    print(f"commviz: wrote CURVE keys in {folder}\n"
+          f"  viewer: commviz watch --bind tcp://0.0.0.0:5555 --keys {folder}\n"
+          f"  every node: copy server.key and client.key_secret (keep it secret) to a "
+          f"folder DIR there,\n  and run the job with {keys.ENV_KEYS}=DIR (or "
+          f"{keys.ENV_SERVER_KEY}=DIR/server.key {keys.ENV_CLIENT_KEY}=DIR/client.key_secret)")
+    return 0
 
 
 def _lang(args: argparse.Namespace) -> str:

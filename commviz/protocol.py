@@ -65,6 +65,7 @@ FLAG_DDP = 16           # issued by DistributedDataParallel (its gradient bucket
 
 PHASE_NAME_MAX = 64     # characters of a phase's name
 PHASE_DEPTH_MAX = 255   # nesting depth of a phase
+CLOCK_SAMPLES_MAX = 16  # clock round trips in one heartbeat
 
 # Columns of an ``ops`` batch: name -> numpy dtype. t_end == -1 marks an op still in flight
 # (sent when an op has run longer than one emitter tick; its completed record follows
@@ -126,6 +127,8 @@ class Heartbeat:
     t_ns: int
     dropped: int
     telemetry: dict[str, float | None]
+    # round trips of the clock channel since the last heartbeat: (t1, t2, t3, t4) rows
+    clock: tuple[tuple[int, int, int, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -215,7 +218,18 @@ def _decode_heartbeat(msg: dict) -> Heartbeat:
     if rank >= world:
         raise ProtocolError("rank must be below world")
     return Heartbeat(rank, world, _str(msg, "host"), _int(msg, "pid"), _str(msg, "backend"),
-                     _str(msg, "device"), _int(msg, "t_ns"), _int(msg, "dropped"), telemetry)
+                     _str(msg, "device"), _int(msg, "t_ns"), _int(msg, "dropped"), telemetry,
+                     _clock_samples(msg.get("clk", [])))
+
+
+def _clock_samples(rows: Any) -> tuple[tuple[int, int, int, int], ...]:
+    """The optional ``clk`` field of a heartbeat (additive in version 1)."""
+    if not isinstance(rows, list) or len(rows) > CLOCK_SAMPLES_MAX or not all(
+            isinstance(row, list) and len(row) == 4
+            and all(type(t) is int and 0 <= t < 1 << 63 for t in row) for row in rows):
+        raise ProtocolError(f"field 'clk' must be a list of at most {CLOCK_SAMPLES_MAX} "
+                            "[t1, t2, t3, t4] rows of non-negative ints")
+    return tuple(tuple(row) for row in rows)
 
 
 def encode_phases(rank: int, spans: list[tuple[str, int, int, int]]) -> bytes:

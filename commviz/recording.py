@@ -47,8 +47,11 @@ class Recorder:
                     self._write({"kind": "rank", "rank": msg.rank, "world": msg.world,
                                  "host": msg.host, "pid": msg.pid, "backend": msg.backend,
                                  "device": msg.device})
-                self._write({"kind": "tel", "rank": msg.rank, "t_ns": msg.t_ns,
-                             "dropped": msg.dropped, **msg.telemetry})
+                tel = {"kind": "tel", "rank": msg.rank, "t_ns": msg.t_ns,
+                       "dropped": msg.dropped, **msg.telemetry}
+                if msg.clock:  # replayed, the same clock offsets correct the same records
+                    tel["clk"] = [list(row) for row in msg.clock]
+                self._write(tel)
             elif isinstance(msg, protocol.Bye):
                 self._write({"kind": "bye", "rank": msg.rank, "t_ns": msg.t_ns,
                              "dropped": msg.dropped})
@@ -121,6 +124,7 @@ def read(path: str | Path) -> Iterator[protocol.Message]:
             raise RecordingError(f"{path}: recording version {header.get('version')} is not "
                                  f"supported (this commviz reads version {VERSION})")
         pending: list[dict] = []
+        ranks: dict[int, dict] = {}
         for lineno, line in enumerate(f, start=2):
             try:
                 obj = json.loads(line)
@@ -137,8 +141,15 @@ def read(path: str | Path) -> Iterator[protocol.Message]:
                     yield from _batches(pending)
                     pending = []
             elif kind == "rank":
+                ranks[obj["rank"]] = obj
                 yield protocol.Heartbeat(obj["rank"], obj["world"], obj["host"], obj["pid"],
                                          obj["backend"], obj["device"], 0, 0, {})
+            elif kind == "tel" and obj.get("clk") and obj["rank"] in ranks:
+                ident = ranks[obj["rank"]]
+                yield protocol.Heartbeat(ident["rank"], ident["world"], ident["host"],
+                                         ident["pid"], ident["backend"], ident["device"],
+                                         obj["t_ns"], obj["dropped"], {},
+                                         tuple(tuple(row) for row in obj["clk"]))
             elif kind == "phase":
                 yield protocol.Phases(obj["rank"], (protocol.PhaseSpan(
                     obj["name"], obj["depth"], obj["t_start_ns"], obj["t_end_ns"]),))

@@ -12,7 +12,7 @@ CORE = ["commviz", "commviz.protocol", "commviz.bandwidth", "commviz.recording",
         "commviz.viewer.headless", "commviz.launcher", "commviz.job"]
 RANK_SIDE = ["commviz.rank.hooks", "commviz.rank.emitter", "commviz.rank.telemetry",
              "commviz.rank.ddp", "commviz.rank.funcol", "commviz.rank.phases",
-             "commviz.rank.runner"]
+             "commviz.rank.runner", "commviz.nodes", "commviz.keys", "commviz.clocksync"]
 
 
 def _loaded_after_import(module: str) -> set[str]:

@@ -14,7 +14,7 @@ import collections
 import multiprocessing.util
 import operator
 import os
-import socket
+import sys
 import threading
 import time
 import weakref
@@ -25,7 +25,8 @@ from typing import Any
 import zmq
 from zmq.utils.monitor import recv_monitor_message
 
-from .. import protocol
+from .. import clocksync, nodes, protocol
+from ..keys import KeysError, client_keys
 from .telemetry import TelemetrySampler
 
 DEFAULT_ADDR = "tcp://127.0.0.1:5555"
@@ -36,12 +37,18 @@ SEND_HWM = 1000
 EXIT_LINGER_MS = 1000  # bounded wait at exit so the last batch can reach a live viewer
 CONNECT_WAIT_S = 2.0   # records are held, not dropped, while a first connection is under way
 PHASES_HELD = 65_536   # ended phases waiting to be sent; beyond this the oldest are dropped
+FIRST_CLOCK_S = 1.0    # the first heartbeat waits this long for a clock round trip
+_REFUSED = (zmq.EVENT_HANDSHAKE_FAILED_AUTH | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
+            | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL)
 
 # Record layout: one mutable list per op, in protocol.COLUMNS order.
 ID, OP, PARENT, GID, SEQ, PEER, BYTES_IN, BYTES_OUT, DTYPE, FLAGS, T_START, T_END, SITE = range(13)
 _ARRAY_CODES = {"<i8": "q", "u1": "B", "<u4": "I", "<i4": "i"}
 _COLUMN_CODES = [(name, _ARRAY_CODES[dt]) for name, dt in protocol.COLUMNS.items()]
 _REPEAT_FROM = 64  # records in a batch from which _column_bytes looks for repeated values
+
+
+KEYS_HINT = "COMMVIZ_KEYS, or COMMVIZ_SERVER_KEY and COMMVIZ_CLIENT_KEY; see docs/nodes.md"
 
 
 def _column_bytes(code: str, col: tuple) -> bytes:
@@ -66,10 +73,12 @@ class _Link:
     known to be absent (the connection was refused) or the attempt took too long.
     """
 
-    def __init__(self, sock: zmq.Socket) -> None:
-        self._mon = sock.get_monitor_socket(zmq.EVENT_HANDSHAKE_SUCCEEDED
+    def __init__(self, sock: zmq.Socket, addr: str) -> None:
+        self._addr = addr
+        self._mon = sock.get_monitor_socket(zmq.EVENT_HANDSHAKE_SUCCEEDED | _REFUSED
                                             | zmq.EVENT_DISCONNECTED | zmq.EVENT_CONNECT_RETRIED)
         self._sock = sock
+        self._warned = False
         self.connected = False
         self.refused = False
         self._since = time.monotonic()
@@ -86,6 +95,12 @@ class _Link:
                 self.connected, self._since = False, time.monotonic()
             elif event == zmq.EVENT_CONNECT_RETRIED and not self.connected:
                 self.refused = True
+            elif event & _REFUSED:
+                self.refused = True
+                if not self._warned:  # once: the viewer is there but will not hear this rank
+                    self._warned = True
+                    print(f"commviz: warning: the viewer at {self._addr} refused this rank "
+                          f"(keys: {KEYS_HINT}); its records are dropped", file=sys.stderr)
 
     def pending(self) -> bool:
         """A connection attempt is still under way: hold records rather than drop them."""
@@ -108,6 +123,14 @@ class Emitter:
 
     def __init__(self, addr: str, identity: Any) -> None:
         self.addr = addr
+        self._shift = nodes.clock_shift_ns()  # test-only: see commviz/nodes.py
+        try:
+            self._keys = client_keys()
+        except KeysError as exc:  # the job must not fail for this: the viewer refuses it
+            print(f"commviz: warning: {exc}; connecting without keys", file=sys.stderr)
+            self._keys = None
+        self._clock: clocksync.ClockClient | None = None
+        self._clock_waited = False
         self._identity = identity  # callable -> (rank, world, backend, device) or None before init
         self.queue: collections.deque[list] = collections.deque()
         # bounded: a program may mark phases long before (or without) joining a process group
@@ -179,20 +202,28 @@ class Emitter:
         sock.setsockopt(zmq.SNDHWM, SEND_HWM)
         sock.setsockopt(zmq.LINGER, 0)
         sock.setsockopt(zmq.IMMEDIATE, 1)  # no viewer connected: drop instead of queueing
+        if self._keys is not None:
+            from ..keys import secure_client
+
+            secure_client(sock, self._keys)
         sock.connect(self.addr)
-        link = _Link(sock)
+        link = _Link(sock, self.addr)
+        caddr = clocksync.clock_addr(self.addr)
+        self._clock = (None if caddr is None
+                       else clocksync.ClockClient(ctx, caddr, self._keys, self._shift))
+        self._clock_waited = False
         telemetry = TelemetrySampler()
         next_beat = 0.0
         try:
             while not self._stop.wait(TICK_S):
                 if link.pending():
                     continue
-                try:
-                    self._flush(sock, final=False)
-                    self._flush_phases(sock)
+                try:  # a heartbeat first: the viewer learns host and clock before the ops
                     if (time.monotonic() >= next_beat
                             and self._heartbeat(sock, telemetry) is not None):
                         next_beat = time.monotonic() + HEARTBEAT_S
+                    self._flush(sock, final=False)
+                    self._flush_phases(sock)
                 except Exception:  # never let a bad record stop reporting: drop and go on
                     self.dropped += len(self._watching)
                     self._watching = []
@@ -202,9 +233,12 @@ class Emitter:
             ident = self._heartbeat(sock, telemetry)  # a short run may not have sent one yet
             if ident is not None:
                 self._send(sock, protocol.pack({"v": protocol.VERSION, "k": "bye",
-                                                "rank": ident[0], "t_ns": time.time_ns(),
+                                                "rank": ident[0],
+                                                "t_ns": time.time_ns() + self._shift,
                                                 "dropped": self.dropped}), 0)
         finally:
+            if self._clock is not None:
+                self._clock.close()
             link.close()
             sock.close(linger=EXIT_LINGER_MS)
             ctx.term()
@@ -255,6 +289,9 @@ class Emitter:
             return
         pop = queue.popleft
         spans = [pop() for _ in range(len(queue))]
+        if self._shift:
+            spans = [(name, depth, t0 + self._shift, t1 + self._shift)
+                     for name, depth, t0, t1 in spans]
         for i in range(0, len(spans), protocol.MAX_BATCH):
             self._send(sock, protocol.encode_phases(ident[0], spans[i:i + protocol.MAX_BATCH]), 0)
 
@@ -267,6 +304,10 @@ class Emitter:
 
     def _encode(self, rank: int, records: list[list]) -> bytes:
         columns = list(zip(*records))  # transpose records into columns in one C-level pass
+        if self._shift:
+            shift = self._shift
+            columns[T_START] = tuple(t + shift for t in columns[T_START])
+            columns[T_END] = tuple(t + shift if t >= 0 else t for t in columns[T_END])
         cols = {name: _column_bytes(code, col)
                 for (name, code), col in zip(_COLUMN_CODES, columns)}
         groups = [[gid, *self.groups[gid]] for gid in set(columns[GID])]
@@ -280,9 +321,16 @@ class Emitter:
             return None
         rank, world, backend, device = ident
         tel = telemetry.sample(device)
-        self._send(sock, protocol.pack({
-            "v": protocol.VERSION, "k": "hb", "rank": rank, "world": world,
-            "host": socket.gethostname(), "pid": self._pid, "backend": backend,
-            "device": device, "t_ns": time.time_ns(), "dropped": self.dropped,
-            "tel": tel}), 0)
+        msg = {"v": protocol.VERSION, "k": "hb", "rank": rank, "world": world,
+               "host": nodes.hostname(), "pid": self._pid, "backend": backend,
+               "device": device, "t_ns": time.time_ns() + self._shift, "dropped": self.dropped,
+               "tel": tel}
+        if self._clock is not None:
+            if not self._clock_waited:  # the first heartbeat carries a round trip if it can
+                self._clock.first.wait(FIRST_CLOCK_S)
+                self._clock_waited = True
+            samples = self._clock.take()
+            if samples:
+                msg["clk"] = samples
+        self._send(sock, protocol.pack(msg), 0)
         return ident

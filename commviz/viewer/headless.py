@@ -172,6 +172,11 @@ class _Printer:
     def summary(self) -> None:
         s = self.session.summary()
         print(file=self.out)
+        model = self.session.model
+        clocks = model.clock_offsets()
+        if any(not c.local for c in clocks.values()):  # several nodes, or a node elsewhere
+            for host, ranks in model.nodes().items():
+                print(text.node_line(clocks[host], ranks), file=self.out)
         print(text.stats_table(self.session.model.stats_table()), file=self.out)
         dropped = sum(s["dropped_by_ranks"].values())
         print(f"\n{s['records']} op records, {s['instances']} collective instances, "

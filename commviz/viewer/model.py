@@ -8,6 +8,12 @@ lets one viewer keep up with millions of records per second.
 Matching rules (the protocol's): a collective instance is the records of one process group
 (name + global ranks) with one sequence number, one per member rank; a transfer is the k-th
 send a->b together with the k-th receive at b from a.
+
+Several hosts: each host's clock offset to the viewer is estimated from the round trips
+ranks report in their heartbeats (``commviz/clocksync.py``), and every time a rank on
+another host reports is moved onto the viewer's clock as it arrives, with its host's
+estimate of that moment, so skews, waits and the timeline compare like with like. Ranks on
+the viewer's own host, and hosts without an estimate yet, are taken as they come.
 """
 
 from __future__ import annotations
@@ -20,7 +26,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from .. import bandwidth, protocol
+from .. import bandwidth, nodes, protocol
+from ..clocksync import WINDOW, Offset, Sample, estimate
 
 
 def _by_code(flags: list[bool]) -> np.ndarray:
@@ -109,6 +116,18 @@ class Instance:
         return self.t_last_start - self.t_first_start
 
 
+class HostClock(NamedTuple):
+    """A host's clock as the viewer sees it: ``offset_ns`` (its clock minus the viewer's)
+    lies within ``uncertainty_ns`` of the truth; None before its first round trip. The
+    viewer's own host is ``local`` (offset 0, exactly)."""
+
+    host: str
+    local: bool
+    offset_ns: int | None
+    uncertainty_ns: int | None
+    samples: int
+
+
 class Segment(NamedTuple):
     """One completed op on one rank, as the timeline draws it.
 
@@ -159,8 +178,12 @@ class StatRow:
 class Model:
     """Everything the views need, updated from decoded protocol messages."""
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, clock: Callable[[], float] = time.monotonic,
+                 local_host: str | None = None) -> None:
         self.clock = clock
+        self.local_host = nodes.hostname() if local_host is None else local_host
+        self._clock_samples: dict[str, collections.deque[Sample]] = {}
+        self._offsets: dict[str, Offset] = {}
         self.ranks: dict[int, RankState] = {}
         self.groups: list[tuple[str, tuple[int, ...]]] = []
         self._group_keys: dict[tuple[str, tuple[int, ...]], int] = {}
@@ -209,10 +232,35 @@ class Model:
                 spans = self._phases.get(msg.rank)
                 if spans is None:
                     spans = self._phases[msg.rank] = collections.deque(maxlen=PHASES_MAX)
-                spans.extend(msg.spans)
+                shift = self._offset_ns(msg.rank)
+                spans.extend(msg.spans if not shift else (
+                    protocol.PhaseSpan(p.name, p.depth, p.t_start - shift, p.t_end - shift)
+                    for p in msg.spans))
         if batches:
             rows = {k: np.concatenate([b[k] for b in batches]) for k in _ROW_FIELDS}
             self._apply_rows(rows)
+
+    def nodes(self) -> dict[str, list[int]]:
+        """Hosts -> their ranks (sorted): the viewer's own host first, then by lowest rank.
+        Ranks not heard from by heartbeat yet are under ``"?"``."""
+        by_host: dict[str, list[int]] = {}
+        for rank in sorted(self.ranks):
+            by_host.setdefault(self.ranks[rank].host, []).append(rank)
+        return dict(sorted(by_host.items(), key=lambda kv: (kv[0] != self.local_host,
+                                                             kv[1][0])))
+
+    def clock_offsets(self) -> dict[str, HostClock]:
+        """Every known host's clock offset to the viewer ± its uncertainty (see HostClock),
+        in the order of ``nodes()``."""
+        out = {}
+        for host in self.nodes():
+            if host == self.local_host:
+                out[host] = HostClock(host, True, 0, 0, 0)
+            else:
+                est = self._offsets.get(host)
+                out[host] = (HostClock(host, False, *est) if est is not None
+                             else HostClock(host, False, None, None, 0))
+        return out
 
     def group_of(self, gkey: int) -> tuple[str, tuple[int, ...]]:
         return self.groups[gkey]
@@ -291,7 +339,23 @@ class Model:
         s.world, s.host, s.pid = hb.world, hb.host, hb.pid
         s.backend, s.device = hb.backend, hb.device
         s.dropped, s.last_seen, s.exited = hb.dropped, self.clock(), False
-        s.telemetry.append((hb.t_ns, hb.telemetry))
+        if hb.clock and hb.host != self.local_host:  # ranks of one host share its clock
+            samples = self._clock_samples.get(hb.host)
+            if samples is None:
+                samples = self._clock_samples[hb.host] = collections.deque(maxlen=WINDOW)
+            samples.extend(Sample(*row) for row in hb.clock)
+            est = estimate(samples)
+            if est is not None:
+                self._offsets[hb.host] = est
+        s.telemetry.append((hb.t_ns - self._offset_ns(hb.rank), hb.telemetry))
+
+    def _offset_ns(self, rank: int) -> int:
+        """What to subtract from ``rank``'s times to put them on the viewer's clock."""
+        state = self.ranks.get(rank)
+        if state is None or state.host == self.local_host:
+            return 0
+        est = self._offsets.get(state.host)
+        return est.offset_ns if est is not None else 0
 
     def _gkey(self, name: str, ranks: tuple[int, ...]) -> int:
         key = self._group_keys.get((name, ranks))
@@ -315,6 +379,10 @@ class Model:
         rows = {"rank": np.full(n, batch.rank, dtype=np.int64)}
         for name in ("id", "seq", "bytes_in", "bytes_out", "t_start", "t_end"):
             rows[name] = cols[name].astype(np.int64)
+        shift = self._offset_ns(batch.rank)
+        if shift:  # onto the viewer's clock; t_end -1 (in flight) stays -1
+            rows["t_start"] -= shift
+            rows["t_end"] = np.where(rows["t_end"] >= 0, rows["t_end"] - shift, -1)
         for name in ("op", "parent", "dtype", "flags"):
             rows[name] = cols[name]
         rows["peer"] = cols["peer"].astype(np.int64)

@@ -23,8 +23,8 @@ STALL_S = 0.5  # a gap this long between polls: this process was not running, ca
 
 class Session:
     def __init__(self, bind: str = DEFAULT_BIND, record: str | Path | None = None,
-                 collect_instances: bool = False) -> None:
-        self.receiver = Receiver(bind)
+                 collect_instances: bool = False, keys: str | Path | None = None) -> None:
+        self.receiver = Receiver(bind, keys)
         self.model = Model()
         if collect_instances:
             self.model.new_instances = []
@@ -76,7 +76,7 @@ class Session:
         """Start again from an empty model and diagnosis (a restarted demo); the recording is
         not reset."""
         with self.lock:
-            model, self.model = self.model, Model(self.model.clock)
+            model, self.model = self.model, Model(self.model.clock, self.model.local_host)
             if model.new_instances is not None:
                 self.model.new_instances = []
             self.diagnosis = Diagnosis(self.model)

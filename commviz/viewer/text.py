@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .diagnose import Finding
-from .model import Instance
+from .model import HostClock, Instance
 
 
 def human_bytes(n: float) -> str:
@@ -48,3 +48,16 @@ def stats_table(rows: list[dict]) -> str:
 def finding_line(f: Finding) -> str:
     """One line per finding of the live diagnosis, and per condition that ended."""
     return f"!! {f.type}: {f.message}"
+
+
+def node_line(clock: HostClock, ranks: list[int]) -> str:
+    """A node, its ranks, and its clock's offset to the viewer's with the uncertainty."""
+    if clock.local:
+        when = "the viewer's host and clock"
+    elif clock.offset_ns is None:
+        when = "clock offset unknown (no round trip on the clock channel yet)"
+    else:
+        when = (f"clock {clock.offset_ns / 1e6:+.3f} ms ± {clock.uncertainty_ns / 1e6:.3f} ms "
+                "from the viewer's (corrected)")
+    return f"node {clock.host}: rank{'s' if len(ranks) > 1 else ''} " \
+        f"{', '.join(map(str, ranks))}; {when}"

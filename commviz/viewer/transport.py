@@ -1,21 +1,29 @@
 """The viewer's end of the event channel: a bound PULL socket drained in batches.
 
 Every message is decoded and validated here; anything malformed is counted and dropped,
-so nothing a peer sends can crash the viewer or corrupt the model.
+so nothing a peer sends can crash the viewer or corrupt the model. Beside it, at the event
+port + 1, the clock channel answers the ranks' round trips (``commviz/clocksync.py``). An
+address other hosts can reach is bound only with CURVE keys (``commviz/keys.py``): a ZAP
+authenticator then drops every peer without an accepted key before it is read.
 """
 
 from __future__ import annotations
 
 import errno
 from collections import Counter
+from pathlib import Path
 
 import zmq
 
+from .. import keys as keys_
 from .. import protocol
+from ..clocksync import ClockServer, clock_addr
+from ..nodes import is_loopback
 
 DEFAULT_BIND = "tcp://127.0.0.1:5555"
 RECV_HWM = 100_000
 MAX_WIRE_BYTES = 4 * protocol.MAX_MESSAGE_BYTES  # larger frames: libzmq drops the peer
+RANDOM_PORT_TRIES = 20  # a random event port whose port + 1 is taken: pick another
 
 
 class BindError(RuntimeError):
@@ -23,29 +31,70 @@ class BindError(RuntimeError):
 
 
 class Receiver:
-    def __init__(self, bind: str = DEFAULT_BIND) -> None:
+    """``keys``: a folder written by ``commviz keys``; needed to bind a non-loopback address,
+    optional on loopback."""
+
+    def __init__(self, bind: str = DEFAULT_BIND, keys: str | Path | None = None) -> None:
+        server_keys = self._server_keys(bind, keys)
         self._ctx = zmq.Context()
+        self._auth = keys_.authenticator(self._ctx, server_keys) if server_keys else None
         self._sock = self._ctx.socket(zmq.PULL)
         self._sock.setsockopt(zmq.RCVHWM, RECV_HWM)
         self._sock.setsockopt(zmq.MAXMSGSIZE, MAX_WIRE_BYTES)
         self._sock.setsockopt(zmq.LINGER, 0)
+        if server_keys is not None:
+            keys_.secure_server(self._sock, server_keys)
+        self.clock: ClockServer | None = None
         try:
-            if bind.endswith(":*") or bind.endswith(":0"):
-                port = self._sock.bind_to_random_port(bind.rsplit(":", 1)[0])
-                bind = f"{bind.rsplit(':', 1)[0]}:{port}"
-            else:
-                self._sock.bind(bind)
+            bind = self._bind(bind, server_keys)
         except zmq.ZMQError as exc:
             self.close()
             if exc.errno == errno.EADDRINUSE:
-                raise BindError(f"{bind} is already in use (another commviz viewer?). "
-                                "Pick another with --bind tcp://127.0.0.1:PORT, and point "
-                                "the ranks at it with COMMVIZ_ADDR.") from None
+                raise BindError(f"{bind} (or its port + 1, the clock channel) is already in "
+                                "use (another commviz viewer?). Pick another with --bind "
+                                "tcp://127.0.0.1:PORT, and point the ranks at it with "
+                                "COMMVIZ_ADDR.") from None
             raise BindError(f"cannot bind {bind}: {exc.strerror}") from None
         self.addr = bind
+        self.secure = server_keys is not None
         self.received = 0
         self.rejected = 0
         self.reject_reasons: Counter[str] = Counter()
+
+    @staticmethod
+    def _server_keys(bind: str, keys: str | Path | None) -> keys_.ServerKeys | None:
+        try:
+            if keys is not None:
+                return keys_.server_keys(keys)
+            if not is_loopback(bind):
+                raise BindError(f"{bind} can be reached from other hosts, so the viewer needs "
+                                f"keys: {keys_.HOW_TO}; or bind tcp://127.0.0.1:PORT")
+        except keys_.KeysError as exc:
+            raise BindError(str(exc)) from None
+        return None
+
+    def _bind(self, bind: str, server_keys: keys_.ServerKeys | None) -> str:
+        """Bind the events at ``bind`` and the clock channel at its port + 1."""
+        if not (bind.endswith(":*") or bind.endswith(":0")):
+            self._sock.bind(bind)
+            self._start_clock(bind, server_keys)
+            return bind
+        host = bind.rsplit(":", 1)[0]
+        for _ in range(RANDOM_PORT_TRIES):
+            addr = f"{host}:{self._sock.bind_to_random_port(host)}"
+            try:
+                self._start_clock(addr, server_keys)
+                return addr
+            except zmq.ZMQError as exc:
+                if exc.errno != errno.EADDRINUSE:
+                    raise
+                self._sock.unbind(addr)
+        raise zmq.ZMQError(errno.EADDRINUSE)
+
+    def _start_clock(self, addr: str, server_keys: keys_.ServerKeys | None) -> None:
+        caddr = clock_addr(addr)
+        if caddr is not None:
+            self.clock = ClockServer(self._ctx, caddr, server_keys)
 
     def drain(self, timeout_ms: int, max_messages: int = 20_000) -> list[protocol.Message]:
         """Wait up to ``timeout_ms`` for traffic, then take what is queued (bounded)."""
@@ -67,5 +116,9 @@ class Receiver:
         return out
 
     def close(self) -> None:
+        if self.clock is not None:
+            self.clock.close()
+        if self._auth is not None:
+            self._auth.stop()
         self._sock.close(linger=0)
         self._ctx.term()
