@@ -674,3 +674,20 @@ async def test_a_rank_error_with_brackets_is_shown_as_text_not_markup() -> None:
         (note,) = notified  # a toast renders markup unless told not to
         assert note["markup"] is False and "[/gloo/transport" in note["message"]
         assert "[/gloo/transport/tcp/unbound_buffer.cc:78] Timed out" in panel(app, "#status")
+
+
+def test_ranks_on_several_nodes_are_grouped_under_a_line_per_node() -> None:
+    from commviz.tui import render
+
+    session = FakeSession()
+    session.model.local_host = "node0"
+    session.feed([dataclasses.replace(hb, host="node-b") if hb.rank in (1, 3) else hb
+                  for hb in heartbeats(4)])
+    lines = render.ranks_table(session.model, session.clock.monotonic()).plain.splitlines()
+    assert lines[1].startswith("node node0: ranks 0, 2; the viewer's host and clock")
+    assert [line.split()[0] for line in lines[2:4]] == ["0", "2"]
+    assert lines[4].startswith("node node-b: ranks 1, 3; clock offset unknown")
+    assert [line.split()[0] for line in lines[5:7]] == ["1", "3"]
+    one = FakeSession()
+    one.feed(heartbeats(4))  # a single node: no node lines
+    assert "node node0:" not in render.ranks_table(one.model, one.clock.monotonic()).plain

@@ -206,8 +206,8 @@ class CommvizApp(App):
         """Ranks, findings, the operations log, the job's output and the viewer's status."""
         live = model.findings()
         flagged = {r: f.type for f in live for r in f.ranks}
-        self._show("#ranks", render.ranks_table(model, now, self._wall_ns(), flagged),
-                   len(model.ranks))
+        ranks = render.ranks_table(model, now, self._wall_ns(), flagged)
+        self._show("#ranks", ranks, ranks.plain.count("\n"))
         panel = self.query_one("#findings")
         if panel.display != bool(live):  # the panel comes up when something goes wrong
             panel.display = bool(live)

@@ -43,7 +43,13 @@ def ranks_table(model: Model, now: float, now_ns: int | None = None,
         inflight.setdefault(op.rank, []).append(op)
     out = Text(no_wrap=True, overflow="crop")
     _row(out, [Text(title, style="bold") for title, _, _ in RANK_COLUMNS])
-    for rank, s in sorted(model.ranks.items()):
+    nodes = model.nodes()
+    clocks = model.clock_offsets() if len(nodes) > 1 else {}
+    order = [r for ranks in nodes.values() for r in ranks]
+    for rank in order:
+        s = model.ranks[rank]
+        if clocks and rank == nodes[s.host][0]:  # several nodes: a line heads each
+            out.append(text.node_line(clocks[s.host], nodes[s.host]) + "\n", style="bold cyan")
         if s.exited:
             state = Text("exited", style="dim")
         elif now - s.last_seen > SILENT_AFTER_S:
