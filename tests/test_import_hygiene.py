@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-CORE = ["commviz", "commviz.protocol", "commviz.bandwidth", "commviz.recording",
+CORE = ["commviz", "commviz.protocol", "commviz.bandwidth", "commviz.recording", "commviz.nccl_log",
         "commviz.schedules",
         "commviz.viewer.model", "commviz.viewer.diagnose", "commviz.viewer.findings_text",
         "commviz.viewer.transport", "commviz.viewer.session",
