@@ -11,6 +11,7 @@ CORE = ["commviz", "commviz.protocol", "commviz.bandwidth", "commviz.recording",
         "commviz.viewer.transport", "commviz.viewer.session",
         "commviz.viewer.headless", "commviz.launcher", "commviz.job"]
 RANK_SIDE = ["commviz.rank.hooks", "commviz.rank.emitter", "commviz.rank.telemetry",
+             "commviz.rank.cuda_timing", "commviz.rank.gpu_topology",
              "commviz.rank.ddp", "commviz.rank.funcol", "commviz.rank.phases",
              "commviz.rank.runner"]
 

@@ -19,6 +19,7 @@ import threading
 import time
 import weakref
 from array import array
+from collections.abc import Callable
 from itertools import compress
 from typing import Any
 
@@ -36,6 +37,7 @@ SEND_HWM = 1000
 EXIT_LINGER_MS = 1000  # bounded wait at exit so the last batch can reach a live viewer
 CONNECT_WAIT_S = 2.0   # records are held, not dropped, while a first connection is under way
 PHASES_HELD = 65_536   # ended phases waiting to be sent; beyond this the oldest are dropped
+TOPOLOGY_EVERY_S = 10.0  # the GPU topology is repeated so that a late viewer learns it
 
 # Record layout: one mutable list per op, in protocol.COLUMNS order.
 ID, OP, PARENT, GID, SEQ, PEER, BYTES_IN, BYTES_OUT, DTYPE, FLAGS, T_START, T_END, SITE = range(13)
@@ -117,8 +119,11 @@ class Emitter:
         self.sites: dict[int, tuple[str, int]] = {}
         self.dropped = 0
         self.sent = 0
+        # called on this thread before each flush (cuda_timing's GpuTimer.poll ends records)
+        self.pollers: list[Callable[[], object]] = []
         self._watching: list[list] = []
         self._announced: set[int] = set()
+        self._topology_sent: tuple[str, float] | None = None  # (device, monotonic time)
         self._dormant = False  # a forked child's copy, until it has something to send
         self._wake_lock = threading.Lock()
         self._start()
@@ -151,6 +156,7 @@ class Emitter:
             return
         self.queue.clear()  # in place: the hooks hold its append method
         self._watching, self._announced = [], set()
+        self._topology_sent = None
         self.dropped = self.sent = 0
         self._wake_lock = threading.Lock()  # a new one: the parent's may have been held
         self._dormant = True
@@ -188,6 +194,8 @@ class Emitter:
                 if link.pending():
                     continue
                 try:
+                    for poll in self.pollers:
+                        poll()
                     self._flush(sock, final=False)
                     self._flush_phases(sock)
                     if (time.monotonic() >= next_beat
@@ -197,6 +205,8 @@ class Emitter:
                     self.dropped += len(self._watching)
                     self._watching = []
             link.wait(CONNECT_WAIT_S / 4)
+            for poll in self.pollers:
+                poll()
             self._flush(sock, final=True)
             self._flush_phases(sock)
             ident = self._heartbeat(sock, telemetry)  # a short run may not have sent one yet
@@ -285,4 +295,9 @@ class Emitter:
             "host": socket.gethostname(), "pid": self._pid, "backend": backend,
             "device": device, "t_ns": time.time_ns(), "dropped": self.dropped,
             "tel": tel}), 0)
+        sent = self._topology_sent
+        if sent is None or sent[0] != device or time.monotonic() - sent[1] >= TOPOLOGY_EVERY_S:
+            self._send(sock, protocol.encode_topology(rank, socket.gethostname(),
+                                                      telemetry.topology(device)), 0)
+            self._topology_sent = (device, time.monotonic())
         return ident
