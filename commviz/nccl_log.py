@@ -96,6 +96,8 @@ class Comm:
     coll_channels: int | None = None
     nvls_channels: int | None = None
     rings: dict[int, tuple[int, ...]] = field(default_factory=dict)  # channel -> rank order
+    # channel -> (previous, next) of this rank in that channel's ring (``Ring 00 : 3 -> 0 -> 1``)
+    neighbours: dict[int, tuple[int, int]] = field(default_factory=dict)
     # channel -> (parent, children): NCCL's double binary trees (-1: none)
     trees: dict[int, tuple[int, tuple[int, ...]]] = field(default_factory=dict)
     # (rank, peer rank) -> {transport detail: channels}; the wire this process connected
@@ -198,10 +200,8 @@ class NcclLog:
             self._comm_of(proc, tid).rings[int(m.group(1))] = tuple(
                 int(r) for r in m.group(3).split())
         elif (m := _RING_HOP.match(msg)) is not None:
-            comm = self._comm_of(proc, tid)
-            if int(m.group(1)) not in comm.rings:
-                comm.rings[int(m.group(1))] = (int(m.group(2)), int(m.group(3)),
-                                               int(m.group(4)))
+            self._comm_of(proc, tid).neighbours[int(m.group(1))] = (int(m.group(2)),
+                                                                     int(m.group(4)))
         elif msg.startswith("Trees"):
             comm = self._comm_of(proc, tid)
             for t in _TREE.finditer(msg):
@@ -224,6 +224,7 @@ class NcclLog:
             early = proc.pending.pop(tid, None)
             if early is not None:
                 comm.rings, comm.trees, comm.links = early.rings, early.trees, early.links
+                comm.neighbours = early.neighbours
                 comm.coll_channels, comm.nvls_channels = early.coll_channels, early.nvls_channels
         for key, value in _COMM_FIELD.findall(rest):
             if key == "commId":

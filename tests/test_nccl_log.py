@@ -24,6 +24,9 @@ def test_knowledge_lines():
     c = log.choice("all_gather_into_tensor", 4 * 1048576, 4)
     assert c is not None and c.label() == "Ring/Simple" and c.nranks is None
     assert c.channels == (0, 1)
+    comm = log.procs[("gpu-a", 4001)].pending[4060]  # no communicator named yet
+    assert comm.neighbours == {0: (3, 1)}
+    assert log.procs[("gpu-a", 4001)].pending[4001].rings == {0: (0, 1, 2, 3)}
     # the COLL line alone says nothing about the algorithm
     assert log.choice("all_reduce", 262144 * 4, 4) is None
 
