@@ -192,10 +192,14 @@ def _run(args: argparse.Namespace) -> int:
     if args.headless:
         from .viewer import headless
 
-        return headless.run_job(session, lambda: Job(cmd, session.addr, env=env), banner=(
-            f"viewer at {session.addr}; running {shlex.join(cmd)} (Ctrl-C stops it)"))
+        # NCCL's own lines are read only when the job asked NCCL for them: the output then
+        # goes through commviz (a tee) rather than straight to the terminal
+        reader = session.nccl.feed if os.environ.get("NCCL_DEBUG") else None
+        return headless.run_job(session, lambda: Job(cmd, session.addr, env=env, on_line=reader),
+                                banner=(f"viewer at {session.addr}; running {shlex.join(cmd)} "
+                                        "(Ctrl-C stops it)"))
     try:
-        job = Job(cmd, session.addr, capture=True, env=env)
+        job = Job(cmd, session.addr, capture=True, env=env, on_line=session.nccl.feed)
     except BaseException:
         session.close()
         raise

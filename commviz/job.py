@@ -22,6 +22,7 @@ import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, TextIO
@@ -129,13 +130,17 @@ class Job:
     ``capture=True``: its stdout and stderr are read line by line into ``output`` (an
     OutputBuffer) and into ``log`` (the whole output, in ``logdir``), for a screen that owns
     the terminal; Python processes of the job then run unbuffered so lines arrive as printed.
+    ``on_line`` (e.g. NcclLog.feed) is called with every line read. Without capture it makes
+    a tee: stdout and stderr go through pipes and are written on to commviz's own, each line
+    in one write, as they come (headless runs that read NCCL's lines).
 
     ``poll()`` / ``returncode`` as subprocess.Popen; ``exit_code`` is the shell's view of it;
     ``stop()`` ends the whole process tree. After ``close()`` nothing of the job is left.
     """
 
     def __init__(self, cmd: list[str], addr: str | None, capture: bool = False,
-                 env: dict[str, str] | None = None, max_lines: int = 2000) -> None:
+                 env: dict[str, str] | None = None, max_lines: int = 2000,
+                 on_line: Callable[[str], object] | None = None) -> None:
         self.cmd = list(cmd)
         self.env = job_env(addr, env)
         exe = resolve(self.cmd, self.env)
@@ -148,13 +153,16 @@ class Job:
         self._log_file: TextIO | None = None
         self._log_lock = threading.Lock()
         self._readers: list[threading.Thread] = []
+        self._on_line = on_line
+        tee = on_line is not None and not capture
         argv, executable = self.cmd, exe
         if sys.platform.startswith("linux"):
             argv = [sys.executable, "-I", "-S", "-c", _SHIM, str(os.getpid()), exe, *self.cmd]
             executable = sys.executable
-        pipe = subprocess.PIPE if capture else None
-        if capture:
+        pipe = subprocess.PIPE if capture or tee else None
+        if capture or tee:
             self.env["PYTHONUNBUFFERED"] = "1"
+        if capture:
             self.output = OutputBuffer(max_lines)
             self.logdir = Path(tempfile.mkdtemp(prefix="commviz-job-"))
             self.log = self.logdir / "job.log"
@@ -169,9 +177,10 @@ class Job:
                 self._log_file.close()
             self.cleanup()
             raise JobError(f"cannot run {self.cmd[0]}: {exc.strerror}") from None
-        if capture:
+        if capture or tee:
             for name, stream in (("stdout", self.proc.stdout), ("stderr", self.proc.stderr)):
-                t = threading.Thread(target=self._pump, args=(name, stream),
+                t = threading.Thread(target=self._pump if capture else self._tee,
+                                     args=(name, stream),
                                      name=f"commviz-job-{name}", daemon=True)
                 t.start()
                 self._readers.append(t)
@@ -301,10 +310,26 @@ class Job:
                 text = chunk.decode("utf-8", "replace").rstrip("\r\n")
                 text = text.rsplit("\r", 1)[-1]  # a progress bar's last state, as a terminal shows
                 self.output.append(name, text)
+                if self._on_line is not None:
+                    self._on_line(text)
                 with self._log_lock:
                     if not self._log_file.closed:
                         self._log_file.write(text + "\n")
                         self._log_file.flush()
+
+
+    def _tee(self, name: str, stream: BinaryIO) -> None:
+        assert self._on_line is not None
+        fd = 1 if name == "stdout" else 2
+        with stream:
+            while chunk := stream.readline(MAX_LINE):
+                view = memoryview(chunk)
+                try:
+                    while view:
+                        view = view[os.write(fd, view):]
+                except OSError:  # our own stdout closed: keep reading, the job must not block
+                    pass
+                self._on_line(chunk.decode("utf-8", "replace").rstrip("\r\n"))
 
 
 class Interrupts:

@@ -5,7 +5,8 @@ Every ZeroMQ message is one msgpack map with ``v`` (the version) and ``k`` (the 
 * ``hb``: heartbeat with the rank's identity and a telemetry sample (about 2 Hz);
 * ``ops``: a columnar batch of operation records from one rank;
 * ``bye``: the rank is exiting normally;
-* ``ph``: compute phases the program marked with ``commviz.phase(name)``.
+* ``ph``: compute phases the program marked with ``commviz.phase(name)``;
+* ``topo``: the local GPUs of the rank's host and their links (NVLink, PCIe), from NVML.
 
 Op batches are columnar (each column one little-endian byte string) so that both sides
 stay cheap: the rank packs them off its hot path, the viewer decodes them with
@@ -59,11 +60,14 @@ OBJECT_OPS = frozenset({"all_gather_object", "broadcast_object_list", "gather_ob
 # Flag bits of the ``flags`` column.
 FLAG_ASYNC = 1          # called with async_op=True, or isend/irecv
 FLAG_UNWAITED = 2       # async work dropped unobserved: t_end is when it was dropped
-FLAG_CUDA = 4           # CUDA tensors: times are host times of the call, not of the GPU work
+FLAG_CUDA = 4           # CUDA tensors: host times of the call, not of the GPU work (but see 32)
 FLAG_FAILED = 8         # the call raised, or its work completed with an error
 FLAG_DDP = 16           # issued by DistributedDataParallel (its gradient buckets, its broadcasts)
+FLAG_GPU_TIME = 32      # CUDA tensors through NCCL: t_end is when a CUDA event after the op ran
 
 PHASE_NAME_MAX = 64     # characters of a phase's name
+GPUS_MAX = 64           # GPUs of one host in a ``topo`` message
+GPU_LEVELS = frozenset({"", "INTERNAL", "PIX", "PXB", "PHB", "NODE", "SYS"})
 PHASE_DEPTH_MAX = 255   # nesting depth of a phase
 CLOCK_SAMPLES_MAX = 16  # clock round trips in one heartbeat
 
@@ -153,10 +157,23 @@ class Phases:
     spans: tuple[PhaseSpan, ...]
 
 
-Message = OpBatch | Heartbeat | Bye | Phases
+@dataclass(frozen=True)
+class GpuTopology:
+    """The local GPUs of a rank's host as NVML sees them, and which one the rank uses."""
+
+    rank: int
+    host: str
+    gpu: int                                  # index (NVML's) of the rank's GPU, -1: none
+    gpus: tuple[tuple[int, str, str, str], ...]  # (index, uuid, name, PCI bus id)
+    links: tuple[tuple[int, int, int, str], ...]  # (a, b, NVLinks, PCIe level), a < b
+    note: str                                 # "no GPU: why", or ""
+
+
+Message = OpBatch | Heartbeat | Bye | Phases | GpuTopology
 
 _TELEMETRY_KEYS = ("cpu_pct", "rss_bytes", "gpu_util_pct", "gpu_mem_used", "gpu_mem_total",
-                   "gpu_power_w")
+                   "gpu_power_w", "nvlink_tx_bps", "nvlink_rx_bps", "pcie_tx_bps",
+                   "pcie_rx_bps")
 
 
 def decode(data: bytes) -> Message:
@@ -182,6 +199,8 @@ def decode(data: bytes) -> Message:
         return Bye(_rank(msg), _int(msg, "t_ns"), _int(msg, "dropped"))
     if kind == "ph":
         return _decode_phases(msg)
+    if kind == "topo":
+        return _decode_topology(msg)
     raise ProtocolError(f"unknown message kind {kind!r}")
 
 
@@ -251,6 +270,29 @@ def _decode_phases(msg: dict) -> Phases:
                                 "0 <= t_start <= t_end")
         spans.append(PhaseSpan(*row))
     return Phases(_rank(msg), tuple(spans))
+
+
+def encode_topology(rank: int, host: str, topo: dict[str, Any]) -> bytes:
+    """Encode what rank/gpu_topology.read_topology (or no_gpu) returned."""
+    return pack({"v": VERSION, "k": "topo", "rank": rank, "host": host, **topo})
+
+
+def _decode_topology(msg: dict) -> GpuTopology:
+    gpus, links, note = msg.get("gpus"), msg.get("links"), _str(msg, "note")
+    if not isinstance(gpus, list) or len(gpus) > GPUS_MAX or not all(
+            isinstance(g, list) and len(g) == 4 and type(g[0]) is int and 0 <= g[0] < GPUS_MAX
+            and all(isinstance(v, str) and len(v) <= 256 for v in g[1:]) for g in gpus):
+        raise ProtocolError(f"field 'gpus' must be up to {GPUS_MAX} [index, uuid, name, bus]")
+    n = len(gpus)
+    if not isinstance(links, list) or len(links) > n * (n - 1) // 2 or not all(
+            isinstance(li, list) and len(li) == 4 and all(type(v) is int for v in li[:3])
+            and 0 <= li[0] < li[1] < n and 0 <= li[2] < 256 and li[3] in GPU_LEVELS
+            for li in links):
+        raise ProtocolError("field 'links' must be [a, b, nvlinks, level] with a < b < GPUs")
+    if len(note) > 256:
+        raise ProtocolError("field 'note' is too long")
+    return GpuTopology(_rank(msg), _str(msg, "host"), _int(msg, "gpu", -1, n),
+                       tuple(tuple(g) for g in gpus), tuple(tuple(li) for li in links), note)
 
 
 def _decode_ops(msg: dict) -> OpBatch:

@@ -5,12 +5,13 @@ import sys
 
 import pytest
 
-CORE = ["commviz", "commviz.protocol", "commviz.bandwidth", "commviz.recording",
+CORE = ["commviz", "commviz.protocol", "commviz.bandwidth", "commviz.recording", "commviz.nccl_log",
         "commviz.schedules",
         "commviz.viewer.model", "commviz.viewer.diagnose", "commviz.viewer.findings_text",
         "commviz.viewer.transport", "commviz.viewer.session",
         "commviz.viewer.headless", "commviz.launcher", "commviz.job"]
 RANK_SIDE = ["commviz.rank.hooks", "commviz.rank.emitter", "commviz.rank.telemetry",
+             "commviz.rank.cuda_timing", "commviz.rank.gpu_topology",
              "commviz.rank.ddp", "commviz.rank.funcol", "commviz.rank.phases",
              "commviz.rank.runner", "commviz.nodes", "commviz.keys", "commviz.clocksync"]
 

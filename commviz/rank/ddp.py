@@ -29,7 +29,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from .. import protocol
 from . import describe, hooks
-from .emitter import FLAGS, T_END
+from .emitter import FLAGS
 
 # Frames of torch and of commviz are not the program's line: the site is found outside them.
 _SKIP_DIRS = (os.path.dirname(torch.__file__) + os.sep,
@@ -192,7 +192,7 @@ def _broadcast_wrapper(orig: Any) -> Any:
         except BaseException:
             hooks._finish(rec, failed=True)
             raise
-        rec[T_END] = hooks._time_ns()
+        hooks._complete(rec)
         return result
 
     return _broadcast_coalesced

@@ -28,6 +28,7 @@ class GroupInfo:
     member: bool
     seq: int = 0
     no_future: set[str] = field(default_factory=set)  # ops whose Work has no future here
+    nccl: bool = False  # CUDA tensors go through NCCL in this group (cuda_timing times them)
 
 
 class Registry:
@@ -47,10 +48,19 @@ class Registry:
                 return None  # NON_GROUP_MEMBER or a backend-level object: not ours to record
             self.me = dist.get_rank()
             ranks = tuple(dist.get_process_group_ranks(pg))
-            info = GroupInfo(len(self.groups), pg.group_name, ranks, self.me in ranks)
+            info = GroupInfo(len(self.groups), pg.group_name, ranks, self.me in ranks,
+                             nccl=_uses_nccl(pg))
             self.groups[pg] = info
             self.on_new_group(info)
         return info
+
+
+def _uses_nccl(pg: Any) -> bool:
+    """The group's backend for CUDA tensors is NCCL ("nccl", or "cpu:gloo,cuda:nccl")."""
+    try:
+        return "nccl" in str(dist.get_backend(pg))
+    except Exception:
+        return False
 
 
 REG = Registry()

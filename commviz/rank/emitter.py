@@ -19,6 +19,7 @@ import threading
 import time
 import weakref
 from array import array
+from collections.abc import Callable
 from itertools import compress
 from typing import Any
 
@@ -40,6 +41,7 @@ PHASES_HELD = 65_536   # ended phases waiting to be sent; beyond this the oldest
 FIRST_CLOCK_S = 1.0    # the first heartbeat waits this long for a clock round trip
 _REFUSED = (zmq.EVENT_HANDSHAKE_FAILED_AUTH | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
             | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL)
+TOPOLOGY_EVERY_S = 10.0  # the GPU topology is repeated so that a late viewer learns it
 
 # Record layout: one mutable list per op, in protocol.COLUMNS order.
 ID, OP, PARENT, GID, SEQ, PEER, BYTES_IN, BYTES_OUT, DTYPE, FLAGS, T_START, T_END, SITE = range(13)
@@ -140,8 +142,11 @@ class Emitter:
         self.sites: dict[int, tuple[str, int]] = {}
         self.dropped = 0
         self.sent = 0
+        # called on this thread before each flush (cuda_timing's GpuTimer.poll ends records)
+        self.pollers: list[Callable[[], object]] = []
         self._watching: list[list] = []
         self._announced: set[int] = set()
+        self._topology_sent: tuple[str, float] | None = None  # (device, monotonic time)
         self._dormant = False  # a forked child's copy, until it has something to send
         self._wake_lock = threading.Lock()
         self._start()
@@ -174,6 +179,7 @@ class Emitter:
             return
         self.queue.clear()  # in place: the hooks hold its append method
         self._watching, self._announced = [], set()
+        self._topology_sent = None
         self.dropped = self.sent = 0
         self._wake_lock = threading.Lock()  # a new one: the parent's may have been held
         self._dormant = True
@@ -219,6 +225,8 @@ class Emitter:
                 if link.pending():
                     continue
                 try:  # a heartbeat first: the viewer learns host and clock before the ops
+                    for poll in self.pollers:
+                        poll()
                     if (time.monotonic() >= next_beat
                             and self._heartbeat(sock, telemetry) is not None):
                         next_beat = time.monotonic() + HEARTBEAT_S
@@ -228,6 +236,8 @@ class Emitter:
                     self.dropped += len(self._watching)
                     self._watching = []
             link.wait(CONNECT_WAIT_S / 4)
+            for poll in self.pollers:
+                poll()
             self._flush(sock, final=True)
             self._flush_phases(sock)
             ident = self._heartbeat(sock, telemetry)  # a short run may not have sent one yet
@@ -333,4 +343,9 @@ class Emitter:
             if samples:
                 msg["clk"] = samples
         self._send(sock, protocol.pack(msg), 0)
+        sent = self._topology_sent
+        if sent is None or sent[0] != device or time.monotonic() - sent[1] >= TOPOLOGY_EVERY_S:
+            self._send(sock, protocol.encode_topology(rank, nodes.hostname(),
+                                                      telemetry.topology(device)), 0)
+            self._topology_sent = (device, time.monotonic())
         return ident

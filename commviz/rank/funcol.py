@@ -114,7 +114,7 @@ def _wrapper(orig: Any, op: str, extract: Any) -> Any:
         elem = getattr(result, "elem", None) if isinstance(result, fc.AsyncCollectiveTensor) \
             else None
         if elem is None:  # waited for inside the call
-            rec[T_END] = hooks._time_ns()
+            hooks._complete(rec)
         else:
             key = elem.untyped_storage().data_ptr()
             _pending[key] = rec
@@ -131,7 +131,7 @@ def _wait_wrapper(orig: Any) -> Any:
         if _pending:
             rec = _pending.pop(tensor.untyped_storage().data_ptr(), None)
             if rec is not None:
-                rec[T_END] = hooks._time_ns()
+                hooks._complete(rec)
         return result
 
     return wait_tensor
@@ -141,6 +141,8 @@ def _dropped(key: int, rec: list) -> None:
     """A result freed before anyone waited: the record ends now, flagged unwaited."""
     if _pending.get(key) is rec:
         del _pending[key]
+    elif rec[FLAGS] & protocol.FLAG_GPU_TIME:
+        return  # waited for: its t_end comes from a CUDA event
     if rec[T_END] < 0:
-        rec[FLAGS] |= protocol.FLAG_UNWAITED
+        rec[FLAGS] = (rec[FLAGS] | protocol.FLAG_UNWAITED) & ~protocol.FLAG_GPU_TIME
         rec[T_END] = hooks._time_ns()

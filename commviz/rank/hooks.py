@@ -57,6 +57,7 @@ PG_METHODS = ("allreduce", "allgather", "all_gather_single", "reduce_scatter",
 _NO_CODE = protocol.NO_CODE
 _OP_CODE = OP_CODE
 _FLAG_DDP = protocol.FLAG_DDP
+_FLAG_GPU_TIME = protocol.FLAG_GPU_TIME
 _DTYPE_CODES = describe._DTYPE_CODES
 _RECV_CODES = frozenset(OP_CODE[n] for n in protocol.RECVS)
 _time_ns = time.time_ns
@@ -94,6 +95,7 @@ _sites_by_instr: dict[tuple[Any, int], int] = {}
 _p2p_sent: dict[int, int] = {}
 _p2p_received: dict[int, int] = {}
 _device = "cpu"
+_gpu_timer: Any = None  # cuda_timing.GpuTimer, once a CUDA tensor has gone through NCCL
 
 
 # ---- public API ------------------------------------------------------------------------
@@ -117,6 +119,8 @@ def instrument(addr: str | None = None) -> None:
             _announce_group(info)
         for key, sid in _sites.items():
             _EMITTER.sites[sid] = key
+        if _gpu_timer is not None:
+            _EMITTER.pollers.append(_gpu_timer.poll)
     state = _State()
     for name in PATCHED_FUNCTIONS:
         orig = getattr(c10d, name)
@@ -279,6 +283,10 @@ def _start(op_code: int, kind: int, parent_code: int, info: GroupInfo, peer: int
             flags |= FLAG_CUDA
             if _device == "cpu":
                 _device = f"cuda:{tensor.device.index}"
+            if info.nccl:
+                flags |= _FLAG_GPU_TIME
+                if _gpu_timer is None:
+                    _start_gpu_timer()
     if parent_code != _NO_CODE:
         acc = _tls.acc
         if acc is not None:
@@ -288,6 +296,18 @@ def _start(op_code: int, kind: int, parent_code: int, info: GroupInfo, peer: int
            _time_ns(), -1, site]
     _push(rec)
     return rec
+
+
+def _start_gpu_timer() -> None:
+    """Time ops on CUDA tensors through NCCL by CUDA events, polled on the emitter thread."""
+    global _gpu_timer
+    import torch
+
+    from .cuda_timing import GpuTimer
+
+    _gpu_timer = GpuTimer(torch.cuda)
+    if _EMITTER is not None:
+        _EMITTER.pollers.append(_gpu_timer.poll)
 
 
 def _start_named(op: str, parent: str | None, info: GroupInfo, peer: int, b_in: int,
@@ -331,7 +351,7 @@ def _bucket_done(rec: list, fut: Any) -> Any:
     except BaseException:
         _finish(rec, failed=True)
         raise
-    rec[T_END] = _time_ns()
+    _complete(rec)
     return value
 
 
@@ -342,10 +362,21 @@ def _resolve_source(rec: list, source: int) -> None:
         rec[SEQ] = _p2p_received[source] = _p2p_received.get(source, 0) + 1
 
 
+def _complete(rec: list) -> None:
+    """A successful end: ops on CUDA tensors through NCCL end when a CUDA event recorded now
+    has run on the GPU (cuda_timing, t_end set later), others now."""
+    if rec[FLAGS] & _FLAG_GPU_TIME and _gpu_timer is not None:
+        _gpu_timer.track(rec, _FLAG_GPU_TIME)
+    else:
+        rec[T_END] = _time_ns()
+
+
 def _finish(rec: list, failed: bool = False) -> None:
     if failed:
-        rec[FLAGS] |= FLAG_FAILED
-    rec[T_END] = _time_ns()
+        rec[FLAGS] = (rec[FLAGS] | FLAG_FAILED) & ~_FLAG_GPU_TIME
+        rec[T_END] = _time_ns()
+    else:
+        _complete(rec)
 
 
 def _on_future(rec: list, fut: Any) -> None:
@@ -377,10 +408,11 @@ class TimedWork:
     point-to-point work hangs.
     """
 
-    __slots__ = ("_work", "_rec", "_info")
+    __slots__ = ("_work", "_rec", "_info", "_ended")
 
     def __init__(self, work: Any, rec: list, info: GroupInfo) -> None:
         self._work, self._rec, self._info = work, rec, info
+        self._ended = False
 
     def wait(self, *args: Any, **kwargs: Any) -> Any:
         try:
@@ -399,8 +431,9 @@ class TimedWork:
 
     def _done(self, failed: bool = False) -> None:
         rec = self._rec
-        if rec[T_END] >= 0:
+        if self._ended:  # its t_end may still be pending on a CUDA event
             return
+        self._ended = True
         if rec[PEER] < 0 and rec[OP] in _RECV_CODES and not failed:
             try:
                 _resolve_source(rec, self._info.ranks[self._work._source_rank()])
@@ -412,9 +445,9 @@ class TimedWork:
         return getattr(self._work, name)
 
     def __del__(self) -> None:
-        if self._rec[T_END] < 0:
-            self._rec[FLAGS] |= FLAG_UNWAITED
-            _finish(self._rec)
+        if not self._ended:
+            self._rec[FLAGS] = (self._rec[FLAGS] | FLAG_UNWAITED) & ~_FLAG_GPU_TIME
+            self._rec[T_END] = _time_ns()
 
 
 # ---- the two hook layers ---------------------------------------------------------------
@@ -481,7 +514,10 @@ def _api_wrapper(name: str, orig: Any) -> Any:
             return _track_async(rec, result, info, op)
         if is_anysource_recv and peer < 0 and type(result) is int:
             _resolve_source(rec, result)
-        rec[T_END] = _time_ns()
+        if rec[FLAGS] & _FLAG_GPU_TIME:
+            _complete(rec)
+        else:
+            rec[T_END] = _time_ns()
         return result
 
     wrapper.__commviz_original__ = orig  # type: ignore[attr-defined]

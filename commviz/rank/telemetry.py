@@ -1,7 +1,8 @@
 """Local telemetry of one rank: its GPU through NVML when it has one, its process otherwise.
 
 Sampled on the emitter thread at about 2 Hz. Every reading degrades to ``None`` when the
-driver, the device or the function is missing: telemetry must never break a rank.
+driver, the device or the function is missing: telemetry must never break a rank. The local
+GPUs' topology (gpu_topology.py) is read here too, once per device the rank uses.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from typing import Any
 
 import psutil
 
+from .gpu_topology import LinkRates, no_gpu, read_topology
+
 
 class TelemetrySampler:
     """Reads CPU%/RSS of this process and, once the rank uses a GPU, that GPU's NVML counters."""
@@ -21,11 +24,15 @@ class TelemetrySampler:
         self._proc.cpu_percent(None)  # the first reading primes the counter
         self._nvml: Any = None        # the pynvml module once initialised, False if unusable
         self._handle: Any = None
+        self._uuid: str | None = None
+        self._why = ""                # why NVML is unusable, for the "no GPU" note
+        self._rates = LinkRates()
+        self._topology: tuple[str, dict[str, Any]] | None = None  # (device, what was read)
 
     def sample(self, device: str) -> dict[str, float | None]:
         out: dict[str, float | None] = dict.fromkeys(
             ("cpu_pct", "rss_bytes", "gpu_util_pct", "gpu_mem_used", "gpu_mem_total",
-             "gpu_power_w"))
+             "gpu_power_w", *LinkRates.KEYS))
         try:
             out["cpu_pct"] = float(self._proc.cpu_percent(None))
             out["rss_bytes"] = float(self._proc.memory_info().rss)
@@ -39,27 +46,53 @@ class TelemetrySampler:
             if mem is not None:
                 out["gpu_mem_used"], out["gpu_mem_total"] = float(mem.used), float(mem.total)
             out["gpu_power_w"] = _try(lambda: nv.nvmlDeviceGetPowerUsage(handle) / 1000.0)
+            out.update(self._rates.sample(nv, handle))
         return out
+
+    def topology(self, device: str) -> dict[str, Any]:
+        """The local GPUs and their links (gpu_topology.read_topology), or a "no GPU" note;
+        read once per device the rank uses."""
+        if self._topology is not None and self._topology[0] == device:
+            return self._topology[1]
+        if not device.startswith("cuda:"):
+            topo = no_gpu("this rank uses CPU tensors")
+        elif self._gpu_handle(device) is None:
+            topo = no_gpu(self._why or "NVML has no handle for this rank's GPU")
+        else:
+            topo = read_topology(self._nvml, self._uuid)
+        self._topology = (device, topo)
+        return topo
 
     def _gpu_handle(self, device: str) -> Any:
         """The NVML handle of ``device`` ("cuda:N" as torch numbers it), found once."""
         if self._handle is not None or self._nvml is False or not device.startswith("cuda:"):
             return self._handle
-        torch = sys.modules.get("torch")
-        if torch is None:
+        if "torch" not in sys.modules:
             return None
         try:
             import pynvml
-
+        except ImportError:
+            self._nvml, self._why = False, "nvidia-ml-py (pynvml) is not installed"
+            return None
+        try:
             pynvml.nvmlInit()
-            index = int(device.removeprefix("cuda:"))
-            uuid = str(torch.cuda.get_device_properties(index).uuid)
-            uuid = uuid if uuid.startswith("GPU-") else f"GPU-{uuid}"
+        except Exception as exc:  # no driver, no NVML library
+            self._nvml, self._why = False, f"NVML unavailable ({type(exc).__name__})"
+            return None
+        try:
+            uuid = _cuda_uuid(int(device.removeprefix("cuda:")))
             self._handle = pynvml.nvmlDeviceGetHandleByUUID(uuid)
-            self._nvml = pynvml
-        except Exception:  # no driver, no NVML, an unknown device: stay on CPU readings
-            self._nvml = False
+            self._uuid, self._nvml = uuid, pynvml
+        except Exception as exc:  # an unknown device: stay on CPU readings
+            self._nvml, self._why = False, f"NVML does not know {device} ({type(exc).__name__})"
         return self._handle
+
+
+def _cuda_uuid(index: int) -> str:
+    """The UUID of torch's CUDA device ``index`` as NVML writes it (``GPU-...``)."""
+    torch = sys.modules["torch"]
+    uuid = str(torch.cuda.get_device_properties(index).uuid)
+    return uuid if uuid.startswith("GPU-") else f"GPU-{uuid}"
 
 
 def _try(read: Any) -> Any:

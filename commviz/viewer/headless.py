@@ -150,6 +150,7 @@ class _Printer:
         self.session, self.out = session, out
         self.t0: int | None = None
         self.known: set[int] = set()
+        self.nccl_said = False  # the line on what NCCL reported at init is printed once
 
     def flush(self) -> None:
         model = self.session.model
@@ -167,10 +168,18 @@ class _Printer:
             print(text.instance_line(inst, self.t0), file=self.out)
         for f in found:
             print(text.finding_line(f), file=self.out)
+        if not self.nccl_said:
+            nccl = self.session.nccl.init_summary()
+            if nccl is not None:
+                print(nccl, file=self.out)
+                self.nccl_said = True
         self.out.flush()
 
     def summary(self) -> None:
         s = self.session.summary()
+        nccl = None if self.nccl_said else self.session.nccl.init_summary(final=True)
+        if nccl is not None:
+            print(nccl, file=self.out)
         print(file=self.out)
         model = self.session.model
         clocks = model.clock_offsets()

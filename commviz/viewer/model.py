@@ -206,6 +206,7 @@ class Model:
         # per rank: the latest t_end of a segment dropped from its lane (older is not shown)
         self.lane_horizon: dict[int, int] = {}
         self._phases: dict[int, collections.deque[protocol.PhaseSpan]] = {}
+        self.gpu_topology: dict[int, protocol.GpuTopology] = {}  # per rank, its latest ``topo``
         # Observers of each matching round, set by a diagnosis (viewer/diagnose.py): called
         # with the member rows of the collective instances just matched (sorted by instance)
         # and the first row of each; and with the receive and send rows of the transfers
@@ -236,6 +237,8 @@ class Model:
                 spans.extend(msg.spans if not shift else (
                     protocol.PhaseSpan(p.name, p.depth, p.t_start - shift, p.t_end - shift)
                     for p in msg.spans))
+            elif isinstance(msg, protocol.GpuTopology):
+                self.gpu_topology[msg.rank] = msg
         if batches:
             rows = {k: np.concatenate([b[k] for b in batches]) for k in _ROW_FIELDS}
             self._apply_rows(rows)
@@ -326,6 +329,33 @@ class Model:
                                 and (until_ns is None or s.t_start <= until_ns)),
                                key=lambda s: (s.t_start, s.depth))
         return out
+
+    def gpu_links(self) -> dict[tuple[int, int], str]:
+        """How the GPUs of two ranks on one host are joined, as ``nvidia-smi topo -m`` labels
+        it: ``NV#`` (that many NVLinks), else the PCIe path (PIX, PXB, PHB, NODE, SYS), or
+        ``same GPU``; per pair (r, s), r < s, of ranks that reported their GPU."""
+        out: dict[tuple[int, int], str] = {}
+        ranks = sorted(r for r, t in self.gpu_topology.items() if t.gpu >= 0)
+        for i, r in enumerate(ranks):
+            t = self.gpu_topology[r]
+            for s in ranks[i + 1:]:
+                u = self.gpu_topology[s]
+                if u.host != t.host:
+                    continue
+                a, b = sorted((t.gpu, u.gpu))
+                if a == b:
+                    out[(r, s)] = "same GPU"
+                    continue
+                link = next((li for li in t.links if (li[0], li[1]) == (a, b)), None)
+                if link is not None and (link[2] or link[3]):
+                    out[(r, s)] = f"NV{link[2]}" if link[2] else link[3]
+        return out
+
+    def gpu_note(self, rank: int) -> str | None:
+        """Why a rank has no GPU link to show ("no GPU: ..."), None if it has a GPU or has
+        not said."""
+        t = self.gpu_topology.get(rank)
+        return t.note if t is not None and t.gpu < 0 and t.note else None
 
     # ---- internals --------------------------------------------------------------------
     def _rank(self, rank: int) -> RankState:

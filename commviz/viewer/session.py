@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from .. import recording
+from ..nccl_log import Link, NcclLog
 from .diagnose import Diagnosis, Finding
 from .model import Model
 from .transport import DEFAULT_BIND, Receiver
@@ -29,6 +30,9 @@ class Session:
         if collect_instances:
             self.model.new_instances = []
         self.diagnosis = Diagnosis(self.model)
+        # what NCCL printed about itself (NCCL_DEBUG=INFO), fed by `commviz run` from the
+        # job's output; thread-safe on its own, no need of ``lock``
+        self.nccl = NcclLog()
         # findings and resolutions as they happen, for the headless printer (None: not kept)
         self.new_findings: list[Finding] | None = [] if collect_instances else None
         self._next_diagnosis = 0.0
@@ -49,6 +53,13 @@ class Session:
     @property
     def rejected(self) -> int:
         return self.receiver.rejected
+
+    def nccl_links(self) -> dict[tuple[int, int], Link]:
+        """The transport between each pair of global ranks as NCCL printed it at init
+        (P2P/IPC, SHM, NET/IB...); {} without NCCL's log."""
+        with self.lock:
+            ranks = {(s.host, s.pid): r for r, s in self.model.ranks.items() if s.pid}
+        return self.nccl.links(ranks)
 
     def poll(self, timeout_ms: int = POLL_MS) -> int:
         """Drain once; returns how many messages were applied."""

@@ -1,0 +1,214 @@
+"""GPU topology and link traffic through NVML (rank/gpu_topology.py, rank/telemetry.py), the
+``topo`` message and the model's links between ranks. No GPU here: a fake ``pynvml`` module
+stands for three machines, one without a driver, one with two GPUs joined by NVLink, one
+with three GPUs on PCIe only."""
+
+from __future__ import annotations
+
+import socket
+import time
+import types
+
+import pytest
+import torch  # noqa: F401  (the sampler asks NVML only in a process that has torch)
+
+from commviz import protocol
+from commviz.rank import telemetry
+from commviz.rank.emitter import Emitter
+from commviz.rank.gpu_topology import read_topology
+from commviz.rank.telemetry import TelemetrySampler
+from commviz.viewer.model import Model
+from commviz.viewer.transport import Receiver
+
+
+class NVMLError(Exception):
+    pass
+
+
+class NVMLError_LibraryNotFound(NVMLError):  # noqa: N801 (pynvml's names)
+    pass
+
+
+class NVMLError_NotSupported(NVMLError):  # noqa: N801
+    pass
+
+
+def fake_nvml(gpus: int = 0, nvlinks: int = 0, levels: dict | None = None,
+              driver: bool = True) -> types.ModuleType:
+    """A pynvml with ``gpus`` GPUs, ``nvlinks`` NVLinks between GPU 0 and GPU 1 (none: NVLink
+    not supported), and ``levels[(a, b)]`` as their common PCIe ancestor."""
+    nv = types.ModuleType("pynvml")
+    nv.NVMLError = NVMLError
+    nv.NVML_FEATURE_ENABLED, nv.NVML_NVLINK_MAX_LINKS = 1, 18
+    nv.NVML_PCIE_UTIL_TX_BYTES, nv.NVML_PCIE_UTIL_RX_BYTES = 0, 1
+    bus = [f"00000000:{0x18 + 0x10 * i:02X}:00.0" for i in range(gpus)]
+    nv.counters = {138: 0, 139: 0}  # KiB moved over NVLink so far
+    nv.t_us = 1_000_000
+
+    def init() -> None:
+        if not driver:
+            raise NVMLError_LibraryNotFound("NVML Shared Library Not Found")
+
+    def handle(i: int) -> int:
+        if not 0 <= i < gpus:
+            raise NVMLError("Invalid Argument")
+        return i
+
+    def nvlink_state(h: int, link: int) -> int:
+        if not nvlinks:
+            raise NVMLError_NotSupported("Not Supported")
+        return 1 if link < nvlinks else 0
+
+    def remote(h: int, link: int) -> types.SimpleNamespace:
+        return types.SimpleNamespace(busId=bus[1 - h].encode())  # old pynvml: bytes
+
+    def field_values(h: int, fields: list) -> list:
+        if not nvlinks:
+            raise NVMLError_NotSupported("Not Supported")
+        return [types.SimpleNamespace(fieldId=f, nvmlReturn=0, timestamp=nv.t_us,
+                                      value=types.SimpleNamespace(ullVal=nv.counters[f]))
+                for f, _scope in fields]
+
+    nv.nvmlInit = init
+    nv.nvmlDeviceGetCount = lambda: gpus
+    nv.nvmlDeviceGetHandleByIndex = handle
+    nv.nvmlDeviceGetHandleByUUID = lambda uuid: handle(int(uuid.rsplit("-", 1)[1]))
+    nv.nvmlDeviceGetUUID = lambda h: f"GPU-fake-{h}"
+    nv.nvmlDeviceGetName = lambda h: "NVIDIA H200"
+    nv.nvmlDeviceGetPciInfo = lambda h: types.SimpleNamespace(busId=bus[h])
+    nv.nvmlDeviceGetTopologyCommonAncestor = lambda a, b: (levels or {})[(min(a, b), max(a, b))]
+    nv.nvmlDeviceGetNvLinkState = nvlink_state
+    nv.nvmlDeviceGetNvLinkRemotePciInfo = remote
+    nv.nvmlDeviceGetFieldValues = field_values
+    nv.nvmlDeviceGetPcieThroughput = lambda h, counter: 250 if counter == 0 else 500
+    nv.nvmlDeviceGetUtilizationRates = lambda h: types.SimpleNamespace(gpu=87)
+    nv.nvmlDeviceGetMemoryInfo = lambda h: types.SimpleNamespace(used=1e9, total=141e9)
+    nv.nvmlDeviceGetPowerUsage = lambda h: 412_000
+    return nv
+
+
+@pytest.fixture
+def sampler(monkeypatch):
+    """``sampler(nvml)``: a TelemetrySampler that finds ``nvml`` as pynvml, and torch's
+    cuda:N as the fake GPU N."""
+
+    def make(nv: types.ModuleType) -> TelemetrySampler:
+        monkeypatch.setitem(__import__("sys").modules, "pynvml", nv)
+        monkeypatch.setattr(telemetry, "_cuda_uuid", lambda i: f"GPU-fake-{i}")
+        return TelemetrySampler()
+
+    return make
+
+
+def test_no_driver_is_a_note_not_an_error(sampler):
+    s = sampler(fake_nvml(driver=False))
+    tel = s.sample("cuda:0")
+    assert tel["gpu_util_pct"] is None and tel["nvlink_tx_bps"] is None
+    assert tel["cpu_pct"] is not None
+    topo = s.topology("cuda:0")
+    assert topo == {"gpu": -1, "gpus": [], "links": [],
+                    "note": "no GPU: NVML unavailable (NVMLError_LibraryNotFound)"}
+
+
+def test_cpu_ranks_say_so_without_asking_nvml(sampler):
+    nv = fake_nvml(driver=False)
+    nv.nvmlInit = None  # calling it would fail the test
+    s = sampler(nv)
+    assert s.topology("cpu")["note"] == "no GPU: this rank uses CPU tensors"
+    assert s.sample("cpu")["gpu_util_pct"] is None
+
+
+def test_two_gpus_with_nvlink(sampler):
+    nv = fake_nvml(gpus=2, nvlinks=4, levels={(0, 1): 40})
+    s = sampler(nv)
+    topo = s.topology("cuda:1")
+    assert topo["gpu"] == 1 and topo["note"] == ""
+    assert topo["gpus"] == [[0, "GPU-fake-0", "NVIDIA H200", "00000000:18:00.0"],
+                            [1, "GPU-fake-1", "NVIDIA H200", "00000000:28:00.0"]]
+    assert topo["links"] == [[0, 1, 4, "NODE"]]
+    first = s.sample("cuda:1")
+    assert first["gpu_util_pct"] == 87 and first["gpu_power_w"] == 412.0
+    assert first["pcie_tx_bps"] == 250 * 1024 and first["pcie_rx_bps"] == 500 * 1024
+    assert first["nvlink_tx_bps"] is None  # a rate needs two readings
+    nv.counters[138] += 2_000_000  # KiB sent in the next half second
+    nv.counters[139] += 1_000_000
+    nv.t_us += 500_000
+    second = s.sample("cuda:1")
+    assert second["nvlink_tx_bps"] == 2_000_000 * 1024 / 0.5
+    assert second["nvlink_rx_bps"] == 1_000_000 * 1024 / 0.5
+
+
+def test_pcie_only(sampler):
+    nv = fake_nvml(gpus=3, levels={(0, 1): 10, (0, 2): 50, (1, 2): 50})
+    asked = []
+    field_values = nv.nvmlDeviceGetFieldValues
+    nv.nvmlDeviceGetFieldValues = lambda h, f: asked.append(1) or field_values(h, f)
+    s = sampler(nv)
+    topo = s.topology("cuda:0")
+    assert topo["links"] == [[0, 1, 0, "PIX"], [0, 2, 0, "SYS"], [1, 2, 0, "SYS"]]
+    for _ in range(3):
+        tel = s.sample("cuda:0")
+    assert tel["nvlink_tx_bps"] is None and tel["pcie_tx_bps"] == 250 * 1024
+    assert len(asked) == 1  # NVLink counters not supported: not asked again
+    assert read_topology(nv, None)["gpu"] == -1  # no UUID of ours: no GPU of ours
+
+
+def test_nvml_failing_midway_degrades_field_by_field():
+    nv = fake_nvml(gpus=2, nvlinks=2, levels={})  # no level known for the pair
+    nv.nvmlDeviceGetName = None  # a missing function
+    topo = read_topology(nv, "GPU-fake-0")
+    assert topo["gpus"][0][2] == "?" and topo["links"] == [[0, 1, 2, ""]]
+    nv.nvmlDeviceGetCount = lambda: 1 / 0
+    assert read_topology(nv, None)["note"] == "no GPU: NVML cannot list the GPUs " \
+                                             "(ZeroDivisionError)"
+
+
+def _topo(rank: int, host: str, topo: dict) -> protocol.GpuTopology:
+    msg = protocol.decode(protocol.encode_topology(rank, host, topo))
+    assert isinstance(msg, protocol.GpuTopology)
+    return msg
+
+
+def test_model_labels_links_between_ranks():
+    nvlink = read_topology(fake_nvml(gpus=2, nvlinks=18, levels={(0, 1): 30}), None)
+    pcie = read_topology(fake_nvml(gpus=3, levels={(0, 1): 10, (0, 2): 50, (1, 2): 50}), None)
+    m = Model(clock=lambda: 0.0)
+    m.apply([_topo(0, "a", {**nvlink, "gpu": 0}), _topo(1, "a", {**nvlink, "gpu": 1}),
+             _topo(2, "b", {**pcie, "gpu": 2}), _topo(3, "b", {**pcie, "gpu": 0}),
+             _topo(4, "b", {**pcie, "gpu": 0}),
+             _topo(5, "c", {"gpu": -1, "gpus": [], "links": [], "note": "no GPU: x"})])
+    assert m.gpu_links() == {(0, 1): "NV18", (2, 3): "SYS", (2, 4): "SYS",
+                             (3, 4): "same GPU"}
+    assert m.gpu_note(5) == "no GPU: x" and m.gpu_note(0) is None and m.gpu_note(9) is None
+
+
+@pytest.mark.parametrize("bad", [
+    {"gpu": 2, "gpus": [[0, "u", "n", "b"]], "links": [], "note": ""},  # no GPU 2
+    {"gpu": 0, "gpus": [[0, "u", "n", "b"], [1, "u", "n", "b"]], "links": [[1, 0, 1, "SYS"]],
+     "note": ""},  # a > b
+    {"gpu": 0, "gpus": [[0, "u", "n", "b"], [1, "u", "n", "b"]], "links": [[0, 1, 1, "NV9"]],
+     "note": ""},  # not a level
+    {"gpu": 0, "gpus": [[0, "u", "n"]], "links": [], "note": ""},
+    {"gpu": -1, "gpus": [], "links": [], "note": 5},
+    {"gpu": -1, "gpus": "none", "links": [], "note": ""},
+])
+def test_bad_topology_messages_are_rejected(bad):
+    with pytest.raises(protocol.ProtocolError):
+        protocol.decode(protocol.encode_topology(0, "h", bad))
+
+
+def test_a_cpu_rank_reports_no_gpu_to_the_viewer():
+    receiver = Receiver("tcp://127.0.0.1:*")
+    em = Emitter(receiver.addr, lambda: (0, 1, "gloo", "cpu"))
+    try:
+        found = None
+        deadline = time.monotonic() + 10
+        while found is None and time.monotonic() < deadline:
+            found = next((m for m in receiver.drain(50)
+                          if isinstance(m, protocol.GpuTopology)), None)
+        assert found is not None
+        assert (found.rank, found.host, found.gpu) == (0, socket.gethostname(), -1)
+        assert found.note == "no GPU: this rank uses CPU tensors"
+    finally:
+        em.close()
+        receiver.close()
