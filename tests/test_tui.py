@@ -691,3 +691,24 @@ def test_ranks_on_several_nodes_are_grouped_under_a_line_per_node() -> None:
     one = FakeSession()
     one.feed(heartbeats(4))  # a single node: no node lines
     assert "node node0:" not in render.ranks_table(one.model, one.clock.monotonic()).plain
+
+
+def test_an_nccl_operation_says_which_algorithm_nccls_log_reported_or_why_not() -> None:
+    from pathlib import Path
+
+    from commviz.nccl_log import UNKNOWN_NO_LOG, NcclLog
+    from commviz.tui import render
+
+    session = FakeSession()
+    session.feed([dataclasses.replace(m, backend="nccl", device=f"cuda:{m.rank}")
+                  if isinstance(m, protocol.Heartbeat) else m
+                  for m in scripted_all_reduce(world=2, nbytes=4096)])
+    log = NcclLog()
+    assert UNKNOWN_NO_LOG in render.phases(session.model, "en", nccl=log).plain
+    for line in (Path(__file__).parent / "data/nccl/two_gpus.log").read_text().splitlines():
+        log.feed(line)
+    text = render.phases(session.model, "en", nccl=log).plain
+    assert "nccl ring · 2 ranks" in text and "NCCL  algorithm: Tree/LL128 (from NCCL's log)" in text
+    gloo = FakeSession()
+    gloo.feed(scripted_all_reduce(world=2, nbytes=4096))
+    assert "NCCL" not in render.phases(gloo.model, "en", nccl=log).plain  # gloo: not NCCL's

@@ -196,7 +196,8 @@ class CommvizApp(App):
                 self._show("#source", source, _height_key(source))
         if slow_tick or replayed != self._replayed:  # follows the replay step by step
             self._replayed = replayed
-            phases = render.phases(model, self.lang, frame, self._fit)
+            phases = render.phases(model, self.lang, frame, self._fit,
+                                   getattr(self.session, "nccl", None))
             self._show("#phases", phases, _height_key(phases))
         # not App.sub_title: setting that reactive repaints the whole screen every frame
         header = f"{self.title} — {self._title} · {topology.animator.summary()}"
@@ -234,6 +235,10 @@ class CommvizApp(App):
                   f"{sum(s.dropped for s in model.ranks.values())} records dropped by ranks\n")
         status += (explain.ui("findings now", self.lang).format(len(live)) if live
                    else explain.ui("no findings short", self.lang))
+        links = model.gpu_links()
+        if links:  # how the GPUs are joined, from NVML (nvidia-smi topo -m's labels)
+            status += "\nGPU links: " + " · ".join(f"{a}↔{b} {kind}"
+                                                   for (a, b), kind in sorted(links.items()))
         if not model.ranks:
             status += "\nwaiting for ranks to connect…"
         if self.controller is not None:

@@ -6,6 +6,7 @@ import linecache
 import math
 import os
 import time
+from typing import Any
 
 from rich.table import Table
 from rich.text import Text
@@ -130,13 +131,14 @@ _DIGITS = "0123456789abcdefghijklmnopqrstuvwxyz"
 
 
 def phases(model: Model, lang: str = "en", frame: AnimFrame | None = None,
-           fit: costmodel.Fit | None = None) -> Text:
+           fit: costmodel.Fit | None = None, nccl: Any = None) -> Text:
     """Inside one operation: its measured time, its cost model, and the steps its backend
     runs with the chunks each rank holds after each step, drawn from its schedule.
 
     It follows the replay (``frame``: the instance played and the step shown, highlighted),
     else the latest operation. Collective inner steps are not reported by the backends: they
-    are labelled schematic, while the time and skew are measured.
+    are labelled schematic, while the time and skew are measured. ``nccl`` (the session's
+    ``nccl_log`` reader) says which algorithm NCCL chose, when its log said so.
     """
     if frame is None and not model.recent:
         return Text(explain.ui("no operation yet", lang), style="dim")
@@ -167,6 +169,8 @@ def phases(model: Model, lang: str = "en", frame: AnimFrame | None = None,
     out.append(f"{explain.ui('measured', lang)}  {explain.ui('time', lang)} "
                f"{inst.time_ns / 1e3:.1f} us · skew {inst.skew_ns / 1e3:.1f} us\n")
     _cost_line(out, sched, inst, fit, lang)
+    if backend == "nccl" and nccl is not None:
+        out.append(f"NCCL  {nccl.algorithm_text(inst.op, inst.size, n)}\n", style="bold")
     out.append(f"{explain.ui('schematic', lang)}  {schedule_notes.note(sched, lang)}\n",
                style="italic dim")
     current = frame.step if frame is not None else len(sched.steps) - 1
