@@ -6,7 +6,8 @@ compared with its neighbouring raw block: the paired difference of their per-op 
 cancels the drift of a noisy shared machine. Three settings: one rank (the hook's own cost,
 communication being nearly free), and two ranks with the viewer listening and with no
 viewer at all. Then a DDP training step, with DDP's own C++ reduction against commviz's
-comm hook that reproduces it and records every bucket.
+comm hook that reproduces it and records every bucket, and against torch's own Python
+``allreduce_hook`` without commviz: the floor of any design that sees the buckets from Python.
 
     python bench/overhead.py [--ops 60] [--rounds 150] [--size 4] [--ddp-rounds 40]
 
@@ -83,11 +84,13 @@ def _ddp_model(hidden: int) -> Any:
 
 def _ddp_rank(rank: int, world: int, port: int, addr: str, steps: int, rounds: int,
               hidden: int, out: mp.Queue) -> None:
-    """DDP training steps: a model built without commviz (DDP's C++ reduction) and the same
-    model built instrumented (commviz's comm hook), in alternating blocks."""
+    """DDP training steps: a model built without commviz (DDP's C++ reduction), the same
+    model built instrumented (commviz's comm hook), and the same with torch's ``allreduce_hook``
+    and no commviz, in blocks taking turns."""
     import torch
     import torch.distributed as dist
     from torch import nn
+    from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     import commviz
@@ -98,7 +101,8 @@ def _ddp_rank(rank: int, world: int, port: int, addr: str, steps: int, rounds: i
                             world_size=world, timeout=datetime.timedelta(seconds=60))
     commviz.instrument(addr)
     commviz.uninstrument()
-    models = {"raw": DDP(_ddp_model(hidden))}
+    models = {"raw": DDP(_ddp_model(hidden)), "torch_hook": DDP(_ddp_model(hidden))}
+    models["torch_hook"].register_comm_hook(None, allreduce_hook)
     commviz.instrument(addr)
     models["inst"] = DDP(_ddp_model(hidden))  # its comm hook is installed at its first forward
     x, y = torch.randn(64, hidden), torch.randn(64, 1)
@@ -115,11 +119,13 @@ def _ddp_rank(rank: int, world: int, port: int, addr: str, steps: int, rounds: i
     commviz.uninstrument()
     for _ in range(5):
         step("raw")
+        step("torch_hook")
     clock = time.perf_counter_ns
+    modes = ("raw", "inst", "torch_hook")
     blocks: dict[str, dict[str, list[float]]] = {
-        mode: {"wall": [], "thread_cpu": [], "process_cpu": []} for mode in ("raw", "inst")}
+        mode: {"wall": [], "thread_cpu": [], "process_cpu": []} for mode in modes}
     for r in range(rounds):
-        for mode in ("raw", "inst") if r % 2 == 0 else ("inst", "raw"):
+        for mode in modes[r % 3:] + modes[:r % 3]:
             if mode == "inst":
                 commviz.instrument(addr)
             dist.barrier()
@@ -218,9 +224,14 @@ def measure(world: int, listening: bool, *args: Any, target: Any = _rank) -> dic
         stop.set()
         drainer.join()
         receiver.close()
+    return {mode: _compare(blocks["raw"], blocks[mode]) for mode in blocks if mode != "raw"}
+
+
+def _compare(raw_blocks: dict[str, list[float]], blocks: dict[str, list[float]]) -> dict:
+    """Per metric: raw and other medians, their ratio, the median of paired differences."""
     result = {}
     for metric in ("wall", "thread_cpu", "process_cpu"):
-        raw, inst = blocks["raw"][metric], blocks["inst"][metric]
+        raw, inst = raw_blocks[metric], blocks[metric]
         result[metric] = (statistics.median(raw), statistics.median(inst),
                           statistics.median(inst) / statistics.median(raw),
                           statistics.median(i - r for i, r in zip(inst, raw)))
@@ -234,7 +245,7 @@ def all_reduce_cases(args: argparse.Namespace) -> None:
     for label, world, listening in (("1 rank, viewer listening", 1, True),
                                     ("2 ranks, viewer listening", 2, True),
                                     ("2 ranks, no viewer", 2, False)):
-        result = measure(world, listening, args.ops, args.rounds, args.size)
+        result = measure(world, listening, args.ops, args.rounds, args.size)["inst"]
         for metric, (raw, inst, ratio, added) in result.items():
             print(f"{label:<30} {metric:<12} {raw:>9.2f} {inst:>9.2f} {ratio:>7.3f} "
                   f"{added:>9.2f}", flush=True)
@@ -245,14 +256,15 @@ def ddp_case(args: argparse.Namespace) -> None:
     params = 3 * args.hidden * (args.hidden + 1) + args.hidden + 1
     print(f"\nDDP training step, 2 ranks, 4 Linear layers of width {args.hidden} ({params:,} "
           f"parameters, {params * 4 / 2**20:.1f} MiB of gradients, DDP's default buckets), "
-          f"batch 64, one intra-op thread per rank, {args.ddp_rounds} pairs of "
+          f"batch 64, one intra-op thread per rank, {args.ddp_rounds} rounds of three "
           f"{args.ddp_steps}-step blocks. Per step, us:")
-    result = measure(2, True, args.ddp_steps, args.ddp_rounds, args.hidden, target=_ddp_rank)
-    label = "DDP step, viewer listening"
-    for metric, (raw, inst, ratio, added) in result.items():
-        print(f"{label:<30} {metric:<12} {raw:>9.2f} {inst:>9.2f} {ratio:>7.3f} "
-              f"{added:>9.2f}", flush=True)
-        label = ""
+    results = measure(2, True, args.ddp_steps, args.ddp_rounds, args.hidden, target=_ddp_rank)
+    for label, mode in (("DDP step, viewer listening", "inst"),
+                        ("torch's allreduce_hook, no cv", "torch_hook")):
+        for metric, (raw, inst, ratio, added) in results[mode].items():
+            print(f"{label:<30} {metric:<12} {raw:>9.2f} {inst:>9.2f} {ratio:>7.3f} "
+                  f"{added:>9.2f}", flush=True)
+            label = ""
 
 
 def main() -> None:
@@ -260,7 +272,7 @@ def main() -> None:
     p.add_argument("--ops", type=int, default=60, help="ops per block")
     p.add_argument("--rounds", type=int, default=150, help="raw/instrumented block pairs")
     p.add_argument("--size", type=int, default=4, help="bytes per all_reduce")
-    p.add_argument("--ddp-rounds", type=int, default=40, help="raw/instrumented DDP block pairs")
+    p.add_argument("--ddp-rounds", type=int, default=40, help="rounds of 3 DDP blocks")
     p.add_argument("--ddp-steps", type=int, default=10, help="DDP training steps per block")
     p.add_argument("--hidden", type=int, default=512, help="DDP model width (4 Linear layers)")
     p.add_argument("--ddp-only", action="store_true", help="run the DDP case alone")
