@@ -36,7 +36,6 @@ FRAME_S = 0.05
 LOG_LINES_PER_FRAME = 20  # more than this per frame is unreadable, and costs a frame
 REPLAY_STEP_S = 0.3  # one schematic step of the replay; + and - change it
 SLOW_FRAME_S = 0.5  # statistics and the teaching panels: redrawn at most twice a second
-LOCK_WAIT_S = 0.005  # a frame timer tick waits no longer than this for the model
 RESTART_SETTLE_S = 0.15  # after stopping the ranks: time for their last messages to land
 
 
@@ -151,19 +150,13 @@ class CommvizApp(App):
         if not self.is_running:  # a frame timer tick can race the shutdown (run_test, Pilot)
             return
         self._watch_ranks()
-        # The collector holds the lock while it applies a round (milliseconds, tens under
-        # load): rather than stall the replay's animation behind it, try again next tick.
-        if not self.session.lock.acquire(timeout=LOCK_WAIT_S if part is not None else -1):
-            return
-        try:
+        with self.session.lock:
             model, now = self.session.model, self._clock()
             self._refresh_replay(model, now)
             if part in (None, 0):
                 self.query_one(Timeline).update_from(model, self._wall_ns())
             if part in (None, 1):
                 self._refresh_numbers(model, now)
-        finally:
-            self.session.lock.release()
 
     def _refresh_replay(self, model: Any, now: float) -> None:
         """Queue what completed for the replay; the teaching panels follow it (statistics,
