@@ -16,7 +16,7 @@ samples, ± half its width. What this cannot see: drift between the sample and n
 (clocks disciplined by NTP drift by a few µs per second, free-running ones by up to 50 µs),
 and asymmetric delays beyond the bound (they are inside it by construction).
 
-Stdlib, zmq and msgpack only: the rank side imports this module.
+No Textual, Rich or torch: the rank side imports this module.
 """
 
 from __future__ import annotations
@@ -27,13 +27,13 @@ import time
 from collections.abc import Callable, Iterable
 from typing import NamedTuple
 
-import msgpack
 import zmq
 
 from . import keys as keys_
+from . import protocol
 from .nodes import split_tcp
 
-VERSION = 1
+VERSION = protocol.VERSION
 PERIOD_S = 0.5
 RETRY_S = 0.005       # first wait before asking again while not connected; doubles to PERIOD_S
 REPLY_WAIT_MS = 200   # a round trip longer than this is useless: stop waiting
@@ -86,16 +86,7 @@ def clock_addr(events_addr: str) -> str | None:
 
 
 def _unpack(data: bytes) -> dict | None:
-    if len(data) > MAX_BYTES:
-        return None
-    try:
-        msg = msgpack.unpackb(data, raw=False, strict_map_key=True, max_str_len=8,
-                              max_bin_len=0, max_array_len=0, max_map_len=8, max_ext_len=0)
-    except Exception:  # msgpack raises many types on garbage
-        return None
-    if not isinstance(msg, dict) or msg.get("v") != VERSION:
-        return None
-    return msg
+    return protocol.unpack_small(data, MAX_BYTES, max_str_len=8)
 
 
 def _time(value: object) -> bool:
@@ -159,7 +150,7 @@ class ClockServer:
                 reply = {"v": VERSION, "k": "tr", "t1": t1, "t2": t2, "t3": 0}
                 reply["t3"] = wall_ns()
                 try:
-                    sock.send_multipart([frames[0], msgpack.packb(reply)], zmq.NOBLOCK)
+                    sock.send_multipart([frames[0], protocol.pack(reply)], zmq.NOBLOCK)
                     self.answered += 1
                 except zmq.ZMQError:  # the peer is gone
                     pass
@@ -203,7 +194,7 @@ class ClockClient:
         while True:
             t1 = time.time_ns() + shift
             try:
-                sock.send(msgpack.packb({"v": VERSION, "k": "tq", "t1": t1}), zmq.NOBLOCK)
+                sock.send(protocol.pack({"v": VERSION, "k": "tq", "t1": t1}), zmq.NOBLOCK)
             except zmq.Again:  # not connected yet (the handshake takes a few ms): soon again
                 wait, retry = retry, min(2 * retry, PERIOD_S)
             else:

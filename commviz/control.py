@@ -15,8 +15,8 @@ started step, so no rank is left inside a collective waiting for a peer held at 
 
 Without ``COMMVIZ_CONTROL`` a gate does nothing and costs nothing. A gate that hears no
 control message for ``SILENCE_S`` (the viewer is gone) plays on, so ranks never hang.
-Only plain msgpack maps cross the wire, validated on receipt; never pickle. Stdlib, zmq
-and msgpack only: the rank side imports this module.
+Only plain msgpack maps cross the wire, validated on receipt; never pickle. No Textual,
+Rich or torch: the rank side imports this module.
 """
 
 from __future__ import annotations
@@ -28,10 +28,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-import msgpack
 import zmq
 
-VERSION = 1
+from . import protocol
+
+VERSION = protocol.VERSION
 ENV_ADDR = "COMMVIZ_CONTROL"          # the Controller's PUB address
 ENV_REPORT = "COMMVIZ_CONTROL_REPORT"  # the Controller's PULL address for step reports
 REPUBLISH_S = 0.2
@@ -54,22 +55,8 @@ class ControlState:
     reached: int = -1
 
 
-def _pack(obj: dict) -> bytes:
-    return msgpack.packb(obj, use_bin_type=True)
-
-
 def _unpack(data: bytes) -> dict | None:
-    """A small flat msgpack map of version 1, or None for anything else."""
-    if len(data) > MAX_BYTES:
-        return None
-    try:
-        msg = msgpack.unpackb(data, raw=False, strict_map_key=True, max_str_len=32,
-                              max_bin_len=0, max_array_len=0, max_map_len=8, max_ext_len=0)
-    except Exception:  # msgpack raises many types on garbage
-        return None
-    if not isinstance(msg, dict) or msg.get("v") != VERSION:
-        return None
-    return msg
+    return protocol.unpack_small(data, MAX_BYTES, max_str_len=32)
 
 
 def _int(value: object, lo: int, hi: int = MAX_STEP) -> bool:
@@ -77,7 +64,7 @@ def _int(value: object, lo: int, hi: int = MAX_STEP) -> bool:
 
 
 def encode_control(mode: Mode, allow: int, epoch: int) -> bytes:
-    return _pack({"v": VERSION, "k": "ctl", "mode": mode, "allow": allow, "epoch": epoch})
+    return protocol.pack({"v": VERSION, "k": "ctl", "mode": mode, "allow": allow, "epoch": epoch})
 
 
 def decode_control(data: bytes) -> ControlState | None:
@@ -90,7 +77,7 @@ def decode_control(data: bytes) -> ControlState | None:
 
 
 def encode_report(rank: int, step: int) -> bytes:
-    return _pack({"v": VERSION, "k": "at", "rank": rank, "step": step})
+    return protocol.pack({"v": VERSION, "k": "at", "rank": rank, "step": step})
 
 
 def decode_report(data: bytes) -> tuple[int, int] | None:

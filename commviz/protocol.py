@@ -100,6 +100,21 @@ def pack(obj: dict[str, Any]) -> bytes:
     return msgpack.packb(obj, use_bin_type=True)
 
 
+def unpack_small(data: bytes, max_bytes: int, max_str_len: int) -> dict | None:
+    """A small flat msgpack map of this version (the control and clock channels' messages),
+    or None for anything else: sizes are bounded before anything is allocated."""
+    if len(data) > max_bytes:
+        return None
+    try:
+        msg = msgpack.unpackb(data, raw=False, strict_map_key=True, max_str_len=max_str_len,
+                              max_bin_len=0, max_array_len=0, max_map_len=8, max_ext_len=0)
+    except Exception:  # msgpack raises many types on garbage
+        return None
+    if not isinstance(msg, dict) or msg.get("v") != VERSION:
+        return None
+    return msg
+
+
 def encode_ops(rank: int, columns: dict[str, bytes], groups: list[list[Any]],
                sites: list[list[Any]]) -> bytes:
     """Encode one batch. ``groups`` rows: [gid, name, [ranks]]; ``sites``: [sid, file, line]."""
