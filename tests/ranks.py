@@ -35,9 +35,13 @@ class RankRun:
         return [r for r in recs if (r["parent"] is not None) == parent]
 
 
-def _child(target: Callable, rank: int, world: int, port: int, addr: str, args: tuple) -> None:
+def _child(target: Callable, rank: int, world: int, port: int, addr: str, args: tuple,
+           env: dict[str, str] | None = None) -> None:
+    """One forked rank: ``env`` (e.g. a simulated host) set first, then instrument(), the
+    process group, ``target(rank, world, *args)``; exits 0, or 1 with the traceback."""
     code = 0
     try:
+        os.environ.update(env or {})
         import torch.distributed as dist
 
         import commviz

@@ -5,21 +5,19 @@ on the machine's own non-loopback address with CURVE keys, peers without keys re
 from __future__ import annotations
 
 import dataclasses
-import datetime
 import multiprocessing as mp
-import os
 import re
 import signal
 import socket
 import sys
 import time
-import traceback
 from pathlib import Path
 
 import psutil
 import pytest
 import zmq
 from fakes import T0_NS, heartbeat, op_batch
+from ranks import _child
 
 from commviz import cli, clocksync, keys, nodes, protocol
 from commviz.launcher import free_port
@@ -189,34 +187,22 @@ def test_unauthenticated_peers_never_reach_the_model(tmp_path, keydir):
 
 
 # ---- real ranks on simulated nodes ---------------------------------------------------------
+def _allreduces(rank: int, world: int) -> None:
+    import torch
+    import torch.distributed as dist
+
+    t = torch.ones(256)
+    for _ in range(12):
+        dist.barrier()
+        dist.all_reduce(t)
+        time.sleep(0.05)
+
+
 def _rank(rank: int, world: int, port: int, addr: str, keydir: str) -> None:
-    code = 0
-    try:
-        host, shift = HOSTS[rank]
-        os.environ.update({nodes.ENV_HOST: host, nodes.ENV_CLOCK_SHIFT: str(shift),
-                           keys.ENV_KEYS: keydir})
-        import torch
-        import torch.distributed as dist
-
-        import commviz
-        from commviz.rank import hooks
-
-        commviz.instrument(addr)
-        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
-                                world_size=world, timeout=datetime.timedelta(seconds=30))
-        t = torch.ones(256)
-        for _ in range(12):
-            dist.barrier()
-            dist.all_reduce(t)
-            time.sleep(0.05)
-        dist.destroy_process_group()
-        hooks.flush_and_close()
-    except BaseException:
-        traceback.print_exc()
-        code = 1
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
+    """A rank on its simulated node: its own host name and clock shift, with keys."""
+    host, shift = HOSTS[rank]
+    _child(_allreduces, rank, world, port, addr, (),
+           env={nodes.ENV_HOST: host, nodes.ENV_CLOCK_SHIFT: str(shift), keys.ENV_KEYS: keydir})
 
 
 def test_simulated_nodes_offsets_skew_and_grouping(keydir):
