@@ -2,14 +2,14 @@
 
 Raw and instrumented blocks alternate inside one run (``uninstrument()`` puts torch back
 exactly, so both use the same process, group and tensors), and each instrumented block is
-compared with its neighbouring raw block: the paired difference of their per-op medians
+compared with its neighbouring raw block: the paired difference of their times per op
 cancels the drift of a noisy shared machine. Three settings: one rank (the hook's own cost,
 communication being nearly free), and two ranks with the viewer listening and with no
 viewer at all. Then a DDP training step, with DDP's own C++ reduction against commviz's
 comm hook that reproduces it and records every bucket, and against torch's own Python
 ``allreduce_hook`` without commviz: the floor of any design that sees the buckets from Python.
 
-    python bench/overhead.py [--ops 60] [--rounds 150] [--size 4] [--ddp-rounds 40]
+    python bench/overhead.py [--ops 300] [--rounds 60] [--size 4] [--ddp-rounds 40]
 
 Wall-clock latency on a shared 2-core machine is noisy; CPU time per op is the steadier
 measure of what the hooks add.
@@ -54,17 +54,15 @@ def _rank(rank: int, world: int, port: int, addr: str, ops: int, rounds: int, si
             if mode == "inst":
                 commviz.instrument(addr)
             dist.barrier()
-            times = []
-            cpu0, proc0 = time.thread_time_ns(), time.process_time_ns()
+            t0, cpu0, proc0 = clock(), time.thread_time_ns(), time.process_time_ns()
             for _ in range(ops):
-                t0 = clock()
                 dist.all_reduce(t)
-                times.append(clock() - t0)
-            cpu1, proc1 = time.thread_time_ns(), time.process_time_ns()
+            t1, cpu1, proc1 = clock(), time.thread_time_ns(), time.process_time_ns()
             commviz.uninstrument()
-            time.sleep(0.02)  # let the emitter send this block's records (counted in the next)
+            # the emitter sends a block's last records (up to one tick's worth) during the
+            # next block: blocks are long so that this spill stays small
             b = blocks[mode]
-            b["wall"].append(statistics.median(times) / 1e3)
+            b["wall"].append((t1 - t0) / ops / 1e3)
             b["thread_cpu"].append((cpu1 - cpu0) / ops / 1e3)
             b["process_cpu"].append((proc1 - proc0) / ops / 1e3)
     dist.destroy_process_group()
@@ -178,7 +176,7 @@ def hook_alone(calls: int = 200_000) -> tuple[float, float]:
         def noop(tensor, op=None, group=None, async_op=False):
             return None
 
-        wrapped = hooks._api_wrapper("all_reduce", noop)
+        wrapped = hooks._api_hook("all_reduce", noop, depth=1)
         t = torch.zeros(1)
         best = {}
         for name, fn in (("raw", noop), ("hooked", wrapped)):
@@ -269,8 +267,8 @@ def ddp_case(args: argparse.Namespace) -> None:
 
 def main() -> None:
     p = argparse.ArgumentParser()
-    p.add_argument("--ops", type=int, default=60, help="ops per block")
-    p.add_argument("--rounds", type=int, default=150, help="raw/instrumented block pairs")
+    p.add_argument("--ops", type=int, default=300, help="ops per block")
+    p.add_argument("--rounds", type=int, default=60, help="raw/instrumented block pairs")
     p.add_argument("--size", type=int, default=4, help="bytes per all_reduce")
     p.add_argument("--ddp-rounds", type=int, default=40, help="rounds of 3 DDP blocks")
     p.add_argument("--ddp-steps", type=int, default=10, help="DDP training steps per block")
@@ -278,8 +276,9 @@ def main() -> None:
     p.add_argument("--ddp-only", action="store_true", help="run the DDP case alone")
     args = p.parse_args()
     print(f"all_reduce of {args.size} B on gloo/CPU, {args.rounds} pairs of {args.ops}-op "
-          f"blocks, {os.cpu_count()} cores. Per op: wall = median latency; thread cpu = CPU "
-          "of the calling thread (the hot path); process cpu = all threads (emitter too). "
+          f"blocks, {os.cpu_count()} cores. Per op: wall = the block's time / ops (the emitter's "
+          "share of the CPU included); thread cpu = CPU of the calling thread (the hot "
+          "path); process cpu = all threads (emitter too). "
           "added = median of paired block differences.")
     print(f"{'setting':<30} {'metric':<12} {'raw us':>9} {'instr us':>9} {'ratio':>7} "
           f"{'added us':>9}")

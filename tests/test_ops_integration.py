@@ -19,11 +19,24 @@ from torch.distributed import distributed_c10d as c10d
 
 import commviz
 from commviz import protocol
+from commviz.rank import hooks
 
 THIS_FILE = __file__
 _SOURCE = Path(__file__).read_text().splitlines()
 KEYS = ("op", "parent", "peer", "group", "seq", "bytes_in", "bytes_out", "dtype", "async")
 F32, F64, I32, I64, U8 = 4, 8, 4, 8, 1  # element sizes
+
+
+ALL_REDUCE = dist.all_reduce  # as torch defines it, before any instrument()
+
+
+@pytest.fixture(autouse=True, params=["in_place", "wrappers"])
+def hook_layout(request, monkeypatch):
+    """Every test runs with both hook layouts: inside torch's own wrappers (torch 2.13), and
+    module-level wrappers plus the whole ProcessGroup layer (kept for other layouts). The
+    forked ranks inherit the setting."""
+    monkeypatch.setattr(hooks, "HOOK_IN_PLACE", request.param == "in_place")
+    return request.param
 
 
 def line_of(tag: str) -> int:
@@ -510,14 +523,23 @@ def test_subgroups_report_global_ranks():
 
 
 # ---- functions bound before instrument() --------------------------------------------------
+def _bound_before_instrument(*names):
+    """The functions ``names`` of torch.distributed as a program that imported them before
+    instrument() holds them."""
+    from commviz.rank import hooks
+
+    addr = hooks._EMITTER.addr
+    commviz.uninstrument()
+    bound = [getattr(dist, n) for n in names]
+    commviz.instrument(addr)
+    return bound
+
+
 def _prebound(rank, world):
-    all_reduce = dist.all_reduce.__commviz_original__
-    agit = dist.all_gather_into_tensor.__commviz_original__
-    rs_tensor = dist.reduce_scatter_tensor.__commviz_original__
-    send = dist.send.__commviz_original__
-    recv = dist.recv.__commviz_original__
-    barrier = dist.barrier.__commviz_original__
-    assert all_reduce is not dist.all_reduce and not hasattr(all_reduce, "__commviz_original__")
+    all_reduce, agit, rs_tensor, send, recv, barrier, monitored_barrier = \
+        _bound_before_instrument("all_reduce", "all_gather_into_tensor",
+                                 "reduce_scatter_tensor", "send", "recv", "barrier",
+                                 "monitored_barrier")
     t = torch.ones(4)
     all_reduce(t)  #@pb_all_reduce
     assert torch.equal(t, torch.full((4,), 2.0))
@@ -532,6 +554,7 @@ def _prebound(rank, world):
         assert recv(got, 0) == 0  #@pb_recv
         assert torch.equal(got, torch.ones(3, dtype=torch.int64))
     barrier()  #@pb_barrier
+    monitored_barrier()  #@pb_monitored_barrier
 
 
 def _prebound_expected(rank):
@@ -546,6 +569,7 @@ def _prebound_expected(rank):
           tag="pb_rs_tensor"),
         p2p,
         R("barrier", 4, g, None, 0, 0, None, tag="pb_barrier"),
+        R("monitored_barrier", 5, g, None, 0, 0, None, tag="pb_monitored_barrier"),
     ]
 
 
@@ -555,6 +579,30 @@ def test_prebound_originals_record_once():
     run = run_ranks(_prebound, 2)
     for rank in range(2):
         check(run, rank, _prebound_expected(rank))
+
+
+def _layout(rank, world, in_place):
+    pg_hooked = {n for n in hooks.PG_METHODS
+                 if isinstance(dist.ProcessGroup.__dict__.get(n), types.FunctionType)}
+    if in_place:  # the API functions stay what they are; their insides are hooked
+        assert dist.all_reduce is ALL_REDUCE and c10d.all_reduce is ALL_REDUCE
+        assert dist.all_reduce.__closure__[0].cell_contents.__code__ is hooks._HOOK_CODE
+        assert pg_hooked == set(hooks.PG_METHODS_UNDECORATED)
+    else:
+        assert dist.all_reduce is not ALL_REDUCE and c10d.all_reduce is dist.all_reduce
+        assert dist.all_reduce.__commviz_original__ is ALL_REDUCE
+        assert pg_hooked == set(hooks.PG_METHODS)
+    commviz.uninstrument()
+    assert dist.all_reduce is ALL_REDUCE
+    assert dist.all_reduce.__closure__[0].cell_contents is ALL_REDUCE.__wrapped__
+    assert not any(isinstance(dist.ProcessGroup.__dict__.get(n), types.FunctionType)
+                   for n in hooks.PG_METHODS)
+
+
+def test_hook_layout_installed_and_removed(hook_layout):
+    """With torch 2.13 every decorated API function is hooked in place (only isend/irecv and
+    monitored_barrier need the ProcessGroup layer); uninstrument() undoes either layout."""
+    run_ranks(_layout, 1, hook_layout == "in_place")
 
 
 # ---- uninstrument / instrument again ------------------------------------------------------
@@ -624,7 +672,7 @@ def _complex(rank, world):
         dist.recv(z, src=0)
         dist.irecv(z, src=0).wait()
     dist.all_reduce(z)
-    dist.all_reduce.__commviz_original__(z)
+    _bound_before_instrument("all_reduce")[0](z)
 
 
 def test_complex_tensors_report_their_dtype():

@@ -2,22 +2,25 @@
 
 Two layers, so that every call is seen exactly once:
 
-* the public functions of ``torch.distributed`` (and ``distributed_c10d``) are replaced by
-  wrappers: the fast path, with the arguments at hand and exact host-side completion times
-  for synchronous calls;
-* the ``ProcessGroup`` methods those functions call are wrapped too, to catch calls made
-  through functions bound before ``instrument()`` ran (``from torch.distributed import
-  all_reduce``) and ``isend``/``irecv``, which are left unpatched because ``P2POp`` and
-  ``batch_isend_irecv`` check them by identity. These find the API function and its
-  arguments in torch's own frames.
+* the public functions of ``torch.distributed``: torch wraps nearly all of them in its
+  ``@_exception_logger`` decorator, whose closure cell holding the real function is pointed
+  at a hook. The function objects stay the same, so calls through functions bound before
+  ``instrument()`` ran (``from torch.distributed import all_reduce``) go through the hook
+  too. A function without that layout (``monitored_barrier``, or any in a torch that
+  decorates differently) is replaced by a wrapper in the modules instead;
+* the ``ProcessGroup`` methods those functions call, for ``isend``/``irecv`` (left
+  unpatched: ``P2POp`` and ``batch_isend_irecv`` check them by identity) and, when some
+  function had to be replaced by a wrapper, for every op, to catch calls through a function
+  bound before. These find the API function and its arguments in torch's own frames.
 
 DistributedDataParallel runs its gradient all-reduces and broadcasts in C++, below both
 layers: ``ddp.py`` brings them into view through DDP's own comm hook API. Functional
 collectives (DTensor's) also go below them: ``funcol.py`` wraps their Python entry points.
 
-A thread-local "current op" keeps nested calls (``send`` -> ``isend``, deprecated names
-forwarding to new ones) from being counted twice, and makes the inner transfers of object
-collectives records of their own with ``parent`` set.
+A call made by torch itself (a deprecated name forwarding to its new one, the inner
+transfers of an object collective, ``send`` calling ``isend``) finds the hook of the call
+around it among its frames: it is not counted twice, and inside an object collective it is
+a record of its own with ``parent`` set.
 """
 
 from __future__ import annotations
@@ -54,6 +57,11 @@ PG_METHODS = ("allreduce", "allgather", "all_gather_single", "reduce_scatter",
               "reduce_scatter_single", "alltoall", "all_to_all_single", "broadcast", "reduce",
               "gather", "scatter", "send", "recv", "recv_anysource", "barrier",
               "monitored_barrier")
+# what the ProcessGroup layer needs to see when every decorated function is hooked in place:
+# isend/irecv, and monitored_barrier bound before instrument() (torch does not decorate it)
+PG_METHODS_UNDECORATED = ("send", "recv", "recv_anysource", "monitored_barrier")
+# hook functions inside torch's @_exception_logger wrappers (False: always module wrappers)
+HOOK_IN_PLACE = True
 _NO_CODE = protocol.NO_CODE
 _OP_CODE = OP_CODE
 _FLAG_DDP = protocol.FLAG_DDP
@@ -62,6 +70,7 @@ _DTYPE_CODES = describe._DTYPE_CODES
 _RECV_CODES = frozenset(OP_CODE[n] for n in protocol.RECVS)
 _time_ns = time.time_ns
 _get_ident = threading.get_ident
+_getframe = sys._getframe
 # the unpatched all_reduce, for the records made here on DDP's behalf; and the unpatched
 # ProcessGroup method it calls, which DDP's own reduction calls from C++ with the same
 # options (a sum): called directly, a bucket skips the Python API's checks (about 10 us)
@@ -72,7 +81,7 @@ _in_ddp_hook: set[int] = set()
 
 
 class _ThreadState(threading.local):
-    current: str | None = None   # the instrumented API call running on this thread
+    current: str | None = None   # the functional collective running on this thread (funcol)
     acc: list[int] | None = None  # bytes of an object collective's inner transfers
     site: int = 0                 # call site of that object collective
 
@@ -85,6 +94,7 @@ class _State:
 
     def __init__(self) -> None:
         self.saved_functions: list[tuple[Any, str, Any]] = []
+        self.saved_cells: list[tuple[Any, Any]] = []  # (closure cell, the real function)
         self.saved_methods: list[tuple[str, Any]] = []
         self.saved_attributes: list[tuple[Any, str, Any]] = []  # ddp.py, funcol.py
 
@@ -94,7 +104,10 @@ _EMITTER: Emitter | None = None
 _push: Any = None  # the emitter queue's append: the one call the hot path makes into it
 _ids = itertools.count()
 _sites: dict[tuple[str, int], int] = {}
-_sites_by_instr: dict[tuple[Any, int], int] = {}
+# call sites by (id of the code object, instruction): a code object's own hash is computed
+# afresh on every use (hundreds of ns); the code objects are kept so that ids stay unique
+_sites_by_instr: dict[tuple[int, int], int] = {}
+_site_codes: dict[int, Any] = {}
 _p2p_sent: dict[int, int] = {}
 _p2p_received: dict[int, int] = {}
 _device = "cpu"
@@ -127,11 +140,18 @@ def instrument(addr: str | None = None) -> None:
     state = _State()
     for name in PATCHED_FUNCTIONS:
         orig = getattr(c10d, name)
-        wrapper = _api_wrapper(name, orig)
+        cell = _logger_cell(orig) if HOOK_IN_PLACE else None
+        if cell is not None:
+            state.saved_cells.append((cell, cell.cell_contents))
+            cell.cell_contents = _api_hook(name, cell.cell_contents, depth=2)
+            continue
+        wrapper = _api_hook(name, orig, depth=1)
+        wrapper.__commviz_original__ = orig  # type: ignore[attr-defined]
         for module in (c10d, dist):
             state.saved_functions.append((module, name, getattr(module, name)))
             setattr(module, name, wrapper)
-    for name in PG_METHODS:
+    in_place = {n for _, n, _ in state.saved_functions} <= {"monitored_barrier"}
+    for name in PG_METHODS_UNDECORATED if in_place else PG_METHODS:
         orig = dist.ProcessGroup.__dict__.get(name)
         if orig is not None:
             state.saved_methods.append((name, orig))
@@ -152,6 +172,8 @@ def uninstrument() -> None:
     phases.queue = None
     for module, name, orig in reversed(state.saved_functions + state.saved_attributes):
         setattr(module, name, orig)
+    for cell, real in state.saved_cells:
+        cell.cell_contents = real
     for name, orig in state.saved_methods:
         setattr(dist.ProcessGroup, name, orig)
 
@@ -215,10 +237,12 @@ def _site_id(frame: Any) -> int:
     """The call site of a frame, keyed by code object and instruction (cheaper than f_lineno)."""
     if frame is None:
         return _site_id_of(("<unknown>", 0))
-    key = (frame.f_code, frame.f_lasti)
+    code = frame.f_code
+    key = (id(code), frame.f_lasti)
     sid = _sites_by_instr.get(key)
     if sid is None:
-        sid = _sites_by_instr[key] = _site_id_of((frame.f_code.co_filename, frame.f_lineno))
+        _site_codes[id(code)] = code
+        sid = _sites_by_instr[key] = _site_id_of((code.co_filename, frame.f_lineno))
     return sid
 
 
@@ -231,14 +255,31 @@ def _site_id_of(key: tuple[str, int]) -> int:
     return sid
 
 
-def _walk(frame: Any) -> tuple[list[Any], Any]:
-    """torch.distributed API frames from ``frame`` outwards, and the first frame outside torch."""
+def _walk(frame: Any) -> tuple[list[Any], str | None, Any]:
+    """From ``frame`` outwards through torch's frames: its API frames; the op of the API hook
+    around them, if one is (None: the call is not inside a recorded one); and the first
+    frame outside torch."""
     apis = []
-    while frame is not None and frame.f_code.co_filename in _TORCH_FILES:
-        if frame.f_code.co_name in _API_NAMES:
+    while frame is not None:
+        code = frame.f_code
+        if code is _HOOK_CODE:
+            return apis, apis[-1].f_code.co_name if apis else "", frame
+        if code.co_filename not in _TORCH_FILES:
+            break
+        if code.co_name in _API_NAMES:
             apis.append(frame)
         frame = frame.f_back
-    return apis, frame
+    return apis, None, frame
+
+
+def _logger_cell(fn: Any) -> Any:
+    """The closure cell holding the real function inside torch's ``@_exception_logger``
+    wrapper ``fn``, or None when ``fn`` is not laid out that way."""
+    code = getattr(fn, "__code__", None)
+    if code is None or code.co_filename != c10d_logger.__file__ or code.co_freevars != ("func",):
+        return None
+    cell = fn.__closure__[0]
+    return cell if cell.cell_contents is getattr(fn, "__wrapped__", None) else None
 
 
 def _names(inner: str, apis: list[Any]) -> tuple[str, str | None]:
@@ -450,65 +491,64 @@ class TimedWork:
 
 
 # ---- the two hook layers ---------------------------------------------------------------
-def _nested(name: str, current: str | None, caller: Any) -> tuple[str, str | None, int]:
-    """Name, parent and call site of a call made by torch itself or inside a logical op."""
-    op, parent = name, current
-    if caller.f_code.co_filename in _TORCH_FILES:
-        apis, caller = _walk(caller)
-        op, outer_parent = _names(name, apis)
-        parent = parent or outer_parent
-    return op, parent, _tls.site if parent is not None else _site_id(caller)
+def _nested(name: str, caller: Any) -> tuple[str, str | None, int] | None:
+    """Name, parent and call site of a call made by torch itself; None when the call is part
+    of one already recorded (a forwarded deprecated name, ``send`` calling ``isend``)."""
+    apis, outer, user = _walk(caller)
+    if outer is not None:
+        return (name, outer, _tls.site) if outer in OBJECT_OPS else None
+    op, parent = _names(name, apis)
+    return op, parent, _site_id(user)
 
 
-def _api_wrapper(name: str, orig: Any) -> Any:
+def _api_hook(name: str, real: Any, depth: int) -> Any:
+    """The hook that records a call of API function ``name`` and runs ``real``; the program's
+    frame is ``depth`` frames up (2 inside torch's @_exception_logger wrapper)."""
     extract = describe.EXTRACTORS[name]
     op_code, kind = _OP_CODE[name], _KIND[name]
     container = name in OBJECT_OPS
     is_anysource_recv = name == "recv"
 
-    @functools.wraps(orig)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
+    @functools.wraps(real)
+    def hook(*args: Any, **kwargs: Any) -> Any:
         if _ACTIVE is None:
-            return orig(*args, **kwargs)
-        tls = _tls
-        caller = sys._getframe(1)
+            return real(*args, **kwargs)
+        caller = _getframe(depth)
         code = caller.f_code
-        # Called by torch itself (a forwarded deprecated name, an object collective's inner
-        # call): look at what runs on this thread. Called by the program: nothing does.
-        nested = code.co_filename in _TORCH_FILES
-        current = tls.current if nested else None
-        if current is not None and current not in OBJECT_OPS:
-            return orig(*args, **kwargs)
+        if code.co_filename in _TORCH_FILES:  # called by torch itself
+            named = _nested(name, caller)
+            if named is None:
+                return real(*args, **kwargs)
+        else:
+            named = None
         try:
             info, peer, b_in, b_out, tensor, async_op = extract(*args, **kwargs)
         except Exception:
-            return orig(*args, **kwargs)  # a wrong call: let torch report it in its words
+            return real(*args, **kwargs)  # a wrong call: let torch report it in its words
         if info is None or not info.member:
-            return orig(*args, **kwargs)
-        if not nested:  # the usual direct call
+            return real(*args, **kwargs)
+        if named is None:  # the usual direct call
             op = name
-            site = _sites_by_instr.get((code, caller.f_lasti))
+            site = _sites_by_instr.get((id(code), caller.f_lasti))
             if site is None:
                 site = _site_id(caller)
             rec = _start(op_code, kind, _NO_CODE, info, peer, b_in, b_out, tensor, async_op,
                          site)
-        else:  # inside an object collective, or forwarded by a pre-bound torch function
-            op, parent, site = _nested(name, current, caller)
+        else:
+            op, parent, site = named
             rec = _start_named(op, parent, info, peer, b_in, b_out, tensor, async_op, site)
-        tls.current = op
         if container:
-            saved = tls.acc, tls.site
-            tls.acc, tls.site = [0, 0], site
+            saved = _tls.acc, _tls.site
+            _tls.acc, _tls.site = [0, 0], site
         try:
-            result = orig(*args, **kwargs)
+            result = real(*args, **kwargs)
         except BaseException:
             _finish(rec, failed=True)
             raise
         finally:
-            tls.current = current
             if container:
-                rec[BYTES_IN], rec[BYTES_OUT] = tls.acc  # type: ignore[misc]
-                tls.acc, tls.site = saved
+                rec[BYTES_IN], rec[BYTES_OUT] = _tls.acc  # type: ignore[misc]
+                _tls.acc, _tls.site = saved
         if async_op and result is not None:
             return _track_async(rec, result, info, op)
         if is_anysource_recv and peer < 0 and type(result) is int:
@@ -519,17 +559,21 @@ def _api_wrapper(name: str, orig: Any) -> Any:
             rec[T_END] = _time_ns()
         return result
 
-    wrapper.__commviz_original__ = orig  # type: ignore[attr-defined]
-    return wrapper
+    return hook
+
+
+# the code every API hook's frames run: how a frame is known to be inside a recorded call
+_HOOK_CODE = next(c for c in _api_hook.__code__.co_consts if getattr(c, "co_name", "") == "hook")
 
 
 def _pg_wrapper(orig: Any) -> Any:
     def hook(self: Any, *args: Any, **kwargs: Any) -> Any:
-        current = _tls.current
-        if _ACTIVE is None or (current is not None and current not in OBJECT_OPS):
+        if _ACTIVE is None or _tls.current is not None:  # inside a functional collective
             return orig(self, *args, **kwargs)
-        apis, user = _walk(sys._getframe(1))
-        if not apis:  # a direct ProcessGroup call from user code: no API to describe it by
+        apis, outer, user = _walk(_getframe(1))
+        if not apis or (outer is not None and outer not in OBJECT_OPS):
+            # a direct ProcessGroup call from user code (no API to describe it by), or part
+            # of an op an API hook records
             return orig(self, *args, **kwargs)
         inner = apis[0]
         try:
@@ -540,11 +584,11 @@ def _pg_wrapper(orig: Any) -> Any:
         if info is None or not info.member:
             return orig(self, *args, **kwargs)
         op, parent = _names(inner.f_code.co_name, apis)
-        parent = current or parent
-        outer = next(f for f in apis if f.f_code.co_name == op)
+        parent = outer or parent
+        op_frame = next(f for f in apis if f.f_code.co_name == op)
         async_op = (op in ("isend", "irecv") or parent == "batch_isend_irecv"
-                    or bool(outer.f_locals.get("async_op", False)))
-        site = _tls.site if current is not None else _site_id(user)
+                    or bool(op_frame.f_locals.get("async_op", False)))
+        site = _tls.site if outer is not None else _site_id(user)
         rec = _start_named(op, parent, info, peer, b_in, b_out, tensor, async_op, site)
         try:
             work = orig(self, *args, **kwargs)
