@@ -11,6 +11,7 @@ import types
 
 import pytest
 import torch  # noqa: F401  (the sampler asks NVML only in a process that has torch)
+from fakes import fake_nvml
 
 from commviz import protocol
 from commviz.rank import telemetry
@@ -19,72 +20,6 @@ from commviz.rank.gpu_topology import read_topology
 from commviz.rank.telemetry import TelemetrySampler
 from commviz.viewer.model import Model
 from commviz.viewer.transport import Receiver
-
-
-class NVMLError(Exception):
-    pass
-
-
-class NVMLError_LibraryNotFound(NVMLError):  # noqa: N801 (pynvml's names)
-    pass
-
-
-class NVMLError_NotSupported(NVMLError):  # noqa: N801
-    pass
-
-
-def fake_nvml(gpus: int = 0, nvlinks: int = 0, levels: dict | None = None,
-              driver: bool = True) -> types.ModuleType:
-    """A pynvml with ``gpus`` GPUs, ``nvlinks`` NVLinks between GPU 0 and GPU 1 (none: NVLink
-    not supported), and ``levels[(a, b)]`` as their common PCIe ancestor."""
-    nv = types.ModuleType("pynvml")
-    nv.NVMLError = NVMLError
-    nv.NVML_FEATURE_ENABLED, nv.NVML_NVLINK_MAX_LINKS = 1, 18
-    nv.NVML_PCIE_UTIL_TX_BYTES, nv.NVML_PCIE_UTIL_RX_BYTES = 0, 1
-    bus = [f"00000000:{0x18 + 0x10 * i:02X}:00.0" for i in range(gpus)]
-    nv.counters = {138: 0, 139: 0}  # KiB moved over NVLink so far
-    nv.t_us = 1_000_000
-
-    def init() -> None:
-        if not driver:
-            raise NVMLError_LibraryNotFound("NVML Shared Library Not Found")
-
-    def handle(i: int) -> int:
-        if not 0 <= i < gpus:
-            raise NVMLError("Invalid Argument")
-        return i
-
-    def nvlink_state(h: int, link: int) -> int:
-        if not nvlinks:
-            raise NVMLError_NotSupported("Not Supported")
-        return 1 if link < nvlinks else 0
-
-    def remote(h: int, link: int) -> types.SimpleNamespace:
-        return types.SimpleNamespace(busId=bus[1 - h].encode())  # old pynvml: bytes
-
-    def field_values(h: int, fields: list) -> list:
-        if not nvlinks:
-            raise NVMLError_NotSupported("Not Supported")
-        return [types.SimpleNamespace(fieldId=f, nvmlReturn=0, timestamp=nv.t_us,
-                                      value=types.SimpleNamespace(ullVal=nv.counters[f]))
-                for f, _scope in fields]
-
-    nv.nvmlInit = init
-    nv.nvmlDeviceGetCount = lambda: gpus
-    nv.nvmlDeviceGetHandleByIndex = handle
-    nv.nvmlDeviceGetHandleByUUID = lambda uuid: handle(int(uuid.rsplit("-", 1)[1]))
-    nv.nvmlDeviceGetUUID = lambda h: f"GPU-fake-{h}"
-    nv.nvmlDeviceGetName = lambda h: "NVIDIA H200"
-    nv.nvmlDeviceGetPciInfo = lambda h: types.SimpleNamespace(busId=bus[h])
-    nv.nvmlDeviceGetTopologyCommonAncestor = lambda a, b: (levels or {})[(min(a, b), max(a, b))]
-    nv.nvmlDeviceGetNvLinkState = nvlink_state
-    nv.nvmlDeviceGetNvLinkRemotePciInfo = remote
-    nv.nvmlDeviceGetFieldValues = field_values
-    nv.nvmlDeviceGetPcieThroughput = lambda h, counter: 250 if counter == 0 else 500
-    nv.nvmlDeviceGetUtilizationRates = lambda h: types.SimpleNamespace(gpu=87)
-    nv.nvmlDeviceGetMemoryInfo = lambda h: types.SimpleNamespace(used=1e9, total=141e9)
-    nv.nvmlDeviceGetPowerUsage = lambda h: 412_000
-    return nv
 
 
 @pytest.fixture
