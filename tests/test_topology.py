@@ -458,11 +458,12 @@ def test_transfers_stay_on_top_of_the_wires_and_their_labels_stay_readable() -> 
         text = "\n".join(rows)
         assert text.count("NV4") == 2 and text.count("PIX") == 1
         where = layout(4, W, H - 3)
-        for t in gloo_all_reduce_frame(progress).transfers:  # a path is drawn over its wire
+        for t in gloo_all_reduce_frame(progress).transfers:  # a path hides its wire
             path = path_of(t, where)
-            assert path is not None
+            wire = path_of(Transfer(min(t.src, t.dst), max(t.src, t.dst), 0, 0, False), where)
+            assert path is not None and wire is not None
             assert rows[path.cells[-1][1]][path.cells[-1][0]] == path.head
-            drawn = [rows[y][x] for x, y in path.cells]
+            drawn = [rows[y][x] for x, y in path.cells + wire.cells]
             assert not any(c in NVLINK_CELLS + PCIE_CELLS for c in drawn)
     still = canvas_rows(render_topology(4, gloo_all_reduce_frame(0.5), W, H, static=True,
                                         gpu_links=links))

@@ -232,9 +232,14 @@ def render_topology(n_ranks: int, frame: AnimFrame | None, width: int, height: i
     # a ring's states need about two free rows per rank on each side
     if states and (n > RING_MAX or n <= area_h - 4):
         _draw_states(canvas, where, states)
-    _label_gpu_links(canvas, wires)
+    _label_gpu_links(canvas, list(wires.values()))
     for path in filter(None, (path_of(t, where) for t in transfers)):
         assert frame is not None
+        wire = wires.get((min(path.transfer.src, path.transfer.dst),
+                          max(path.transfer.src, path.transfer.dst)))
+        if wire is not None:  # its line from the other end may step differently: not beside
+            for x, y in set(wire[0].cells) - set(path.cells):
+                canvas.put(x, y, " ", "", _PATH)
         _draw_path(canvas, path, 1.0 if still else frame.progress, still, frame.schedule is None)
     lines = [*head, *canvas.lines()]
     if legend:
@@ -335,10 +340,11 @@ def _is_nvlink(kind: str) -> bool:
 
 
 def _draw_gpu_links(canvas: _Canvas, where: Mapping[int, tuple[int, int]],
-                    links: Mapping[tuple[int, int], str]) -> list[tuple[Path, str]]:
+                    links: Mapping[tuple[int, int], str]
+                    ) -> dict[tuple[int, int], tuple[Path, str]]:
     """Each GPU link as a line between its ranks' labels, each cell drawn with the line's
-    direction there; returns the paths drawn and their kinds, to be labelled."""
-    out = []
+    direction there; returns the paths drawn and their kinds, by rank pair."""
+    out = {}
     for (a, b), kind in sorted(links.items()):
         path = path_of(Transfer(a, b, 0, 0, False), where)
         if path is None:
@@ -352,7 +358,7 @@ def _draw_gpu_links(canvas: _Canvas, where: Mapping[int, tuple[int, int]],
             char = chars[0] if dy == 0 else chars[1] if dx == 0 else \
                 chars[2] if (dx > 0) == (dy > 0) else chars[3]
             canvas.put(x, y, char, style, _LINK)
-        out.append((path, kind))
+        out[(a, b)] = (path, kind)
     return out
 
 
