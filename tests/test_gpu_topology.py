@@ -5,15 +5,17 @@ with three GPUs on PCIe only."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import socket
 import time
 import types
 
 import pytest
 import torch  # noqa: F401  (the sampler asks NVML only in a process that has torch)
-from fakes import fake_nvml
+from fakes import fake_nvml, heartbeats, op_batch, topology
 
-from commviz import protocol
+from commviz import cli, protocol, recording
 from commviz.rank import telemetry
 from commviz.rank.emitter import Emitter
 from commviz.rank.gpu_topology import read_topology
@@ -147,3 +149,45 @@ def test_a_cpu_rank_reports_no_gpu_to_the_viewer():
     finally:
         em.close()
         receiver.close()
+
+
+def test_a_recording_holds_each_ranks_topology_once_and_reads_it_back(tmp_path, capsys):
+    nv = fake_nvml(gpus=2, nvlinks=18, levels={(0, 1): 30})
+    first = [topology(0, "a", nv, 0), topology(1, "a", nv, 1)]
+    moved = dataclasses.replace(first[1], gpu=0)  # rank 1 now on rank 0's GPU
+    path = tmp_path / "run.jsonl"
+    rec = recording.Recorder(path)
+    rec.write([*heartbeats(2), *first])
+    rec.write([op_batch(r, [{"id": 1, "op": "all_reduce", "seq": 1, "t_start": 10,
+                             "bytes_in": 8, "bytes_out": 8}], groups={0: ("0", (0, 1))})
+               for r in range(2)])
+    rec.write(first)  # ranks repeat it every 10 s: not recorded again
+    rec.write([moved])
+    rec.close({"records": 2})
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    topo = [line for line in lines if line.get("kind") == "topo"]
+    assert topo == [
+        {"kind": "topo", "rank": 0, "host": "a", "gpu": 0,
+         "gpus": [[0, "GPU-fake-0", "NVIDIA H200", "00000000:18:00.0"],
+                  [1, "GPU-fake-1", "NVIDIA H200", "00000000:28:00.0"]],
+         "links": [[0, 1, 18, "PHB"]], "note": ""},
+        {"kind": "topo", "rank": 1, "host": "a", "gpu": 1, "gpus": topo[0]["gpus"],
+         "links": [[0, 1, 18, "PHB"]], "note": ""},
+        {"kind": "topo", "rank": 1, "host": "a", "gpu": 0, "gpus": topo[0]["gpus"],
+         "links": [[0, 1, 18, "PHB"]], "note": ""}]
+    back = [m for m in recording.read(path) if isinstance(m, protocol.GpuTopology)]
+    assert back == [*first, moved]
+    model = Model(clock=lambda: 0.0)
+    model.apply(back[:2])
+    assert model.gpu_links() == {(0, 1): "NV18"}
+    model.apply(back[2:])
+    assert model.gpu_links() == {(0, 1): "same GPU"}  # a change is seen, not the old links
+    assert cli.main(["stats", str(path)]) == 0  # stats reads past them
+    assert "2 op records, 1 collective instances" in capsys.readouterr().out
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(path.read_text().replace('"links":[[0,1,18,"PHB"]]',
+                                            '"links":[[1,0,18,"PHB"]]', 1))
+    assert cli.main(["stats", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"commviz: error: {bad}:") and "malformed topo line" in err
+    assert err.count("\n") == 1
