@@ -2,8 +2,9 @@
 
 The first line is a header naming the format and its version. Then one line per event:
 ``rank`` (a rank's identity), ``tel`` (a telemetry sample), ``op`` (one completed operation
-on one rank), ``phase`` (one compute phase a rank marked), ``bye`` (a rank left normally),
-``diag`` (a finding of the live diagnosis) and a closing ``summary``. Writes are flushed at
+on one rank), ``phase`` (one compute phase a rank marked), ``topo`` (the GPUs of a rank's
+host and their links, when first seen or changed), ``bye`` (a rank left normally), ``diag``
+(a finding of the live diagnosis) and a closing ``summary``. Writes are flushed at
 least once a second, so a killed viewer loses at most the last second.
 """
 
@@ -32,6 +33,7 @@ class Recorder:
     def __init__(self, path: str | Path) -> None:
         self._file: IO[str] = open(path, "w", encoding="utf-8")  # noqa: SIM115
         self._identities: dict[int, tuple] = {}
+        self._topologies: dict[int, protocol.GpuTopology] = {}  # ranks repeat it every 10 s
         self._last_flush = time.monotonic()
         self._write({"format": FORMAT, "version": VERSION, "commviz": __version__,
                      "protocol": protocol.VERSION, "created_ns": time.time_ns()})
@@ -60,6 +62,12 @@ class Recorder:
                     self._write({"kind": "phase", "rank": msg.rank, "name": span.name,
                                  "depth": span.depth, "t_start_ns": span.t_start,
                                  "t_end_ns": span.t_end})
+            elif isinstance(msg, protocol.GpuTopology) and \
+                    self._topologies.get(msg.rank) != msg:
+                self._topologies[msg.rank] = msg
+                self._write({"kind": "topo", "rank": msg.rank, "host": msg.host, "gpu": msg.gpu,
+                             "gpus": [list(g) for g in msg.gpus],
+                             "links": [list(li) for li in msg.links], "note": msg.note})
         self.maybe_flush()
 
     def write_findings(self, findings: Iterable[Any]) -> None:
@@ -153,7 +161,21 @@ def read(path: str | Path) -> Iterator[protocol.Message]:
             elif kind == "phase":
                 yield protocol.Phases(obj["rank"], (protocol.PhaseSpan(
                     obj["name"], obj["depth"], obj["t_start_ns"], obj["t_end_ns"]),))
+            elif kind == "topo":
+                yield _topology(obj, f"{path}:{lineno}")
         yield from _batches(pending)
+
+
+def _topology(obj: dict, where: str) -> protocol.GpuTopology:
+    """A ``topo`` line, checked as the live viewer checks the message."""
+    try:
+        msg = protocol.decode(protocol.encode_topology(
+            obj.get("rank"), obj.get("host"), {k: obj.get(k) for k in ("gpu", "gpus", "links",
+                                                                        "note")}))
+    except (ValueError, TypeError, OverflowError) as exc:  # a ProtocolError, or unpackable
+        raise RecordingError(f"{where}: malformed topo line ({exc})") from None
+    assert isinstance(msg, protocol.GpuTopology)
+    return msg
 
 
 def _batches(records: list[dict]) -> Iterator[protocol.OpBatch]:

@@ -7,6 +7,7 @@ fed from these helpers renders the same on every run and snapshots can be compar
 from __future__ import annotations
 
 import threading
+import types
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -120,6 +121,18 @@ def heartbeat(rank: int, world: int, cpu: float = 25.0, rss: int = 512 * 1024 * 
     }
     return protocol.Heartbeat(rank, world, "node0", 1000 + rank, "gloo", "cpu", t_ns, dropped,
                               telemetry)
+
+
+def gpu_heartbeat(rank: int, world: int, t_ns: int = T0_NS,
+                  **rates: float | None) -> protocol.Heartbeat:
+    """An NCCL rank's heartbeat on GPU ``rank`` (cuda:rank), with NVML's telemetry and the
+    link ``rates`` given (``nvlink_tx_bps``...; the others None, as NVML leaves them)."""
+    telemetry: dict[str, float | None] = {
+        "cpu_pct": 100.0, "rss_bytes": 4e9, "gpu_util_pct": 87.0, "gpu_mem_used": 60e9,
+        "gpu_mem_total": 141e9, "gpu_power_w": 412.0, "nvlink_tx_bps": None,
+        "nvlink_rx_bps": None, "pcie_tx_bps": None, "pcie_rx_bps": None, **rates}
+    return protocol.Heartbeat(rank, world, "node0", 1000 + rank, "nccl", f"cuda:{rank}", t_ns,
+                              0, telemetry)
 
 
 def heartbeats(world: int, t_ns: int = T0_NS) -> list[protocol.Heartbeat]:
@@ -241,3 +254,81 @@ class FakeRanks:
 
     def cleanup_logs(self) -> None:
         self.logs_removed = True
+
+
+# ---- NVML ----------------------------------------------------------------------------------
+class NVMLError(Exception):
+    pass
+
+
+class NVMLError_LibraryNotFound(NVMLError):  # noqa: N801 (pynvml's names)
+    pass
+
+
+class NVMLError_NotSupported(NVMLError):  # noqa: N801
+    pass
+
+
+def fake_nvml(gpus: int = 0, nvlinks: int = 0, levels: dict | None = None,
+              driver: bool = True) -> types.ModuleType:
+    """A pynvml with ``gpus`` GPUs, ``nvlinks`` NVLinks between GPUs 0 and 1, 2 and 3... (none:
+    NVLink not supported), and ``levels[(a, b)]`` as their common PCIe ancestor."""
+    nv = types.ModuleType("pynvml")
+    nv.NVMLError = NVMLError
+    nv.NVML_FEATURE_ENABLED, nv.NVML_NVLINK_MAX_LINKS = 1, 18
+    nv.NVML_PCIE_UTIL_TX_BYTES, nv.NVML_PCIE_UTIL_RX_BYTES = 0, 1
+    bus = [f"00000000:{0x18 + 0x10 * i:02X}:00.0" for i in range(gpus)]
+    nv.counters = {138: 0, 139: 0}  # KiB moved over NVLink so far
+    nv.t_us = 1_000_000
+
+    def init() -> None:
+        if not driver:
+            raise NVMLError_LibraryNotFound("NVML Shared Library Not Found")
+
+    def handle(i: int) -> int:
+        if not 0 <= i < gpus:
+            raise NVMLError("Invalid Argument")
+        return i
+
+    def nvlink_state(h: int, link: int) -> int:
+        if not nvlinks or h ^ 1 >= gpus:
+            raise NVMLError_NotSupported("Not Supported")
+        return 1 if link < nvlinks else 0
+
+    def remote(h: int, link: int) -> types.SimpleNamespace:
+        return types.SimpleNamespace(busId=bus[h ^ 1].encode())  # old pynvml: bytes
+
+    def field_values(h: int, fields: list) -> list:
+        if not nvlinks:
+            raise NVMLError_NotSupported("Not Supported")
+        return [types.SimpleNamespace(fieldId=f, nvmlReturn=0, timestamp=nv.t_us,
+                                      value=types.SimpleNamespace(ullVal=nv.counters[f]))
+                for f, _scope in fields]
+
+    nv.nvmlInit = init
+    nv.nvmlDeviceGetCount = lambda: gpus
+    nv.nvmlDeviceGetHandleByIndex = handle
+    nv.nvmlDeviceGetHandleByUUID = lambda uuid: handle(int(uuid.rsplit("-", 1)[1]))
+    nv.nvmlDeviceGetUUID = lambda h: f"GPU-fake-{h}"
+    nv.nvmlDeviceGetName = lambda h: "NVIDIA H200"
+    nv.nvmlDeviceGetPciInfo = lambda h: types.SimpleNamespace(busId=bus[h])
+    nv.nvmlDeviceGetTopologyCommonAncestor = lambda a, b: (levels or {})[(min(a, b), max(a, b))]
+    nv.nvmlDeviceGetNvLinkState = nvlink_state
+    nv.nvmlDeviceGetNvLinkRemotePciInfo = remote
+    nv.nvmlDeviceGetFieldValues = field_values
+    nv.nvmlDeviceGetPcieThroughput = lambda h, counter: 250 if counter == 0 else 500
+    nv.nvmlDeviceGetUtilizationRates = lambda h: types.SimpleNamespace(gpu=87)
+    nv.nvmlDeviceGetMemoryInfo = lambda h: types.SimpleNamespace(used=1e9, total=141e9)
+    nv.nvmlDeviceGetPowerUsage = lambda h: 412_000
+    return nv
+
+
+def topology(rank: int, host: str, nv: types.ModuleType, gpu: int) -> protocol.GpuTopology:
+    """The ``topo`` message a rank on GPU ``gpu`` of ``host`` sends, read through the fake
+    NVML ``nv`` and through the wire format."""
+    from commviz.rank.gpu_topology import read_topology
+
+    msg = protocol.decode(protocol.encode_topology(rank, host,
+                                                   read_topology(nv, f"GPU-fake-{gpu}")))
+    assert isinstance(msg, protocol.GpuTopology)
+    return msg

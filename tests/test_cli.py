@@ -186,6 +186,13 @@ def test_headless_demo_recording(demo_run):
     for ident in (line for line in lines if line.get("kind") == "rank"):  # from heartbeats
         assert ident["rank"] in (0, 1) and ident["world"] == 2
         assert (ident["backend"], ident["device"]) == ("gloo", "cpu")
+    # each rank's GPU topology, sent after its first heartbeat, recorded once: CPU ranks say why
+    topo = [line for line in lines if line.get("kind") == "topo"]
+    assert sorted(t["rank"] for t in topo) == \
+        sorted(line["rank"] for line in lines if line.get("kind") == "rank")
+    for t in topo:
+        assert (t["gpu"], t["gpus"], t["links"]) == (-1, [], [])
+        assert t["note"] == "no GPU: this rank uses CPU tensors"
     assert sorted(line["rank"] for line in lines if line.get("kind") == "bye") == [0, 1]
     assert lines[-1]["kind"] == "summary"
     assert lines[-1]["records"] == 10 and lines[-1]["instances"] == 5

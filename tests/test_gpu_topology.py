@@ -5,86 +5,23 @@ with three GPUs on PCIe only."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import socket
 import time
 import types
 
 import pytest
 import torch  # noqa: F401  (the sampler asks NVML only in a process that has torch)
+from fakes import fake_nvml, heartbeats, op_batch, topology
 
-from commviz import protocol
+from commviz import cli, protocol, recording
 from commviz.rank import telemetry
 from commviz.rank.emitter import Emitter
 from commviz.rank.gpu_topology import read_topology
 from commviz.rank.telemetry import TelemetrySampler
 from commviz.viewer.model import Model
 from commviz.viewer.transport import Receiver
-
-
-class NVMLError(Exception):
-    pass
-
-
-class NVMLError_LibraryNotFound(NVMLError):  # noqa: N801 (pynvml's names)
-    pass
-
-
-class NVMLError_NotSupported(NVMLError):  # noqa: N801
-    pass
-
-
-def fake_nvml(gpus: int = 0, nvlinks: int = 0, levels: dict | None = None,
-              driver: bool = True) -> types.ModuleType:
-    """A pynvml with ``gpus`` GPUs, ``nvlinks`` NVLinks between GPU 0 and GPU 1 (none: NVLink
-    not supported), and ``levels[(a, b)]`` as their common PCIe ancestor."""
-    nv = types.ModuleType("pynvml")
-    nv.NVMLError = NVMLError
-    nv.NVML_FEATURE_ENABLED, nv.NVML_NVLINK_MAX_LINKS = 1, 18
-    nv.NVML_PCIE_UTIL_TX_BYTES, nv.NVML_PCIE_UTIL_RX_BYTES = 0, 1
-    bus = [f"00000000:{0x18 + 0x10 * i:02X}:00.0" for i in range(gpus)]
-    nv.counters = {138: 0, 139: 0}  # KiB moved over NVLink so far
-    nv.t_us = 1_000_000
-
-    def init() -> None:
-        if not driver:
-            raise NVMLError_LibraryNotFound("NVML Shared Library Not Found")
-
-    def handle(i: int) -> int:
-        if not 0 <= i < gpus:
-            raise NVMLError("Invalid Argument")
-        return i
-
-    def nvlink_state(h: int, link: int) -> int:
-        if not nvlinks:
-            raise NVMLError_NotSupported("Not Supported")
-        return 1 if link < nvlinks else 0
-
-    def remote(h: int, link: int) -> types.SimpleNamespace:
-        return types.SimpleNamespace(busId=bus[1 - h].encode())  # old pynvml: bytes
-
-    def field_values(h: int, fields: list) -> list:
-        if not nvlinks:
-            raise NVMLError_NotSupported("Not Supported")
-        return [types.SimpleNamespace(fieldId=f, nvmlReturn=0, timestamp=nv.t_us,
-                                      value=types.SimpleNamespace(ullVal=nv.counters[f]))
-                for f, _scope in fields]
-
-    nv.nvmlInit = init
-    nv.nvmlDeviceGetCount = lambda: gpus
-    nv.nvmlDeviceGetHandleByIndex = handle
-    nv.nvmlDeviceGetHandleByUUID = lambda uuid: handle(int(uuid.rsplit("-", 1)[1]))
-    nv.nvmlDeviceGetUUID = lambda h: f"GPU-fake-{h}"
-    nv.nvmlDeviceGetName = lambda h: "NVIDIA H200"
-    nv.nvmlDeviceGetPciInfo = lambda h: types.SimpleNamespace(busId=bus[h])
-    nv.nvmlDeviceGetTopologyCommonAncestor = lambda a, b: (levels or {})[(min(a, b), max(a, b))]
-    nv.nvmlDeviceGetNvLinkState = nvlink_state
-    nv.nvmlDeviceGetNvLinkRemotePciInfo = remote
-    nv.nvmlDeviceGetFieldValues = field_values
-    nv.nvmlDeviceGetPcieThroughput = lambda h, counter: 250 if counter == 0 else 500
-    nv.nvmlDeviceGetUtilizationRates = lambda h: types.SimpleNamespace(gpu=87)
-    nv.nvmlDeviceGetMemoryInfo = lambda h: types.SimpleNamespace(used=1e9, total=141e9)
-    nv.nvmlDeviceGetPowerUsage = lambda h: 412_000
-    return nv
 
 
 @pytest.fixture
@@ -212,3 +149,45 @@ def test_a_cpu_rank_reports_no_gpu_to_the_viewer():
     finally:
         em.close()
         receiver.close()
+
+
+def test_a_recording_holds_each_ranks_topology_once_and_reads_it_back(tmp_path, capsys):
+    nv = fake_nvml(gpus=2, nvlinks=18, levels={(0, 1): 30})
+    first = [topology(0, "a", nv, 0), topology(1, "a", nv, 1)]
+    moved = dataclasses.replace(first[1], gpu=0)  # rank 1 now on rank 0's GPU
+    path = tmp_path / "run.jsonl"
+    rec = recording.Recorder(path)
+    rec.write([*heartbeats(2), *first])
+    rec.write([op_batch(r, [{"id": 1, "op": "all_reduce", "seq": 1, "t_start": 10,
+                             "bytes_in": 8, "bytes_out": 8}], groups={0: ("0", (0, 1))})
+               for r in range(2)])
+    rec.write(first)  # ranks repeat it every 10 s: not recorded again
+    rec.write([moved])
+    rec.close({"records": 2})
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    topo = [line for line in lines if line.get("kind") == "topo"]
+    assert topo == [
+        {"kind": "topo", "rank": 0, "host": "a", "gpu": 0,
+         "gpus": [[0, "GPU-fake-0", "NVIDIA H200", "00000000:18:00.0"],
+                  [1, "GPU-fake-1", "NVIDIA H200", "00000000:28:00.0"]],
+         "links": [[0, 1, 18, "PHB"]], "note": ""},
+        {"kind": "topo", "rank": 1, "host": "a", "gpu": 1, "gpus": topo[0]["gpus"],
+         "links": [[0, 1, 18, "PHB"]], "note": ""},
+        {"kind": "topo", "rank": 1, "host": "a", "gpu": 0, "gpus": topo[0]["gpus"],
+         "links": [[0, 1, 18, "PHB"]], "note": ""}]
+    back = [m for m in recording.read(path) if isinstance(m, protocol.GpuTopology)]
+    assert back == [*first, moved]
+    model = Model(clock=lambda: 0.0)
+    model.apply(back[:2])
+    assert model.gpu_links() == {(0, 1): "NV18"}
+    model.apply(back[2:])
+    assert model.gpu_links() == {(0, 1): "same GPU"}  # a change is seen, not the old links
+    assert cli.main(["stats", str(path)]) == 0  # stats reads past them
+    assert "2 op records, 1 collective instances" in capsys.readouterr().out
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(path.read_text().replace('"links":[[0,1,18,"PHB"]]',
+                                            '"links":[[1,0,18,"PHB"]]', 1))
+    assert cli.main(["stats", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"commviz: error: {bad}:") and "malformed topo line" in err
+    assert err.count("\n") == 1

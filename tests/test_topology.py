@@ -12,7 +12,7 @@ import subprocess
 import sys
 
 import pytest
-from fakes import FakeClock, FakeSession, scripted_all_reduce
+from fakes import FakeClock, FakeSession, fake_nvml, scripted_all_reduce, topology
 from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.geometry import Region
@@ -22,7 +22,11 @@ from commviz.schedules import Transfer
 from commviz.tui.animation import SPEEDS, Animator, AnimFrame, plan
 from commviz.tui.topology import (
     MARKER,
+    NVLINK_CELLS,
+    NVLINK_STYLE,
     PATH,
+    PCIE_CELLS,
+    PCIE_STYLE,
     Topology,
     label_span,
     layout,
@@ -31,7 +35,7 @@ from commviz.tui.topology import (
     rank_states,
     render_topology,
 )
-from commviz.viewer.model import Instance
+from commviz.viewer.model import Instance, Model
 
 W, H = 60, 16
 
@@ -386,6 +390,109 @@ def test_rank_states_from_the_model() -> None:
     assert {r: t.plain for r, t in states.items()} == {0: "idle", 1: "idle", 2: "idle"}
     session.clock.advance(10)
     assert rank_states(session.model)[0].plain == "silent"
+
+
+# ---- GPU links -------------------------------------------------------------------------------
+def four_gpu_links() -> dict[tuple[int, int], str]:
+    """Ranks 0-3 on GPUs 0-3 of one host, NVLinked in pairs 0-1 and 2-3 (4 links each), the
+    other pairs across NUMA nodes (SYS) but 0-3 on one PCIe switch (PIX): read through the
+    fake NVML into the model, as the viewer gets them."""
+    nv = fake_nvml(gpus=4, nvlinks=4, levels={(0, 1): 40, (2, 3): 40, (0, 2): 50, (0, 3): 10,
+                                              (1, 2): 50, (1, 3): 50})
+    model = Model(clock=lambda: 0.0)
+    model.apply([topology(r, "node0", nv, r) for r in range(4)])
+    return model.gpu_links()
+
+
+def cells_of(lines: list[Text]) -> list[list[tuple[str, str]]]:
+    """The canvas rows (no titles, no legend) as (character, style) per cell."""
+    out = []
+    for line in lines[2:-1]:
+        row = [("", "")] * line.cell_len
+        for i, ch in enumerate(line.plain):
+            row[i] = (ch, "")
+        for span in line.spans:
+            for i in range(span.start, span.end):
+                row[i] = (row[i][0], str(span.style))
+        out.append(row)
+    return out
+
+
+def test_gpu_links_are_wires_between_ranks_labelled_as_nvidia_smi_does() -> None:
+    links = four_gpu_links()
+    assert links == {(0, 1): "NV4", (2, 3): "NV4", (0, 2): "SYS", (0, 3): "PIX",
+                     (1, 2): "SYS", (1, 3): "SYS"}
+    lines = render_topology(4, None, W, H, gpu_links=links)
+    assert len(lines) == H and all(line.cell_len == W for line in lines)
+    rows, text = cells_of(lines), "\n".join(canvas_rows(lines))
+    assert text.count("NV4") == 2 and text.count("SYS") == 3 and text.count("PIX") == 1
+    where = layout(4, W, H - 3)
+    for (a, b), kind in links.items():
+        path = path_of(Transfer(a, b, 0, 0, False), where)
+        assert path is not None
+        chars, style = (NVLINK_CELLS, NVLINK_STYLE) if kind == "NV4" else \
+            (PCIE_CELLS, PCIE_STYLE)
+        # most of its cells are its wire (others: crossings, labels)
+        mine = [rows[y][x] for x, y in path.cells if rows[y][x][0] in chars]
+        assert len(mine) >= len(path.cells) * 0.6, (a, b)
+        assert all(st == style for _, st in mine if _ not in "╲╱"), (a, b)
+    legend = lines[-1].plain
+    assert "━━ NVLink" in legend and "┄┄ PCIe" in legend and legend.startswith("● adds into")
+
+
+def test_without_gpu_links_the_drawing_is_unchanged() -> None:
+    f = gloo_all_reduce_frame(0.5)
+    plain = render_topology(4, f, W, H, {0: "idle"}, status="s")
+    assert render_topology(4, f, W, H, {0: "idle"}, status="s", gpu_links={}) == plain
+    assert not any(c in line.plain for line in plain for c in NVLINK_CELLS + PCIE_CELLS)
+    assert "NVLink" not in plain[-1].plain and "PCIe" not in plain[-1].plain
+
+
+def test_transfers_stay_on_top_of_the_wires_and_their_labels_stay_readable() -> None:
+    links = four_gpu_links()
+    for progress in (0.1, 0.5, 0.9):
+        lines = render_topology(4, gloo_all_reduce_frame(progress), W, H, gpu_links=links)
+        rows = canvas_rows(lines)
+        assert sum(row.count(MARKER) for row in rows) == 4  # every transfer's marker
+        assert all(f"c{c}" in "".join(rows) for c in range(4))  # and its chunk
+        text = "\n".join(rows)
+        assert text.count("NV4") == 2 and text.count("PIX") == 1
+        where = layout(4, W, H - 3)
+        for t in gloo_all_reduce_frame(progress).transfers:  # a path hides its wire
+            path = path_of(t, where)
+            wire = path_of(Transfer(min(t.src, t.dst), max(t.src, t.dst), 0, 0, False), where)
+            assert path is not None and wire is not None
+            assert rows[path.cells[-1][1]][path.cells[-1][0]] == path.head
+            drawn = [rows[y][x] for x, y in path.cells + wire.cells]
+            assert not any(c in NVLINK_CELLS + PCIE_CELLS for c in drawn)
+    still = canvas_rows(render_topology(4, gloo_all_reduce_frame(0.5), W, H, static=True,
+                                        gpu_links=links))
+    assert "\n".join(still).count("NV4") == 2  # off the middle, where a still marker sits
+
+
+def test_the_legend_names_only_the_kinds_drawn_and_gives_way_to_the_status() -> None:
+    pcie = render_topology(4, None, W, H, gpu_links={(0, 1): "PXB"})[-1].plain
+    assert "PCIe" in pcie and "NVLink" not in pcie
+    narrow = render_topology(4, None, 40, H, gpu_links={(0, 1): "NV2"}, status="0.3 s/step")
+    assert narrow[-1].plain.rstrip().endswith("0.3 s/step")
+
+
+def test_an_nvswitch_host_labels_its_kind_once_not_on_every_pair() -> None:
+    links = {(a, b): "NV18" for a in range(8) for b in range(a + 1, 8)}
+    lines = render_topology(8, None, 90, 30, gpu_links=links)
+    text = "\n".join(canvas_rows(lines))
+    assert text.count("NV18") == 1 and "━" in text
+    assert all(f"[{r}]" in text for r in range(8))  # the ranks stay on top of the wires
+
+
+@pytest.mark.parametrize("size", [(0, 0), (10, 3), (20, 5), (60, 16), (120, 40)])
+def test_every_size_gives_lines_of_that_size_with_gpu_links(size: tuple[int, int]) -> None:
+    width, height = size
+    links = {(a, b): "NV18" if a % 2 else "SYS" for a in range(8) for b in range(a + 1, 8)}
+    for frame in (None, gloo_all_reduce_frame(0.5)):
+        lines = render_topology(8, frame, width, height, {0: "idle"}, status="0.6 s/step",
+                                gpu_links=links)
+        assert len(lines) == height and all(line.cell_len == width for line in lines)
 
 
 # ---- widget ----------------------------------------------------------------------------------

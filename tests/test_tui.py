@@ -20,6 +20,8 @@ from fakes import (
     FakeRanks,
     FakeSession,
     bye,
+    fake_nvml,
+    gpu_heartbeat,
     heartbeat,
     heartbeats,
     inflight,
@@ -28,6 +30,7 @@ from fakes import (
     scripted_all_reduce,
     scripted_broadcast,
     scripted_send_recv,
+    topology,
 )
 from textual.geometry import Region
 from textual.pilot import Pilot
@@ -440,6 +443,72 @@ SCENARIOS = {"all_gather": _all_gather, "all_reduce": _all_reduce, "broadcast": 
 def test_snapshot(snap_compare, scenario: str, size: tuple[int, int]) -> None:
     session, title = SCENARIOS[scenario]()
     assert snap_compare(make_app(session, title=title), terminal_size=size)
+
+
+def _gpus() -> tuple[FakeSession, str]:
+    """Four NCCL ranks on the four GPUs of one host (NVLinked in pairs 0-1 and 2-3, PCIe
+    otherwise, from the fake NVML), three all_reduce done, each GPU's link traffic as NVML
+    gave it: rank 1's NVLink rate not yet known (one reading), rank 3's none at all."""
+    nv = fake_nvml(gpus=4, nvlinks=4, levels={(0, 1): 40, (2, 3): 40, (0, 2): 50, (0, 3): 10,
+                                              (1, 2): 50, (1, 3): 50})
+    session = FakeSession()
+    session.feed(scripted_all_reduce(world=4, steps=3))
+    session.feed([topology(r, "node0", nv, r) for r in range(4)])
+    session.feed([gpu_heartbeat(0, 4, nvlink_tx_bps=12.3e9, nvlink_rx_bps=11.9e9,
+                                pcie_tx_bps=0.2e9, pcie_rx_bps=0.1e9),
+                  gpu_heartbeat(1, 4, pcie_tx_bps=256_000.0, pcie_rx_bps=512_000.0),
+                  gpu_heartbeat(2, 4, nvlink_tx_bps=0.0, nvlink_rx_bps=0.0, pcie_tx_bps=3.2e9,
+                                pcie_rx_bps=2.5e8),
+                  gpu_heartbeat(3, 4)])
+    return session, "run · 4 ranks on 4 GPUs"
+
+
+def test_snapshot_with_gpu_links(snap_compare) -> None:
+    session, title = _gpus()
+    assert snap_compare(make_app(session, title=title), terminal_size=(160, 48))
+
+
+@sync
+async def test_gpu_links_are_drawn_in_the_replay_and_their_traffic_under_each_rank() -> None:
+    session, title = _gpus()
+    app = make_app(session, title=title)
+    async with app.run_test(size=SIZE) as pilot:
+        await frame(pilot)
+        ranks = panel(app, "#ranks").splitlines()
+        below = {r: ranks[ranks.index(rank_row(app, r)) + 1] for r in range(4)}
+        assert "NVL ↑12.3 ↓11.9 GB/s  PCIe ↑0.2 ↓0.1 GB/s" in below[0]
+        assert "PCIe ↑0.3 ↓0.5 MB/s" in below[1] and "NVL" not in below[1]  # None: left out
+        assert "NVL ↑0.0 ↓0.0 kB/s  PCIe ↑3.2 ↓0.2 GB/s" in below[2]  # a real 0 is shown
+        assert "NVL" not in below[3] and "PCIe" not in below[3]
+        replay = panel(app, "#topology")
+        assert replay.count("NV4") == 2 and "PIX" in replay and replay.count("SYS") == 3
+        assert "━━ NVLink" in replay and "┄┄ PCIe" in replay
+        assert "GPU links: NV4 0↔1 2↔3 · SYS 0↔2 1↔2 1↔3 · PIX 0↔3" in panel(app, "#status")
+
+
+def test_without_a_gpu_the_viewer_says_why_and_draws_no_link() -> None:
+    from commviz.tui import render
+
+    session = FakeSession()
+    session.feed(scripted_all_reduce(world=4))
+    assert render.gpu_links_line(session.model) == ""  # no rank has said yet
+    session.feed([protocol.GpuTopology(r, "node0", -1, (), (), "no GPU: this rank uses CPU "
+                                       "tensors") for r in range(4)])
+    assert render.gpu_links_line(session.model) == \
+        "no GPU on ranks 0-3: this rank uses CPU tensors"
+    assert "NVL" not in render.ranks_table(session.model, session.clock.monotonic()).plain
+    session.feed([protocol.GpuTopology(2, "node0", -1, (), (), "no GPU: NVML unavailable")])
+    assert render.gpu_links_line(session.model) == \
+        "no GPU on ranks 0, 1, 3: this rank uses CPU tensors (and 1 other reason(s))"
+
+
+def test_link_rates_pick_a_unit_per_link_and_leave_out_what_nvml_did_not_give() -> None:
+    from commviz.tui.render import link_rates
+
+    assert link_rates({"nvlink_tx_bps": 4.5e11, "nvlink_rx_bps": 9e7}) == \
+        "NVL ↑450.0 ↓0.1 GB/s"
+    assert link_rates({"pcie_tx_bps": None, "pcie_rx_bps": 2048.0}) == "PCIe ↓2.0 kB/s"
+    assert link_rates({"cpu_pct": 50.0}) == "" and link_rates({}) == ""
 
 
 def test_snapshot_on_a_light_terminal_in_portuguese(snap_compare) -> None:

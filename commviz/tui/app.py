@@ -228,10 +228,9 @@ class CommvizApp(App):
                   f"{sum(s.dropped for s in model.ranks.values())} records dropped by ranks\n")
         status += (explain.ui("findings now", self.lang).format(len(live)) if live
                    else explain.ui("no findings short", self.lang))
-        links = model.gpu_links()
-        if links:  # how the GPUs are joined, from NVML (nvidia-smi topo -m's labels)
-            status += "\nGPU links: " + " · ".join(f"{a}↔{b} {kind}"
-                                                   for (a, b), kind in sorted(links.items()))
+        gpus = render.gpu_links_line(model)  # NVML's links (drawn in the replay) or no GPU
+        if gpus:
+            status += "\n" + gpus
         if not model.ranks:
             status += "\nwaiting for ranks to connect…"
         if self.controller is not None:

@@ -67,8 +67,59 @@ def ranks_table(model: Model, now: float, now_ns: int | None = None,
             state = Text(f"⚠ {flagged[rank]}: {state.plain}", style="bold red")
         _row(out, [Text(str(rank)), Text(s.host), Text(s.device), state, _load(s),
                    Text(f"{_short(s.bytes_in)}/{_short(s.bytes_out)}")])
+        rates = link_rates(s.telemetry[-1][1]) if s.telemetry else ""
+        if rates:  # under the load, across the byte counts: a GPU's links get a line
+            out.append(" " * LINKS_AT + rates + "\n", style="cyan")
     out.rstrip()
     return out
+
+
+LINKS_AT = sum(width + 1 for _, width, _ in RANK_COLUMNS[:4])  # where the load column starts
+
+
+def link_rates(tel: dict[str, float | None]) -> str:
+    """A GPU's NVLink and PCIe throughput from one telemetry sample, e.g. ``NVL ↑12.3 ↓11.9
+    GB/s  PCIe ↑0.2 ↓0.1 GB/s``; what NVML did not give is left out, never shown as 0."""
+    parts = []
+    for name, tx, rx in (("NVL", "nvlink_tx_bps", "nvlink_rx_bps"),
+                         ("PCIe", "pcie_tx_bps", "pcie_rx_bps")):
+        rates = [(arrow, v) for arrow, v in (("↑", tel.get(tx)), ("↓", tel.get(rx)))
+                 if v is not None]
+        if rates:
+            top = max(v for _, v in rates)
+            unit, scale = next((u, f) for u, f in (("GB/s", 1e9), ("MB/s", 1e6), ("kB/s", 1e3))
+                               if top >= f / 10 or u == "kB/s")
+            parts.append(f"{name} " + " ".join(f"{a}{v / scale:.1f}" for a, v in rates)
+                         + f" {unit}")
+    return "  ".join(parts)
+
+
+def gpu_links_line(model: Model) -> str:
+    """One line on how the ranks' GPUs are joined (NVML, ``nvidia-smi topo -m``'s labels),
+    by kind: the pairs, or how many; without a GPU, why (the ranks' own note); "" before any
+    rank has said."""
+    links = model.gpu_links()
+    if links:
+        by_kind: dict[str, list[str]] = {}
+        for (a, b), kind in sorted(links.items()):
+            by_kind.setdefault(kind, []).append(f"{a}↔{b}")
+        return "GPU links: " + " · ".join(
+            f"{kind} {' '.join(pairs)}" if len(pairs) <= 3 else f"{kind} ×{len(pairs)} pairs"
+            for kind, pairs in by_kind.items())
+    notes: dict[str, list[int]] = {}
+    for rank in sorted(model.gpu_topology):
+        note = model.gpu_note(rank)
+        if note:
+            notes.setdefault(note, []).append(rank)
+    if not notes:
+        return ""
+    note, ranks = max(notes.items(), key=lambda kv: len(kv[1]))
+    if len(ranks) > 2 and ranks[-1] - ranks[0] == len(ranks) - 1:
+        who = f"ranks {ranks[0]}-{ranks[-1]}"
+    else:
+        who = ("ranks " if len(ranks) > 1 else "rank ") + ", ".join(map(str, ranks))
+    more = f" (and {len(notes) - 1} other reason(s))" if len(notes) > 1 else ""
+    return f"no GPU on {who}: {note.removeprefix('no GPU: ')}{more}"
 
 
 def _row(out: Text, cells: list[Text]) -> None:

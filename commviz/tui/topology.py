@@ -9,7 +9,9 @@ moves. Keys belong to the app: it binds them to ``faster``, ``slower`` and ``tog
 
 Colours say what the receiver does with a chunk: green adds it into its own (a reduction),
 cyan stores it (a copy). With ``app.animation_level == "none"`` every step is drawn whole
-and still: complete arrows, no moving marker.
+and still: complete arrows, no moving marker. Under the transfers, ranks of one host whose
+GPUs NVML links are joined by a wire labelled as ``nvidia-smi topo -m`` labels it: heavy
+magenta for NVLink (``NV#``), dim and dashed for a PCIe path (PIX, PXB, PHB, NODE, SYS).
 """
 
 from __future__ import annotations
@@ -41,9 +43,17 @@ REDUCE_STYLE, COPY_STYLE = "green", "cyan"
 STATE_W = 14  # a rank's state is cut to this many cells
 # 8 arrowheads by direction, counter-clockwise from east (screen y grows downwards)
 ARROWS = "→↗↑↖←↙↓↘"
+# A GPU link's cells by the direction the line takes there: horizontal, vertical, \ and /
+NVLINK_CELLS, PCIE_CELLS = "━┃╲╱", "┄┆╲╱"
+NVLINK_STYLE, PCIE_STYLE = "bold magenta", "dim"
 
-# Drawing layers: a cell takes a new character only from the same layer or one above.
-_PATH, _STATE, _HEAD, _CHUNK, _MARK, _RANK = range(1, 7)
+LINK_LABEL_AT = (0.3, 0.7, 0.5)  # where along a GPU link its kind goes, first that fits
+LABEL_ALL_MAX = 6  # GPU links up to which each is labelled; beyond, each kind once (NVSwitch)
+
+# Drawing layers: a cell takes a new character only from the same layer or one above. GPU
+# links lie under everything; their labels, placed beside states, stay above the transfers'
+# paths and keep chunk tags off them.
+_LINK, _PATH, _STATE, _KIND, _HEAD, _CHUNK, _MARK, _RANK = range(1, 9)
 
 
 # ----------------------------------------------------------------------------- layout
@@ -174,7 +184,8 @@ def render_topology(n_ranks: int, frame: AnimFrame | None, width: int, height: i
                     states: Mapping[int, Text | str] | None = None, *, static: bool = False,
                     status: str = "", lang: str = "en",
                     alerts: Iterable[tuple[int, int]] = (),
-                    flagged: Collection[int] = ()) -> list[Text]:
+                    flagged: Collection[int] = (),
+                    gpu_links: Mapping[tuple[int, int], str] | None = None) -> list[Text]:
     """``height`` lines of ``width`` cells: the frame's label (and, from 10 lines, what the
     schedule simplifies), the ranks with the current step's transfers, and a legend with
     ``status`` (e.g. ``Animator.summary()``).
@@ -182,7 +193,8 @@ def render_topology(n_ranks: int, frame: AnimFrame | None, width: int, height: i
     ``static`` draws every transfer of the step complete, with no moving marker (as does a
     ``done`` frame, held once the queue is empty). ``flagged`` ranks (a finding of the live
     diagnosis names them) are drawn in red, and ``alerts`` (rank pairs: who waits on whom, a
-    slow link) as red dashed links under the replay.
+    slow link) as red dashed links under the replay. ``gpu_links`` (``Model.gpu_links()``:
+    rank pair -> ``NV#`` or a PCIe level) are the wires under everything, labelled.
     """
     if width <= 0 or height <= 0:
         return [Text() for _ in range(max(0, height))]
@@ -199,6 +211,7 @@ def render_topology(n_ranks: int, frame: AnimFrame | None, width: int, height: i
         for line in lines:
             line.truncate(width, overflow="ellipsis", pad=True)
         return lines[:height]
+    gpu_links = gpu_links or {}
     where = layout(n, width, area_h)
     if len(where) < n:
         head[0] = Text(f"ranks {len(where)}..{n - 1} do not fit · ", style="dim") + head[0]
@@ -211,6 +224,7 @@ def render_topology(n_ranks: int, frame: AnimFrame | None, width: int, height: i
             "bold reverse" if r in sending and not still else \
             "bold" if r in group or not group else "dim"
         canvas.put(label_span(r, x)[0], y, _label(r), style, _RANK)
+    wires = _draw_gpu_links(canvas, where, gpu_links)
     for a, b in alerts:
         path = path_of(Transfer(a, b, 0, 0, False), where)
         for cx, cy in path.cells if path is not None else ():
@@ -218,12 +232,18 @@ def render_topology(n_ranks: int, frame: AnimFrame | None, width: int, height: i
     # a ring's states need about two free rows per rank on each side
     if states and (n > RING_MAX or n <= area_h - 4):
         _draw_states(canvas, where, states)
+    _label_gpu_links(canvas, list(wires.values()))
     for path in filter(None, (path_of(t, where) for t in transfers)):
         assert frame is not None
+        wire = wires.get((min(path.transfer.src, path.transfer.dst),
+                          max(path.transfer.src, path.transfer.dst)))
+        if wire is not None:  # its line from the other end may step differently: not beside
+            for x, y in set(wire[0].cells) - set(path.cells):
+                canvas.put(x, y, " ", "", _PATH)
         _draw_path(canvas, path, 1.0 if still else frame.progress, still, frame.schedule is None)
     lines = [*head, *canvas.lines()]
     if legend:
-        lines.append(_legend(status, width))
+        lines.append(_legend(status, width, {_is_nvlink(k) for k in gpu_links.values()}))
     for line in lines:
         line.truncate(width, overflow="ellipsis", pad=True)
     return lines[:height]
@@ -315,6 +335,52 @@ def _draw_path(canvas: _Canvas, path: Path, progress: float, still: bool, p2p: b
             return
 
 
+def _is_nvlink(kind: str) -> bool:
+    return kind.startswith("NV")
+
+
+def _draw_gpu_links(canvas: _Canvas, where: Mapping[int, tuple[int, int]],
+                    links: Mapping[tuple[int, int], str]
+                    ) -> dict[tuple[int, int], tuple[Path, str]]:
+    """Each GPU link as a line between its ranks' labels, each cell drawn with the line's
+    direction there; returns the paths drawn and their kinds, by rank pair."""
+    out = {}
+    for (a, b), kind in sorted(links.items()):
+        path = path_of(Transfer(a, b, 0, 0, False), where)
+        if path is None:
+            continue
+        chars, style = (NVLINK_CELLS, NVLINK_STYLE) if _is_nvlink(kind) else \
+            (PCIE_CELLS, PCIE_STYLE)
+        line = line_cells(*where[a], *where[b])
+        step = dict(zip(line, line[1:]))  # each cell's next on the line (b's centre: none)
+        for x, y in path.cells:
+            dx, dy = step[(x, y)][0] - x, step[(x, y)][1] - y
+            char = chars[0] if dy == 0 else chars[1] if dx == 0 else \
+                chars[2] if (dx > 0) == (dy > 0) else chars[3]
+            canvas.put(x, y, char, style, _LINK)
+        out[(a, b)] = (path, kind)
+    return out
+
+
+def _label_gpu_links(canvas: _Canvas, wires: list[tuple[Path, str]]) -> None:
+    """Each link's kind on it, or just above or below, where nothing but wires lies: off its
+    middle first, where a still replay puts a transfer's marker (a label that fits nowhere is
+    left out: the legend and the viewer panel still say it). Many links (every pair of an
+    NVSwitch host) get each kind once, or the labels would hide the lines."""
+    labelled: set[str] = set()
+    for path, kind in wires:
+        if len(wires) > LABEL_ALL_MAX and kind in labelled:
+            continue
+        style = NVLINK_STYLE if _is_nvlink(kind) else "bold"
+        spots = [(x - len(kind) // 2, y + dy) for x, y in
+                 (path.cells[int(at * (len(path.cells) - 1))] for at in LINK_LABEL_AT)
+                 for dy in (0, -1, 1)]
+        spot = next(((x, y) for x, y in spots if canvas.free(x, y, len(kind), _STATE)), None)
+        if spot is not None:
+            canvas.put(*spot, kind, style, _KIND)
+            labelled.add(kind)
+
+
 def _draw_states(canvas: _Canvas, where: Mapping[int, tuple[int, int]],
                  states: Mapping[int, Text | str]) -> None:
     """Each rank's state above or below its label, away from the centre, where it fits with
@@ -334,15 +400,23 @@ def _draw_states(canvas: _Canvas, where: Mapping[int, tuple[int, int]],
                 break
 
 
-def _legend(status: str, width: int) -> Text:
-    """The colour key, shortened when the status needs the room (the status comes first)."""
-    for adds, copies in ((" adds into (reduce)  ", " copies"), (" reduce ", " copy"), ("", "")):
+def _legend(status: str, width: int, wires: Collection[bool] = ()) -> Text:
+    """The colour key, shortened when the status needs the room (the status comes first);
+    ``wires``: which kinds of GPU link are drawn (True: NVLink, False: PCIe)."""
+    for adds, copies, gap in ((" adds into (reduce)  ", " copies", "  "),
+                              (" reduce ", " copy", " "), ("", "", "")):
         line = Text()
         if adds:
             line.append(MARKER, style=f"bold {REDUCE_STYLE}")
             line.append(adds, style="dim")
             line.append(MARKER, style=f"bold {COPY_STYLE}")
             line.append(copies, style="dim")
+            for nvlink, chars, style, name in ((True, NVLINK_CELLS, NVLINK_STYLE, "NVLink"),
+                                               (False, PCIE_CELLS, PCIE_STYLE, "PCIe")):
+                if nvlink in wires:
+                    line.append(gap)
+                    line.append(chars[0] * 2, style=style)
+                    line.append(f" {name}", style="dim")
         if not status or line.cell_len + 2 + len(status) <= width:
             break
     if status:
@@ -407,6 +481,7 @@ class Topology(Widget):
         self.lang = "en"  # of the schematic notes; the app sets it
         self.alerts: tuple[tuple[int, int], ...] = ()  # links the live diagnosis points at
         self.flagged: frozenset[int] = frozenset()     # ranks it names
+        self.gpu_links: dict[tuple[int, int], str] = {}  # Model.gpu_links(): NVML's wires
         self.n_ranks = 0
         self.states: dict[int, Text] = {}
         self._timer: Timer | None = None
@@ -428,6 +503,7 @@ class Topology(Widget):
         findings = model.findings()
         self.alerts = tuple(sorted({link for f in findings for link in f.links}))
         self.flagged = frozenset(r for f in findings for r in f.ranks)
+        self.gpu_links = model.gpu_links()
         self.feed(items, model.world_size(), rank_states(model))
 
     def feed(self, items: Iterable[tuple[Instance, Schedule | None]],
@@ -449,7 +525,7 @@ class Topology(Widget):
         a = self.animator
         self.animator = Animator(a.clock, step_s=a.step_s, max_waiting=a.max_waiting)
         self.n_ranks, self.states, self._frame, self._key = 0, {}, None, None
-        self.alerts, self.flagged = (), frozenset()
+        self.alerts, self.flagged, self.gpu_links = (), frozenset(), {}
         self.tick()
 
     def faster(self) -> float:
@@ -479,7 +555,7 @@ class Topology(Widget):
         self._frame = frame
         shown = replace(frame, progress=0.0) if frame is not None and self.static else frame
         key = (shown, self.n_ranks, tuple(sorted((r, t.markup) for r, t in self.states.items())),
-               self.animator.summary(), self.lang, self.alerts, self.flagged)
+               self.animator.summary(), self.lang, self.alerts, self.flagged, self.gpu_links)
         if key != self._key:
             self._key = key
             self._version += 1
@@ -502,7 +578,8 @@ class Topology(Widget):
         if self._cached is None or self._cached[0] != key:
             texts = render_topology(self.n_ranks, self._frame, width, height, self.states,
                                     static=static, status=self.animator.summary(),
-                                    lang=self.lang, alerts=self.alerts, flagged=self.flagged)
+                                    lang=self.lang, alerts=self.alerts, flagged=self.flagged,
+                                    gpu_links=self.gpu_links)
             console, style = self.app.console, self.rich_style
             strips = [Strip(text.render(console), text.cell_len)
                       .crop_extend(0, width, style).apply_style(style) for text in texts]

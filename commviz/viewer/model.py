@@ -207,6 +207,7 @@ class Model:
         self.lane_horizon: dict[int, int] = {}
         self._phases: dict[int, collections.deque[protocol.PhaseSpan]] = {}
         self.gpu_topology: dict[int, protocol.GpuTopology] = {}  # per rank, its latest ``topo``
+        self._gpu_links: dict[tuple[int, int], str] | None = None  # gpu_links(), until a change
         # Observers of each matching round, set by a diagnosis (viewer/diagnose.py): called
         # with the member rows of the collective instances just matched (sorted by instance)
         # and the first row of each; and with the receive and send rows of the transfers
@@ -238,7 +239,9 @@ class Model:
                     protocol.PhaseSpan(p.name, p.depth, p.t_start - shift, p.t_end - shift)
                     for p in msg.spans))
             elif isinstance(msg, protocol.GpuTopology):
-                self.gpu_topology[msg.rank] = msg
+                if self.gpu_topology.get(msg.rank) != msg:  # repeated every 10 s, seldom new
+                    self.gpu_topology[msg.rank] = msg
+                    self._gpu_links = None
         if batches:
             rows = {k: np.concatenate([b[k] for b in batches]) for k in _ROW_FIELDS}
             self._apply_rows(rows)
@@ -333,7 +336,10 @@ class Model:
     def gpu_links(self) -> dict[tuple[int, int], str]:
         """How the GPUs of two ranks on one host are joined, as ``nvidia-smi topo -m`` labels
         it: ``NV#`` (that many NVLinks), else the PCIe path (PIX, PXB, PHB, NODE, SYS), or
-        ``same GPU``; per pair (r, s), r < s, of ranks that reported their GPU."""
+        ``same GPU``; per pair (r, s), r < s, of ranks that reported their GPU. Kept until a
+        rank's topology changes: the TUI asks every frame."""
+        if self._gpu_links is not None:
+            return self._gpu_links
         out: dict[tuple[int, int], str] = {}
         ranks = sorted(r for r, t in self.gpu_topology.items() if t.gpu >= 0)
         for i, r in enumerate(ranks):
@@ -349,6 +355,7 @@ class Model:
                 link = next((li for li in t.links if (li[0], li[1]) == (a, b)), None)
                 if link is not None and (link[2] or link[3]):
                     out[(r, s)] = f"NV{link[2]}" if link[2] else link[3]
+        self._gpu_links = out
         return out
 
     def gpu_note(self, rank: int) -> str | None:
