@@ -322,6 +322,15 @@ def test_finish_names_ranks_that_ended_without_goodbye():
     assert _types(diag.findings()) == [("lost_rank", (1,), None, None)]
 
 
+def test_finish_names_a_rank_that_ended_before_reporting_anything():
+    clock, model, diag = _setup(world=2)
+    model.apply([bye(0)])
+    (f,) = diag.finish([0, 5])  # rank 5 was started, and never heard from
+    assert (f.type, f.ranks) == ("lost_rank", (5,))
+    assert f.message == "rank 5 ended before it reported anything (it crashed or was killed)"
+    assert diag.finish([5]) == []
+
+
 # ---- mismatch ------------------------------------------------------------------------------
 
 def test_mismatched_op_named_from_in_flight_records_before_anything_completes():

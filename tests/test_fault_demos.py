@@ -22,10 +22,11 @@ GROUP = [0, 1, 2, 3]
 S = 1_000_000_000
 
 
-def _run(procs, tmp_path: Path, demo: str, iters: int) -> tuple[int, str, list[dict]]:
+def _run(procs, tmp_path: Path, demo: str, iters: int,
+         *extra: str) -> tuple[int, str, list[dict]]:
     record = tmp_path / f"{demo}.jsonl"
     proc = procs.start("-m", "commviz", "demo", demo, "--ranks", str(WORLD), "--headless",
-                       "--iters", str(iters), "--record", str(record))
+                       "--iters", str(iters), "--record", str(record), *extra)
     rc = proc.finish(100)
     kept = re.search(r"^rank logs kept in (\S+)$", proc.stdout, re.M)
     if kept and Path(kept.group(1)).name.startswith("commviz-"):
@@ -79,7 +80,9 @@ def test_hang_names_the_collective_and_the_missing_rank(procs, tmp_path):
 
 
 def test_crash_names_the_lost_rank(procs, tmp_path):
-    rc, out, lines = _run(procs, tmp_path, "crash", 8)
+    # steps 0.2 s apart, so the victim dies in the middle of the run, as the demo means it,
+    # rather than at start-up before its first heartbeat (back to back, under load, it can)
+    rc, out, lines = _run(procs, tmp_path, "crash", 8, "--interval", "0.2")
     victim = WORLD // 2
     assert rc == 1, out
     assert re.search(rf"^rank {victim} failed \(exit -9\)", out, re.M), out

@@ -194,11 +194,15 @@ class Diagnosis:
         for r in sorted(set(ended)):
             s = self.model.ranks.get(r)
             key = ("lost_rank", r)
-            if s is None or s.exited or key in self._active:
+            if (s is not None and s.exited) or key in self._active:
                 continue
-            f = Finding("lost_rank", (r,), None, None,
-                        f"rank {r} ended without saying goodbye (it crashed or was killed)",
-                        f"rank {r} terminou sem se despedir (travou ou foi morto)", key, now, wall)
+            if s is None:  # it died before its first heartbeat could leave
+                en = f"rank {r} ended before it reported anything (it crashed or was killed)"
+                pt = f"rank {r} terminou antes de enviar qualquer coisa (travou ou foi morto)"
+            else:
+                en = f"rank {r} ended without saying goodbye (it crashed or was killed)"
+                pt = f"rank {r} terminou sem se despedir (travou ou foi morto)"
+            f = Finding("lost_rank", (r,), None, None, en, pt, key, now, wall)
             self._active[key] = self._ended[key] = f
             events.append(f)
         self.history.extend(events)
