@@ -192,7 +192,7 @@ def test_headless_demo_recording(demo_run):
         sorted(line["rank"] for line in lines if line.get("kind") == "rank")
     for t in topo:
         assert (t["gpu"], t["gpus"], t["links"]) == (-1, [], [])
-        assert t["note"] == "no GPU: this rank uses CPU tensors"
+        assert t["note"] == "no GPU: CPU tensors"
     assert sorted(line["rank"] for line in lines if line.get("kind") == "bye") == [0, 1]
     assert lines[-1]["kind"] == "summary"
     assert lines[-1]["records"] == 10 and lines[-1]["instances"] == 5

@@ -51,7 +51,7 @@ def test_cpu_ranks_say_so_without_asking_nvml(sampler):
     nv = fake_nvml(driver=False)
     nv.nvmlInit = None  # calling it would fail the test
     s = sampler(nv)
-    assert s.topology("cpu")["note"] == "no GPU: this rank uses CPU tensors"
+    assert s.topology("cpu")["note"] == "no GPU: CPU tensors"
     assert s.sample("cpu")["gpu_util_pct"] is None
 
 
@@ -145,7 +145,7 @@ def test_a_cpu_rank_reports_no_gpu_to_the_viewer():
                           if isinstance(m, protocol.GpuTopology)), None)
         assert found is not None
         assert (found.rank, found.host, found.gpu) == (0, socket.gethostname(), -1)
-        assert found.note == "no GPU: this rank uses CPU tensors"
+        assert found.note == "no GPU: CPU tensors"
     finally:
         em.close()
         receiver.close()

@@ -492,14 +492,14 @@ def test_without_a_gpu_the_viewer_says_why_and_draws_no_link() -> None:
     session = FakeSession()
     session.feed(scripted_all_reduce(world=4))
     assert render.gpu_links_line(session.model) == ""  # no rank has said yet
-    session.feed([protocol.GpuTopology(r, "node0", -1, (), (), "no GPU: this rank uses CPU "
-                                       "tensors") for r in range(4)])
+    session.feed([protocol.GpuTopology(r, "node0", -1, (), (), "no GPU: CPU tensors")
+                  for r in range(4)])
     assert render.gpu_links_line(session.model) == \
-        "no GPU on ranks 0-3: this rank uses CPU tensors"
+        "no GPU on ranks 0-3: CPU tensors"
     assert "NVL" not in render.ranks_table(session.model, session.clock.monotonic()).plain
     session.feed([protocol.GpuTopology(2, "node0", -1, (), (), "no GPU: NVML unavailable")])
     assert render.gpu_links_line(session.model) == \
-        "no GPU on ranks 0, 1, 3: this rank uses CPU tensors (and 1 other reason(s))"
+        "no GPU on ranks 0, 1, 3: CPU tensors (and 1 other reason(s))"
 
 
 def test_link_rates_pick_a_unit_per_link_and_leave_out_what_nvml_did_not_give() -> None:

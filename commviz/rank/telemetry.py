@@ -55,7 +55,7 @@ class TelemetrySampler:
         if self._topology is not None and self._topology[0] == device:
             return self._topology[1]
         if not device.startswith("cuda:"):
-            topo = no_gpu("this rank uses CPU tensors")
+            topo = no_gpu("CPU tensors")
         elif self._gpu_handle(device) is None:
             topo = no_gpu(self._why or "NVML has no handle for this rank's GPU")
         else:
