@@ -389,7 +389,9 @@ class Topology(Widget):
 
     Feed it under the session lock with ``update_from(model, new_instances)`` (or ``feed``
     with schedules already planned); it redraws by itself at ``FPS`` while an animation
-    runs and stops its timer when the queue is empty or paused.
+    runs and stops its timer when the queue is empty or paused. ``timer=False``: no timer of
+    its own, whoever feeds it calls ``tick`` at its frame rate (two timers out of phase would
+    paint the screen twice a frame).
     """
 
     DEFAULT_CSS = """
@@ -400,9 +402,11 @@ class Topology(Widget):
     """
 
     def __init__(self, animator: Animator | None = None, *,
-                 clock: Callable[[], float] = time.monotonic, name: str | None = None,
-                 id: str | None = None, classes: str | None = None) -> None:
+                 clock: Callable[[], float] = time.monotonic, timer: bool = True,
+                 name: str | None = None, id: str | None = None,
+                 classes: str | None = None) -> None:
         super().__init__(name=name, id=id, classes=classes)
+        self._own_timer = timer
         self.animator = animator if animator is not None else Animator(clock)
         self.lang = "en"  # of the schematic notes; the app sets it
         self.alerts: tuple[tuple[int, int], ...] = ()  # links the live diagnosis points at
@@ -417,7 +421,8 @@ class Topology(Widget):
         self._cached: tuple[tuple, list[Strip]] | None = None
 
     def on_mount(self) -> None:
-        self._timer = self.set_interval(1 / FPS, self.tick, pause=True)
+        if self._own_timer:
+            self._timer = self.set_interval(1 / FPS, self.tick, pause=True)
         self.tick()
 
     # ---- feeding (the app, under its session lock) -----------------------------------
