@@ -34,7 +34,7 @@ from .timeline import LEGEND, Timeline
 from .topology import Topology
 
 FRAME_S = 1 / 30
-PARTS = 3  # the timeline, the numbers, neither: each drawn every PARTS frames, in turns
+PARTS = 3  # the timeline, the ranks, the logs: each drawn every PARTS frames, in turns
 LOG_LINES_PER_FRAME = 20  # more than this per frame is unreadable, and costs a frame
 REPLAY_STEP_S = 0.3  # one schematic step of the replay; + and - change it
 SLOW_FRAME_S = 0.5  # statistics and the teaching panels: redrawn at most twice a second
@@ -156,8 +156,9 @@ class CommvizApp(App):
         self.refresh_view(self._ticks % PARTS)
 
     def refresh_view(self, part: int | None = None) -> None:
-        """Draw the model: ``part`` 0 the timeline, 1 the numbers and logs, None everything;
-        the replay and the teaching panels that follow it, always."""
+        """Draw the model: ``part`` 0 the timeline, 1 the ranks and findings, 2 the logs and
+        the viewer's status, None everything; the replay and the teaching panels that follow
+        it, always."""
         if not self.is_running:  # a frame timer tick can race the shutdown (run_test, Pilot)
             return
         self._watch_ranks()
@@ -167,7 +168,9 @@ class CommvizApp(App):
             if part in (None, 0):
                 self.query_one(Timeline).update_from(model, self._wall_ns())
             if part in (None, 1):
-                self._refresh_numbers(model, now)
+                self._refresh_ranks(model, now)
+            if part in (None, 2):
+                self._refresh_logs(model)
 
     def _refresh_replay(self, model: Any, now: float) -> None:
         """Queue what completed for the replay; the teaching panels follow it (statistics,
@@ -208,8 +211,8 @@ class CommvizApp(App):
         header = f"{self.title} — {self._title} · {topology.animator.summary()}"
         self._show("#header", Text(header, style="bold"), 0)
 
-    def _refresh_numbers(self, model: Any, now: float) -> None:
-        """Ranks, findings, the operations log, the job's output and the viewer's status."""
+    def _refresh_ranks(self, model: Any, now: float) -> None:
+        """The ranks and the live findings."""
         live = model.findings()
         flagged = {r: f.type for f in live for r in f.ranks}
         ranks = render.ranks_table(model, now, self._wall_ns(), flagged)
@@ -220,6 +223,10 @@ class CommvizApp(App):
         if live:
             findings = render.findings(model, self.lang)
             self._show("#findings", findings, findings.plain.count("\n"))
+
+    def _refresh_logs(self, model: Any) -> None:
+        """The operations log, the job's output and the viewer's status."""
+        live = model.findings()
         new, self._new = self._new, []
         if new and self._t0 is None:
             self._t0 = new[0].t_first_start
