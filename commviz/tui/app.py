@@ -164,7 +164,7 @@ class CommvizApp(App):
         self._watch_ranks()
         with self.session.lock:
             model, now = self.session.model, self._clock()
-            self._refresh_replay(model, now)
+            self._refresh_replay(model, now, slow=part in (None, PARTS - 1))
             if part in (None, 0):
                 self.query_one(Timeline).update_from(model, self._wall_ns())
             if part in (None, 1):
@@ -172,9 +172,10 @@ class CommvizApp(App):
             if part in (None, 2):
                 self._refresh_logs(model)
 
-    def _refresh_replay(self, model: Any, now: float) -> None:
+    def _refresh_replay(self, model: Any, now: float, slow: bool = True) -> None:
         """Queue what completed for the replay; the teaching panels follow it (statistics,
-        explanation and source at most every SLOW_FRAME_S)."""
+        explanation and source at most every SLOW_FRAME_S, in a ``slow`` frame: one whose
+        part is the lightest)."""
         topology = self.query_one(Topology)
         done = model.instances + model.transfers
         arrived = min(done - self._shown, len(model.recent))
@@ -187,7 +188,7 @@ class CommvizApp(App):
         frame = topology.animator.frame()
         latest = model.recent[-1] if model.recent else None
         replayed = (id(frame.instance), frame.step) if frame is not None else None
-        slow_tick = now - self._slow_at >= SLOW_FRAME_S or latest is None
+        slow_tick = slow and now - self._slow_at >= SLOW_FRAME_S or latest is None
         if slow_tick:
             self._slow_at = now
             stats = render.stats_table(model)
