@@ -124,7 +124,8 @@ class CommvizApp(App):
         self.refresh_view()
         self.set_interval(FRAME_S, self._tick)
         # what exists by now (modules, widgets, styles) lives as long as the app: out of the
-        # collector's sight, a full collection takes ~10 ms rather than 50-70 ms (3 frames)
+        # garbage collector's sight, a full collection takes ~10 ms rather than 50-70 ms
+        # (two frames)
         gc.freeze()
 
     def on_unmount(self) -> None:
