@@ -4,8 +4,8 @@ Sender processes play 8 ranks' emitters: every 10 ms each sends a batch of all_r
 records (wall-clock timestamps of now) plus a heartbeat every 0.5 s, at a total rate of
 --rate events/s, over real sockets to a real Session; the real CommvizApp runs headless
 under Textual's test driver; every screen frame (a compositor pass) and every data update
-(refresh_view) is timed. Prints their interval percentiles and the viewer process's CPU use
-in cores.
+(refresh_view) is timed. Prints their interval percentiles, the viewer process's CPU use
+in cores and the machine's load average (1 min) before and after.
 
     python bench/render.py [--rate 20000] [--ranks 8] [--seconds 10]
 """
@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import multiprocessing as mp
+import os
 import statistics
 import time
 
@@ -100,6 +101,7 @@ def main() -> None:
         proc.start()
     updates: list[float] = []
     frames: list[float] = []
+    load = os.getloadavg()[0]  # the machine's, before: other work slows frames down
     app = CommvizApp(session, None, "render benchmark")
     cpu0, ui0, wall0 = time.process_time(), time.thread_time(), time.perf_counter()
     asyncio.run(drive(app, args.seconds, updates, frames))
@@ -111,7 +113,8 @@ def main() -> None:
     print(f"{args.ranks} ranks, {per_tick * args.ranks / TICK_S:.0f} events/s offered, "
           f"{session.model.records / wall:.0f} applied/s over {wall:.1f} s; "
           f"viewer CPU {cpu / wall:.2f} cores ({ui / wall:.2f} drawing, the rest receiving, "
-          f"matching and diagnosing)\n"
+          f"matching and diagnosing); load average {load:.2f} before, "
+          f"{os.getloadavg()[0]:.2f} after\n"
           f"screen frames: {intervals(frames)}\ndata updates: {intervals(updates)}")
 
 

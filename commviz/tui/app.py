@@ -8,6 +8,7 @@ mounted per event. The panels themselves are drawn by ``render`` and the line-AP
 from __future__ import annotations
 
 import functools
+import gc
 import signal
 import time
 from collections.abc import Callable, Iterable
@@ -32,7 +33,8 @@ from .oplog import OpLog
 from .timeline import LEGEND, Timeline
 from .topology import Topology
 
-FRAME_S = 0.05
+FRAME_S = 1 / 30
+PARTS = 3  # the timeline, the ranks, the logs: each drawn every PARTS frames, in turns
 LOG_LINES_PER_FRAME = 20  # more than this per frame is unreadable, and costs a frame
 REPLAY_STEP_S = 0.3  # one schematic step of the replay; + and - change it
 SLOW_FRAME_S = 0.5  # statistics and the teaching panels: redrawn at most twice a second
@@ -105,7 +107,7 @@ class CommvizApp(App):
                 yield Static(id="ranks")
                 yield Timeline(id="timeline")
                 yield Topology(Animator(self._clock, step_s=REPLAY_STEP_S), id="topology",
-                               clock=self._clock)
+                               clock=self._clock, timer=False)  # the frame timer ticks it
                 yield OpLog(id="log")
                 yield OpLog(id="output")
                 yield Static(id="source")
@@ -121,6 +123,13 @@ class CommvizApp(App):
         self._titles()
         self.refresh_view()
         self.set_interval(FRAME_S, self._tick)
+        # what exists by now (modules, widgets, styles) lives as long as the app: out of the
+        # garbage collector's sight, a full collection takes ~10 ms rather than 50-70 ms
+        # (two frames)
+        gc.freeze()
+
+    def on_unmount(self) -> None:
+        gc.unfreeze()
 
     def _titles(self) -> None:
         ui = functools.partial(explain.ui, lang=self.lang)
@@ -139,28 +148,35 @@ class CommvizApp(App):
         self.screen.set_class(self._output is not None, "-job")
 
     def _tick(self) -> None:
-        """The frame timer: the replay every frame, the other panels every other frame, in
+        """The frame timer: the replay every frame, the other panels every PARTS frames, in
         turns, so that no frame has to paint everything at once."""
         self._ticks += 1
-        self.refresh_view(self._ticks % 2)
+        if hasattr(self.session, "frame_begins"):  # the collector waits for the frame's end
+            self.session.frame_begins()
+            self.call_after_refresh(self.session.frame_ends)
+        self.refresh_view(self._ticks % PARTS)
 
     def refresh_view(self, part: int | None = None) -> None:
-        """Draw the model: ``part`` 0 the timeline, 1 the numbers and logs, None everything;
-        the replay and the teaching panels that follow it, always."""
+        """Draw the model: ``part`` 0 the timeline, 1 the ranks and findings, 2 the logs and
+        the viewer's status, None everything; the replay and the teaching panels that follow
+        it, always."""
         if not self.is_running:  # a frame timer tick can race the shutdown (run_test, Pilot)
             return
         self._watch_ranks()
         with self.session.lock:
             model, now = self.session.model, self._clock()
-            self._refresh_replay(model, now)
+            self._refresh_replay(model, now, slow=part in (None, PARTS - 1))
             if part in (None, 0):
                 self.query_one(Timeline).update_from(model, self._wall_ns())
             if part in (None, 1):
-                self._refresh_numbers(model, now)
+                self._refresh_ranks(model, now)
+            if part in (None, 2):
+                self._refresh_logs(model)
 
-    def _refresh_replay(self, model: Any, now: float) -> None:
+    def _refresh_replay(self, model: Any, now: float, slow: bool = True) -> None:
         """Queue what completed for the replay; the teaching panels follow it (statistics,
-        explanation and source at most every SLOW_FRAME_S)."""
+        explanation and source at most every SLOW_FRAME_S, in a ``slow`` frame: one whose
+        part is the lightest)."""
         topology = self.query_one(Topology)
         done = model.instances + model.transfers
         arrived = min(done - self._shown, len(model.recent))
@@ -173,10 +189,11 @@ class CommvizApp(App):
         frame = topology.animator.frame()
         latest = model.recent[-1] if model.recent else None
         replayed = (id(frame.instance), frame.step) if frame is not None else None
-        slow_tick = now - self._slow_at >= SLOW_FRAME_S or latest is None
+        slow_tick = slow and now - self._slow_at >= SLOW_FRAME_S or latest is None
         if slow_tick:
             self._slow_at = now
-            self._show("#stats", render.stats_table(model), None)
+            stats = render.stats_table(model)
+            self._show("#stats", stats, _height_key(stats))
             self._fit = _fit(model)
             # the teaching panels follow the replay, else the latest operation
             shown = frame.instance if frame is not None else latest
@@ -196,8 +213,8 @@ class CommvizApp(App):
         header = f"{self.title} — {self._title} · {topology.animator.summary()}"
         self._show("#header", Text(header, style="bold"), 0)
 
-    def _refresh_numbers(self, model: Any, now: float) -> None:
-        """Ranks, findings, the operations log, the job's output and the viewer's status."""
+    def _refresh_ranks(self, model: Any, now: float) -> None:
+        """The ranks and the live findings."""
         live = model.findings()
         flagged = {r: f.type for f in live for r in f.ranks}
         ranks = render.ranks_table(model, now, self._wall_ns(), flagged)
@@ -208,6 +225,10 @@ class CommvizApp(App):
         if live:
             findings = render.findings(model, self.lang)
             self._show("#findings", findings, findings.plain.count("\n"))
+
+    def _refresh_logs(self, model: Any) -> None:
+        """The operations log, the job's output and the viewer's status."""
+        live = model.findings()
         new, self._new = self._new, []
         if new and self._t0 is None:
             self._t0 = new[0].t_first_start

@@ -83,14 +83,13 @@ def lane_runs(segments_by_rank: Mapping[int, Lane], inflight: Iterable[InFlight]
     label_w = max((len(f"r{r}") for r in ranks), default=0) + 1
     lane_w = max(0, width - label_w)
     t1_ns = max(t1_ns, t0_ns + 1)
+    cutoffs = horizon or {}
+    lanes = _lanes([_rows(segments_by_rank.get(rank, ())) for rank in ranks],
+                   [running.get(rank, ()) for rank in ranks], t0_ns, t1_ns, lane_w,
+                   [cutoffs.get(rank) for rank in ranks]) if lane_w else [[] for _ in ranks]
     lines = []
-    for rank in ranks:
-        runs = [(f"r{rank}".rjust(label_w - 1) + " ", "bold")]
-        if lane_w:
-            cutoff = (horizon or {}).get(rank)
-            runs += _lane(segments_by_rank.get(rank, ()), running.get(rank, ()), t0_ns, t1_ns,
-                          lane_w, cutoff)
-        lines.append(_cut(runs, width))
+    for rank, lane in zip(ranks, lanes):
+        lines.append(_cut([(f"r{rank}".rjust(label_w - 1) + " ", "bold"), *lane], width))
         if phases and phases.get(rank) and lane_w:
             lines.append(_cut([(" " * label_w, ""),
                                *_phase_runs(phases[rank], t0_ns, t1_ns, lane_w)], width))
@@ -141,53 +140,74 @@ def _rows(segments: Lane) -> np.ndarray:
                     dtype=np.int64).reshape(-1, 4)
 
 
-def _lane(segments: Lane, running: Sequence[InFlight], t0: int, t1: int,
-          width: int, cutoff: int | None) -> list[tuple[str, str]]:
-    """The lane as runs of (characters, style)."""
-    rows = _rows(segments)
-    codes = np.unique(rows[:, 0])
-    # coverage per column: one row per op in the lane (at least one), waiting and transferring
-    wait = np.zeros((max(1, len(codes)), width))
-    xfer = np.zeros_like(wait)
-    for i, code in enumerate(codes):
-        _, start, ready, end = rows[rows[:, 0] == code].T
-        wait[i] = _coverage(start, ready, t0, t1, width)
-        xfer[i] = _coverage(ready, end, t0, t1, width)
-    starts = np.array([op.t_start for op in running], dtype=np.int64)
-    inflight = _coverage(starts, np.full(len(starts), t1), t0, t1, width)
-    waited, moved = wait.sum(axis=0), xfer.sum(axis=0)
+def _lanes(lanes: list[np.ndarray], running: list[Sequence[InFlight]], t0: int, t1: int,
+           width: int, cutoffs: list[int | None]) -> list[list[tuple[str, str]]]:
+    """Every rank's lane as runs of (characters, style), all ranks at once: a few array
+    operations a frame rather than a few per rank and op.
+
+    A column's op (and colour) is the one covering most of it; ties go to the lowest op code.
+    """
+    n = len(lanes)
+    rows = np.concatenate([np.zeros((0, 4), np.int64), *lanes])
+    of_rank = np.repeat(np.arange(n), [len(lane) for lane in lanes])
+    # op codes are small: a lookup table numbers those present, in code order
+    codes = np.flatnonzero(np.bincount(rows[:, 0], minlength=1))
+    n_codes = max(1, len(codes))
+    number = np.zeros(int(codes[-1]) + 1 if len(codes) else 1, np.int64)
+    number[codes] = np.arange(len(codes))
+    # coverage per rank, op and column: waiting and transferring
+    lane_of = of_rank * n_codes + number[rows[:, 0]]
+    scale = width / (t1 - t0)
+    x = np.clip((rows[:, 1:] - t0) * scale, 0, width)  # start, ready, end as columns
+    wait = _coverage(x[:, 0], x[:, 1], width, lane_of, n * n_codes)
+    xfer = _coverage(x[:, 1], x[:, 2], width, lane_of, n * n_codes)
+    wait, xfer = wait.reshape(n, n_codes, width), xfer.reshape(n, n_codes, width)
+    flying = np.array([(op.t_start, t1) for ops in running for op in ops], np.int64)
+    x = np.clip((flying.reshape(-1, 2) - t0) * scale, 0, width)  # from its start to now
+    inflight = _coverage(x[:, 0], x[:, 1], width,
+                         np.repeat(np.arange(n), [len(ops) for ops in running]), n)
+    waited, moved = wait.sum(axis=1), xfer.sum(axis=1)
     solid = (moved > 0) & (moved >= waited + inflight)
     in_flight = (inflight > 0) & (inflight >= waited)
-    unknown = np.zeros(width, dtype=bool)
-    if cutoff is not None:
-        unknown = np.arange(1, width + 1) <= (cutoff - t0) * width / (t1 - t0)
-    # per column: 0 idle, 1 history dropped, 2 waiting, 3 in flight, 4 transferring
-    kinds = np.select([solid, in_flight, waited > 0, unknown], [4, 3, 2, 1], 0)
-    colours = [colour_of(protocol.OPS[code]) for code in codes.tolist()] or ["default"]
-    top_xfer, top_wait = xfer.argmax(axis=0).tolist(), wait.argmax(axis=0).tolist()
-    cells = [((" ", ""), (UNKNOWN, "dim"), (WAIT, "dim " + colours[w]), (WAIT, INFLIGHT_STYLE),
-              (SOLID, colours[x]))[kind] for kind, x, w in zip(kinds.tolist(), top_xfer, top_wait)]
-    return [(char * len(list(run)), style) for (char, style), run in itertools.groupby(cells)]
+    cut = np.array([-np.inf if c is None else (c - t0) * width / (t1 - t0) for c in cutoffs])
+    unknown = np.arange(1, width + 1) <= cut[:, None]
+    # a cell: 0 idle, 1 history dropped, 2 in flight, then waiting and transferring by colour
+    names = [colour_of(protocol.OPS[code]) for code in codes.tolist()] or ["default"]
+    palette = sorted(set(names))
+    colour = np.array([palette.index(name) for name in names])
+    cells = np.select([solid, in_flight, waited > 0, unknown],
+                      [3 + len(palette) + colour[xfer.argmax(axis=1)], 2,
+                       3 + colour[wait.argmax(axis=1)], 1], 0)
+    looks = [(" ", ""), (UNKNOWN, "dim"), (WAIT, INFLIGHT_STYLE),
+             *((WAIT, "dim " + name) for name in palette), *((SOLID, name) for name in palette)]
+    out = []
+    for line in cells:
+        edges = np.flatnonzero(line[1:] != line[:-1]) + 1
+        bounds = np.r_[0, edges, width].tolist()
+        out.append([(looks[cell][0] * (b - a), looks[cell][1])
+                    for cell, a, b in zip(line[bounds[:-1]].tolist(), bounds, bounds[1:])])
+    return out
 
 
-def _coverage(a: np.ndarray, b: np.ndarray, t0: int, t1: int, width: int) -> np.ndarray:
-    """How much of each column the intervals [a, b) cover (1.0: all of it; overlaps add up)."""
-    scale = width / (t1 - t0)
-    xa = np.clip((a - t0) * scale, 0, width)
-    xb = np.clip((b - t0) * scale, 0, width)
+def _coverage(xa: np.ndarray, xb: np.ndarray, width: int, lane: np.ndarray,
+              lanes: int) -> np.ndarray:
+    """How much of each column of its lane the intervals [xa, xb) cover, given in columns
+    (1.0: all of it; overlaps add up), as a (lanes, width) array."""
     keep = xb > xa
-    xa, xb = xa[keep], xb[keep]
+    xa, xb, base = xa[keep], xb[keep], lane[keep] * (width + 1)
     ca = np.minimum(xa.astype(np.int64), width - 1)
     cb = np.minimum(xb.astype(np.int64), width - 1)
     one = ca == cb
     many = ~one
-    size = width + 1
+    size = lanes * (width + 1)
     cov = np.zeros(size)
-    cov += np.bincount(ca[one], xb[one] - xa[one], minlength=size)
-    cov += np.bincount(ca[many], ca[many] + 1 - xa[many], minlength=size)  # first, partial
-    cov += np.bincount(cb[many], xb[many] - cb[many], minlength=size)      # last, partial
-    steps = np.bincount(ca[many] + 1, minlength=size) - np.bincount(cb[many], minlength=size)
-    return (cov + np.cumsum(steps))[:width]                                 # full ones between
+    cov += np.bincount(base[one] + ca[one], xb[one] - xa[one], minlength=size)
+    first, last = base[many] + ca[many], base[many] + cb[many]
+    cov += np.bincount(first, ca[many] + 1 - xa[many], minlength=size)  # first, partial
+    cov += np.bincount(last, xb[many] - cb[many], minlength=size)       # last, partial
+    steps = np.bincount(first + 1, minlength=size) - np.bincount(last, minlength=size)
+    steps = np.cumsum(steps.reshape(lanes, width + 1), axis=1)          # full ones between
+    return (cov.reshape(lanes, width + 1) + steps)[:, :width]
 
 
 _UNITS = (("s", 1e9), ("ms", 1e6), ("us", 1e3))

@@ -22,6 +22,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, replace
 
 from rich.text import Text
+from textual.geometry import Region
 from textual.strip import Strip
 from textual.timer import Timer
 from textual.widget import Widget
@@ -463,7 +464,9 @@ class Topology(Widget):
 
     Feed it under the session lock with ``update_from(model, new_instances)`` (or ``feed``
     with schedules already planned); it redraws by itself at ``FPS`` while an animation
-    runs and stops its timer when the queue is empty or paused.
+    runs and stops its timer when the queue is empty or paused. ``timer=False``: no timer of
+    its own, whoever feeds it calls ``tick`` at its frame rate (two timers out of phase would
+    paint the screen twice a frame).
     """
 
     DEFAULT_CSS = """
@@ -474,9 +477,11 @@ class Topology(Widget):
     """
 
     def __init__(self, animator: Animator | None = None, *,
-                 clock: Callable[[], float] = time.monotonic, name: str | None = None,
-                 id: str | None = None, classes: str | None = None) -> None:
+                 clock: Callable[[], float] = time.monotonic, timer: bool = True,
+                 name: str | None = None, id: str | None = None,
+                 classes: str | None = None) -> None:
         super().__init__(name=name, id=id, classes=classes)
+        self._own_timer = timer
         self.animator = animator if animator is not None else Animator(clock)
         self.lang = "en"  # of the schematic notes; the app sets it
         self.alerts: tuple[tuple[int, int], ...] = ()  # links the live diagnosis points at
@@ -490,9 +495,11 @@ class Topology(Widget):
         self._key: object = None
         self._version = 0
         self._cached: tuple[tuple, list[Strip]] | None = None
+        self._lines: dict[tuple, Strip] = {}  # the drawn lines by content, to reuse
 
     def on_mount(self) -> None:
-        self._timer = self.set_interval(1 / FPS, self.tick, pause=True)
+        if self._own_timer:
+            self._timer = self.set_interval(1 / FPS, self.tick, pause=True)
         self.tick()
 
     # ---- feeding (the app, under its session lock) -----------------------------------
@@ -559,13 +566,32 @@ class Topology(Widget):
         if key != self._key:
             self._key = key
             self._version += 1
-            self.refresh()
+            self._repaint()
         self.animating = self.animator.busy and not self.animator.paused
         if self._timer is not None:
             if self.animating:
                 self._timer.resume()
             else:
                 self._timer.pause()
+
+    def _repaint(self) -> None:
+        """Draw the new frame now and repaint only the lines that changed: most of a replay
+        stays put from one frame to the next (all of it, before the first layout or after a
+        resize)."""
+        width, height = self.size
+        old = self._cached
+        if old is None or not width or old[0][1:] != (width, height, self.static,
+                                                      self.rich_style):
+            self.refresh()
+            return
+        new = self._strips(width, height)
+        if len(new) != len(old[1]):
+            self.refresh()
+            return
+        changed = [Region(0, y, width, 1) for y, (a, b) in enumerate(zip(old[1], new))
+                   if a is not b]
+        if changed:
+            self.refresh(*changed)
 
     def render_line(self, y: int) -> Strip:
         width, height = self.size
@@ -581,7 +607,17 @@ class Topology(Widget):
                                     lang=self.lang, alerts=self.alerts, flagged=self.flagged,
                                     gpu_links=self.gpu_links)
             console, style = self.app.console, self.rich_style
-            strips = [Strip(text.render(console), text.cell_len)
-                      .crop_extend(0, width, style).apply_style(style) for text in texts]
+            # a line drawn the frame before, at this size and style: the same strip
+            reuse = self._lines if self._cached is not None and \
+                self._cached[0][1:] == key[1:] else {}
+            self._lines, strips = {}, []
+            for text in texts:
+                line = (text.plain, text.style, tuple(text.spans))
+                strip = reuse.get(line)
+                if strip is None:
+                    strip = Strip(text.render(console), text.cell_len) \
+                        .crop_extend(0, width, style).apply_style(style)
+                self._lines[line] = strip
+                strips.append(strip)
             self._cached = (key, strips)
         return self._cached[1]

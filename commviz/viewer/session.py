@@ -19,6 +19,7 @@ from .transport import DEFAULT_BIND, Receiver
 POLL_MS = 20
 ROUND_S = 0.02
 DIAGNOSE_EVERY_S = 0.25  # findings come within this of their threshold, events or not
+FRAME_YIELD_S = 0.05  # the longest the collector holds back for a frame being drawn
 STALL_S = 0.5  # a gap this long between polls: this process was not running, catch up first
 
 
@@ -43,6 +44,10 @@ class Session:
             self.receiver.close()
             raise recording.RecordingError(f"cannot write {record}: {exc.strerror}") from None
         self.lock = threading.Lock()
+        # cleared while the TUI draws a frame: the collector holds back meanwhile, so that a
+        # frame does not share the interpreter (its GIL) with receiving and matching
+        self._idle = threading.Event()
+        self._idle.set()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -61,15 +66,25 @@ class Session:
             ranks = {(s.host, s.pid): r for r, s in self.model.ranks.items() if s.pid}
         return self.nccl.links(ranks)
 
+    def frame_begins(self) -> None:
+        """The viewer starts drawing a frame: hold back the collector until ``frame_ends``
+        (or FRAME_YIELD_S)."""
+        self._idle.clear()
+
+    def frame_ends(self) -> None:
+        self._idle.set()
+
     def poll(self, timeout_ms: int = POLL_MS) -> int:
         """Drain once; returns how many messages were applied."""
         if time.monotonic() - self._last_poll > STALL_S + timeout_ms / 1000:
             # the viewer itself did not run (a loaded machine): what the ranks sent meanwhile
             # is still arriving, so judge silences and waits once it has been taken in
             self._next_diagnosis = time.monotonic() + STALL_S
+        self._idle.wait(FRAME_YIELD_S)
         messages = self.receiver.drain(timeout_ms)
         self._last_poll = time.monotonic()
         if messages:
+            self._idle.wait(FRAME_YIELD_S)
             with self.lock:
                 self.model.apply(messages)
             if self.recorder:
@@ -119,6 +134,7 @@ class Session:
         without a goodbye are reported as lost before the recording closes.
         """
         self._stop.set()
+        self._idle.set()  # no frame will end now
         if self._thread is not None:
             self._thread.join(timeout=2)
         while self.poll(0):
