@@ -41,6 +41,7 @@ from commviz.control import ControlState
 from commviz.tui.app import FRAME_S, CommvizApp
 from commviz.tui.help import HelpScreen
 from commviz.tui.oplog import OpLog
+from commviz.tui.topology import Topology
 
 SIZE = (160, 48)
 
@@ -103,6 +104,43 @@ def test_scripted_batches_are_valid_protocol_messages() -> None:
 
 
 # ---- Pilot tests --------------------------------------------------------------------------
+@sync
+async def test_replay_repaints_every_line_that_changed() -> None:
+    """The replay repaints only its lines that changed from one frame to the next: none of
+    the lines that did change may be left out (the screen would keep them stale)."""
+    session = FakeSession()
+    session.feed(scripted_all_reduce(world=4))
+    app = make_app(session)
+    async with app.run_test(size=SIZE) as pilot:
+        topo = app.query_one(Topology)
+        calls: list[tuple[Region, ...]] = []
+        real_refresh = topo.refresh
+
+        def spy(*regions: Region, **kwargs: Any) -> Any:
+            calls.append(regions)
+            return real_refresh(*regions, **kwargs)
+
+        topo.refresh = spy  # type: ignore[method-assign]
+        await frame(pilot)
+        width, height = topo.size
+        before = [topo.render_line(y).text for y in range(height)]
+        partial = 0
+        for i in range(90):
+            session.clock.advance(0.037)
+            calls.clear()
+            app.refresh_view(i % 3)
+            await pilot.pause()
+            after = [topo.render_line(y).text for y in range(height)]
+            changed = {y for y, (a, b) in enumerate(zip(before, after)) if a != b}
+            if calls and all(calls):  # partial repaints only (an empty call repaints all)
+                partial += 1
+                assert changed <= {r.y for regions in calls for r in regions}, i
+            elif not calls:
+                assert not changed, i
+            before = after
+        assert partial >= 20  # the replay moved, frame after frame
+
+
 @sync
 async def test_ranks_panel_lists_every_rank_with_its_state() -> None:
     session = FakeSession()
