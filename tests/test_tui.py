@@ -38,6 +38,7 @@ from textual.widgets import Static
 
 from commviz import protocol
 from commviz.control import ControlState
+from commviz.tui import app as app_module
 from commviz.tui.app import FRAME_S, CommvizApp
 from commviz.tui.help import HelpScreen
 from commviz.tui.oplog import OpLog
@@ -730,7 +731,6 @@ async def test_a_jobs_output_has_a_panel_and_its_end_is_said_once() -> None:
 
 @sync
 async def test_findings_are_named_in_their_panel_and_on_the_ranks_they_blame() -> None:
-    from commviz.tui import render
     from commviz.viewer.diagnose import Diagnosis
 
     session = FakeSession()
@@ -763,8 +763,16 @@ async def test_findings_are_named_in_their_panel_and_on_the_ranks_they_blame() -
         with session.lock:
             diag.update()
         await frame(pilot)
+        # what ended stays in view a while, then the panel goes
+        assert app.query_one("#findings").display
+        text = panel(app, "#findings")
+        assert "✓ resolved after" in text and "⚠" not in text
+        clock.advance(app_module.FINDINGS_LINGER_S - 0.5)
+        await frame(pilot)
+        assert app.query_one("#findings").display
+        clock.advance(1)
+        await frame(pilot)
         assert not app.query_one("#findings").display
-        assert "✓ resolved after" in render.findings(session.model, "en").plain
 
 
 @sync

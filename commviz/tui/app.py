@@ -38,6 +38,7 @@ PARTS = 3  # the timeline, the ranks, the logs: each drawn every PARTS frames, i
 LOG_LINES_PER_FRAME = 20  # more than this per frame is unreadable, and costs a frame
 REPLAY_STEP_S = 0.3  # one schematic step of the replay; + and - change it
 SLOW_FRAME_S = 0.5  # statistics and the teaching panels: redrawn at most twice a second
+FINDINGS_LINGER_S = 10.0  # the findings panel stays this long after the last one ended
 RESTART_SETTLE_S = 0.15  # after stopping the ranks: time for their last messages to land
 
 
@@ -98,6 +99,7 @@ class CommvizApp(App):
         self._replayed: tuple | None = None  # (instance, step) the phases panel shows
         self._fit: costmodel.Fit | None = None
         self._t0: int | None = None
+        self._findings_until = float("-inf")  # the findings panel is shown until then
         self._events: list[str] = []
 
     def compose(self) -> ComposeResult:
@@ -219,10 +221,15 @@ class CommvizApp(App):
         flagged = {r: f.type for f in live for r in f.ranks}
         ranks = render.ranks_table(model, now, self._wall_ns(), flagged)
         self._show("#ranks", ranks, ranks.plain.count("\n"))
-        panel = self.query_one("#findings")
-        if panel.display != bool(live):  # the panel comes up when something goes wrong
-            panel.display = bool(live)
+        # the panel comes up when something goes wrong, and stays a while after it ended
+        # (with what ended): a finding that comes and goes does not make the screen jump
         if live:
+            self._findings_until = now + FINDINGS_LINGER_S
+        shown = now < self._findings_until
+        panel = self.query_one("#findings")
+        if panel.display != shown:
+            panel.display = shown
+        if shown:
             findings = render.findings(model, self.lang)
             self._show("#findings", findings, findings.plain.count("\n"))
 
