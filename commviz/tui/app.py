@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import gc
+import os
 import signal
 import time
 from collections.abc import Callable, Iterable
@@ -16,6 +17,7 @@ from typing import Any
 
 from rich.table import Table
 from rich.text import Text
+from textual import screen as textual_screen
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
@@ -34,6 +36,14 @@ from .timeline import LEGEND, Timeline
 from .topology import Topology
 
 FRAME_S = 1 / 30
+# Textual paints the screen from a timer at TEXTUAL_FPS (60 by default), and after a paint
+# longer than its period it waits for the slot after next: under load (paints of ~15 ms) the
+# frames would come late, or two would merge into one. At 120 a paint follows each frame
+# within a few ms. Set on Textual's screen module (read when a screen starts), not in the
+# environment, which the ranks and the job would inherit; a TEXTUAL_FPS of the user's wins.
+PAINT_FPS = 120
+if "TEXTUAL_FPS" not in os.environ:
+    textual_screen.UPDATE_PERIOD = 1 / PAINT_FPS  # type: ignore[misc]
 PARTS = 3  # the timeline, the ranks, the logs: each drawn every PARTS frames, in turns
 LOG_LINES_PER_FRAME = 20  # more than this per frame is unreadable, and costs a frame
 REPLAY_STEP_S = 0.3  # one schematic step of the replay; + and - change it
