@@ -776,6 +776,32 @@ async def test_findings_are_named_in_their_panel_and_on_the_ranks_they_blame() -
 
 
 @sync
+async def test_on_a_narrow_terminal_a_finding_keeps_the_ranks_it_blames_in_view() -> None:
+    from commviz.viewer.diagnose import Diagnosis
+
+    session = FakeSession()
+    clock, model = session.clock, session.model
+    diag = Diagnosis(model, wall_ns=clock.wall_ns)
+    app = make_app(session)
+    async with app.run_test(size=(80, 24)) as pilot:
+        session.feed(scripted_all_reduce(world=4))
+        await frame(pilot)
+        assert app.query_one("#stats").display and app.query_one("#log").display
+        session.feed([inflight(r, "all_reduce", 10, T0_NS) for r in range(3)])
+        for _ in range(3):
+            clock.advance(0.5)
+            session.feed([heartbeat(r, 4) for r in range(4)])
+            with session.lock:
+                diag.update()
+        await frame(pilot)
+        await pilot.pause()
+        assert app.query_one("#findings").display
+        assert not app.query_one("#stats").display and not app.query_one("#log").display
+        assert "⚠ hang" in panel(app, "#findings")
+        assert all(rank_row(app, r) for r in range(3)) and "⚠ hang" in rank_row(app, 3)
+
+
+@sync
 async def test_a_rank_error_with_brackets_is_shown_as_text_not_markup() -> None:
     session = FakeSession()
     session.feed(scripted_all_reduce(world=4))

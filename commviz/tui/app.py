@@ -239,6 +239,7 @@ class CommvizApp(App):
         panel = self.query_one("#findings")
         if panel.display != shown:
             panel.display = shown
+            self.screen.set_class(shown, "-findings")  # narrow screens make room for it
         if shown:
             findings = render.findings(model, self.lang)
             self._show("#findings", findings, findings.plain.count("\n"))
