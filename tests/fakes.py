@@ -65,9 +65,16 @@ class FakeSession:
         self.started = False
         self.closed = False
         self.recorder: object | None = None
+        self.frames_begun = self.frames_ended = 0
 
     def start(self) -> None:
         self.started = True
+
+    def frame_begins(self) -> None:
+        self.frames_begun += 1
+
+    def frame_ends(self) -> None:
+        self.frames_ended += 1
 
     def close(self) -> None:
         self.closed = True

@@ -106,6 +106,19 @@ def test_scripted_batches_are_valid_protocol_messages() -> None:
 
 # ---- Pilot tests --------------------------------------------------------------------------
 @sync
+async def test_each_frame_tells_the_collector_when_it_begins_and_when_it_is_painted() -> None:
+    session = FakeSession()
+    session.feed(scripted_all_reduce(world=4))
+    app = make_app(session)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause(10 * FRAME_S)
+        await pilot.pause()
+        begun, ended = session.frames_begun, session.frames_ended
+    assert begun >= 3  # the frame timer ran
+    assert begun - 1 <= ended <= begun  # every frame but perhaps the last was painted
+
+
+@sync
 async def test_replay_repaints_every_line_that_changed() -> None:
     """The replay repaints only its lines that changed from one frame to the next: none of
     the lines that did change may be left out (the screen would keep them stale)."""

@@ -163,9 +163,8 @@ class CommvizApp(App):
         """The frame timer: the replay every frame, the other panels every PARTS frames, in
         turns, so that no frame has to paint everything at once."""
         self._ticks += 1
-        if hasattr(self.session, "frame_begins"):  # the collector waits for the frame's end
-            self.session.frame_begins()
-            self.call_after_refresh(self.session.frame_ends)
+        self.session.frame_begins()  # the collector holds back until the frame is painted
+        self.call_after_refresh(self.session.frame_ends)
         self.refresh_view(self._ticks % PARTS)
 
     def refresh_view(self, part: int | None = None) -> None:
