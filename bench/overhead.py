@@ -31,6 +31,15 @@ from commviz.launcher import free_port
 from commviz.viewer.transport import Receiver
 
 
+def _add_block(block: dict[str, list[float]], wall_ns: float, thread_ns: int, process_ns: int,
+               n: int) -> None:
+    """One block of ``n`` ops (or steps), in us per op: ``wall_ns`` is already per op, the
+    CPU times are the block's."""
+    block["wall"].append(wall_ns / 1e3)
+    block["thread_cpu"].append(thread_ns / n / 1e3)
+    block["process_cpu"].append(process_ns / n / 1e3)
+
+
 def _rank(rank: int, world: int, port: int, addr: str, ops: int, rounds: int, size: int,
           out: mp.Queue) -> None:
     import torch
@@ -61,10 +70,7 @@ def _rank(rank: int, world: int, port: int, addr: str, ops: int, rounds: int, si
             commviz.uninstrument()
             # the emitter sends a block's last records (up to one tick's worth) during the
             # next block: blocks are long so that this spill stays small
-            b = blocks[mode]
-            b["wall"].append((t1 - t0) / ops / 1e3)
-            b["thread_cpu"].append((cpu1 - cpu0) / ops / 1e3)
-            b["process_cpu"].append((proc1 - proc0) / ops / 1e3)
+            _add_block(blocks[mode], (t1 - t0) / ops, cpu1 - cpu0, proc1 - proc0, ops)
     dist.destroy_process_group()
     if rank == 0:
         out.put(blocks)
@@ -136,10 +142,8 @@ def _ddp_rank(rank: int, world: int, port: int, addr: str, steps: int, rounds: i
             cpu1, proc1 = time.thread_time_ns(), time.process_time_ns()
             commviz.uninstrument()
             time.sleep(0.02)
-            b = blocks[mode]
-            b["wall"].append(statistics.median(times) / 1e3)
-            b["thread_cpu"].append((cpu1 - cpu0) / steps / 1e3)
-            b["process_cpu"].append((proc1 - proc0) / steps / 1e3)
+            _add_block(blocks[mode], statistics.median(times), cpu1 - cpu0, proc1 - proc0,
+                       steps)
     dist.destroy_process_group()
     if rank == 0:
         out.put(blocks)

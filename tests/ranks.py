@@ -35,6 +35,14 @@ class RankRun:
         return [r for r in recs if (r["parent"] is not None) == parent]
 
 
+def reap(procs: list) -> None:
+    """Kill the rank processes still alive and wait for every one (none is left behind)."""
+    for p in procs:
+        if p.is_alive():
+            p.kill()
+        p.join(5)
+
+
 def _child(target: Callable, rank: int, world: int, port: int, addr: str, args: tuple,
            env: dict[str, str] | None = None) -> None:
     """One forked rank: ``env`` (e.g. a simulated host) set first, then instrument(), the
@@ -80,10 +88,7 @@ def run_ranks(target: Callable, world: int, *args: Any, timeout: float = 60.0) -
                 and time.monotonic() < byes:
             run.messages += receiver.drain(50)
     finally:
-        for p in procs:
-            if p.is_alive():
-                p.kill()
-            p.join(5)
+        reap(procs)
         receiver.close()
     run.exitcodes = [p.exitcode for p in procs]
     assert run.exitcodes == [0] * world, f"rank exit codes {run.exitcodes}"

@@ -368,8 +368,8 @@ def test_sizes_that_may_differ_are_no_mismatch():
 
 # ---- slow link -----------------------------------------------------------------------------
 
-def test_slow_pair_named_against_the_other_pairs():
-    clock, model, diag = _setup()
+def _sends_with_a_slow_pair(model):
+    """40 rounds of rank 0 sending to ranks 1-3, the transfers to 3 taking 40 ms, not 1."""
     for k in range(1, 41):
         for dst in (1, 2, 3):
             took = 40 if dst == 3 else 1
@@ -378,6 +378,11 @@ def test_slow_pair_named_against_the_other_pairs():
                                        "id": k * 10 + dst}], G4),
                          op_batch(dst, [{**_rec(k, start, start + took, op="recv", peer=0),
                                          "id": k}], G4)])
+
+
+def test_slow_pair_named_against_the_other_pairs():
+    clock, model, diag = _setup()
+    _sends_with_a_slow_pair(model)
     assert diag.update() == []  # slow for a moment only, so far
     _tick(clock, model, diagnose.SLOW_HOLD_S)
     found = diag.update()
@@ -411,14 +416,7 @@ def test_slow_group_named_against_the_other_groups_of_its_size(slow_ms, named):
 
 def test_a_pair_slow_for_less_than_the_hold_time_is_never_named():
     clock, model, diag = _setup()
-    for k in range(1, 41):
-        for dst in (1, 2, 3):
-            took = 40 if dst == 3 else 1
-            start = k * 100
-            model.apply([op_batch(0, [{**_rec(k, start, start + took, op="send", peer=dst),
-                                       "id": k * 10 + dst}], G4),
-                         op_batch(dst, [{**_rec(k, start, start + took, op="recv", peer=0),
-                                         "id": k}], G4)])
+    _sends_with_a_slow_pair(model)
     assert diag.update() == []
     _tick(clock, model, diagnose.SLOW_HOLD_S / 2)
     for k in range(41, 200):  # the pair is fast again: its slow transfers leave the window

@@ -9,7 +9,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 import zmq
-from ranks import _child
+from ranks import _child, reap
 
 from commviz import protocol
 from commviz.launcher import free_port
@@ -77,9 +77,7 @@ def test_malformed_messages_change_nothing():
     finally:
         bad.close(linger=0)
         zctx.term()
-        for p in procs:
-            if p.is_alive():
-                p.kill()
+        reap(procs)
         session.close()
     model = session.model
     assert session.rejected == MALFORMED

@@ -17,7 +17,7 @@ import psutil
 import pytest
 import zmq
 from fakes import T0_NS, heartbeat, op_batch
-from ranks import _child
+from ranks import _child, reap
 
 from commviz import cli, clocksync, keys, nodes, protocol
 from commviz.launcher import free_port
@@ -223,10 +223,7 @@ def test_simulated_nodes_offsets_skew_and_grouping(keydir):
                and time.monotonic() < end):
             session.poll(50)
     finally:
-        for p in procs:
-            if p.is_alive():
-                p.kill()
-            p.join(5)
+        reap(procs)
         session.close()
     assert [p.exitcode for p in procs] == [0] * world
     m = session.model

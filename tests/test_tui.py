@@ -742,6 +742,16 @@ async def test_a_jobs_output_has_a_panel_and_its_end_is_said_once() -> None:
         assert not demo.query_one("#output").display
 
 
+def _rank_3_never_comes(session: FakeSession, diag: Any, seq: int) -> None:
+    """Ranks 0-2 enter all_reduce #seq, rank 3 never does: 1.5 s later, a hang is named."""
+    session.feed([inflight(r, "all_reduce", seq, T0_NS) for r in range(3)])
+    for _ in range(3):
+        session.clock.advance(0.5)
+        session.feed([heartbeat(r, 4) for r in range(4)])
+        with session.lock:
+            diag.update()
+
+
 @sync
 async def test_findings_are_named_in_their_panel_and_on_the_ranks_they_blame() -> None:
     from commviz.viewer.diagnose import Diagnosis
@@ -755,13 +765,7 @@ async def test_findings_are_named_in_their_panel_and_on_the_ranks_they_blame() -
         await frame(pilot)
         assert not app.query_one("#findings").display
         assert "diagnosis: no straggler, hang" in panel(app, "#status")
-        # ranks 0-2 enter all_reduce #1; rank 3 never comes
-        session.feed([inflight(r, "all_reduce", 1, T0_NS) for r in range(3)])
-        for _ in range(3):
-            clock.advance(0.5)
-            session.feed([heartbeat(r, 4) for r in range(4)])
-            with session.lock:
-                diag.update()
+        _rank_3_never_comes(session, diag, seq=1)
         await frame(pilot)
         text = panel(app, "#findings")
         assert "⚠ hang" in text and "all_reduce #1" in text and "rank 3 missing" in text
@@ -793,19 +797,13 @@ async def test_on_a_narrow_terminal_a_finding_keeps_the_ranks_it_blames_in_view(
     from commviz.viewer.diagnose import Diagnosis
 
     session = FakeSession()
-    clock, model = session.clock, session.model
-    diag = Diagnosis(model, wall_ns=clock.wall_ns)
+    diag = Diagnosis(session.model, wall_ns=session.clock.wall_ns)
     app = make_app(session)
     async with app.run_test(size=(80, 24)) as pilot:
         session.feed(scripted_all_reduce(world=4))
         await frame(pilot)
         assert app.query_one("#stats").display and app.query_one("#log").display
-        session.feed([inflight(r, "all_reduce", 10, T0_NS) for r in range(3)])
-        for _ in range(3):
-            clock.advance(0.5)
-            session.feed([heartbeat(r, 4) for r in range(4)])
-            with session.lock:
-                diag.update()
+        _rank_3_never_comes(session, diag, seq=10)
         await frame(pilot)
         await pilot.pause()
         assert app.query_one("#findings").display
