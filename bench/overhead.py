@@ -10,6 +10,7 @@ comm hook that reproduces it and records every bucket, and against torch's own P
 ``allreduce_hook`` without commviz: the floor of any design that sees the buckets from Python.
 
     python bench/overhead.py [--ops 300] [--rounds 60] [--size 4] [--ddp-rounds 40]
+    python bench/overhead.py --ddp-only --ddp-device cuda --hidden 4096 --batch 1024
 
 Wall-clock latency on a shared 2-core machine is noisy; CPU time per op is the steadier
 measure of what the hooks add.
@@ -22,6 +23,7 @@ import collections
 import datetime
 import multiprocessing as mp
 import os
+import queue
 import statistics
 import threading
 import time
@@ -87,10 +89,11 @@ def _ddp_model(hidden: int) -> Any:
 
 
 def _ddp_rank(rank: int, world: int, port: int, addr: str, steps: int, rounds: int,
-              hidden: int, out: mp.Queue) -> None:
+              hidden: int, batch: int, device: str, out: mp.Queue) -> None:
     """DDP training steps: a model built without commviz (DDP's C++ reduction), the same
     model built instrumented (commviz's comm hook), and the same with torch's ``allreduce_hook``
-    and no commviz, in blocks taking turns."""
+    and no commviz, in blocks taking turns. On ``device="cuda"`` each rank trains on its own
+    GPU over NCCL, and a step ends when the GPU is done with it (as ``loss.item()`` would)."""
     import torch
     import torch.distributed as dist
     from torch import nn
@@ -101,15 +104,23 @@ def _ddp_rank(rank: int, world: int, port: int, addr: str, steps: int, rounds: i
     from commviz.rank import hooks
 
     torch.set_num_threads(1)  # as torchrun does with several ranks on one machine
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
-                            world_size=world, timeout=datetime.timedelta(seconds=60))
+    gpu = device == "cuda"
+    if gpu:
+        torch.cuda.set_device(rank)
+    dist.init_process_group("nccl" if gpu else "gloo", init_method=f"tcp://127.0.0.1:{port}",
+                            rank=rank, world_size=world, timeout=datetime.timedelta(seconds=60))
+    dev = torch.device(f"cuda:{rank}" if gpu else "cpu")
     commviz.instrument(addr)
     commviz.uninstrument()
-    models = {"raw": DDP(_ddp_model(hidden)), "torch_hook": DDP(_ddp_model(hidden))}
+
+    def ddp() -> Any:
+        return DDP(_ddp_model(hidden).to(dev), device_ids=[rank] if gpu else None)
+
+    models = {"raw": ddp(), "torch_hook": ddp()}
     models["torch_hook"].register_comm_hook(None, allreduce_hook)
     commviz.instrument(addr)
-    models["inst"] = DDP(_ddp_model(hidden))  # its comm hook is installed at its first forward
-    x, y = torch.randn(64, hidden), torch.randn(64, 1)
+    models["inst"] = ddp()  # its comm hook is installed at its first forward
+    x, y = torch.randn(batch, hidden, device=dev), torch.randn(batch, 1, device=dev)
     opts = {mode: torch.optim.SGD(m.parameters(), lr=1e-3) for mode, m in models.items()}
 
     def step(mode: str) -> None:
@@ -117,6 +128,8 @@ def _ddp_rank(rank: int, world: int, port: int, addr: str, steps: int, rounds: i
         loss.backward()
         opts[mode].step()
         opts[mode].zero_grad()
+        if gpu:
+            torch.cuda.synchronize()
 
     for _ in range(5):  # warm both (and rebuild their buckets) while instrumented
         step("inst")
@@ -193,12 +206,28 @@ def hook_alone(calls: int = 200_000) -> tuple[float, float]:
 
     proc = ctx.Process(target=child)
     proc.start()
-    result = out.get(timeout=300)
+    result = _collect(out, [proc], 300)
     proc.join(10)
     return result
 
 
-def measure(world: int, listening: bool, *args: Any, target: Any = _rank) -> dict:
+def _collect(out: Any, procs: list, limit_s: float) -> Any:
+    """The one result the ranks put on ``out``; exits, ending them all, if one fails first."""
+    deadline = time.monotonic() + limit_s
+    while True:
+        try:
+            return out.get(timeout=1)
+        except queue.Empty:
+            failed = [p.exitcode for p in procs if p.exitcode not in (None, 0)]
+            if failed or time.monotonic() > deadline:
+                for p in procs:
+                    p.kill()
+                raise SystemExit(f"a rank failed (exit codes {failed})" if failed
+                                 else f"no result within {limit_s:.0f} s") from None
+
+
+def measure(world: int, listening: bool, *args: Any, target: Any = _rank,
+            start: str = "fork") -> dict:
     receiver = Receiver("tcp://127.0.0.1:*")
     addr = receiver.addr
     stop = threading.Event()
@@ -212,14 +241,14 @@ def measure(world: int, listening: bool, *args: Any, target: Any = _rank) -> dic
         drainer.start()
     else:
         receiver.close()  # nobody listens at addr: every batch is dropped by the ranks
-    ctx = mp.get_context("fork")
+    ctx = mp.get_context(start)
     out = ctx.Queue()
     port = free_port()
     procs = [ctx.Process(target=target, args=(r, world, port, addr, *args, out))
              for r in range(world)]
     for p in procs:
         p.start()
-    blocks = out.get(timeout=900)
+    blocks = _collect(out, procs, 900)
     for p in procs:
         p.join(30)
     if listening:
@@ -256,11 +285,23 @@ def all_reduce_cases(args: argparse.Namespace) -> None:
 
 def ddp_case(args: argparse.Namespace) -> None:
     params = 3 * args.hidden * (args.hidden + 1) + args.hidden + 1
-    print(f"\nDDP training step, 2 ranks, 4 Linear layers of width {args.hidden} ({params:,} "
+    if args.ddp_device == "cuda":
+        import torch
+
+        world = min(2, torch.cuda.device_count())
+        if world == 0:
+            print("\nDDP on cuda: no GPU here; skipped")
+            return
+        where = f"{world} rank(s) on their own GPUs over NCCL, each step synchronized"
+    else:
+        world, where = 2, "2 ranks on gloo/CPU, one intra-op thread per rank"
+    print(f"\nDDP training step, {where}, 4 Linear layers of width {args.hidden} ({params:,} "
           f"parameters, {params * 4 / 2**20:.1f} MiB of gradients, DDP's default buckets), "
-          f"batch 64, one intra-op thread per rank, {args.ddp_rounds} rounds of three "
-          f"{args.ddp_steps}-step blocks. Per step, us:")
-    results = measure(2, True, args.ddp_steps, args.ddp_rounds, args.hidden, target=_ddp_rank)
+          f"batch {args.batch}, {args.ddp_rounds} rounds of three {args.ddp_steps}-step "
+          "blocks. Per step, us:")
+    results = measure(world, True, args.ddp_steps, args.ddp_rounds, args.hidden, args.batch,
+                      args.ddp_device, target=_ddp_rank,
+                      start="spawn" if args.ddp_device == "cuda" else "fork")
     for label, mode in (("DDP step, viewer listening", "inst"),
                         ("torch's allreduce_hook, no cv", "torch_hook")):
         for metric, (raw, inst, ratio, added) in results[mode].items():
@@ -274,9 +315,12 @@ def main() -> None:
     p.add_argument("--ops", type=int, default=300, help="ops per block")
     p.add_argument("--rounds", type=int, default=60, help="raw/instrumented block pairs")
     p.add_argument("--size", type=int, default=4, help="bytes per all_reduce")
-    p.add_argument("--ddp-rounds", type=int, default=40, help="rounds of 3 DDP blocks")
+    p.add_argument("--ddp-rounds", type=int, default=40, help="rounds of 3 DDP blocks (0: none)")
     p.add_argument("--ddp-steps", type=int, default=10, help="DDP training steps per block")
     p.add_argument("--hidden", type=int, default=512, help="DDP model width (4 Linear layers)")
+    p.add_argument("--batch", type=int, default=64, help="DDP batch size")
+    p.add_argument("--ddp-device", choices=("cpu", "cuda"), default="cpu",
+                   help="cuda: NCCL, one rank per GPU (at most 2)")
     p.add_argument("--ddp-only", action="store_true", help="run the DDP case alone")
     args = p.parse_args()
     print(f"all_reduce of {args.size} B on gloo/CPU, {args.rounds} pairs of {args.ops}-op "
@@ -288,7 +332,8 @@ def main() -> None:
           f"{'added us':>9}")
     if not args.ddp_only:
         all_reduce_cases(args)
-    ddp_case(args)
+    if args.ddp_rounds:
+        ddp_case(args)
 
 
 if __name__ == "__main__":

@@ -38,16 +38,14 @@ _BROADCAST = protocol.OP_CODE["broadcast"]
 _DDP_FILE = sys.modules[DistributedDataParallel.__module__].__file__
 
 
-def install() -> list[tuple[Any, str, Any]]:
-    """Patch DDP and ``dist._broadcast_coalesced``; returns what to restore."""
-    saved = []
+def install(saved: list[tuple[Any, str, Any]]) -> None:
+    """Patch DDP and ``dist._broadcast_coalesced``, noting in ``saved`` what to restore."""
     for owner, name, wrap in ((DistributedDataParallel, "__init__", _init_wrapper),
                               (DistributedDataParallel, "register_comm_hook", _register_wrapper),
                               (dist, "_broadcast_coalesced", _broadcast_wrapper)):
         orig = owner.__dict__[name] if isinstance(owner, type) else getattr(owner, name)
         saved.append((owner, name, orig))
         setattr(owner, name, wrap(orig))
-    return saved
 
 
 def _program_frame(frame: Any) -> Any:

@@ -62,15 +62,17 @@ FUNCTIONS = {  # name in torch -> (name recorded, extractor)
 _pending: dict[int, list] = {}
 
 
-def install() -> list[tuple[Any, str, Any]]:
-    """Patch the functional collectives and their ``wait_tensor``; returns what to restore."""
-    saved = [(fc, "wait_tensor", fc.wait_tensor)]
+def install(saved: list[tuple[Any, str, Any]]) -> None:
+    """Patch the functional collectives and their ``wait_tensor``, noting in ``saved`` what
+    to restore."""
+    saved.append((fc, "wait_tensor", fc.wait_tensor))
     fc.wait_tensor = _wait_wrapper(fc.wait_tensor)
     for name, (op, extract) in FUNCTIONS.items():
-        orig = getattr(fc, name)
+        orig = getattr(fc, name, None)
+        if orig is None:  # a name this torch does not have yet
+            continue
         saved.append((fc, name, orig))
         setattr(fc, name, _wrapper(orig, op, extract))
-    return saved
 
 
 def _wrapper(orig: Any, op: str, extract: Any) -> Any:

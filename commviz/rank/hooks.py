@@ -34,6 +34,7 @@ import time
 import warnings
 from typing import Any
 
+import torch
 import torch.distributed as dist
 import typing_extensions
 from torch.distributed import c10d_logger
@@ -52,11 +53,16 @@ _TORCH_FILES = frozenset({c10d.__file__, c10d_logger.__file__, typing_extensions
 _CONTAINERS = OBJECT_OPS | {"batch_isend_irecv"}
 _API_NAMES = frozenset(describe.EXTRACTORS) | {"batch_isend_irecv"}
 # isend/irecv stay unpatched (identity checks in P2POp); the ProcessGroup layer sees them.
-PATCHED_FUNCTIONS = tuple(n for n in describe.EXTRACTORS if n not in ("isend", "irecv"))
-PG_METHODS = ("allreduce", "allgather", "all_gather_single", "reduce_scatter",
-              "reduce_scatter_single", "alltoall", "all_to_all_single", "broadcast", "reduce",
-              "gather", "scatter", "send", "recv", "recv_anysource", "barrier",
-              "monitored_barrier")
+# Names a torch does not have (all_gather_single and reduce_scatter_single came in 2.13) are
+# left out.
+PATCHED_FUNCTIONS = tuple(n for n in describe.EXTRACTORS
+                          if n not in ("isend", "irecv") and hasattr(c10d, n))
+# (those a torch lacks are skipped: before 2.13 the tensor collectives call _allgather_base,
+# _reduce_scatter_base and alltoall_base)
+PG_METHODS = ("allreduce", "allgather", "all_gather_single", "_allgather_base",
+              "reduce_scatter", "reduce_scatter_single", "_reduce_scatter_base", "alltoall",
+              "all_to_all_single", "alltoall_base", "broadcast", "reduce", "gather", "scatter",
+              "send", "recv", "recv_anysource", "barrier", "monitored_barrier")
 # what the ProcessGroup layer needs to see when every decorated function is hooked in place:
 # isend/irecv, and monitored_barrier bound before instrument() (torch does not decorate it)
 PG_METHODS_UNDECORATED = ("send", "recv", "recv_anysource", "monitored_barrier")
@@ -138,6 +144,19 @@ def instrument(addr: str | None = None) -> None:
         if _gpu_timer is not None:
             _EMITTER.pollers.append(_gpu_timer.poll)
     state = _State()
+    try:
+        _install(state)
+    except Exception as exc:  # a torch laid out in a way commviz does not know
+        _restore(state)
+        print(f"commviz: cannot instrument torch {torch.__version__} ({type(exc).__name__}: "
+              f"{exc}); this process runs without commviz", file=sys.stderr, flush=True)
+        return
+    phases.queue = _EMITTER.phases
+    _ACTIVE = state
+
+
+def _install(state: _State) -> None:
+    """Put every hook in place, noting in ``state`` what each replaced."""
     for name in PATCHED_FUNCTIONS:
         orig = getattr(c10d, name)
         cell = _logger_cell(orig) if HOOK_IN_PLACE else None
@@ -158,9 +177,8 @@ def instrument(addr: str | None = None) -> None:
             setattr(dist.ProcessGroup, name, _pg_wrapper(orig))
     from . import ddp, funcol  # torch.nn.parallel, DTensor's collectives: imported on use
 
-    state.saved_attributes = ddp.install() + funcol.install()
-    phases.queue = _EMITTER.phases
-    _ACTIVE = state
+    ddp.install(state.saved_attributes)
+    funcol.install(state.saved_attributes)
 
 
 def uninstrument() -> None:
@@ -170,6 +188,10 @@ def uninstrument() -> None:
     if state is None:
         return
     phases.queue = None
+    _restore(state)
+
+
+def _restore(state: _State) -> None:
     for module, name, orig in reversed(state.saved_functions + state.saved_attributes):
         setattr(module, name, orig)
     for cell, real in state.saved_cells:
