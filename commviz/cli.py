@@ -115,6 +115,7 @@ def _demo(args: argparse.Namespace) -> int:
     interval = args.interval if args.interval is not None else (0.0 if args.headless else 2.0)
     launcher.validate(args.op, args.ranks, iters, args.size, interval)
     backend, why = launcher.choose_backend(args.backend, args.ranks)
+    launcher.check_backend(args.op, backend)
     from .viewer.session import Session
 
     session = Session("tcp://127.0.0.1:*", args.record, collect_instances=args.headless)

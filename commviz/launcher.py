@@ -17,7 +17,7 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass
-from importlib import resources
+from importlib import metadata, resources
 from pathlib import Path
 
 MAX_RANKS = 64
@@ -101,6 +101,29 @@ def validate(name: str, ranks: int, iters: int | None, size: int, interval: floa
     if interval < 0:
         raise LaunchError("--interval cannot be negative")
     return info
+
+
+def torch_version() -> tuple[int, int]:
+    """(major, minor) of the installed torch, read without importing it; (0, 0) if unknown."""
+    try:
+        major, minor = metadata.version("torch").split(".")[:2]
+        return int(major), int(minor)
+    except (metadata.PackageNotFoundError, ValueError):
+        return 0, 0
+
+
+def gloo_has_all_to_all() -> bool:
+    """gloo runs the list form of all_to_all since torch 2.12 (all_to_all_single always)."""
+    return torch_version() >= (2, 12)
+
+
+def check_backend(name: str, backend: str) -> None:
+    """A demo the chosen backend cannot run here is refused before any rank starts."""
+    if name == "all_to_all" and backend == "gloo" and not gloo_has_all_to_all():
+        major, minor = torch_version()
+        raise LaunchError(f"gloo in torch {major}.{minor} has no all_to_all (it came in torch "
+                          "2.12). Try `commviz demo all_to_all_single`, the same exchange on "
+                          "one flat tensor, or --backend nccl with one GPU per rank.")
 
 
 def free_port() -> int:

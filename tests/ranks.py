@@ -14,9 +14,18 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import torch.distributed as dist
+
 from commviz import protocol, recording
 from commviz.launcher import free_port
 from commviz.viewer.transport import Receiver
+
+# The names torch gives the tensor forms of all_gather and reduce_scatter that FSDP calls
+# (torch 2.13 renamed them)
+ALL_GATHER_TENSOR = ("all_gather_single" if hasattr(dist, "all_gather_single")
+                     else "all_gather_into_tensor")
+REDUCE_SCATTER_TENSOR = ("reduce_scatter_single" if hasattr(dist, "reduce_scatter_single")
+                         else "reduce_scatter_tensor")
 
 
 @dataclass

@@ -79,6 +79,19 @@ ERRORS = {
 }
 
 
+def test_all_to_all_on_a_gloo_without_it_is_refused_before_any_rank_starts(monkeypatch):
+    import torch
+
+    assert launcher.torch_version() == tuple(map(int, torch.__version__.split(".")[:2]))
+    monkeypatch.setattr(launcher, "torch_version", lambda: (2, 11))
+    with pytest.raises(launcher.LaunchError, match=r"gloo in torch 2\.11 has no all_to_all"):
+        launcher.check_backend("all_to_all", "gloo")
+    launcher.check_backend("all_to_all", "nccl")
+    launcher.check_backend("all_to_all_single", "gloo")
+    monkeypatch.setattr(launcher, "torch_version", lambda: (2, 12))
+    launcher.check_backend("all_to_all", "gloo")
+
+
 @pytest.mark.parametrize("case", list(ERRORS))
 def test_errors_are_one_line_with_exit_code_2(procs, tmp_path, case):
     args, expected = ERRORS[case]

@@ -5,7 +5,7 @@ import json
 
 import torch
 import torch.distributed as dist
-from ranks import run_ranks
+from ranks import ALL_GATHER_TENSOR, REDUCE_SCATTER_TENSOR, run_ranks
 from torch import nn
 from torch.distributed.fsdp import FullyShardedDataParallel, fully_shard
 
@@ -56,9 +56,9 @@ def test_every_all_gather_and_reduce_scatter_is_seen_with_its_size(tmp_path):
     for rank in range(WORLD):
         shards = json.loads((tmp_path / f"shards.{rank}").read_text())
         recs = run.ops(rank)
-        assert {r["op"] for r in recs} == {"all_gather_single", "reduce_scatter_single"}, recs
-        gathers = [r for r in recs if r["op"] == "all_gather_single"]
-        scatters = [r for r in recs if r["op"] == "reduce_scatter_single"]
+        assert {r["op"] for r in recs} == {ALL_GATHER_TENSOR, REDUCE_SCATTER_TENSOR}, recs
+        gathers = [r for r in recs if r["op"] == ALL_GATHER_TENSOR]
+        scatters = [r for r in recs if r["op"] == REDUCE_SCATTER_TENSOR]
         # all-gather: this rank's shard of one unit in, the whole unit out
         assert all(r["bytes_in"] in shards and r["bytes_out"] == WORLD * r["bytes_in"]
                    for r in gathers), gathers
@@ -96,5 +96,5 @@ def test_fsdp1_on_cpu_is_seen_too():
         steps = [(r["op"], r["bytes_in"], r["bytes_out"]) for r in recs[1:]]
         # on CPU FSDP1 gathers into a list; the root keeps its parameters for backward
         gather = ("all_gather", shard, WORLD * shard)
-        scatter = ("reduce_scatter_single", WORLD * shard, shard)
+        scatter = (REDUCE_SCATTER_TENSOR, WORLD * shard, shard)
         assert steps == [gather, scatter] * STEPS, steps

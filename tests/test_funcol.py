@@ -20,8 +20,12 @@ def _job(rank, world, out):
     time.sleep(0.05)  # the record ends at the wait below, not when the call returned
     before_wait = time.time_ns()
     assert torch.equal(summed.wait(), torch.full((8,), 3.0))
-    assert fc.all_gather_single(t, 0, group).sum() == 24  # waited when first used
-    assert fc.reduce_scatter_single(torch.ones(8), "sum", 0, group).sum() == 8
+    # the names since torch 2.13, recorded as all_gather_single and reduce_scatter_single
+    # whichever is called (looked up now: functions bound before instrument() are not seen)
+    all_gather = getattr(fc, "all_gather_single", None) or fc.all_gather_tensor
+    reduce_scatter = getattr(fc, "reduce_scatter_single", None) or fc.reduce_scatter_tensor
+    assert all_gather(t, 0, group).sum() == 24  # waited when first used
+    assert reduce_scatter(torch.ones(8), "sum", 0, group).sum() == 8
     assert fc.all_to_all_single(torch.ones(8), None, None, group).sum() == 8
     assert fc.broadcast(t, 1, group).sum() == 16  # src: a group rank
     mesh = init_device_mesh("cpu", (world,))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from ranks import ALL_GATHER_TENSOR, REDUCE_SCATTER_TENSOR
 from test_run import JOBS, TORCHRUN, _commviz_lines, _ops, _tagged
 
 WORLD = 2
@@ -145,8 +146,8 @@ def test_an_unmodified_fsdp2_script_shows_its_gathers_and_scatters_per_step(trai
         # per step: forward gathers each unit; the units are resharded after forward
         # (non-root units' default), so backward gathers each again, then reduce-scatters
         # its gradients. The root module has no parameter of its own: no collective.
-        gathers = sorted([("all_gather_single", s, WORLD * s) for s in shards] * 2)
-        scatters = sorted(("reduce_scatter_single", WORLD * s, s) for s in shards)
+        gathers = sorted([(ALL_GATHER_TENSOR, s, WORLD * s) for s in shards] * 2)
+        scatters = sorted((REDUCE_SCATTER_TENSOR, WORLD * s, s) for s in shards)
         recs = _without_final_barrier(ops[rank], steps[rank])
         by_step = [sorted((r["op"], r["bytes_in"], r["bytes_out"]) for r in recs
                           if _in_step(r, steps[rank]) == s) for s in range(FSDP_STEPS)]

@@ -58,6 +58,8 @@ FUNCTIONS = {  # name in torch -> (name recorded, extractor)
     "all_to_all_single": ("all_to_all_single", _all_to_all),
     "broadcast": ("broadcast", _broadcast),
 }
+# a group, mesh or rank list -> a ProcessGroup or a group name (before torch 2.13: the name)
+_resolve_group = getattr(fc, "_resolve_group", None) or fc._resolve_group_name
 # results not waited for yet, by the address of their storage (views of a result share it)
 _pending: dict[int, list] = {}
 
@@ -87,7 +89,7 @@ def _wrapper(orig: Any, op: str, extract: Any) -> Any:
             return orig(*args, **kwargs)  # inside another recorded op
         try:
             group, tag, tensor, b_in, b_out, src = extract(*args, **kwargs)
-            pg = fc._resolve_group(group, tag)
+            pg = _resolve_group(group, tag)
             if not isinstance(pg, c10d.ProcessGroup):
                 pg = c10d._resolve_process_group(pg)
             info = describe.group_info(pg)
