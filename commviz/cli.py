@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import signal
 import sys
 
 from . import __version__
@@ -84,19 +86,17 @@ def main(argv: list[str] | None = None) -> int:
     from .recording import RecordingError
     from .viewer.transport import BindError
 
+    commands = {"demo": _demo, "watch": _watch, "run": _run, "keys": _keys, "stats": _stats}
     try:
-        if args.command == "demo":
-            return _demo(args)
-        if args.command == "watch":
-            return _watch(args)
-        if args.command == "run":
-            return _run(args)
-        if args.command == "keys":
-            return _keys(args)
-        return _stats(args)
+        code = commands[args.command](args)
+        sys.stdout.flush()  # a reader that went away (`| head`) shows here, not at exit
+        return code
     except (LaunchError, BindError, RecordingError, JobError, KeysError) as exc:
         print(f"commviz: error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + signal.SIGPIPE
 
 
 def _demo(args: argparse.Namespace) -> int:

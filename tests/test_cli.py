@@ -10,10 +10,13 @@ from __future__ import annotations
 import ast
 import io
 import json
+import os
 import re
 import shutil
 import signal
 import socket
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -41,6 +44,22 @@ def test_demo_list_names_every_demo_with_its_summary(procs):
         assert doc, f"{path.name} has no docstring"
         assert listed.get(path.stem) == doc.strip().splitlines()[0], path.stem
     assert set(listed) == {p.stem for p in files}
+
+
+@pytest.mark.parametrize("args", [["demo", "--list"], ["stats", "{rec}"]])
+def test_a_reader_that_went_away_ends_it_quietly(tmp_path, args):
+    """`commviz demo --list | head -1`: no traceback when the pipe closes, the exit status of
+    a program ended by SIGPIPE."""
+    rec = tmp_path / "r.jsonl"
+    rec.write_bytes(HEADER)
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before the first line
+    with os.fdopen(write, "wb") as out:
+        result = subprocess.run([sys.executable, "-m", "commviz",
+                                 *[a.replace("{rec}", str(rec)) for a in args]],
+                                stdout=out, stderr=subprocess.PIPE, timeout=60)
+    assert result.stderr.decode() == ""
+    assert result.returncode == 128 + signal.SIGPIPE
 
 
 def _gpus() -> int:
