@@ -53,12 +53,11 @@ _TORCH_FILES = frozenset({c10d.__file__, c10d_logger.__file__, typing_extensions
 _CONTAINERS = OBJECT_OPS | {"batch_isend_irecv"}
 _API_NAMES = frozenset(describe.EXTRACTORS) | {"batch_isend_irecv"}
 # isend/irecv stay unpatched (identity checks in P2POp); the ProcessGroup layer sees them.
-# Names a torch does not have (all_gather_single and reduce_scatter_single came in 2.13) are
-# left out.
+# Names this torch lacks are left out (all_gather_single and reduce_scatter_single came in 2.13).
 PATCHED_FUNCTIONS = tuple(n for n in describe.EXTRACTORS
                           if n not in ("isend", "irecv") and hasattr(c10d, n))
-# (those a torch lacks are skipped: before 2.13 the tensor collectives call _allgather_base,
-# _reduce_scatter_base and alltoall_base)
+# The ProcessGroup methods the API functions call; those this torch lacks are skipped (before
+# 2.13 the tensor collectives call _allgather_base, _reduce_scatter_base and alltoall_base).
 PG_METHODS = ("allreduce", "allgather", "all_gather_single", "_allgather_base",
               "reduce_scatter", "reduce_scatter_single", "_reduce_scatter_base", "alltoall",
               "all_to_all_single", "alltoall_base", "broadcast", "reduce", "gather", "scatter",
