@@ -7,6 +7,7 @@ import json
 import os
 import signal
 import sys
+from types import ModuleType
 
 from . import __version__
 
@@ -86,6 +87,9 @@ def main(argv: list[str] | None = None) -> int:
     from .recording import RecordingError
     from .viewer.transport import BindError
 
+    args.no_terminal = _no_terminal_for_the_tui(args)
+    if args.no_terminal:
+        args.headless = True
     commands = {"demo": _demo, "watch": _watch, "run": _run, "keys": _keys, "stats": _stats}
     try:
         code = commands[args.command](args)
@@ -97,6 +101,23 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 128 + signal.SIGPIPE
+
+
+def _no_terminal_for_the_tui(args: argparse.Namespace) -> bool:
+    """The command would draw the TUI, but stdin or stdout is not a terminal (`| tee`, CI)."""
+    tui = not (getattr(args, "headless", True) or getattr(args, "no_viewer", False)
+               or getattr(args, "list", False))
+    return tui and not (sys.stdin.isatty() and sys.stdout.isatty())
+
+
+def _headless_module(args: argparse.Namespace) -> ModuleType:
+    """commviz.viewer.headless, once the command is about to print lines rather than draw."""
+    from .viewer import headless
+
+    if args.no_terminal:
+        print("commviz: stdin or stdout is not a terminal: printing lines instead of the TUI "
+              "(as with --headless)", file=sys.stderr, flush=True)
+    return headless
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -137,8 +158,7 @@ def _demo(args: argparse.Namespace) -> int:
         session.close()
         raise
     if args.headless:
-        from .viewer import headless
-
+        headless = _headless_module(args)
         return headless.run(session, ranks, banner=(
             f"commviz demo {args.op}: {args.ranks} ranks, {why}; viewer at {session.addr}"))
     from .tui.app import run_app
@@ -157,8 +177,7 @@ def _watch(args: argparse.Namespace) -> int:
     session = Session(args.bind or DEFAULT_BIND, args.record, collect_instances=args.headless,
                       keys=_keys_dir(args))
     if args.headless:
-        from .viewer import headless
-
+        headless = _headless_module(args)
         return headless.run(session, banner=(
             f"commviz watch: listening on {session.addr} "
             f"(ranks: COMMVIZ_ADDR={session.addr}"
@@ -191,8 +210,7 @@ def _run(args: argparse.Namespace) -> int:
                       collect_instances=args.headless, keys=keys)
     env = {**os.environ, ENV_KEYS: str(keys)} if keys else None  # this node's ranks
     if args.headless:
-        from .viewer import headless
-
+        headless = _headless_module(args)
         # NCCL's own lines are read only when the job asked NCCL for them: the output then
         # goes through commviz (a tee) rather than straight to the terminal
         reader = session.nccl.feed if os.environ.get("NCCL_DEBUG") else None

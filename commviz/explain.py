@@ -91,12 +91,15 @@ _TIP_NETWORK = _t(
     pela CPU.""",
 )
 _TIP_DDP = _t(
-    """DistributedDataParallel averages gradients with all_reduce, bucket by bucket and from
-    C++, so Python-level wrappers never see those calls; register a comm hook
-    (model.register_comm_hook) to watch them.""",
+    """DistributedDataParallel averages gradients with all_reduce, bucket by bucket, from
+    C++ while backward runs, so the later buckets overlap the rest of backward. No Python
+    call is made for them unless a comm hook is registered: commviz registers one that does
+    the same arithmetic, which is how these buckets show up here (marked "by DDP").""",
     """O DistributedDataParallel tira a média dos gradientes com all_reduce, bucket por
-    bucket e direto do C++, então wrappers em Python não enxergam essas chamadas; registre um
-    comm hook (model.register_comm_hook) para acompanhá-las.""",
+    bucket, direto do C++ enquanto o backward roda, e assim os últimos buckets se sobrepõem
+    ao resto do backward. Nenhuma chamada em Python é feita para eles, a não ser que haja um
+    comm hook registrado: o commviz registra um que faz a mesma conta, e é assim que esses
+    buckets aparecem aqui (marcados "by DDP").""",
 )
 _TIP_REDUCE_OPS = _t(
     """ReduceOp.SUM, AVG, MAX, MIN and PRODUCT work on both backends; PREMUL_SUM is NCCL

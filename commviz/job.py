@@ -399,6 +399,8 @@ class JobAsRanks:
     whole job (SIGINT first); a job that commviz stopped is not a failure."""
 
     rank = "job"
+    who = "the job"
+    logs = "the job's output"  # what logdir holds, for "... kept in DIR"
 
     def __init__(self, job: Job) -> None:
         self.job = job
@@ -426,11 +428,15 @@ class JobAsRanks:
         return [self] if job.poll() not in (None, 0) and job.stopped_by is None else []
 
     def error_line(self) -> str:
-        """The job's last line on stderr, or how it ended."""
+        """The telling line of the job's stderr (the exception a rank died of, not torchrun's
+        rule under its summary), or how it ended."""
+        from .launcher import telling_line
+
         if self.job.output is not None:
-            for line in reversed(self.job.output.tail(200)):
-                if line.stream == "stderr" and line.text.strip():
-                    return line.text.strip()
+            line = telling_line([ln.text for ln in self.job.output.tail(200)
+                                 if ln.stream == "stderr"])
+            if line is not None:
+                return line
         return self.job.describe_end()
 
     def stop(self) -> None:

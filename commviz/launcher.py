@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 import shutil
 import signal
 import socket
@@ -140,8 +141,12 @@ class RankProcess:
     returncode: int | None = None
     stopped: bool = False  # still running when stop() ended it: not a failure of its own
 
+    @property
+    def who(self) -> str:
+        return f"rank {self.rank}"
+
     def error_line(self) -> str:
-        """The rank's own one-line account of its failure, or the end of its log."""
+        """The rank's own one-line account of its failure, or the telling line of its log."""
         try:
             lines = self.log.read_text(encoding="utf-8", errors="replace").splitlines()
         except OSError:
@@ -149,11 +154,31 @@ class RankProcess:
         for line in lines:
             if line.startswith("commviz-rank-error: "):
                 return line.removeprefix("commviz-rank-error: ")
-        return lines[-1] if lines else f"exit code {self.returncode}"
+        return telling_line(lines) or f"exit code {self.returncode}"
+
+
+# "RuntimeError: boom", "[rank1]: ValueError: x", "KeyboardInterrupt"
+_EXCEPTION_LINE = re.compile(r"^(?:\[rank\d+\]:\s*)?([A-Za-z_][\w.]*(?:Error|Exception|Exit|"
+                             r"Interrupt|Failure)\b(?::.*)?)$")
+# torchrun's summary of a failed child: its own exception, less telling than the child's
+_LAUNCHER_ERRORS = ("torch.distributed.elastic.multiprocessing.errors.ChildFailedError",)
+
+
+def telling_line(lines: list[str]) -> str | None:
+    """The line of a failed process's output that says why: the first exception raised in it
+    (the cause: the other ranks' errors, a launcher's summary come after), else the last line
+    with a word in it (not a rule such as torchrun's ``=====``); None when there is none."""
+    for line in lines:
+        match = _EXCEPTION_LINE.match(line.strip())
+        if match and not match.group(1).startswith(_LAUNCHER_ERRORS):
+            return match.group(1)
+    return next((line.strip() for line in reversed(lines) if re.search(r"\w", line)), None)
 
 
 class Ranks:
     """The N rank processes of one demo run."""
+
+    logs = "rank logs"  # what logdir holds, for "... kept in DIR"
 
     def __init__(self, demo: str, world: int, backend: str, viewer_addr: str, size: int,
                  iters: int | None, interval: float,

@@ -228,6 +228,7 @@ class FakeRankProcess:
 
     def __init__(self, rank: int, returncode: int, error: str = "") -> None:
         self.rank, self.returncode, self._error = rank, returncode, error
+        self.who = f"rank {rank}" if isinstance(rank, int) else f"the {rank}"
 
     def error_line(self) -> str:
         return self._error or f"exit code {self.returncode}"
@@ -235,6 +236,8 @@ class FakeRankProcess:
 
 class FakeRanks:
     """A launcher.Ranks stand-in: ``end(rank, code)`` scripts what the next poll() reports."""
+
+    logs = "rank logs"
 
     def __init__(self, world: int = 4) -> None:
         self.world = world

@@ -23,7 +23,7 @@ from pathlib import Path
 import psutil
 import pytest
 import zmq
-from procs import INSTANCE, SUMMARY, TAG_VAR, Proc, Procs
+from procs import INSTANCE, PY, SUMMARY, TAG_VAR, Proc, Procs
 
 from commviz import launcher
 
@@ -60,6 +60,16 @@ def test_a_reader_that_went_away_ends_it_quietly(tmp_path, args):
                                 stdout=out, stderr=subprocess.PIPE, timeout=60)
     assert result.stderr.decode() == ""
     assert result.returncode == 128 + signal.SIGPIPE
+
+
+def test_without_a_terminal_the_tui_gives_way_to_lines(procs):
+    """`commviz run -- CMD | tee log`, or in CI: no TUI drawn into a pipe, no wait for keys."""
+    result = procs.commviz("run", "--", PY, "-c", "print('hello from the job')", timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert "not a terminal" in result.stderr and "Traceback" not in result.stderr
+    assert "hello from the job" in result.stdout
+    assert "\x1b[" not in result.stdout  # no screen drawn
+    assert "the job exited with code 0" in result.stdout
 
 
 def _gpus() -> int:

@@ -16,7 +16,7 @@ from procs import PY, TAG_VAR
 
 from commviz import protocol, recording
 from commviz.job import Job, JobAsRanks, OutputBuffer
-from commviz.launcher import free_port
+from commviz.launcher import free_port, telling_line
 from commviz.viewer.headless import PREFIX
 
 JOBS = Path(__file__).resolve().parent / "jobs"
@@ -284,6 +284,19 @@ def test_a_job_whose_python_cannot_import_commviz_runs_unchanged(run, tmp_path):
 
 
 # ---- the Job class, for a screen that shows the job's output ---------------------------
+
+def test_a_failed_jobs_line_is_the_exception_that_caused_it():
+    """torchrun's stderr after one rank raised (recorded from a real run): the rank's own
+    exception, not the other rank's broken connection, torchrun's ChildFailedError or the
+    rule under its summary."""
+    lines = (Path(__file__).parent / "data" / "torchrun_crash.log").read_text().splitlines()
+    assert lines[-1].startswith("=====")
+    assert telling_line(lines) == "RuntimeError: boom on rank 1 at step 3"
+    assert telling_line(["Traceback (most recent call last):", '  File "x.py", line 1',
+                         "KeyboardInterrupt"]) == "KeyboardInterrupt"
+    assert telling_line(["some output", "=" * 60, ""]) == "some output"
+    assert telling_line(["", "----"]) is None
+
 
 def test_output_buffer_keeps_the_last_lines_and_says_what_is_new():
     buf = OutputBuffer(maxlen=3)

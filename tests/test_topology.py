@@ -366,6 +366,20 @@ def test_states_are_drawn_next_to_their_ranks() -> None:
     assert "in all_reduce" in rows[0]  # rank 0 is at the top: its state above it
 
 
+@pytest.mark.parametrize("size", [(94, 10), (80, 9), (60, 16)])
+def test_no_arrow_or_marker_is_drawn_over_a_state(size: tuple[int, int]) -> None:
+    """Two ranks one above the other, with little room: the states go beside the labels,
+    and at every moment of the step both read whole (the trial saw `id↑e`, `exi●ed`)."""
+    for progress in (0.05, 0.25, 0.5, 0.75, 0.95):
+        clock, a = animator()
+        inst = coll(n=2)
+        a.enqueue(inst, sched(inst))
+        lines = render_topology(2, frame_at(a, clock, progress * 0.6), *size,
+                                {0: "idle", 1: "exited"})
+        text = "\n".join(line.plain for line in lines)
+        assert "idle" in text and "exited" in text, text
+
+
 def test_a_p2p_frame_draws_the_size_on_the_hop() -> None:
     clock, a = animator()
     a.enqueue(p2p(2, 3), None)

@@ -299,7 +299,7 @@ class CommvizApp(App):
         if self.ranks is None:
             return
         for rp in self.ranks.poll():
-            who = f"rank {rp.rank}" if isinstance(rp.rank, int) else f"the {rp.rank}"
+            who = rp.who
             if rp.returncode:
                 msg = f"{who} failed (exit {rp.returncode}): {rp.error_line()}"
                 self._events.append(msg)
@@ -440,9 +440,9 @@ def run_app(session: Any, ranks: Ranks | None, title: str, lang: str,
         if ranks is not None:
             ranks.stop()
             if ranks.failed():
-                print(f"rank logs kept in {ranks.logdir}")
+                print(f"{ranks.logs} kept in {ranks.logdir}")
                 for rp in ranks.failed():
-                    print(f"rank {rp.rank} failed (exit {rp.returncode}): {rp.error_line()}")
+                    print(f"{rp.who} failed (exit {rp.returncode}): {rp.error_line()}")
             else:
                 ranks.cleanup_logs()
             ended = [rp.rank for rp in getattr(ranks, "procs", ()) if not rp.stopped]

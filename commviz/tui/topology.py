@@ -325,9 +325,12 @@ def _draw_path(canvas: _Canvas, path: Path, progress: float, still: bool, p2p: b
     reached = path.cells.index((mx, my))
     for i, (x, y) in enumerate(path.cells):
         canvas.put(x, y, PATH, colour if still or i <= reached else f"dim {colour}", _PATH)
-    hx, hy = path.cells[-1]
-    canvas.put(hx, hy, path.head, f"bold {colour}", _HEAD)
-    if not still:
+    # the head and the marker never cover a word (a rank's state, a link's kind)
+    clear = [(x, y) for x, y in path.cells if canvas.layer[y][x] not in (_STATE, _KIND)]
+    if clear:
+        hx, hy = clear[-1]
+        canvas.put(hx, hy, path.head, f"bold {colour}", _HEAD)
+    if not still and (mx, my) in clear:
         canvas.put(mx, my, MARKER, f"bold bright_{colour}", _MARK)
     tag = human_bytes(t.nbytes) if p2p else f"c{t.chunk}"
     for x, y in ((mx + 1, my), (mx - len(tag), my), (mx, my - 1), (mx, my + 1)):
@@ -384,8 +387,9 @@ def _label_gpu_links(canvas: _Canvas, wires: list[tuple[Path, str]]) -> None:
 
 def _draw_states(canvas: _Canvas, where: Mapping[int, tuple[int, int]],
                  states: Mapping[int, Text | str]) -> None:
-    """Each rank's state above or below its label, away from the centre, where it fits with
-    a blank cell either side."""
+    """Each rank's state where it first fits with a blank cell either side: above or below
+    its label away from the centre, then beside it (right, left), then towards the centre
+    (where the transfers' paths run)."""
     for r, (x, y) in where.items():
         state = states.get(r)
         if state is None:
@@ -394,10 +398,12 @@ def _draw_states(canvas: _Canvas, where: Mapping[int, tuple[int, int]],
         text.truncate(STATE_W, overflow="ellipsis")
         w = text.cell_len
         x0 = min(max(0, x - w // 2), canvas.width - w)
-        lo, hi = max(0, x0 - 1), min(canvas.width, x0 + w + 1)
-        for row in (y - 1, y + 1) if y < (canvas.height - 1) / 2 else (y + 1, y - 1):
-            if canvas.free(lo, row, hi - lo, _STATE):
-                canvas.put(x0, row, text.plain, str(text.style), _STATE)
+        first, last = label_span(r, x)
+        away, toward = (y - 1, y + 1) if y < (canvas.height - 1) / 2 else (y + 1, y - 1)
+        for sx, row in ((x0, away), (last + 2, y), (first - 1 - w, y), (x0, toward)):
+            lo, hi = max(0, sx - 1), min(canvas.width, sx + w + 1)
+            if sx >= 0 and canvas.free(lo, row, hi - lo, _STATE):
+                canvas.put(sx, row, text.plain, str(text.style), _STATE)
                 break
 
 

@@ -42,7 +42,7 @@ def run(session: Session, ranks: Ranks | None = None, out: TextIO = sys.stdout,
             if ranks is not None:
                 for rp in ranks.poll():
                     if rp.returncode:
-                        print(f"rank {rp.rank} failed (exit {rp.returncode}): {rp.error_line()}",
+                        print(f"{rp.who} failed (exit {rp.returncode}): {rp.error_line()}",
                               file=out, flush=True)
                 if ranks.failed():
                     code = 1
@@ -59,7 +59,7 @@ def run(session: Session, ranks: Ranks | None = None, out: TextIO = sys.stdout,
                 ranks.stop()
                 if ranks.failed():
                     code = 1
-                    print(f"rank logs kept in {ranks.logdir}", file=out)
+                    print(f"{ranks.logs} kept in {ranks.logdir}", file=out)
                 else:
                     ranks.cleanup_logs()
             session.close(ended=[] if ranks is None else
