@@ -651,6 +651,26 @@ async def test_the_command_palette_offers_this_sessions_actions_and_switches_lan
 
 
 @sync
+async def test_ctrl_p_opens_the_palette_and_its_language_entry_works() -> None:
+    """As a user reaches it: the footer's ^p opens the palette (a class attribute named
+    COMMANDS, Textual's own, once broke it: a crash on ctrl+p)."""
+    from textual.command import CommandPalette
+
+    session = FakeSession()
+    session.feed(scripted_all_reduce(world=4))
+    app = make_app(session)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("ctrl+p")
+        await pilot.pause(0.3)
+        assert isinstance(app.screen, CommandPalette)
+        await pilot.press(*"Language")
+        await pilot.pause(0.5)
+        await pilot.press("enter")
+        await pilot.pause(0.3)
+        assert app.lang == "pt" and not isinstance(app.screen, CommandPalette)
+
+
+@sync
 async def test_v_turns_a_narrow_screen_through_every_panel_group() -> None:
     session = FakeSession()
     session.feed(scripted_all_reduce(world=4))

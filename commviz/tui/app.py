@@ -74,11 +74,11 @@ class CommvizApp(App):
             ("p", "hold replay"), ("r", "restart"), ("v", "next view"), ("q, ctrl+c", "quit"),
             ("?", "help"), ("ctrl+p", "command palette")]
     # The command palette's own entries: (action, UI string key of its title, key)
-    COMMANDS = [("toggle_play", "pause", "space"), ("step", "next step", "n"),
-                ("faster", "faster", "+"), ("slower", "slower", "-"),
-                ("replay_pause", "hold replay", "p"), ("restart", "restart", "r"),
-                ("switch_lang", "language", ""), ("next_view", "next view", "v"),
-                ("help", "help", "?")]
+    PALETTE = [("toggle_play", "pause", "space"), ("step", "next step", "n"),
+               ("faster", "faster", "+"), ("slower", "slower", "-"),
+               ("replay_pause", "hold replay", "p"), ("restart", "restart", "r"),
+               ("switch_lang", "language", ""), ("next_view", "next view", "v"),
+               ("help", "help", "?")]
     # What `v` turns through below 120 columns, where one panel group fits at a time
     NARROW_VIEWS = ("numbers", "replay", "inside", "explain")
 
@@ -384,7 +384,7 @@ class CommvizApp(App):
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         """Textual's commands, then every commviz action this session can take."""
         yield from super().get_system_commands(screen)
-        for action, name, key in self.COMMANDS:
+        for action, name, key in self.PALETTE:
             if self.check_action(action, ()):
                 title = explain.ui(name, self.lang)
                 if action == "switch_lang":
