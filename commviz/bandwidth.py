@@ -6,6 +6,8 @@ nccl-tests (``knowledge/collectives.md``), so figures compare with what users al
 
 from __future__ import annotations
 
+import math
+
 from . import protocol
 
 # op -> (which per-rank byte count gives S: "in", "out" or "max"; multiply by n?)
@@ -49,3 +51,16 @@ def bus_factor(op: str, n: int) -> float | None:
 def gbps(size: float, seconds: float) -> float:
     """Bytes per second in GB/s (1e9), as nccl-tests prints them."""
     return size / seconds / 1e9 if seconds > 0 else 0.0
+
+
+def gbps_text(value: float | None) -> str:
+    """A GB/s figure with three significant digits (the small ones of CPU demos too: 0.00123,
+    where nccl-tests' two decimals would print 0.00); "n/a" for None."""
+    if value is None:
+        return "n/a"
+    value = float(f"{value:.3g}")  # rounded first: 0.9999 -> 1.00, not 1.000
+    if value >= 100:
+        return f"{value:.0f}"
+    if value < 1e-4:
+        return "<0.0001" if value > 0 else "0"
+    return f"{value:.{2 - math.floor(math.log10(value))}f}"

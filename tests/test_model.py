@@ -129,6 +129,16 @@ def test_stats_rows_group_by_op_size_and_give_bandwidth():
     assert row["busbw_gbps"] == pytest.approx(row["algbw_gbps"] * 0.75)
 
 
+@pytest.mark.parametrize("value, shown", [
+    (None, "n/a"), (0.0, "0"), (0.00004, "<0.0001"), (0.000123456, "0.000123"),
+    (0.0012345, "0.00123"), (0.5, "0.500"), (0.99996, "1.00"), (1.2345, "1.23"),
+    (12.345, "12.3"), (99.96, "100"), (371.8, "372")])
+def test_bandwidths_keep_three_significant_digits(value, shown):
+    """CPU demos move KiBs in milliseconds: 0.00123 GB/s must not print as 0.001 or 0.000,
+    or busbw = algbw x factor cannot be seen on screen."""
+    assert bandwidth.gbps_text(value) == shown
+
+
 def test_pending_is_bounded(monkeypatch):
     monkeypatch.setattr(model_mod, "PENDING_MAX", 10)
     m = Model(FakeClock())

@@ -12,6 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from .. import costmodel, explain, protocol, schedule_notes, schedules
+from ..bandwidth import gbps_text
 from ..viewer import findings_text, text
 from ..viewer.model import Instance, Model
 from .animation import AnimFrame
@@ -167,10 +168,9 @@ def stats_table(model: Model) -> Table:
     for col in ("op", "n", "size", "count", "p50 us", "algbw", "busbw"):
         table.add_column(col, justify="left" if col == "op" else "right", no_wrap=True)
     for row in model.latest_stats(STATS_ROWS):
-        busbw = "n/a" if row["busbw_gbps"] is None else f"{row['busbw_gbps']:.3f}"
         table.add_row(row["op"], str(row["ranks"]), text.human_bytes(row["size"]),
-                      str(row["count"]), f"{row['time_p50_us']:.0f}", f"{row['algbw_gbps']:.3f}",
-                      busbw)
+                      str(row["count"]), f"{row['time_p50_us']:.0f}",
+                      gbps_text(row["algbw_gbps"]), gbps_text(row["busbw_gbps"]))
     return table
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..bandwidth import gbps_text
 from .diagnose import Finding
 from .model import HostClock, Instance
 
@@ -36,10 +37,10 @@ def stats_table(rows: list[dict]) -> str:
             f"{'p99 (us)':>10} {'skew p50':>10} {'algbw':>8} {'busbw':>8}")
     lines = [head, "-" * len(head)]
     for r in rows:
-        busbw = "n/a" if r["busbw_gbps"] is None else f"{r['busbw_gbps']:.3f}"
         lines.append(f"{r['op']:<22} {r['ranks']:>5} {r['size']:>12} {r['count']:>7} "
                      f"{r['time_p50_us']:>10.1f} {r['time_p99_us']:>10.1f} "
-                     f"{r['skew_p50_us']:>10.1f} {r['algbw_gbps']:>8.3f} {busbw:>8}")
+                     f"{r['skew_p50_us']:>10.1f} {gbps_text(r['algbw_gbps']):>8} "
+                     f"{gbps_text(r['busbw_gbps']):>8}")
     if not rows:
         lines.append("(no completed collective or transfer)")
     return "\n".join(lines)
