@@ -11,7 +11,16 @@ from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.geometry import Region
 
-from commviz.tui.timeline import INFLIGHT_STYLE, SOLID, UNKNOWN, WAIT, Timeline, render_lanes
+from commviz.tui.timeline import (
+    INFLIGHT_STYLE,
+    MAX_WINDOW_S,
+    SOLID,
+    UNKNOWN,
+    WAIT,
+    Timeline,
+    paced_window_s,
+    render_lanes,
+)
 from commviz.viewer import model as model_mod
 from commviz.viewer.model import InFlight, Model, Segment
 
@@ -260,6 +269,29 @@ def test_widget_draws_the_sessions_lanes() -> None:
             assert all(len(line) == 83 for line in shown(timeline))
 
     asyncio.run(run())
+
+
+def _ops_every(gap_ns: int, count: int) -> Model:
+    m = Model(FakeClock())
+    for seq in range(1, count + 1):
+        start = (seq - 1) * gap_ns
+        m.apply([op_batch(r, [_coll(r, seq, start, start + 5 * MS)], G4) for r in range(4)])
+    return m
+
+
+def test_the_window_stretches_to_keep_a_few_slow_operations_in_view():
+    """A demo steps every 2 s: a 2 s window would show one op at most, and lose it while the
+    class looks at the replay. Fast loops keep the window they ask for."""
+    assert paced_window_s(_ops_every(2 * S, 5).recent, 2.0) == pytest.approx(6.0)
+    assert paced_window_s(_ops_every(10 * MS, 50).recent, 2.0) == 2.0
+    assert paced_window_s(_ops_every(60 * S, 3).recent, 2.0) == MAX_WINDOW_S
+    assert paced_window_s(_ops_every(S, 1).recent, 2.0) == 2.0  # one op: no pace yet
+    m = _ops_every(2 * S, 3)
+    now = T0_NS + 4 * S + 10 * MS
+    since = now - int(paced_window_s(m.recent, 2.0) * S)
+    (lane, *_), = [render_lanes(m.lanes(since, now), [], since, now, 63)]
+    runs = [run for run in lane.plain[3:].split(" ") if run]
+    assert len(runs) == 3 and all(set(run) <= {SOLID, WAIT} for run in runs)  # all three ops
 
 
 def test_compute_phases_get_a_line_under_their_ranks_lane_on_the_same_axis():

@@ -28,7 +28,7 @@ from textual.widget import Widget
 
 from .. import protocol
 from ..protocol import PhaseSpan
-from ..viewer.model import InFlight, Model, Segment
+from ..viewer.model import InFlight, Instance, Model, Segment
 
 WAIT, SOLID, UNKNOWN = "░", "█", "·"
 LEGEND = f"{WAIT} waiting for peers  {SOLID} transferring  {UNKNOWN} history dropped"
@@ -210,6 +210,21 @@ def _coverage(xa: np.ndarray, xb: np.ndarray, width: int, lane: np.ndarray,
     return (cov.reshape(lanes, width + 1) + steps)[:, :width]
 
 
+# The window stretches for operations that come slowly (a demo's steps, 2 s apart by default):
+# it holds about PACE_WINDOWS of the largest gaps between the latest PACE_OPS operations
+PACE_OPS = 8
+PACE_WINDOWS = 3
+MAX_WINDOW_S = 30.0
+
+
+def paced_window_s(recent: Sequence[Instance], minimum_s: float) -> float:
+    """Seconds of history to show: ``minimum_s``, or more when the latest operations came
+    slowly, so that a few of them stay in view together (at most MAX_WINDOW_S)."""
+    starts = sorted(inst.t_first_start for inst in itertools.islice(reversed(recent), PACE_OPS))
+    gap = max((b - a for a, b in zip(starts, starts[1:])), default=0) / 1e9
+    return min(MAX_WINDOW_S, max(minimum_s, PACE_WINDOWS * gap))
+
+
 _UNITS = (("s", 1e9), ("ms", 1e6), ("us", 1e3))
 
 
@@ -249,7 +264,8 @@ class _Frame:
 
 
 class Timeline(Widget):
-    """Swimlanes of the last ``window_s`` seconds; fed by ``update_from`` once per app frame.
+    """Swimlanes of the last ``window_s`` seconds at least (``paced_window_s``); fed by
+    ``update_from`` once per app frame.
 
     A new ``window_s`` shows from the next frame the app feeds.
     """
@@ -272,7 +288,7 @@ class Timeline(Widget):
     def update_from(self, model: Model, now_ns: int) -> None:
         """Copy what the next frame draws. Call it under the session lock; drawing happens
         later, outside it."""
-        since = now_ns - int(self.window_s * 1e9)
+        since = now_ns - int(paced_window_s(model.recent, self.window_s) * 1e9)
         rows = self._rows()
         self._frame = _Frame(model.lanes(since, now_ns), list(model.inflight.values()),
                              dict(model.lane_horizon), since, now_ns, model.phases(since, now_ns))
