@@ -217,6 +217,34 @@ def test_when_collapsing_is_not_enough_the_oldest_are_skipped_and_counted() -> N
     assert seen == [9, 10, 11]  # the newest three were kept, in order
 
 
+def _hop(src: int, dst: int, start: int, end: int, op: str = "isend") -> Instance:
+    return Instance(op, (src, dst), 1, 4096, start, start, end, "float32", None, None)
+
+
+def test_transfers_in_flight_together_are_replayed_together() -> None:
+    """A hand-written ring's step: every rank sends to the next at once. One frame draws the
+    whole step (the trial saw one hop at a time, and most of them skipped)."""
+    clock, a = animator()
+    for step in range(3):
+        t = step * 1_000_000
+        for r in range(3):  # three isends, overlapping in time
+            a.enqueue(_hop(r, (r + 1) % 3, t + r * 1000, t + 500_000), None)
+    f = frame_at(a, clock, 0.1)
+    assert f.label == "3 isends at once: 0 -> 1, 1 -> 2, 2 -> 0, 4.0 KiB each"
+    assert sorted((t.src, t.dst) for t in f.transfers) == [(0, 1), (1, 2), (2, 0)]
+    assert a.waiting == 6 and a.shown == 3 and a.skipped == 0
+    f = frame_at(a, clock, 0.7)
+    assert len(f.transfers) == 3 and a.waiting == 3
+
+
+def test_transfers_one_after_the_other_stay_apart() -> None:
+    clock, a = animator()
+    a.enqueue(_hop(0, 1, 0, 1000), None)
+    a.enqueue(_hop(1, 2, 2000, 3000), None)  # starts after the first ended
+    a.enqueue(_hop(2, 0, 2500, 3500, op="send"), None)  # another op: not drawn with it
+    assert [len(frame_at(a, clock, t).transfers) for t in (0.1, 0.7, 1.3)] == [1, 1, 1]
+
+
 def test_lag_is_the_time_to_drain_the_queue() -> None:
     clock, a = animator()
     inst = coll()

@@ -16,7 +16,7 @@ from __future__ import annotations
 import collections
 import functools
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .. import protocol, schedules
 from ..schedules import Schedule, Transfer
@@ -53,15 +53,39 @@ class AnimFrame:
 class _Entry:
     instance: Instance
     schedule: Schedule | None
-    count: int = 1
+    count: int = 1  # times it is repeated: a collapsed run of identical entries ("×N")
+    # p2p transfers that were in flight together with ``instance`` (a hand-written ring's
+    # step): drawn in the same frame, as the backend moved them
+    together: list[Instance] = field(default_factory=list)
 
     @property
-    def key(self) -> tuple[str, tuple[int, ...], int]:
-        return (self.instance.op, self.instance.group, self.instance.size)
+    def key(self) -> tuple:
+        inst = self.instance
+        if self.together:
+            return (inst.op, tuple(sorted(i.group for i in self.members)), inst.size)
+        return (inst.op, inst.group, inst.size)
+
+    @property
+    def members(self) -> list[Instance]:
+        return [self.instance, *self.together]
+
+    @property
+    def instances(self) -> int:
+        """Instances this entry stands for."""
+        return self.count * (1 + len(self.together))
 
     @property
     def steps(self) -> int:
         return max(1, len(self.schedule.steps)) if self.schedule is not None else 1
+
+    def joins(self, inst: Instance) -> bool:
+        """Whether p2p transfer ``inst`` was in flight at the same time as this entry's."""
+        if self.schedule is not None or self.count > 1 or self.instance.op not in protocol.P2P \
+                or inst.op != self.instance.op:
+            return False
+        members = self.members
+        return (inst.t_first_start < max(i.t_end for i in members)
+                and inst.t_end > min(i.t_first_start for i in members))
 
 
 class Animator:
@@ -90,6 +114,13 @@ class Animator:
         now = self.clock()
         self._advance(now)
         self.enqueued += 1
+        if schedule is None and instance.op in protocol.P2P:
+            wave = self._pending[-1] if self._pending else \
+                self._current if self._current is not None and not self._finished() else None
+            if wave is not None and wave.joins(instance):
+                wave.together.append(instance)
+                self.shown += wave is self._current
+                return
         entry = _Entry(instance, schedule)
         if self._current is None or self._finished():
             self._start(entry, now)
@@ -98,7 +129,7 @@ class Animator:
         if len(self._pending) > self.max_waiting:
             self._collapse()
             while len(self._pending) > self.max_waiting:
-                self.skipped += self._pending.popleft().count
+                self.skipped += self._pending.popleft().instances
 
     def missed(self, count: int) -> None:
         """Count instances the viewer saw complete but could not hand over (they had left
@@ -152,7 +183,7 @@ class Animator:
     @property
     def waiting(self) -> int:
         """Instances queued behind the one shown."""
-        return sum(e.count for e in self._pending)
+        return sum(e.instances for e in self._pending)
 
     @property
     def lag_s(self) -> float:
@@ -203,12 +234,22 @@ class Animator:
 
     def _start(self, entry: _Entry, now: float) -> None:
         self._current, self._pos, self._last = entry, 0.0, now
-        self.shown += entry.count
+        self.shown += entry.instances
 
 
 def _frame_of(entry: _Entry, step: int, progress: float, done: bool) -> AnimFrame:
     inst, sched = entry.instance, entry.schedule
     times = f" ×{entry.count}" if entry.count > 1 else ""
+    if sched is None and entry.together:
+        members = entry.members
+        pairs = ", ".join(f"{i.group[0]} -> {i.group[1]}" for i in members[:4])
+        more = f" and {len(members) - 4} more" if len(members) > 4 else ""
+        sizes = {i.size for i in members}
+        size = human_bytes(inst.size) + (" each" if len(members) > 1 else "") \
+            if len(sizes) == 1 else f"{human_bytes(min(sizes))} to {human_bytes(max(sizes))}"
+        label = f"{len(members)} {inst.op}s at once{times}: {pairs}{more}, {size}"
+        transfers = tuple(Transfer(i.group[0], i.group[1], 0, i.size, False) for i in members)
+        return AnimFrame(inst, None, entry.count, 0, 1, "", progress, label, transfers, done)
     if sched is None:
         if inst.op in protocol.P2P and len(inst.group) == 2:
             src, dst = inst.group
