@@ -79,12 +79,15 @@ class _Entry:
         return max(1, len(self.schedule.steps)) if self.schedule is not None else 1
 
     def joins(self, inst: Instance) -> bool:
-        """Whether p2p transfer ``inst`` was in flight at the same time as this entry's."""
+        """Whether p2p transfer ``inst`` belongs with this entry's: the same op, in flight at
+        the same time, between a pair of ranks not in it yet (the next step of a ring reuses
+        the pairs: it is the next frame)."""
         if self.schedule is not None or self.count > 1 or self.instance.op not in protocol.P2P \
                 or inst.op != self.instance.op:
             return False
         members = self.members
-        return (inst.t_first_start < max(i.t_end for i in members)
+        return (inst.group not in {i.group for i in members}
+                and inst.t_first_start < max(i.t_end for i in members)
                 and inst.t_end > min(i.t_first_start for i in members))
 
 
