@@ -139,6 +139,42 @@ def test_bandwidths_keep_three_significant_digits(value, shown):
     assert bandwidth.gbps_text(value) == shown
 
 
+def test_a_collective_that_failed_or_mixed_ops_is_no_instance():
+    """The mismatch demo: at seq 3 ranks 0 and 1 call all_reduce, rank 2 broadcast, all fail
+    after the timeout. That is not a 6 s all_reduce: kept out of the statistics and the
+    replay, counted as failed (the diagnosis says what happened)."""
+    from commviz import protocol
+
+    m = Model(FakeClock())
+    m.new_instances = []
+    seen = []
+    m.on_collectives = lambda rows, heads: seen.append(len(rows["rank"]))
+    ok = [op_batch(r, [_coll(r, 1, end=100)], G4) for r in range(4)]
+    failed = [op_batch(r, [_coll(r, 2, start=200, end=6_000_000, flags=protocol.FLAG_FAILED
+                                 if r == 1 else 0)], G4) for r in range(4)]
+    mixed = [op_batch(r, [_coll(r, 3, op="broadcast" if r == 2 else "all_reduce",
+                                start=7_000_000, end=7_000_100)], G4) for r in range(4)]
+    m.apply(ok + failed + mixed)
+    assert (m.instances, m.failed) == (1, 2)
+    assert [i.seq for i in m.new_instances] == [1] and [i.seq for i in m.recent] == [1]
+    assert [row["count"] for row in m.stats_table()] == [1]
+    assert seen == [12]  # the diagnosis still sees all three rounds
+    assert all(len(m.lanes(T0_NS, T0_NS + 8_000_000)[r]) == 3 for r in range(4))
+
+
+def test_a_transfer_that_failed_is_no_instance():
+    from commviz import protocol
+
+    m = Model(FakeClock())
+    send = op_batch(0, [{"id": 1, "op": "send", "seq": 1, "peer": 1, "bytes_in": 64,
+                         "t_start": T0_NS, "t_end": T0_NS + 10, "flags": protocol.FLAG_FAILED}],
+                    G4)
+    recv = op_batch(1, [{"id": 1, "op": "recv", "seq": 1, "peer": 0, "bytes_out": 64,
+                         "t_start": T0_NS, "t_end": T0_NS + 10}], G4)
+    m.apply([send, recv])
+    assert (m.transfers, m.failed, m.stats_table()) == (0, 1, [])
+
+
 def test_pending_is_bounded(monkeypatch):
     monkeypatch.setattr(model_mod, "PENDING_MAX", 10)
     m = Model(FakeClock())

@@ -198,6 +198,10 @@ class Model:
         self.records = 0
         self.instances = 0
         self.transfers = 0
+        # matched, but not what happened: some rank failed in it, or the ranks called
+        # different ops at the same (group, seq); left out of the statistics and the replay
+        # (the live diagnosis reports them)
+        self.failed = 0
         self.evicted = 0
         self._coll = _empty_rows()
         self._p2p = _empty_rows()
@@ -492,9 +496,22 @@ class Model:
 
     def _emit_instances(self, rows: dict[str, np.ndarray], starts: np.ndarray,
                         counts: np.ndarray, complete: np.ndarray, n: np.ndarray) -> None:
+        member = np.repeat(complete, counts)
+        if self.on_collectives is not None:
+            self.on_collectives(_take(rows, member), np.r_[0, np.cumsum(counts[complete])[:-1]])
+        last_all = np.maximum.reduceat(rows["t_start"], starts)
+        self._note_segments(rows["rank"][member], rows["op"][member], rows["t_start"][member],
+                            np.repeat(last_all, counts)[member], rows["t_end"][member])
+        failed = np.bitwise_or.reduceat(rows["flags"] & protocol.FLAG_FAILED, starts) != 0
+        mixed = np.minimum.reduceat(rows["op"], starts) != np.maximum.reduceat(rows["op"], starts)
+        wrong = complete & (failed | mixed)
+        if wrong.any():
+            self.failed += int(wrong.sum())
+            complete = complete & ~wrong
+            if not complete.any():
+                return
         sizes = self._sizes(rows, np.repeat(n, counts))
         first = np.minimum.reduceat(rows["t_start"], starts)[complete]
-        last_all = np.maximum.reduceat(rows["t_start"], starts)
         last = last_all[complete]
         end = np.maximum.reduceat(rows["t_end"], starts)[complete]
         size = np.maximum.reduceat(sizes, starts)[complete]
@@ -503,11 +520,6 @@ class Model:
                      n[complete], size, first, last, end, rows["dtype"][heads],
                      rows["parent"][heads], rows["peer"][heads], rows["site"][heads],
                      rows["flags"][heads], transfers=None)
-        member = np.repeat(complete, counts)
-        if self.on_collectives is not None:
-            self.on_collectives(_take(rows, member), np.r_[0, np.cumsum(counts[complete])[:-1]])
-        self._note_segments(rows["rank"][member], rows["op"][member], rows["t_start"][member],
-                            np.repeat(last_all, counts)[member], rows["t_end"][member])
 
     def _match_p2p(self, rows: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         total = len(rows["rank"])
@@ -527,15 +539,18 @@ class Model:
             & (src[starts] >= 0)
         if complete.any():
             recv_i, send_i = starts[complete], starts[complete] + 1
-            pairs = np.stack([src[recv_i], dst[recv_i]], axis=1)
-            self._record(rows["op"][send_i], None, s[send_i], np.full(len(recv_i), 2),
-                         rows["bytes_in"][send_i],
-                         np.minimum(rows["t_start"][send_i], rows["t_start"][recv_i]),
-                         np.maximum(rows["t_start"][send_i], rows["t_start"][recv_i]),
-                         np.maximum(rows["t_end"][send_i], rows["t_end"][recv_i]),
-                         rows["dtype"][send_i], rows["parent"][send_i],
-                         np.full(len(recv_i), -1), rows["site"][send_i], rows["flags"][send_i],
-                         transfers=pairs)
+            ok = ((rows["flags"][recv_i] | rows["flags"][send_i]) & protocol.FLAG_FAILED) == 0
+            self.failed += int((~ok).sum())
+            r_ok, s_ok = recv_i[ok], send_i[ok]
+            if len(r_ok):
+                self._record(rows["op"][s_ok], None, s[s_ok], np.full(len(r_ok), 2),
+                             rows["bytes_in"][s_ok],
+                             np.minimum(rows["t_start"][s_ok], rows["t_start"][r_ok]),
+                             np.maximum(rows["t_start"][s_ok], rows["t_start"][r_ok]),
+                             np.maximum(rows["t_end"][s_ok], rows["t_end"][r_ok]),
+                             rows["dtype"][s_ok], rows["parent"][s_ok],
+                             np.full(len(r_ok), -1), rows["site"][s_ok], rows["flags"][s_ok],
+                             transfers=np.stack([src[r_ok], dst[r_ok]], axis=1))
             if self.on_transfers is not None:
                 self.on_transfers(_take(rows, recv_i), _take(rows, send_i))
             both = np.r_[recv_i, send_i]
