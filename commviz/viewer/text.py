@@ -45,9 +45,10 @@ def stats_table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def finding_line(f: Finding) -> str:
-    """One line per finding of the live diagnosis, and per condition that ended."""
-    return f"!! {f.type}: {f.message}"
+def finding_line(f: Finding, lang: str = "en") -> str:
+    """One line per finding of the live diagnosis, and per condition that ended, in ``lang``;
+    the type stays the recording's, for whoever greps for it."""
+    return f"!! {f.type}: {f.text(lang)}"
 
 
 def node_line(clock: HostClock, ranks: list[int]) -> str:
