@@ -163,9 +163,10 @@ class _Printer:
         for s in joined:
             print(f"rank {s.rank}/{s.world} joined: {s.host} pid {s.pid} {s.backend} {s.device}",
                   file=self.out)
-        for inst in new:
-            if self.t0 is None:
-                self.t0 = inst.t_first_start
+        if new and self.t0 is None:
+            print(text.instance_header(), file=self.out)
+            self.t0 = self.session.first_message_ns or min(i.t_end for i in new)
+        for inst in sorted(new, key=lambda i: i.t_end):  # in time order within a round
             print(text.instance_line(inst, self.t0), file=self.out)
         for f in found:
             print(text.finding_line(f, self.lang), file=self.out)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..protocol import OPS
 from .diagnose import Finding
 from .model import HostClock, Instance
 
@@ -14,18 +15,34 @@ def human_bytes(n: float) -> str:
     return f"{n} B"
 
 
+OP_W = max(map(len, OPS))  # the longest op name: reduce_scatter_single, all_gather_into_tensor
+WHO_W = 12                 # "9999 -> 9998", "0,1,2,3,4,5", "64 ranks"
+
+
+def instance_header() -> str:
+    """The columns of ``instance_line``, printed once above the first."""
+    return (f"{'end (s)':>10}  {'op':<{OP_W}} {'ranks':<{WHO_W}} {'seq':<7} {'size':>9}  "
+            "time (last arrival to end) and skew (first to last arrival)")
+
+
 def instance_line(inst: Instance, t0_ns: int) -> str:
-    """One line per completed collective instance or p2p transfer."""
-    when = (inst.t_end - t0_ns) / 1e9
+    """One line per completed collective instance or p2p transfer.
+
+    Its time is the op's end in seconds since ``t0_ns`` (the headless viewer's: when its
+    first message arrived), on the viewer's clock (other hosts' times corrected); an op that
+    ended before then (a job already running when the viewer started) shows 0.000.
+    """
+    when = max(0, inst.t_end - t0_ns) / 1e9
     if len(inst.group) == 2 and inst.op in ("send", "isend", "send_object_list"):
         who = f"{inst.group[0]} -> {inst.group[1]}"
     else:
-        who = ",".join(map(str, inst.group)) if len(inst.group) <= 6 else \
-            f"{len(inst.group)} ranks"
+        who = ",".join(map(str, inst.group))
+        if len(who) > WHO_W:
+            who = f"{len(inst.group)} ranks"
     parent = f"  (in {inst.parent})" if inst.parent else ""
     if inst.ddp:
         parent += "  (by DDP)"
-    return (f"{when:8.3f}s  {inst.op:<14} {who:<9} #{inst.seq:<5} "
+    return (f"{when:9.3f}s  {inst.op:<{OP_W}} {who:<{WHO_W}} #{inst.seq:<6} "
             f"{human_bytes(inst.size):>9}  time {inst.time_ns / 1e3:8.1f} us  "
             f"skew {inst.skew_ns / 1e3:7.1f} us{parent}")
 
