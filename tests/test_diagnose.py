@@ -214,6 +214,9 @@ def test_hang_becomes_failed_when_the_waiters_fail_at_the_timeout():
     assert f.message_pt.startswith("os ranks 0,1,2 falharam em all_reduce #1 no grupo 0-3 após "
                                    "6.0 s: rank 3 nunca chegou")
     assert _types(diag.findings()) == [("failed", (3,), (0, 1, 2, 3), 1)]
+    _tick(clock, model, 5, ranks=range(3))  # rank 3, still idle, then silent: words kept
+    diag.update()
+    assert [g.message for g in diag.findings() if g.type == "failed"] == [f.message]
 
 
 def test_failed_collective_whose_peer_exited_is_named_at_once_and_does_not_grow():

@@ -27,7 +27,8 @@ Thresholds and why:
   raised: a peer closed the connection, the timeout): named with how long they were in it,
   at once if every missing rank has exited (it will not come), else after 1 s like a hang
   (its record may still be on its way). Its key is the hang's, so a hang that ends in
-  failure becomes this finding, not a resolution.
+  failure becomes this finding, not a resolution; its words are kept as first found (what
+  the missing ranks did then), nothing in them counts on.
 * lost rank: no message for 2 heartbeat intervals (the emitter beats every 0.5 s) while
   another rank kept reporting for that long after it went quiet, still so 0.2 s later:
   when every rank falls silent at once the viewer or the whole machine stalled (or the job
@@ -185,6 +186,8 @@ class Diagnosis:
             old = self._active.get(key)
             if old is None or old.type != f.type:  # new, or a hang that ended in failure
                 events.append(f)
+            elif f.type == "failed":  # over: it says what each rank did when it was found
+                current[key] = old
             else:
                 current[key] = replace(f, since=old.since, t_ns=old.t_ns)
         for key, old in self._active.items():

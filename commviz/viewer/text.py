@@ -22,7 +22,7 @@ WHO_W = 12                 # "9999 -> 9998", "0,1,2,3,4,5", "64 ranks"
 def instance_header() -> str:
     """The columns of ``instance_line``, printed once above the first."""
     return (f"{'end (s)':>10}  {'op':<{OP_W}} {'ranks':<{WHO_W}} {'seq':<7} {'size':>9}  "
-            "time (last arrival to end) and skew (first to last arrival)")
+            "time from the last arrival, skew of the arrivals")
 
 
 def instance_line(inst: Instance, t0_ns: int) -> str:
