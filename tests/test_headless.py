@@ -22,22 +22,22 @@ def _inst(op: str, group: tuple[int, ...], seq: int, start_ms: float, end_ms: fl
                     T + round(end_ms * MS), "float32", None)
 
 
-def test_times_are_op_ends_since_t0_and_never_negative():
+def test_times_are_op_ends_since_t0_and_never_negative():  # the TUI's log: compact columns
     assert text.instance_line(_inst("all_reduce", (0, 1), 1, 2, 8), T).startswith(
-        "    0.008s  all_reduce ")
+        "   0.008s  all_reduce ")
     # ended before the viewer heard anything (a job already running when it started)
     assert text.instance_line(_inst("send", (0, 1), 1, -9, -1), T).startswith(
-        "    0.000s  send ")
+        "   0.000s  send ")
 
 
 def test_columns_stay_aligned_for_the_longest_names():
     lines = [text.instance_header()] + [
-        text.instance_line(_inst(op, group, seq, 0, 1), T) for op, group, seq in [
+        text.instance_line(_inst(op, group, seq, 0, 1), T, text.COLUMNS) for op, group, seq in [
             ("send", (0, 1), 1), ("reduce_scatter_single", (0, 1), 6),
-            ("all_gather_into_tensor", tuple(range(8)), 12345), ("broadcast", (100, 101), 2),
+            ("all_gather_into_tensor", tuple(range(8)), 1234567), ("broadcast", (100, 101), 2),
             ("all_reduce", (1000, 1001, 1002), 3), ("send", (9999, 9998), 4)]]
     ranks = [line.index("ranks") for line in lines[:1]] + [
-        re.search(r"\s(\d+ -> \d+|[\d,]+|\d+ ranks)\s", line[12:]).start(1) + 12
+        re.search(r"\s(\d+ -> \d+|[\d,]+|\d+ ranks)\s", line[11:]).start(1) + 11
         for line in lines[1:]]
     seqs = [lines[0].index("seq")] + [line.index("#") for line in lines[1:]]
     sizes = [line.index("size") + 4 for line in lines[:1]] + [

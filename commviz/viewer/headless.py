@@ -167,7 +167,7 @@ class _Printer:
             print(text.instance_header(), file=self.out)
             self.t0 = self.session.first_message_ns or min(i.t_end for i in new)
         for inst in sorted(new, key=lambda i: i.t_end):  # in time order within a round
-            print(text.instance_line(inst, self.t0), file=self.out)
+            print(text.instance_line(inst, self.t0, text.COLUMNS), file=self.out)
         for f in found:
             print(text.finding_line(f, self.lang), file=self.out)
         if not self.nccl_said:
