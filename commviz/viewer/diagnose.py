@@ -380,8 +380,8 @@ class Diagnosis:
             inside = tuple(sorted(entries))
             live = any(e.waiting for e in entries.values())
             gone = all(self._exited(m) for m in missing)
-            age = max(e.age for e in entries.values()) - (now - self._until(inside + missing,
-                                                                             now))
+            until = self._until(inside + missing, now)  # < now: they all said goodbye
+            age = max(e.age for e in entries.values()) - (now - until)
             if age < HANG_AFTER_S and (live or not gone):
                 continue
             op = _majority(entries)[0]
@@ -396,7 +396,7 @@ class Diagnosis:
                 out.append(self._failed(gkey, seq, op, group, entries, missing, why_en,
                                         why_pt, now, wall, links))
                 continue
-            ended = self._until(inside + missing, now) < now
+            ended = until < now
             out.append(Finding(
                 "hang", missing, group, seq,
                 f"{op} #{seq} in group {_group(group)} "
