@@ -159,7 +159,7 @@ def _demo(args: argparse.Namespace) -> int:
         raise
     if args.headless:
         headless = _headless_module(args)
-        return headless.run(session, ranks, banner=(
+        return headless.run(session, ranks, lang=_lang(args), banner=(
             f"commviz demo {args.op}: {args.ranks} ranks, {why}; viewer at {session.addr}"))
     from .tui.app import run_app
 
@@ -172,13 +172,17 @@ def _demo(args: argparse.Namespace) -> int:
 
 def _watch(args: argparse.Namespace) -> int:
     from .viewer.session import Session
-    from .viewer.transport import DEFAULT_BIND
+    from .viewer.transport import DEFAULT_BIND, AddressInUse, BindError
 
-    session = Session(args.bind or DEFAULT_BIND, args.record, collect_instances=args.headless,
-                      keys=_keys_dir(args))
+    try:
+        session = Session(args.bind or DEFAULT_BIND, args.record,
+                          collect_instances=args.headless, keys=_keys_dir(args))
+    except AddressInUse as exc:
+        raise BindError(f"{exc}. Pick another with --bind tcp://127.0.0.1:PORT, and point the "
+                        "ranks at it with COMMVIZ_ADDR.") from None
     if args.headless:
         headless = _headless_module(args)
-        return headless.run(session, banner=(
+        return headless.run(session, lang=_lang(args), banner=(
             f"commviz watch: listening on {session.addr} "
             f"(ranks: COMMVIZ_ADDR={session.addr}"
             f"{', COMMVIZ_KEYS=DIR' if session.receiver.secure else ''}); Ctrl-C to stop"))
@@ -204,10 +208,15 @@ def _run(args: argparse.Namespace) -> int:
                            "(run `commviz watch` elsewhere, or leave out --no-viewer)")
         return run_plain(cmd)
     from .viewer.session import Session
+    from .viewer.transport import AddressInUse, BindError
 
     keys = _keys_dir(args)
-    session = Session(args.bind or "tcp://127.0.0.1:*", args.record,
-                      collect_instances=args.headless, keys=keys)
+    try:
+        session = Session(args.bind or "tcp://127.0.0.1:*", args.record,
+                          collect_instances=args.headless, keys=keys)
+    except AddressInUse as exc:
+        raise BindError(f"{exc}. Pick another with --bind tcp://127.0.0.1:PORT, or leave out "
+                        "--bind: a free port is then taken, and the job is told where.") from None
     env = {**os.environ, ENV_KEYS: str(keys)} if keys else None  # this node's ranks
     if args.headless:
         headless = _headless_module(args)
@@ -215,6 +224,7 @@ def _run(args: argparse.Namespace) -> int:
         # goes through commviz (a tee) rather than straight to the terminal
         reader = session.nccl.feed if os.environ.get("NCCL_DEBUG") else None
         return headless.run_job(session, lambda: Job(cmd, session.addr, env=env, on_line=reader),
+                                lang=_lang(args),
                                 banner=(f"viewer at {session.addr}; running {shlex.join(cmd)} "
                                         "(Ctrl-C stops it)"))
     try:

@@ -143,8 +143,21 @@ def test_errors_are_one_line_with_exit_code_2(procs, tmp_path, case):
     assert result.stdout == ""
 
 
+@pytest.mark.parametrize("command", [["watch", "--headless"], ["run", "--", "sleep", "1"]])
+def test_a_bind_address_without_its_scheme_says_what_it_must_look_like(procs, command):
+    """Not that 127.0.0.1:5623 "can be reached from other hosts, so the viewer needs keys"."""
+    args = command[:1] + ["--bind", "127.0.0.1:5623"] + command[1:]
+    result = procs.commviz(*args)
+    assert result.returncode == 2, result.stdout
+    (line,) = result.stderr.splitlines()
+    assert line.startswith("commviz: error: '127.0.0.1:5623' is not an address"), line
+    assert "must look like tcp://HOST:PORT" in line and "keys" not in line, line
+    assert result.stdout == ""
+
+
+@pytest.mark.parametrize("command", ["watch", "run"])
 @pytest.mark.parametrize("holder", ["tcp", "zmq"])
-def test_watch_on_a_port_in_use_says_how_to_pick_another(procs, holder):
+def test_a_port_in_use_says_how_to_pick_another(procs, holder, command):
     ctx = sock = None
     if holder == "tcp":
         sock = socket.socket()
@@ -155,8 +168,9 @@ def test_watch_on_a_port_in_use_says_how_to_pick_another(procs, holder):
         ctx = zmq.Context()
         sock = ctx.socket(zmq.PULL)
         port = sock.bind_to_random_port("tcp://127.0.0.1")
+    tail = ["--", "sleep", "1"] if command == "run" else []
     try:
-        result = procs.commviz("watch", "--headless", "--bind", f"tcp://127.0.0.1:{port}")
+        result = procs.commviz(command, "--headless", "--bind", f"tcp://127.0.0.1:{port}", *tail)
     finally:
         sock.close()
         if ctx is not None:
@@ -165,8 +179,67 @@ def test_watch_on_a_port_in_use_says_how_to_pick_another(procs, holder):
     lines = result.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("commviz: error: "), result.stderr
     assert f"127.0.0.1:{port}" in lines[0] and "already in use" in lines[0]
-    assert "--bind tcp://127.0.0.1:PORT" in lines[0] and "COMMVIZ_ADDR" in lines[0]
+    assert "--bind tcp://127.0.0.1:PORT" in lines[0]
+    if command == "watch":  # the user starts the ranks, and must tell them where it is
+        assert "point the ranks at it with COMMVIZ_ADDR" in lines[0], lines[0]
+    else:  # `commviz run` tells the job itself
+        assert "COMMVIZ_ADDR" not in lines[0] and "leave out --bind" in lines[0], lines[0]
     assert result.stdout == ""
+
+
+def _finding():
+    from commviz.viewer.diagnose import Finding
+
+    return Finding("failed", (1,), (0, 1), 4, "rank 0 failed in all_reduce #4",
+                   "rank 0 falhou em all_reduce #4", ("hang", 0, 4), 0.0, 0)
+
+
+@pytest.mark.parametrize("lang", ["en", "pt"])
+def test_headless_finding_lines_are_in_the_language_asked_for(lang):
+    from commviz.viewer import headless
+    from commviz.viewer.session import Session
+
+    session = Session("tcp://127.0.0.1:*", collect_instances=True)
+    try:
+        session.new_findings.append(_finding())
+        out = io.StringIO()
+        headless._Printer(session, out, lang).flush()
+    finally:
+        session.close()
+    expected = {"en": "!! failed: rank 0 failed in all_reduce #4",
+                "pt": "!! failed: rank 0 falhou em all_reduce #4"}[lang]
+    assert out.getvalue().splitlines() == [expected]
+
+
+@pytest.mark.parametrize(("args", "env", "expected"), [
+    (["--lang", "pt"], {}, "pt"), ([], {"LC_ALL": "pt_BR.UTF-8"}, "pt"),
+    ([], {"LC_ALL": "C"}, "en"), (["--lang", "en"], {"LC_ALL": "pt_BR.UTF-8"}, "en")])
+@pytest.mark.parametrize("command", ["watch", "run", "demo"])
+def test_headless_commands_pass_the_language_on(monkeypatch, command, args, env, expected):
+    """--lang, else the locale as the TUI reads it, reaches the headless printer."""
+    from commviz import cli
+    from commviz.viewer import headless
+
+    for name in ("LC_ALL", "LC_MESSAGES", "LANG"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    got = {}
+
+    def fake(session, *_, lang="en", **__):
+        got["lang"] = lang
+        session.close()
+        return 0
+
+    monkeypatch.setattr(headless, "run", fake)
+    monkeypatch.setattr(headless, "run_job", fake)
+    if command == "demo":  # its ranks would start before the printer: stop them unstarted
+        monkeypatch.setattr(launcher, "Ranks", lambda *a, **k: None)
+    argv = {"watch": ["watch", "--headless", "--bind", "tcp://127.0.0.1:*"],
+            "run": ["run", "--headless", "--", "true"],
+            "demo": ["demo", "all_reduce", "--ranks", "2", "--headless"]}[command]
+    assert cli.main(argv[:1] + args + argv[1:]) == 0
+    assert got == {"lang": expected}
 
 
 # ---- a headless demo, its recording and stats --------------------------------------------

@@ -200,15 +200,89 @@ def test_history_keeps_findings_and_resolutions():
     assert diag.findings() == []
 
 
-def test_hang_kept_when_the_waiters_fail_at_the_timeout():
+def test_hang_becomes_failed_when_the_waiters_fail_at_the_timeout():
     clock, model, diag = _setup()
     model.apply([_in_flight(r, 1, 0) for r in range(3)])
     _tick(clock, model, 1.1)
     assert _types(diag.update()) == [("hang", (3,), (0, 1, 2, 3), 1)]
     _tick(clock, model, 5)  # the process group's timeout: the waiting ops end, failed
     model.apply([op_batch(r, [_rec(1, 0, 6000, flags=8)], G4) for r in range(3)])
+    (f,) = diag.update()  # the same condition, now what it is: no "resolved" in between
+    assert _types([f]) == [("failed", (3,), (0, 1, 2, 3), 1)]
+    assert f.message.startswith("ranks 0,1,2 failed in all_reduce #1 in group 0-3 after 6.0 s: "
+                                "rank 3 never came (3: ")
+    assert f.message_pt.startswith("os ranks 0,1,2 falharam em all_reduce #1 no grupo 0-3 após "
+                                   "6.0 s: rank 3 nunca chegou")
+    assert _types(diag.findings()) == [("failed", (3,), (0, 1, 2, 3), 1)]
+    _tick(clock, model, 5, ranks=range(3))  # rank 3, still idle, then silent: words kept
+    diag.update()
+    assert [g.message for g in diag.findings() if g.type == "failed"] == [f.message]
+
+
+def test_failed_collective_whose_peer_exited_is_named_at_once_and_does_not_grow():
+    """The trial's crash.py: rank 1 raises and says goodbye, then rank 0's all_reduce fails
+    (connection closed by peer) 0.32 s after it entered; no live hang, nothing counting up."""
+    clock, model, diag = _setup(world=2)
+    g2 = {0: ("0", (0, 1))}
+    model.apply([op_batch(r, [_rec(1, 0, 1)], g2) for r in (0, 1)])
+    model.apply([bye(1)])
+    clock.advance(0.4)
+    model.apply([op_batch(0, [_rec(2, 100, 420, flags=8)], g2), bye(0)])
+    (f,) = diag.update()
+    assert _types([f]) == [("failed", (1,), (0, 1), 2)]
+    assert f.message == ("rank 0 failed in all_reduce #2 in group 0,1 after 0.3 s: rank 1 "
+                         "never came (1: exited)")
+    assert f.message_pt == ("rank 0 falhou em all_reduce #2 no grupo 0,1 após 0.3 s: rank 1 "
+                            "nunca chegou (1: já saiu)")
+    assert "hang" not in f.message
+    for _ in range(3):
+        clock.advance(5)
+        assert diag.update() == []
+        assert [g.message for g in diag.findings()] == [f.message]
+
+
+def test_failed_collective_waits_a_second_for_a_missing_rank_still_reporting():
+    clock, model, diag = _setup(world=2)
+    g2 = {0: ("0", (0, 1))}
+    model.apply([op_batch(0, [_rec(1, 0, 300, flags=8)], g2)])
     assert diag.update() == []
-    assert _types(diag.findings()) == [("hang", (3,), (0, 1, 2, 3), 1)]
+    clock.advance(0.9)
+    model.apply([heartbeat(r, 2) for r in (0, 1)])
+    assert diag.update() == []  # rank 1's record of it may still be on its way
+    clock.advance(0.2)
+    model.apply([heartbeat(r, 2) for r in (0, 1)])
+    assert _types(diag.update()) == [("failed", (1,), (0, 1), 1)]
+
+
+def test_a_hang_stops_counting_once_every_rank_in_it_said_goodbye():
+    clock, model, diag = _setup()
+    model.apply([_in_flight(r, 1, 0) for r in range(3)])
+    _tick(clock, model, 1.5)
+    (f,) = diag.update()
+    assert "hangs for 1.5 s" in f.message
+    _tick(clock, model, 0.5)
+    model.apply([bye(r) for r in range(4)])  # e.g. an async op never waited for
+    clock.advance(10)
+    diag.update()
+    (f,) = diag.findings()
+    assert "hung for 2.0 s, until the ranks exited: ranks 0,1,2 inside" in f.message
+    assert "ficou travado 2.0 s, até os ranks saírem" in f.message_pt
+    clock.advance(10)
+    diag.update()
+    assert diag.findings()[0].message == f.message
+
+
+def test_failed_send_whose_peer_exited_is_no_live_wait():
+    clock, model, diag = _setup(world=2)
+    g2 = {0: ("0", (0, 1))}
+    model.apply([bye(1), op_batch(0, [_rec(1, 0, 250, op="send", peer=1, flags=8)], g2)])
+    (f,) = diag.update()
+    assert _types([f]) == [("failed", (1,), (0, 1), 1)]
+    assert f.message == ("send 0 -> 1 #1 failed after 0.2 s waiting for its recv: rank 1 never "
+                         "posted it (exited)")
+    clock.advance(5)
+    diag.update()
+    assert diag.findings()[0].message == f.message
 
 
 def test_p2p_recv_without_send_and_send_without_recv():

@@ -1,4 +1,5 @@
-"""Live diagnosis from the event stream: stragglers, hangs, lost ranks, mismatches, slow links.
+"""Live diagnosis from the event stream: stragglers, hangs, failed collectives, lost ranks,
+mismatches, slow links.
 
 Pure like the model it watches: no Textual, no sockets, both clocks injected. The model calls
 back with the rows of every matching round (arrivals per rank, for stragglers and slow
@@ -16,11 +17,18 @@ Thresholds and why:
   3 instances in a row on time, so a rank late most of the time does not flicker.
 * hang: an instance entered by some ranks and not others for more than 1 s (no healthy
   demo came near it in 10 minutes on a loaded 2-core machine: bench/false_findings.py),
-  while someone still waits in it or failed in it; the same for a send or receive whose
-  counterpart never came; cycles of such waits are deadlocks. How long an op has waited is
-  counted on the viewer's clock from when its in-flight record arrived (it is sent 20 ms
-  after the op began), not from the rank's t_start: hosts' clocks may disagree by more
-  than the threshold.
+  while someone still waits in it; the same for a send or receive whose counterpart never
+  came; cycles of such waits are deadlocks. How long an op has waited is counted on the
+  viewer's clock from when its in-flight record arrived (it is sent 20 ms after the op
+  began), not from the rank's t_start: hosts' clocks may disagree by more than the
+  threshold. Once every rank involved has said goodbye, that count stops where the last one
+  left: a wait nobody is in any more does not grow.
+* failed: the same, once no rank waits in it any more and some failed in it (the backend
+  raised: a peer closed the connection, the timeout): named with how long they were in it,
+  at once if every missing rank has exited (it will not come), else after 1 s like a hang
+  (its record may still be on its way). Its key is the hang's, so a hang that ends in
+  failure becomes this finding, not a resolution; its words are kept as first found (what
+  the missing ranks did then), nothing in them counts on.
 * lost rank: no message for 2 heartbeat intervals (the emitter beats every 0.5 s) while
   another rank kept reporting for that long after it went quiet, still so 0.2 s later:
   when every rank falls silent at once the viewer or the whole machine stalled (or the job
@@ -73,7 +81,7 @@ SLOW_SAMPLES = 32
 SLOW_WINDOW = 128     # transfers kept per pair
 SLOW_HOLD_S = 2.0     # how long a pair or group must stay slow to be named
 
-TYPES = ("straggler", "hang", "lost_rank", "mismatch", "slow", "resolved")
+TYPES = ("straggler", "hang", "failed", "lost_rank", "mismatch", "slow", "resolved")
 # ops whose nccl-tests size must agree on every rank (object and all-to-all sizes may differ)
 _SIZED = frozenset({"all_reduce", "broadcast", "reduce", "all_gather", "all_gather_into_tensor",
                     "all_gather_single", "reduce_scatter", "reduce_scatter_tensor",
@@ -132,6 +140,7 @@ class _Entry:
     age: float     # seconds since the rank entered, as far as the viewer knows
     waiting: bool  # still in flight
     failed: bool
+    took: float = 0.0  # completed: seconds the rank was in it, on its own clock
 
 
 class Diagnosis:
@@ -175,8 +184,10 @@ class Diagnosis:
         events = []
         for key, f in current.items():
             old = self._active.get(key)
-            if old is None:
+            if old is None or old.type != f.type:  # new, or a hang that ended in failure
                 events.append(f)
+            elif f.type == "failed":  # over: it says what each rank did when it was found
+                current[key] = old
             else:
                 current[key] = replace(f, since=old.since, t_ns=old.t_ns)
         for key, old in self._active.items():
@@ -351,7 +362,8 @@ class Diagnosis:
             gk, seq, r = int(rows["gkey"][i]), int(rows["seq"][i]), int(rows["rank"][i])
             by_key.setdefault((gk, seq), {}).setdefault(r, _Entry(
                 r, protocol.OPS[rows["op"][i]], int(sizes[i]), _dtype(int(rows["dtype"][i])),
-                self._age(r, int(rows["id"][i]), now), False, bool(failed[i])))
+                self._age(r, int(rows["id"][i]), now), False, bool(failed[i]),
+                int(rows["t_end"][i] - rows["t_start"][i]) / 1e9))
         return by_key
 
     def _hangs(self, now: float, wall: int,
@@ -365,59 +377,112 @@ class Diagnosis:
             missing = tuple(r for r in group if r not in entries and r in self.model.ranks)
             if not missing or not any(e.waiting or e.failed for e in entries.values()):
                 continue
-            age = max(e.age for e in entries.values())
-            if age < HANG_AFTER_S:
-                continue
             inside = tuple(sorted(entries))
+            live = any(e.waiting for e in entries.values())
+            gone = all(self._exited(m) for m in missing)
+            until = self._until(inside + missing, now)  # < now: they all said goodbye
+            age = max(e.age for e in entries.values()) - (now - until)
+            if age < HANG_AFTER_S and (live or not gone):
+                continue
             op = _majority(entries)[0]
             for r, e in entries.items():
                 if e.waiting or e.failed:
                     waits.setdefault(r, set()).update(missing)
             doing = [self._doing(m, wall) for m in missing]
+            why_en = "; ".join(f"{m}: {en}" for m, (en, _) in zip(missing, doing))
+            why_pt = "; ".join(f"{m}: {pt}" for m, (_, pt) in zip(missing, doing))
+            links = tuple((r, m) for r in inside for m in missing)
+            if not live:
+                out.append(self._failed(gkey, seq, op, group, entries, missing, why_en,
+                                        why_pt, now, wall, links))
+                continue
+            ended = until < now
             out.append(Finding(
                 "hang", missing, group, seq,
-                f"{op} #{seq} in group {_group(group)} hangs for {age:.1f} s: "
-                f"{_ranks(inside)} inside, {_ranks(missing)} missing ("
-                + "; ".join(f"{m}: {en}" for m, (en, _) in zip(missing, doing)) + ")",
-                f"{op} #{seq} no grupo {_group(group)} travado há {age:.1f} s: "
-                f"{_ranks(inside, 'pt')} dentro, {_ranks(missing, 'pt')} faltando ("
-                + "; ".join(f"{m}: {pt}" for m, (_, pt) in zip(missing, doing)) + ")",
-                ("hang", gkey, seq), now, wall,
-                links=tuple((r, m) for r in inside for m in missing)))
+                f"{op} #{seq} in group {_group(group)} "
+                + (f"hung for {age:.1f} s, until the ranks exited" if ended else
+                   f"hangs for {age:.1f} s")
+                + f": {_ranks(inside)} inside, {_ranks(missing)} missing ({why_en})",
+                f"{op} #{seq} no grupo {_group(group)} "
+                + (f"ficou travado {age:.1f} s, até os ranks saírem" if ended else
+                   f"travado há {age:.1f} s")
+                + f": {_ranks(inside, 'pt')} dentro, {_ranks(missing, 'pt')} faltando "
+                f"({why_pt})",
+                ("hang", gkey, seq), now, wall, links=links))
         out += self._p2p_hangs(now, wall, waits)
         out += self._deadlocks(now, wall, waits)
         return out
+
+    def _failed(self, gkey: int, seq: int, op: str, group: tuple[int, ...],
+                entries: dict[int, _Entry], missing: tuple[int, ...], why_en: str,
+                why_pt: str, now: float, wall: int, links: tuple) -> Finding:
+        """A collective that no rank waits in any more, some failed in, others never came to."""
+        failed = tuple(sorted(r for r, e in entries.items() if e.failed))
+        took = max(entries[r].took for r in failed)
+        one, none = len(failed) == 1, len(missing) == 1
+        return Finding(
+            "failed", missing, group, seq,
+            f"{_ranks(failed)} failed in {op} #{seq} in group {_group(group)} after "
+            f"{took:.1f} s: {_ranks(missing)} never came ({why_en})",
+            f"{_ranks(failed, 'pt')} {'falhou' if one else 'falharam'} em {op} #{seq} no "
+            f"grupo {_group(group)} após {took:.1f} s: {_ranks(missing, 'pt')} "
+            f"{'nunca chegou' if none else 'nunca chegaram'} ({why_pt})",
+            ("hang", gkey, seq), now, wall, links=links)
+
+    def _exited(self, rank: int) -> bool:
+        s = self.model.ranks.get(rank)
+        return s is not None and s.exited
+
+    def _until(self, ranks: Iterable[int], now: float) -> float:
+        """``now``, or when the last of ``ranks`` left if all of them said goodbye: how long
+        a wait among them lasted stops counting there."""
+        states = [self.model.ranks[r] for r in ranks if r in self.model.ranks]
+        if not states or not all(s.exited for s in states):
+            return now
+        return min(now, max(s.last_seen for s in states))
 
     def _p2p_hangs(self, now: float, wall: int, waits: dict[int, set[int]]) -> list[Finding]:
         """Sends and receives that wait, or failed waiting, for a counterpart never posted."""
         rows = self.model.pending()[1]
         failed = np.flatnonzero((rows["flags"] & protocol.FLAG_FAILED) > 0)
-        waiters = [(f.rank, f.op, f.peer, f.seq, self._age(f.rank, f.op_id, now, f.seen))
+        # (rank, op, peer, seq, seconds waited, seconds in it before failing or None if live)
+        waiters = [(f.rank, f.op, f.peer, f.seq, self._age(f.rank, f.op_id, now, f.seen), None)
                    for f in self.model.inflight.values() if f.op in protocol.P2P]
-        waiters += [(r, protocol.OPS[op], peer, seq, self._age(r, i, now))
-                    for r, op, peer, seq, i in zip(*(rows[k][failed].tolist() for k in (
-                        "rank", "op", "peer", "seq", "id")))]
-        old = [w for w in waiters if w[2] >= 0 and w[4] >= HANG_AFTER_S]
+        waiters += [(r, protocol.OPS[op], peer, seq, self._age(r, i, now), (t1 - t0) / 1e9)
+                    for r, op, peer, seq, i, t0, t1 in zip(*(rows[k][failed].tolist() for k in (
+                        "rank", "op", "peer", "seq", "id", "t_start", "t_end")))]
+        waiters = [(r, op, peer, seq, secs - (now - self._until((r, peer), now)), took)
+                   for r, op, peer, seq, secs, took in waiters]
+        # a failed one is named at once if its peer has exited: that peer will not come
+        old = [w for w in waiters if w[2] >= 0 and (w[4] >= HANG_AFTER_S or w[5] is not None
+                                                     and self._exited(w[2]))]
         if not old:
             return []
         posted = set(zip(rows["rank"].tolist(), _is_send(rows["op"]).tolist(),
                          rows["peer"].tolist(), rows["seq"].tolist()))
-        posted |= {(r, op in protocol.SENDS, peer, seq) for r, op, peer, seq, _ in waiters}
+        posted |= {(r, op in protocol.SENDS, peer, seq) for r, op, peer, seq, _, _ in waiters}
         out = []
-        for rank, op, peer, seq, secs in old:
+        for rank, op, peer, seq, secs, took in old:
             sending = op in protocol.SENDS
             if (peer, not sending, rank, seq) in posted:
                 continue  # the other side is there: data is moving, however slowly
             src, dst = (rank, peer) if sending else (peer, rank)
             waits.setdefault(rank, set()).add(peer)
             en, pt = self._doing(peer, wall)
-            what_en = (f"send {src} -> {dst} #{seq} waits {secs:.1f} s for its recv"
-                       if sending else f"recv at {dst} from {src} #{seq} waits {secs:.1f} s "
-                       "for its send")
-            what_pt = (f"send {src} -> {dst} #{seq} espera há {secs:.1f} s pelo recv"
-                       if sending else f"recv em {dst} de {src} #{seq} espera há {secs:.1f} s "
-                       "pelo send")
-            out.append(Finding("hang", (peer,), (src, dst), seq,
+            ended = self._until((rank, peer), now) < now
+            if took is not None:
+                wait_en, wait_pt = f"failed after {took:.1f} s waiting", \
+                    f"falhou após {took:.1f} s esperando"
+            elif ended:
+                wait_en, wait_pt = f"waited {secs:.1f} s, until the ranks exited,", \
+                    f"esperou {secs:.1f} s, até os ranks saírem,"
+            else:
+                wait_en, wait_pt = f"waits {secs:.1f} s", f"espera há {secs:.1f} s"
+            what_en = (f"send {src} -> {dst} #{seq} {wait_en} for its recv"
+                       if sending else f"recv at {dst} from {src} #{seq} {wait_en} for its send")
+            what_pt = (f"send {src} -> {dst} #{seq} {wait_pt} pelo recv"
+                       if sending else f"recv em {dst} de {src} #{seq} {wait_pt} pelo send")
+            out.append(Finding("hang" if took is None else "failed", (peer,), (src, dst), seq,
                                f"{what_en}: rank {peer} never posted it ({en})",
                                f"{what_pt}: o rank {peer} nunca o postou ({pt})",
                                ("hang-p2p", src, dst, seq, sending), now, wall,

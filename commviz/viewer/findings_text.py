@@ -43,6 +43,24 @@ ADVICE: dict[str, tuple[dict[str, str], dict[str, str]]] = {
         depende do rank ou dos dados, um `continue`/`return` antecipado, um número diferente
         de passos ou batches por rank, sends e recvs postados em ordens que não casam."""),
     ),
+    "failed": (
+        _t("""An operation failed on some ranks (the backend raised an error) while other
+        ranks never entered it: typically one of them crashed or exited first and its peers
+        saw the connection close, or they were elsewhere for longer than the process group's
+        timeout. Nobody waits in it any more.""",
+           """Uma operação falhou em alguns ranks (o backend levantou um erro) enquanto outros
+        nunca entraram nela: em geral um deles travou ou saiu antes e os outros viram a
+        conexão fechar, ou eles estavam em outro lugar por mais tempo que o timeout do
+        process group. Ninguém espera mais nela."""),
+        _t("""The log of the ranks that never came (their exception, exit code or kill), then
+        the failed ranks' error: "connection closed by peer" points at a peer that died, a
+        timeout at one that went another way (a collective inside an `if`, a different number
+        of steps).""",
+           """O log dos ranks que nunca chegaram (a exceção, o código de saída ou quem os
+        matou), depois o erro dos ranks que falharam: "connection closed by peer" aponta para
+        um par que morreu, um timeout para um que seguiu outro caminho (um coletivo dentro de
+        um `if`, um número diferente de passos)."""),
+    ),
     "lost_rank": (
         _t("""A rank stopped reporting without saying goodbye: its process died (crash, out of
         memory, killed) or its network broke. Its peers are stuck in whatever they share
@@ -95,6 +113,7 @@ ADVICE: dict[str, tuple[dict[str, str], dict[str, str]]] = {
 TITLES: dict[str, dict[str, str]] = {
     "straggler": {"en": "Straggler", "pt": "Rank atrasado"},
     "hang": {"en": "Hang", "pt": "Travamento"},
+    "failed": {"en": "Failed operation", "pt": "Operação que falhou"},
     "lost_rank": {"en": "Lost rank", "pt": "Rank perdido"},
     "mismatch": {"en": "Mismatch", "pt": "Incompatibilidade"},
     "slow": {"en": "Slow link", "pt": "Enlace lento"},

@@ -21,16 +21,17 @@ FAILURE_GRACE_S = 2.0  # after a rank fails, watch this long: the diagnosis name
 
 
 def run(session: Session, ranks: Ranks | None = None, out: TextIO = sys.stdout,
-        banner: str | None = None) -> int:
+        banner: str | None = None, lang: str = "en") -> int:
     """Print until interrupted or, with ``ranks``, until they have all ended. Returns the exit code.
 
     ``banner`` is printed first, once SIGINT/SIGTERM already lead to a clean stop, so whoever
     reads it may signal at once. The handlers stay until everything is stopped and closed.
+    ``lang``: the language of the findings' lines.
     """
     stop = threading.Event()
     previous = {sig: signal.signal(sig, lambda *_: stop.set())
                 for sig in (signal.SIGINT, signal.SIGTERM)}
-    printer = _Printer(session, out)
+    printer = _Printer(session, out, lang)
     code = 0
     failed_at: float | None = None
     try:
@@ -73,7 +74,7 @@ def run(session: Session, ranks: Ranks | None = None, out: TextIO = sys.stdout,
 
 
 def run_job(session: Session, start: Callable[[], Job], out: TextIO = sys.stdout,
-            banner: str | None = None) -> int:
+            banner: str | None = None, lang: str = "en") -> int:
     """Print while a ``commviz run`` job runs, until it ends or SIGINT/SIGTERM stops it.
 
     The job shares the terminal, so every line of commviz's own goes to ``out`` behind a
@@ -81,7 +82,7 @@ def run_job(session: Session, start: Callable[[], Job], out: TextIO = sys.stdout
     that a Ctrl-C at any moment stops it. Returns the job's exit code (Job.exit_code).
     """
     out = Prefixed(out, PREFIX)
-    printer = _Printer(session, out)
+    printer = _Printer(session, out, lang)
     job: Job | None = None
     with Interrupts() as interrupts:
         try:
@@ -146,8 +147,8 @@ def _await_goodbyes(session: Session, world: int, printer: _Printer) -> None:
 
 
 class _Printer:
-    def __init__(self, session: Session, out: TextIO) -> None:
-        self.session, self.out = session, out
+    def __init__(self, session: Session, out: TextIO, lang: str = "en") -> None:
+        self.session, self.out, self.lang = session, out, lang
         self.t0: int | None = None
         self.known: set[int] = set()
         self.nccl_said = False  # the line on what NCCL reported at init is printed once
@@ -162,12 +163,13 @@ class _Printer:
         for s in joined:
             print(f"rank {s.rank}/{s.world} joined: {s.host} pid {s.pid} {s.backend} {s.device}",
                   file=self.out)
-        for inst in new:
-            if self.t0 is None:
-                self.t0 = inst.t_first_start
-            print(text.instance_line(inst, self.t0), file=self.out)
+        if new and self.t0 is None:
+            print(text.instance_header(), file=self.out)
+            self.t0 = self.session.first_message_ns or min(i.t_end for i in new)
+        for inst in sorted(new, key=lambda i: i.t_end):  # in time order within a round
+            print(text.instance_line(inst, self.t0, text.COLUMNS), file=self.out)
         for f in found:
-            print(text.finding_line(f), file=self.out)
+            print(text.finding_line(f, self.lang), file=self.out)
         if not self.nccl_said:
             nccl = self.session.nccl.init_summary()
             if nccl is not None:

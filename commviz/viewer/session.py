@@ -38,6 +38,8 @@ class Session:
         self.new_findings: list[Finding] | None = [] if collect_instances else None
         self._next_diagnosis = 0.0
         self._last_poll = time.monotonic()
+        # the wall clock (ns) when the first message arrived: time zero of the headless lines
+        self.first_message_ns: int | None = None
         try:
             self.recorder = recording.Recorder(record) if record else None
         except OSError as exc:
@@ -84,6 +86,8 @@ class Session:
         messages = self.receiver.drain(timeout_ms)
         self._last_poll = time.monotonic()
         if messages:
+            if self.first_message_ns is None:
+                self.first_message_ns = time.time_ns()
             self._idle.wait(FRAME_YIELD_S)
             with self.lock:
                 self.model.apply(messages)

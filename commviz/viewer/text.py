@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..bandwidth import gbps_text
+from ..protocol import OPS
 from .diagnose import Finding
 from .model import HostClock, Instance
 
@@ -15,18 +16,40 @@ def human_bytes(n: float) -> str:
     return f"{n} B"
 
 
-def instance_line(inst: Instance, t0_ns: int) -> str:
-    """One line per completed collective instance or p2p transfer."""
-    when = (inst.t_end - t0_ns) / 1e9
+# widths of the op, ranks and sequence-number columns: headless, wide enough for every op
+# (all_gather_into_tensor, reduce_scatter_single), "9999 -> 9998", "0,1,2,3,4,5" and 7 digits;
+# the TUI's narrow log keeps compact ones, where a long name pushes the rest of its line right
+COLUMNS = (max(map(len, OPS)), 12, 7)
+LOG_COLUMNS = (14, 9, 5)
+
+
+def instance_header() -> str:
+    """The headless columns of ``instance_line``, printed once above the first."""
+    op_w, who_w, seq_w = COLUMNS
+    return (f"{'end (s)':>9}  {'op':<{op_w}} {'ranks':<{who_w}} {'seq':<{seq_w + 1}} "
+            f"{'size':>9}  time from the last arrival, skew of the arrivals")
+
+
+def instance_line(inst: Instance, t0_ns: int,
+                  columns: tuple[int, int, int] = LOG_COLUMNS) -> str:
+    """One line per completed collective instance or p2p transfer.
+
+    Its time is the op's end in seconds since ``t0_ns`` (the headless viewer's: when its
+    first message arrived), on the viewer's clock (other hosts' times corrected); an op that
+    ended before then (a job already running when the viewer started) shows 0.000.
+    """
+    op_w, who_w, seq_w = columns
+    when = max(0, inst.t_end - t0_ns) / 1e9
     if len(inst.group) == 2 and inst.op in ("send", "isend", "send_object_list"):
         who = f"{inst.group[0]} -> {inst.group[1]}"
     else:
-        who = ",".join(map(str, inst.group)) if len(inst.group) <= 6 else \
-            f"{len(inst.group)} ranks"
+        who = ",".join(map(str, inst.group))
+        if len(who) > who_w:
+            who = f"{len(inst.group)} ranks"
     parent = f"  (in {inst.parent})" if inst.parent else ""
     if inst.ddp:
         parent += "  (by DDP)"
-    return (f"{when:8.3f}s  {inst.op:<14} {who:<9} #{inst.seq:<5} "
+    return (f"{when:8.3f}s  {inst.op:<{op_w}} {who:<{who_w}} #{inst.seq:<{seq_w}} "
             f"{human_bytes(inst.size):>9}  time {inst.time_ns / 1e3:8.1f} us  "
             f"skew {inst.skew_ns / 1e3:7.1f} us{parent}")
 
@@ -46,9 +69,10 @@ def stats_table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def finding_line(f: Finding) -> str:
-    """One line per finding of the live diagnosis, and per condition that ended."""
-    return f"!! {f.type}: {f.message}"
+def finding_line(f: Finding, lang: str = "en") -> str:
+    """One line per finding of the live diagnosis, and per condition that ended, in ``lang``;
+    the type stays the recording's, for whoever greps for it."""
+    return f"!! {f.type}: {f.text(lang)}"
 
 
 def node_line(clock: HostClock, ranks: list[int]) -> str:

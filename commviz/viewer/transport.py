@@ -10,6 +10,7 @@ authenticator then drops every peer without an accepted key before it is read.
 from __future__ import annotations
 
 import errno
+import re
 from collections import Counter
 from pathlib import Path
 
@@ -30,11 +31,22 @@ class BindError(RuntimeError):
     """The address cannot be bound; the message says why and what to do."""
 
 
+class AddressInUse(BindError):
+    """The address or its port + 1 is taken; the command adds what to do, as it differs."""
+
+
+# what a viewer binds: tcp://HOST:PORT (PORT * or 0: a free one), or a local ipc:// path
+_ADDRESS = re.compile(r"tcp://\S+:(\d+|\*)|ipc://\S+")
+
+
 class Receiver:
     """``keys``: a folder written by ``commviz keys``; needed to bind a non-loopback address,
     optional on loopback."""
 
     def __init__(self, bind: str = DEFAULT_BIND, keys: str | Path | None = None) -> None:
+        if not _ADDRESS.fullmatch(bind):
+            raise BindError(f"{bind!r} is not an address to listen on: it must look like "
+                            "tcp://HOST:PORT, e.g. tcp://127.0.0.1:5555")
         server_keys = self._server_keys(bind, keys)
         self._ctx = zmq.Context()
         self._auth = keys_.authenticator(self._ctx, server_keys) if server_keys else None
@@ -50,10 +62,8 @@ class Receiver:
         except zmq.ZMQError as exc:
             self.close()
             if exc.errno == errno.EADDRINUSE:
-                raise BindError(f"{bind} (or its port + 1, the clock channel) is already in "
-                                "use (another commviz viewer?). Pick another with --bind "
-                                "tcp://127.0.0.1:PORT, and point the ranks at it with "
-                                "COMMVIZ_ADDR.") from None
+                raise AddressInUse(f"{bind} (or its port + 1, the clock channel) is already "
+                                   "in use (another commviz viewer?)") from None
             raise BindError(f"cannot bind {bind}: {exc.strerror}") from None
         self.addr = bind
         self.secure = server_keys is not None

@@ -1,0 +1,95 @@
+"""The headless viewer's lines: their clock, their order within a round, their columns."""
+
+from __future__ import annotations
+
+import io
+import re
+import time
+
+import zmq
+
+from commviz import protocol
+from commviz.viewer import headless, text
+from commviz.viewer.model import Instance
+from commviz.viewer.session import Session
+
+T = 1_800_000_000_000_000_000
+MS = 1_000_000
+
+
+def _inst(op: str, group: tuple[int, ...], seq: int, start_ms: float, end_ms: float) -> Instance:
+    return Instance(op, group, seq, 4096, T + round(start_ms * MS), T + round(start_ms * MS),
+                    T + round(end_ms * MS), "float32", None)
+
+
+def test_times_are_op_ends_since_t0_and_never_negative():  # the TUI's log: compact columns
+    assert text.instance_line(_inst("all_reduce", (0, 1), 1, 2, 8), T).startswith(
+        "   0.008s  all_reduce ")
+    # ended before the viewer heard anything (a job already running when it started)
+    assert text.instance_line(_inst("send", (0, 1), 1, -9, -1), T).startswith(
+        "   0.000s  send ")
+
+
+def test_columns_stay_aligned_for_the_longest_names():
+    lines = [text.instance_header()] + [
+        text.instance_line(_inst(op, group, seq, 0, 1), T, text.COLUMNS) for op, group, seq in [
+            ("send", (0, 1), 1), ("reduce_scatter_single", (0, 1), 6),
+            ("all_gather_into_tensor", tuple(range(8)), 1234567), ("broadcast", (100, 101), 2),
+            ("all_reduce", (1000, 1001, 1002), 3), ("send", (9999, 9998), 4)]]
+    ranks = [line.index("ranks") for line in lines[:1]] + [
+        re.search(r"\s(\d+ -> \d+|[\d,]+|\d+ ranks)\s", line[11:]).start(1) + 11
+        for line in lines[1:]]
+    seqs = [lines[0].index("seq")] + [line.index("#") for line in lines[1:]]
+    sizes = [line.index("size") + 4 for line in lines[:1]] + [
+        line.index("KiB") + 3 for line in lines[1:]]
+    assert len(set(ranks)) == 1 and len(set(seqs)) == 1 and len(set(sizes)) == 1, lines
+    assert "8 ranks" in lines[3] and "3 ranks" in lines[5] and "100,101 " in lines[4]
+
+
+def test_lines_come_in_time_order_on_the_clock_of_the_first_message():
+    """A round's transfers and collectives (and subgroups') came out each in its own order,
+    timed from the first printed op's start: -0.001 s below 0.008 s."""
+    session = Session("tcp://127.0.0.1:*", collect_instances=True)
+    try:
+        session.first_message_ns = T
+        session.model.new_instances = [
+            _inst("send", (0, 1), 1, 0.5, 1), _inst("send", (0, 1), 3, 7.5, 8),
+            _inst("all_reduce", (0, 1), 1, 2, 3), _inst("all_reduce", (2, 3), 1, 1.5, 2)]
+        out = io.StringIO()
+        headless._Printer(session, out).flush()
+    finally:
+        session.close()
+    lines = out.getvalue().splitlines()
+    assert lines[0] == text.instance_header()
+    assert [line.split()[:2] for line in lines[1:]] == [
+        ["0.001s", "send"], ["0.002s", "all_reduce"], ["0.003s", "all_reduce"],
+        ["0.008s", "send"]]
+
+
+def test_the_session_notes_when_its_first_message_arrived():
+    session = Session("tcp://127.0.0.1:*")
+    ctx = zmq.Context()
+    push = ctx.socket(zmq.PUSH)
+    try:
+        assert session.first_message_ns is None
+        session.poll(0)
+        assert session.first_message_ns is None
+        push.connect(session.addr)
+        before = time.time_ns()
+        push.send(protocol.pack({"v": protocol.VERSION, "k": "hb", "rank": 0, "world": 1,
+                                 "host": "node0", "pid": 100, "backend": "gloo",
+                                 "device": "cpu", "t_ns": before, "dropped": 0, "tel": {}}))
+        deadline = time.monotonic() + 5
+        while session.first_message_ns is None and time.monotonic() < deadline:
+            session.poll(50)
+        first = session.first_message_ns
+        assert first is not None and before <= first <= time.time_ns()
+        push.send(protocol.pack({"v": protocol.VERSION, "k": "bye", "rank": 0,
+                                 "t_ns": time.time_ns(), "dropped": 0}))
+        while not session.model.ranks[0].exited and time.monotonic() < deadline:
+            session.poll(50)
+        assert session.first_message_ns == first
+    finally:
+        push.close(linger=0)
+        ctx.term()
+        session.close()
