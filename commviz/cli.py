@@ -300,8 +300,9 @@ def _stats(args: argparse.Namespace) -> int:
         print(json.dumps({"file": args.file, "records": model.records, "rows": rows}, indent=2))
     else:
         print(text.stats_table(rows))
+        failed = f" ({model.failed} more failed: not counted)" if model.failed else ""
         print(f"\n{model.records} op records, {model.instances} collective instances, "
-              f"{model.transfers} transfers")
+              f"{model.transfers} transfers{failed}")
     return 0
 
 

@@ -154,6 +154,7 @@ class Session:
     def summary(self) -> dict:
         m = self.model
         return {"records": m.records, "instances": m.instances, "transfers": m.transfers,
+                "failed": m.failed,
                 "rejected_messages": self.receiver.rejected,
                 "dropped_by_ranks": {r: s.dropped for r, s in sorted(m.ranks.items())},
                 "unmatched_pending": m.evicted}
