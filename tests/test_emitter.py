@@ -4,6 +4,7 @@ import multiprocessing as mp
 import os
 import time
 
+import pytest
 import zmq
 
 from commviz import protocol
@@ -86,6 +87,25 @@ def test_no_viewer_drops_and_counts_without_blocking():
     pushed_s, close_s, sent, dropped = _run_flood(f"tcp://127.0.0.1:{free_port()}")
     assert sent == 0 and dropped == 100_000
     assert close_s < 1.5  # exit never waits on a viewer that is not there
+
+
+@pytest.mark.parametrize("rank", [0, 1])
+def test_records_no_viewer_ever_took_are_reported_once_per_job(capfd, rank):
+    """`commviz run --no-viewer` with a mistyped COMMVIZ_ADDR: rank 0 says so at exit."""
+    addr = f"tcp://127.0.0.1:{free_port()}"
+    em = Emitter(addr, lambda: (rank, 2, "gloo", "cpu"))
+    em.groups[0] = ("0", [0, 1])
+    em.sites[0] = ("x.py", 1)
+    for i in range(5):
+        em.push(_record(i))
+    time.sleep(0.5)
+    em.close()
+    err = capfd.readouterr().err
+    if rank == 0:
+        assert f"no viewer ever answered at {addr}" in err and f"{em.dropped} records" in err
+        assert em.dropped >= 5
+    else:
+        assert err == ""
 
 
 def test_viewer_that_never_reads_cannot_block_or_hang_the_rank():

@@ -86,6 +86,7 @@ class _Link:
         self._sock = sock
         self._warned = False
         self.connected = False
+        self.ever_connected = False
         self.refused = False
         self._since = time.monotonic()
 
@@ -96,7 +97,7 @@ class _Link:
             except zmq.Again:
                 return
             if event == zmq.EVENT_HANDSHAKE_SUCCEEDED:
-                self.connected, self.refused = True, False
+                self.connected, self.refused, self.ever_connected = True, False, True
             elif event == zmq.EVENT_DISCONNECTED:
                 self.connected, self._since = False, time.monotonic()
             elif event == zmq.EVENT_CONNECT_RETRIED and not self.connected:
@@ -255,6 +256,13 @@ class Emitter:
         finally:
             if self._clock is not None:
                 self._clock.close()
+            link.update()
+            ident = self._identity()
+            if self.dropped and not link.ever_connected and ident is not None and ident[0] == 0:
+                # once per job (rank 0): a viewer never started, or a mistyped COMMVIZ_ADDR
+                print(f"commviz: no viewer ever answered at {self.addr}: {self.dropped} records "
+                      "of rank 0 were dropped (start `commviz watch` there, or check "
+                      "COMMVIZ_ADDR)", file=sys.stderr, flush=True)
             link.close()
             sock.close(linger=EXIT_LINGER_MS)
             ctx.term()
