@@ -206,6 +206,7 @@ class Model:
         self.jobs: list[dict[int, RankState]] = []
         # incarnations a later process of the same rank number replaced, oldest first
         self.replaced: collections.deque[RankState] = collections.deque(maxlen=RECENT_MAX)
+        self.replacements = 0  # ever appended to ``replaced``
         self.sites: list[tuple[str, int]] = []
         self._site_keys: dict[tuple[str, int], int] = {}
         self.inflight: dict[tuple[int, int], InFlight] = {}
@@ -290,8 +291,8 @@ class Model:
         return self.groups[gkey]
 
     def job_of(self, gkey: int) -> int:
-        """The job generation a group belongs to (1, 2, ...)."""
-        return int(self._group_jobs[gkey])
+        """The job generation a group belongs to (1, 2, ...; 0 for no group, gkey -1)."""
+        return int(self._group_jobs[gkey]) if 0 <= gkey < len(self._group_jobs) else 0
 
     def job_over(self, job: int) -> bool:
         """Whether every incarnation of a job generation has said goodbye or been replaced."""
@@ -403,6 +404,7 @@ class Model:
         s = self._rank(hb.rank)
         if s.pid and (s.host, s.pid) != (hb.host, hb.pid):  # another process: a new incarnation
             self.replaced.append(s)
+            self.replacements += 1
             s = self.ranks[hb.rank] = RankState(hb.rank)
         s.world, s.host, s.pid = hb.world, hb.host, hb.pid
         if not s.job:

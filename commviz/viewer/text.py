@@ -14,6 +14,15 @@ def human_bytes(n: float) -> str:
     return f"{n} B"
 
 
+def ranks_phrase(ranks: list[int]) -> str:
+    """``rank 3``, ``ranks 0-3`` (consecutive), ``ranks 0,2,5``."""
+    if len(ranks) == 1:
+        return f"rank {ranks[0]}"
+    if ranks == list(range(ranks[0], ranks[0] + len(ranks))):
+        return f"ranks {ranks[0]}-{ranks[-1]}"
+    return "ranks " + ",".join(map(str, ranks))
+
+
 def instance_line(inst: Instance, t0_ns: int) -> str:
     """One line per completed collective instance or p2p transfer."""
     when = (inst.t_end - t0_ns) / 1e9
