@@ -14,12 +14,15 @@ from 0 again and sequence numbers restart at 1, so matching never crosses jobs. 
 process that reports as a rank is one *incarnation* (its host and pid, from its heartbeat);
 a rank number reappearing as another process begins a new incarnation, which joins the
 oldest job generation that has no incarnation of that rank yet, has the same world size
-and is still going (none of its ranks replaced, not all of them gone with a goodbye), or
-else starts a new generation. Process groups are keyed per generation, so collectives (group
-+ seq) and transfers (k-th send/recv of a pair) match only within one. The rule reads only
+and none of whose ranks was replaced yet, or else starts a new generation (a rank seen for
+the first time joins the job under way: it may report late, even after a job-mate left).
+Process groups are keyed per generation, so collectives (group + seq) and transfers (k-th
+send/recv of a pair) match only within one. The rule reads only
 the order of messages, so ``commviz stats`` replays a recording into the same generations.
 Known limit: ops and goodbyes carry a rank number, not a pid, so two jobs that run *at the
-same time* with the same rank numbers cannot be told apart (their heartbeats would be).
+same time* with the same rank numbers cannot be told apart (their heartbeats would be);
+nor can a rank of a job that never reported from the same rank of the next job, if that
+one reports first.
 
 Several hosts: each host's clock offset to the viewer is estimated from the round trips
 ranks report in their heartbeats (``commviz/clocksync.py``), and every time a rank on
@@ -426,8 +429,7 @@ class Model:
         """The job generation a new incarnation of ``rank`` belongs to (see the module doc)."""
         for job, members in enumerate(self.jobs, start=1):
             if (rank not in members and all(s.world == world for s in members.values())
-                    and not any(self.ranks.get(r) is not s for r, s in members.items())
-                    and not all(s.exited for s in members.values())):
+                    and all(self.ranks.get(r) is s for r, s in members.items())):
                 return job
         self.jobs.append({})
         return len(self.jobs)
