@@ -188,3 +188,28 @@ def test_stats_replays_a_recording_of_two_jobs_in_their_generations(tmp_path, ca
     replay = Model()
     replay.apply(list(recording.read(path)))
     assert (replay.instances, replay.transfers, len(replay.jobs)) == (6, 6, 2)
+
+
+def test_headless_shows_each_job_joining(tmp_path):
+    from io import StringIO
+
+    from commviz.viewer import headless
+    from commviz.viewer.session import Session
+
+    session = Session("tcp://127.0.0.1:*", collect_instances=True)
+    out = StringIO()
+    try:
+        printer = headless._Printer(session, out)
+        session.model.apply(_job((11, 12), (1,)))
+        printer.flush()
+        session.model.apply([_hb(1, 22)])
+        printer.flush()
+        session.model.apply([_hb(0, 21)])
+        printer.flush()
+    finally:
+        session.close()
+    joined = [line for line in out.getvalue().splitlines() if "joined" in line]
+    assert joined == ["rank 0/2 joined: node0 pid 11 gloo cpu",
+                      "rank 1/2 joined: node0 pid 12 gloo cpu",
+                      "job 2: rank 1 joined", "rank 1/2 joined: node0 pid 22 gloo cpu",
+                      "job 2: rank 0 joined", "rank 0/2 joined: node0 pid 21 gloo cpu"]

@@ -17,8 +17,8 @@ oldest job generation that has no incarnation of that rank yet, has the same wor
 and none of whose ranks was replaced yet, or else starts a new generation (a rank seen for
 the first time joins the job under way: it may report late, even after a job-mate left).
 Process groups are keyed per generation, so collectives (group + seq) and transfers (k-th
-send/recv of a pair) match only within one. The rule reads only
-the order of messages, so ``commviz stats`` replays a recording into the same generations.
+send/recv of a pair) match only within one. The rule reads only the order of messages, so
+``commviz stats`` replays a recording into the same generations.
 Known limit: ops and goodbyes carry a rank number, not a pid, so two jobs that run *at the
 same time* with the same rank numbers cannot be told apart (their heartbeats would be);
 nor can a rank of a job that never reported from the same rank of the next job, if that
