@@ -213,3 +213,25 @@ def test_headless_shows_each_job_joining(tmp_path):
                       "rank 1/2 joined: node0 pid 12 gloo cpu",
                       "job 2: rank 1 joined", "rank 1/2 joined: node0 pid 22 gloo cpu",
                       "job 2: rank 0 joined", "rank 0/2 joined: node0 pid 21 gloo cpu"]
+
+
+def test_a_later_jobs_op_is_not_aged_by_an_earlier_jobs_op_of_the_same_id():
+    """Each process numbers its ops from 0: job 2's op 3, in flight for a moment, is not the
+    leftover op 3 of job 1 that has waited for seconds (no false hang), and a replaced
+    process's ops in flight are dropped (they will never end)."""
+    clock, m, diag = _model()
+    m.apply([_hb(0, 11), _hb(1, 12), _coll(0, 1), _coll(1, 1), bye(1),
+             op_batch(0, [{"id": 3, "op": "all_reduce", "seq": 2, "t_start": T0_NS,
+                           "t_end": T0_NS + 1000, "flags": protocol.FLAG_FAILED},
+                          {"id": 4, "op": "barrier", "seq": 3, "t_start": T0_NS,
+                           "t_end": -1}], G2)])
+    diag.update()
+    clock.advance(5)
+    assert sorted((f.type, f.seq) for f in diag.update()) == [("hang", 2), ("hang", 3)]
+    m.apply([_hb(0, 21), _hb(1, 22),
+             op_batch(0, [{"id": 3, "op": "all_reduce", "seq": 1, "t_start": T0_NS + 6 * SEC,
+                           "t_end": -1}], G2)])
+    assert [(f.rank, f.seq) for f in m.inflight.values()] == [(0, 1)]  # job 1's barrier: gone
+    clock.advance(0.3)
+    assert sorted((f.type, f.about or "", f.seq or 0) for f in diag.update()) == [
+        ("lost_rank", "", 0), ("resolved", "hang", 2), ("resolved", "hang", 3)]

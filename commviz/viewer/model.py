@@ -63,6 +63,10 @@ SEGMENTS_MAX = 2_000  # completed ops kept per rank for the timeline
 SAMPLES_MAX = 100_000
 PHASES_MAX = 2_000  # compute phases kept per rank
 TELEMETRY_MAX = 240
+# A row's ``id`` is the rank's op id plus its job generation << ID_JOB_SHIFT: each process
+# numbers its ops from 0, and what is keyed by (rank, id) (ops in flight, the diagnosis'
+# waits) must not take a later job's op for an earlier job's
+ID_JOB_SHIFT = 48
 
 _ROW_FIELDS = ("rank", "id", "op", "parent", "gkey", "seq", "peer", "bytes_in", "bytes_out",
                "dtype", "flags", "t_start", "t_end", "site")
@@ -408,6 +412,8 @@ class Model:
         if s.pid and (s.host, s.pid) != (hb.host, hb.pid):  # another process: a new incarnation
             self.replaced.append(s)
             self.replacements += 1
+            for key in [k for k in self.inflight if k[0] == hb.rank]:
+                del self.inflight[key]  # that process is gone: its ops will never end
             s = self.ranks[hb.rank] = RankState(hb.rank)
         s.world, s.host, s.pid = hb.world, hb.host, hb.pid
         if not s.job:
@@ -463,9 +469,11 @@ class Model:
         n = len(batch)
         state = self._rank(batch.rank)
         state.last_seen = self.clock()
+        job = state.job or max(len(self.jobs), 1)  # no heartbeat yet: the newest job's
         rows = {"rank": np.full(n, batch.rank, dtype=np.int64)}
         for name in ("id", "seq", "bytes_in", "bytes_out", "t_start", "t_end"):
             rows[name] = cols[name].astype(np.int64)
+        rows["id"] += job << ID_JOB_SHIFT
         shift = self._offset_ns(batch.rank)
         if shift:  # onto the viewer's clock; t_end -1 (in flight) stays -1
             rows["t_start"] -= shift
@@ -473,7 +481,6 @@ class Model:
         for name in ("op", "parent", "dtype", "flags"):
             rows[name] = cols[name]
         rows["peer"] = cols["peer"].astype(np.int64)
-        job = state.job or max(len(self.jobs), 1)  # no heartbeat yet: the newest job's
         rows["gkey"] = _translate(cols["gid"], {g: self._gkey(job, *v)
                                                 for g, v in batch.groups.items()})
         rows["site"] = _translate(cols["site"], {s: self._site(v) for s, v in batch.sites.items()})
