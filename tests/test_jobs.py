@@ -235,3 +235,25 @@ def test_a_later_jobs_op_is_not_aged_by_an_earlier_jobs_op_of_the_same_id():
     clock.advance(0.3)
     assert sorted((f.type, f.about or "", f.seq or 0) for f in diag.update()) == [
         ("lost_rank", "", 0), ("resolved", "hang", 2), ("resolved", "hang", 3)]
+
+
+def test_a_jobs_straggler_holds_until_the_next_job_and_ends_with_its_job():
+    clock, m, diag = _model()
+    ms = 1_000_000
+
+    def step(seq, late_ms):
+        return [op_batch(r, [{"id": seq, "op": "all_reduce", "seq": seq, "bytes_in": 4000,
+                              "t_start": T0_NS + seq * SEC + (late_ms * ms if r else 0),
+                              "t_end": T0_NS + seq * SEC + (late_ms + 1) * ms}], G2)
+                for r in (0, 1)]
+
+    m.apply([_hb(0, 11), _hb(1, 12)] + [b for seq in (1, 2, 3) for b in step(seq, 50)]
+            + [bye(0), bye(1)])
+    (f,) = diag.update()
+    assert (f.type, f.ranks) == ("straggler", (1,))
+    clock.advance(5)
+    assert diag.update() == [] and diag.findings() == [f]  # the job ended: still what it did
+    m.apply([_hb(0, 21), _hb(1, 22)] + step(1, 0))
+    (end,) = diag.update()
+    assert (end.type, end.about) == ("resolved", "straggler")
+    assert end.message.startswith("ended with job 1, unresolved after 5.0 s: rank 1 arrived")

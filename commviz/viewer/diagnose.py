@@ -30,8 +30,9 @@ Thresholds and why:
   the other workers as soon as one fails, so they all fall silent together, and no viewer
   stall makes a goodbye); so did a rank whose number comes back as another process (a new
   job, ``Model``'s generations) with no goodbye from the old one: named once.
-* a job's findings that end because the job ended (all its ranks gone) are reported as
-  ending with it, not as resolved by the job's own progress.
+* a job's findings hold until its ranks' numbers come back as a later job's processes;
+  then they end with the job (all its ranks gone or replaced), and are reported so, not as
+  resolved by the job's own progress.
 * mismatch: records of one instance that differ in op, dtype or size (nccl-tests' S, for ops
   whose size must agree), from pending and in-flight records, so it is named while the job
   still hangs; held 10 s after the instance completed.
@@ -319,8 +320,10 @@ class Diagnosis:
     def _straggling(self, now: float, wall: int) -> list[Finding]:
         out = []
         for gkey, s in self._streaks.items():
-            if s.late < STRAGGLER_AFTER or self.model.job_over(self.model.job_of(gkey)):
-                continue
+            late = self.model.ranks.get(s.rank)
+            if s.late < STRAGGLER_AFTER or (late is not None and late.job
+                                            and late.job != self.model.job_of(gkey)):
+                continue  # not yet named, or that rank is now another job's process
             group = self.model.groups[gkey][1]
             avg, waited = s.lateness_ns / s.late / 1e6, s.waited_ns / 1e9
             out.append(Finding(
