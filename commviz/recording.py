@@ -143,6 +143,9 @@ def read(path: str | Path) -> Iterator[protocol.Message]:
             if not isinstance(obj, dict):
                 raise RecordingError(f"{path}:{lineno}: not a JSON object")
             kind = obj.get("kind")
+            if kind in ("rank", "bye"):  # they begin and end incarnations: earlier ops first
+                yield from _batches(pending)
+                pending = []
             if kind == "op":
                 pending.append(obj)
                 if len(pending) >= protocol.MAX_BATCH:
@@ -158,6 +161,8 @@ def read(path: str | Path) -> Iterator[protocol.Message]:
                                          ident["pid"], ident["backend"], ident["device"],
                                          obj["t_ns"], obj["dropped"], {},
                                          tuple(tuple(row) for row in obj["clk"]))
+            elif kind == "bye":  # the model's job generations end with their goodbyes
+                yield protocol.Bye(obj["rank"], obj["t_ns"], obj["dropped"])
             elif kind == "phase":
                 yield protocol.Phases(obj["rank"], (protocol.PhaseSpan(
                     obj["name"], obj["depth"], obj["t_start_ns"], obj["t_end_ns"]),))

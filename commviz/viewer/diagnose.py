@@ -33,7 +33,14 @@ Thresholds and why:
   another rank kept reporting for that long after it went quiet, still so 0.2 s later:
   when every rank falls silent at once the viewer or the whole machine stalled (or the job
   ended: ``finish`` names who left without a goodbye), and ranks resuming after a stall
-  come back a few ms apart, so no rank is singled out for either.
+  come back a few ms apart, so no rank is singled out for either. A rank silent that long
+  after a rank of its job said goodbye ended without one (a launcher such as torchrun stops
+  the other workers as soon as one fails, so they all fall silent together, and no viewer
+  stall makes a goodbye); so did a rank whose number comes back as another process (a new
+  job, ``Model``'s generations) with no goodbye from the old one: named once.
+* a job's findings hold until its ranks' numbers come back as a later job's processes;
+  then they end with the job (all its ranks gone or replaced), and are reported so, not as
+  resolved by the job's own progress.
 * mismatch: records of one instance that differ in op, dtype or size (nccl-tests' S, for ops
   whose size must agree), from pending and in-flight records, so it is named while the job
   still hangs; held 10 s after the instance completed.
@@ -163,6 +170,8 @@ class Diagnosis:
         self._seen: dict[tuple[int, int], float] = {}  # (rank, op id) -> when first known
         self._touched: set[tuple[int, int]] = set()
         self._quiet: dict[int, float] = {}  # rank -> when it first looked lost
+        self._jobs: dict[tuple, set[int]] = {}  # finding key -> the jobs of its ranks
+        self._replacements = 0  # of the model's replaced incarnations, those looked at
         self.history: collections.deque[Finding] = collections.deque(maxlen=HISTORY)
 
     # ---- API ------------------------------------------------------------------------------
@@ -181,18 +190,24 @@ class Diagnosis:
                       self._slow(now, wall)):
             for f in found:
                 current.setdefault(f.key, f)
-        events = []
+        events = self._replaced(now, wall)
         for key, f in current.items():
             old = self._active.get(key)
             if old is None or old.type != f.type:  # new, or a hang that ended in failure
                 events.append(f)
+                self._jobs[key] = {self.model.ranks[r].job for r in f.ranks
+                                   if r in self.model.ranks}
             elif f.type == "failed":  # over: it says what each rank did when it was found
                 current[key] = old
             else:
                 current[key] = replace(f, since=old.since, t_ns=old.t_ns)
         for key, old in self._active.items():
             if key not in current:
-                events.append(_resolved(old, now, wall))
+                jobs = self._jobs.pop(key, set())
+                over = bool(jobs) and all(map(self.model.job_over, jobs))
+                if over and old.type == "lost_rank":
+                    continue  # said once: a lost rank of a job that is over stays lost
+                events.append(_resolved(old, now, wall, max(jobs) if over else None))
         self._active = current
         self._seen = {k: v for k, v in self._seen.items() if k in self._touched}
         self.history.extend(events)
@@ -218,6 +233,12 @@ class Diagnosis:
             events.append(f)
         self.history.extend(events)
         return events
+
+    def silent(self) -> list[int]:
+        """Ranks neither gone with a goodbye nor heard from for LOST_AFTER_S."""
+        now = self.model.clock()
+        return sorted(r for r, s in self.model.ranks.items()
+                      if not s.exited and now - s.last_seen > LOST_AFTER_S)
 
     # ---- model callbacks: arrivals of matched instances ----------------------------------
     def _collectives(self, rows: dict[str, np.ndarray], starts: np.ndarray) -> None:
@@ -310,8 +331,10 @@ class Diagnosis:
     def _straggling(self, now: float, wall: int) -> list[Finding]:
         out = []
         for gkey, s in self._streaks.items():
-            if s.late < STRAGGLER_AFTER:
-                continue
+            late = self.model.ranks.get(s.rank)
+            if s.late < STRAGGLER_AFTER or (late is not None and late.job
+                                            and late.job != self.model.job_of(gkey)):
+                continue  # not yet named, or that rank is now another job's process
             group = self.model.groups[gkey][1]
             avg, waited = s.lateness_ns / s.late / 1e6, s.waited_ns / 1e9
             out.append(Finding(
@@ -371,10 +394,12 @@ class Diagnosis:
         out: list[Finding] = []
         waits: dict[int, set[int]] = {}  # rank -> ranks it waits on, for deadlock cycles
         for (gkey, seq), entries in unmatched.items():
-            group = self.model.groups[gkey][1]
+            group, job = self.model.groups[gkey][1], self.model.job_of(gkey)
             # a rank never heard from is not missing: its reports are (a viewer started late,
-            # a first connection still under way); only ranks whose reports are current are
-            missing = tuple(r for r in group if r not in entries and r in self.model.ranks)
+            # a first connection still under way); only ranks whose reports are current are,
+            # and only in their own job (a rank number of a later job is another process)
+            missing = tuple(r for r in group if r not in entries and r in self.model.ranks
+                            and self.model.ranks[r].job in (0, job))
             if not missing or not any(e.waiting or e.failed for e in entries.values()):
                 continue
             inside = tuple(sorted(entries))
@@ -445,26 +470,31 @@ class Diagnosis:
         """Sends and receives that wait, or failed waiting, for a counterpart never posted."""
         rows = self.model.pending()[1]
         failed = np.flatnonzero((rows["flags"] & protocol.FLAG_FAILED) > 0)
-        # (rank, op, peer, seq, seconds waited, seconds in it before failing or None if live)
-        waiters = [(f.rank, f.op, f.peer, f.seq, self._age(f.rank, f.op_id, now, f.seen), None)
-                   for f in self.model.inflight.values() if f.op in protocol.P2P]
-        waiters += [(r, protocol.OPS[op], peer, seq, self._age(r, i, now), (t1 - t0) / 1e9)
-                    for r, op, peer, seq, i, t0, t1 in zip(*(rows[k][failed].tolist() for k in (
-                        "rank", "op", "peer", "seq", "id", "t_start", "t_end")))]
-        waiters = [(r, op, peer, seq, secs - (now - self._until((r, peer), now)), took)
-                   for r, op, peer, seq, secs, took in waiters]
+        job_of = self.model.job_of
+        # (rank, op, peer, seq, seconds waited, seconds in it before failing or None if live,
+        # job)
+        waiters = [(f.rank, f.op, f.peer, f.seq, self._age(f.rank, f.op_id, now, f.seen), None,
+                    job_of(f.gkey)) for f in self.model.inflight.values() if f.op in protocol.P2P]
+        waiters += [(r, protocol.OPS[op], peer, seq, self._age(r, i, now), (t1 - t0) / 1e9,
+                     job_of(g))
+                    for r, op, peer, seq, i, t0, t1, g in zip(*(rows[k][failed].tolist() for k in (
+                        "rank", "op", "peer", "seq", "id", "t_start", "t_end", "gkey")))]
+        waiters = [(r, op, peer, seq, secs - (now - self._until((r, peer), now)), took, job)
+                   for r, op, peer, seq, secs, took, job in waiters]
         # a failed one is named at once if its peer has exited: that peer will not come
         old = [w for w in waiters if w[2] >= 0 and (w[4] >= HANG_AFTER_S or w[5] is not None
                                                      and self._exited(w[2]))]
         if not old:
             return []
         posted = set(zip(rows["rank"].tolist(), _is_send(rows["op"]).tolist(),
-                         rows["peer"].tolist(), rows["seq"].tolist()))
-        posted |= {(r, op in protocol.SENDS, peer, seq) for r, op, peer, seq, _, _ in waiters}
+                         rows["peer"].tolist(), rows["seq"].tolist(),
+                         map(job_of, rows["gkey"].tolist())))
+        posted |= {(r, op in protocol.SENDS, peer, seq, job)
+                   for r, op, peer, seq, _, _, job in waiters}
         out = []
-        for rank, op, peer, seq, secs, took in old:
+        for rank, op, peer, seq, secs, took, job in old:
             sending = op in protocol.SENDS
-            if (peer, not sending, rank, seq) in posted:
+            if (peer, not sending, rank, seq, job) in posted:
                 continue  # the other side is there: data is moving, however slowly
             src, dst = (rank, peer) if sending else (peer, rank)
             waits.setdefault(rank, set()).add(peer)
@@ -509,10 +539,22 @@ class Diagnosis:
         latest = max((s.last_seen for s in self.model.ranks.values()), default=0.0)
         for r, s in sorted(self.model.ranks.items()):
             silent = now - s.last_seen
-            if s.exited or silent <= LOST_AFTER_S or latest - s.last_seen <= LOST_AFTER_S:
+            mates = self.model.jobs[s.job - 1] if s.job else {}
+            left = sorted(q for q, o in mates.items() if o is not s and o.exited)
+            if s.exited or silent <= LOST_AFTER_S or (latest - s.last_seen <= LOST_AFTER_S
+                                                      and not left):
                 self._quiet.pop(r, None)
                 continue
             if now - self._quiet.setdefault(r, now) < LOST_CONFIRM_S:
+                continue
+            if left and latest - s.last_seen <= LOST_AFTER_S:  # its job ended around it
+                out.append(Finding(
+                    "lost_rank", (r,), None, None,
+                    f"rank {r} ended without saying goodbye (it crashed or was killed): "
+                    f"nothing from it for {silent:.1f} s, and {_ranks(left)} said goodbye",
+                    f"rank {r} terminou sem se despedir (travou ou foi morto): nada dele há "
+                    f"{silent:.1f} s, e {_ranks(left, 'pt')} já se despediu",
+                    ("lost_rank", r), now, wall))
                 continue
             stuck = sorted((f for f in self.model.inflight.values() if f.rank != r),
                            key=lambda f: f.seen)
@@ -535,6 +577,25 @@ class Diagnosis:
                 f"caiu){tail_pt}",
                 ("lost_rank", r), now, wall,
                 links=tuple((q, r) for q in by_rank)))
+        return out
+
+    def _replaced(self, now: float, wall: int) -> list[Finding]:
+        """Incarnations replaced by another process of the same rank number (a new job)
+        without a goodbye and not found lost before: each named once, then forgotten."""
+        model = self.model
+        new = min(model.replacements - self._replacements, len(model.replaced))
+        self._replacements = model.replacements
+        out = []
+        for s in list(model.replaced)[len(model.replaced) - new:]:
+            if s.exited or ("lost_rank", s.rank) in self._active:
+                continue
+            f = Finding("lost_rank", (s.rank,), None, None,
+                        f"rank {s.rank} of job {s.job} (pid {s.pid}) ended without saying "
+                        "goodbye (it crashed or was killed)",
+                        f"rank {s.rank} do job {s.job} (pid {s.pid}) terminou sem se despedir "
+                        "(travou ou foi morto)",
+                        ("lost_rank", s.rank, s.job, s.pid), now, wall)
+            out.append(f)
         return out
 
     def _mismatches(self, now: float, wall: int,
@@ -677,12 +738,17 @@ def _late_threshold(durations: Iterable[int]) -> float:
     return max(MIN_LATE_NS, LATE_DURATION_FACTOR * p50, LATE_JITTER_FACTOR * jitter)
 
 
-def _resolved(old: Finding, now: float, wall: int) -> Finding:
+def _resolved(old: Finding, now: float, wall: int, job: int | None = None) -> Finding:
+    """The end of a finding: resolved, or, with ``job``, ended because that job ended."""
     took = now - old.since
-    return Finding("resolved", old.ranks, old.group, old.seq,
-                   f"resolved after {took:.1f} s: {old.message}",
-                   f"resolvido após {took:.1f} s: {old.message_pt}",
-                   ("resolved",) + old.key, now, wall, old.links, old.type, round(took, 3))
+    if job is None:
+        en, pt = f"resolved after {took:.1f} s", f"resolvido após {took:.1f} s"
+    else:
+        en, pt = (f"ended with job {job}, unresolved after {took:.1f} s",
+                  f"terminou com o job {job}, sem solução após {took:.1f} s")
+    return Finding("resolved", old.ranks, old.group, old.seq, f"{en}: {old.message}",
+                   f"{pt}: {old.message_pt}", ("resolved",) + old.key, now, wall, old.links,
+                   old.type, round(took, 3))
 
 
 def _majority(entries: dict[int, _Entry]) -> tuple:

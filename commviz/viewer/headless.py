@@ -63,7 +63,8 @@ def run(session: Session, ranks: Ranks | None = None, out: TextIO = sys.stdout,
                     print(f"{ranks.logs} kept in {ranks.logdir}", file=out)
                 else:
                     ranks.cleanup_logs()
-            session.close(ended=[] if ranks is None else
+            # a watcher (no ranks of its own) names the ranks that went silent without a goodbye
+            session.close(ended=None if ranks is None else
                           [rp.rank for rp in ranks.procs if not rp.stopped])
             printer.flush()
             printer.summary()
@@ -150,7 +151,7 @@ class _Printer:
     def __init__(self, session: Session, out: TextIO, lang: str = "en") -> None:
         self.session, self.out, self.lang = session, out, lang
         self.t0: int | None = None
-        self.known: set[int] = set()
+        self.known: set[tuple[int, int]] = set()  # (rank, job) of the incarnations shown
         self.nccl_said = False  # the line on what NCCL reported at init is printed once
 
     def flush(self) -> None:
@@ -158,8 +159,12 @@ class _Printer:
         with self.session.lock:
             new, model.new_instances = model.new_instances or [], []
             found, self.session.new_findings = self.session.new_findings or [], []
-            joined = [s for r, s in sorted(model.ranks.items()) if r not in self.known and s.pid]
-            self.known.update(s.rank for s in joined)
+            joined = [s for r, s in sorted(model.ranks.items())
+                      if (r, s.job) not in self.known and s.pid]
+            self.known.update((s.rank, s.job) for s in joined)
+        for job in sorted({s.job for s in joined if s.job > 1}):  # a job after the first
+            ranks = [s.rank for s in joined if s.job == job]
+            print(f"job {job}: {text.ranks_phrase(ranks)} joined", file=self.out)
         for s in joined:
             print(f"rank {s.rank}/{s.world} joined: {s.host} pid {s.pid} {s.backend} {s.device}",
                   file=self.out)

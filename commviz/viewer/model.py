@@ -9,6 +9,21 @@ Matching rules (the protocol's): a collective instance is the records of one pro
 (name + global ranks) with one sequence number, one per member rank; a transfer is the k-th
 send a->b together with the k-th receive at b from a.
 
+Several jobs, one after another, into one viewer (``commviz watch``): ranks are numbered
+from 0 again and sequence numbers restart at 1, so matching never crosses jobs. Each
+process that reports as a rank is one *incarnation* (its host and pid, from its heartbeat);
+a rank number reappearing as another process begins a new incarnation, which joins the
+oldest job generation that has no incarnation of that rank yet, has the same world size
+and none of whose ranks was replaced yet, or else starts a new generation (a rank seen for
+the first time joins the job under way: it may report late, even after a job-mate left).
+Process groups are keyed per generation, so collectives (group + seq) and transfers (k-th
+send/recv of a pair) match only within one. The rule reads only the order of messages, so
+``commviz stats`` replays a recording into the same generations.
+Known limit: ops and goodbyes carry a rank number, not a pid, so two jobs that run *at the
+same time* with the same rank numbers cannot be told apart (their heartbeats would be);
+nor can a rank of a job that never reported from the same rank of the next job, if that
+one reports first.
+
 Several hosts: each host's clock offset to the viewer is estimated from the round trips
 ranks report in their heartbeats (``commviz/clocksync.py``), and every time a rank on
 another host reports is moved onto the viewer's clock as it arrives, with its host's
@@ -48,6 +63,10 @@ SEGMENTS_MAX = 2_000  # completed ops kept per rank for the timeline
 SAMPLES_MAX = 100_000
 PHASES_MAX = 2_000  # compute phases kept per rank
 TELEMETRY_MAX = 240
+# A row's ``id`` is the rank's op id plus its job generation << ID_JOB_SHIFT: each process
+# numbers its ops from 0, and what is keyed by (rank, id) (ops in flight, the diagnosis'
+# waits) must not take a later job's op for an earlier job's
+ID_JOB_SHIFT = 48
 
 _ROW_FIELDS = ("rank", "id", "op", "parent", "gkey", "seq", "peer", "bytes_in", "bytes_out",
                "dtype", "flags", "t_start", "t_end", "site")
@@ -69,6 +88,7 @@ class RankState:
     bytes_in: int = 0
     last_op: str | None = None
     last_end_ns: int = 0
+    job: int = 0  # the job generation of this incarnation (1, 2, ...); 0 before a heartbeat
     telemetry: collections.deque = field(
         default_factory=lambda: collections.deque(maxlen=TELEMETRY_MAX))
 
@@ -186,8 +206,14 @@ class Model:
         self._offsets: dict[str, Offset] = {}
         self.ranks: dict[int, RankState] = {}
         self.groups: list[tuple[str, tuple[int, ...]]] = []
-        self._group_keys: dict[tuple[str, tuple[int, ...]], int] = {}
+        self._group_keys: dict[tuple[int, str, tuple[int, ...]], int] = {}  # job, name, ranks
         self._group_sizes = np.zeros(0, dtype=np.int64)
+        self._group_jobs = np.zeros(0, dtype=np.int64)  # per gkey: its job generation
+        # per job generation (job n at index n - 1): its incarnations by rank number
+        self.jobs: list[dict[int, RankState]] = []
+        # incarnations a later process of the same rank number replaced, oldest first
+        self.replaced: collections.deque[RankState] = collections.deque(maxlen=RECENT_MAX)
+        self.replacements = 0  # ever appended to ``replaced``
         self.sites: list[tuple[str, int]] = []
         self._site_keys: dict[tuple[str, int], int] = {}
         self.inflight: dict[tuple[int, int], InFlight] = {}
@@ -274,6 +300,16 @@ class Model:
 
     def group_of(self, gkey: int) -> tuple[str, tuple[int, ...]]:
         return self.groups[gkey]
+
+    def job_of(self, gkey: int) -> int:
+        """The job generation a group belongs to (1, 2, ...; 0 for no group, gkey -1)."""
+        return int(self._group_jobs[gkey]) if 0 <= gkey < len(self._group_jobs) else 0
+
+    def job_over(self, job: int) -> bool:
+        """Whether every incarnation of a job generation has said goodbye or been replaced."""
+        members = self.jobs[job - 1] if 0 < job <= len(self.jobs) else {}
+        return bool(members) and all(s.exited or self.ranks.get(r) is not s
+                                     for r, s in members.items())
 
     def stats_table(self) -> list[dict]:
         return [row.summary() for _, row in sorted(self.stats.items())]
@@ -377,7 +413,16 @@ class Model:
 
     def _heartbeat(self, hb: protocol.Heartbeat) -> None:
         s = self._rank(hb.rank)
+        if s.pid and (s.host, s.pid) != (hb.host, hb.pid):  # another process: a new incarnation
+            self.replaced.append(s)
+            self.replacements += 1
+            for key in [k for k in self.inflight if k[0] == hb.rank]:
+                del self.inflight[key]  # that process is gone: its ops will never end
+            s = self.ranks[hb.rank] = RankState(hb.rank)
         s.world, s.host, s.pid = hb.world, hb.host, hb.pid
+        if not s.job:
+            s.job = self._join(hb.rank, hb.world)
+            self.jobs[s.job - 1][hb.rank] = s
         s.backend, s.device = hb.backend, hb.device
         s.dropped, s.last_seen, s.exited = hb.dropped, self.clock(), False
         if hb.clock and hb.host != self.local_host:  # ranks of one host share its clock
@@ -390,6 +435,15 @@ class Model:
                 self._offsets[hb.host] = est
         s.telemetry.append((hb.t_ns - self._offset_ns(hb.rank), hb.telemetry))
 
+    def _join(self, rank: int, world: int) -> int:
+        """The job generation a new incarnation of ``rank`` belongs to (see the module doc)."""
+        for job, members in enumerate(self.jobs, start=1):
+            if (rank not in members and all(s.world == world for s in members.values())
+                    and all(self.ranks.get(r) is s for r, s in members.items())):
+                return job
+        self.jobs.append({})
+        return len(self.jobs)
+
     def _offset_ns(self, rank: int) -> int:
         """What to subtract from ``rank``'s times to put them on the viewer's clock."""
         state = self.ranks.get(rank)
@@ -398,12 +452,13 @@ class Model:
         est = self._offsets.get(state.host)
         return est.offset_ns if est is not None else 0
 
-    def _gkey(self, name: str, ranks: tuple[int, ...]) -> int:
-        key = self._group_keys.get((name, ranks))
+    def _gkey(self, job: int, name: str, ranks: tuple[int, ...]) -> int:
+        key = self._group_keys.get((job, name, ranks))
         if key is None:
-            key = self._group_keys[(name, ranks)] = len(self.groups)
+            key = self._group_keys[(job, name, ranks)] = len(self.groups)
             self.groups.append((name, ranks))
             self._group_sizes = np.append(self._group_sizes, len(ranks))
+            self._group_jobs = np.append(self._group_jobs, job)
         return key
 
     def _site(self, site: tuple[str, int]) -> int:
@@ -416,10 +471,13 @@ class Model:
     def _rows_of(self, batch: protocol.OpBatch) -> dict[str, np.ndarray]:
         cols = batch.cols
         n = len(batch)
-        self._rank(batch.rank).last_seen = self.clock()
+        state = self._rank(batch.rank)
+        state.last_seen = self.clock()
+        job = state.job or max(len(self.jobs), 1)  # no heartbeat yet: the newest job's
         rows = {"rank": np.full(n, batch.rank, dtype=np.int64)}
         for name in ("id", "seq", "bytes_in", "bytes_out", "t_start", "t_end"):
             rows[name] = cols[name].astype(np.int64)
+        rows["id"] += job << ID_JOB_SHIFT
         shift = self._offset_ns(batch.rank)
         if shift:  # onto the viewer's clock; t_end -1 (in flight) stays -1
             rows["t_start"] -= shift
@@ -427,7 +485,8 @@ class Model:
         for name in ("op", "parent", "dtype", "flags"):
             rows[name] = cols[name]
         rows["peer"] = cols["peer"].astype(np.int64)
-        rows["gkey"] = _translate(cols["gid"], {g: self._gkey(*v) for g, v in batch.groups.items()})
+        rows["gkey"] = _translate(cols["gid"], {g: self._gkey(job, *v)
+                                                for g, v in batch.groups.items()})
         rows["site"] = _translate(cols["site"], {s: self._site(v) for s, v in batch.sites.items()})
         return rows
 
@@ -528,11 +587,13 @@ class Model:
         send = _SEND_CODES[rows["op"]]
         src = np.where(send, rows["rank"], rows["peer"])
         dst = np.where(send, rows["peer"], rows["rank"])
-        order = np.lexsort((send, rows["seq"], dst, src))
-        rows, src, dst, send = _take(rows, order), src[order], dst[order], send[order]
+        job = self._group_jobs[rows["gkey"]]  # the k-th send/recv of a pair, in one job
+        order = np.lexsort((send, rows["seq"], dst, src, job))
+        rows, src, dst, send, job = (_take(rows, order), src[order], dst[order], send[order],
+                                     job[order])
         s = rows["seq"]
         starts = np.flatnonzero(np.r_[True, (src[1:] != src[:-1]) | (dst[1:] != dst[:-1])
-                                      | (s[1:] != s[:-1])])
+                                      | (s[1:] != s[:-1]) | (job[1:] != job[:-1])])
         counts = np.diff(np.r_[starts, total])
         # a pair: one receive then one send (lexsort puts recv, False, first)
         complete = (counts == 2) & ~send[starts] & send[np.minimum(starts + 1, total - 1)] \

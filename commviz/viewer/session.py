@@ -131,11 +131,12 @@ class Session:
                 # round, so under load fewer, larger rounds cost far less
                 self._stop.wait(ROUND_S)
 
-    def close(self, ended: Iterable[int] = ()) -> None:
+    def close(self, ended: Iterable[int] | None = ()) -> None:
         """Drain what already arrived, write the summary and release the socket.
 
         ``ended``: ranks known to have ended (a demo's, from the launcher); those that left
-        without a goodbye are reported as lost before the recording closes.
+        without a goodbye are reported as lost before the recording closes. None: the ranks
+        gone silent without a goodbye (a watcher is never told that a job ended).
         """
         self._stop.set()
         self._idle.set()  # no frame will end now
@@ -144,7 +145,8 @@ class Session:
         while self.poll(0):
             pass
         with self.lock:
-            found = self.diagnosis.update() + self.diagnosis.finish(ended)
+            found = self.diagnosis.update()
+            found += self.diagnosis.finish(self.diagnosis.silent() if ended is None else ended)
         self._report(found)
         if self.recorder:
             self.recorder.close(self.summary())

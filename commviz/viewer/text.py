@@ -16,6 +16,15 @@ def human_bytes(n: float) -> str:
     return f"{n} B"
 
 
+def ranks_phrase(ranks: list[int]) -> str:
+    """``rank 3``, ``ranks 0-3`` (consecutive), ``ranks 0,2,5``."""
+    if len(ranks) == 1:
+        return f"rank {ranks[0]}"
+    if ranks == list(range(ranks[0], ranks[0] + len(ranks))):
+        return f"ranks {ranks[0]}-{ranks[-1]}"
+    return "ranks " + ",".join(map(str, ranks))
+
+
 # widths of the op, ranks and sequence-number columns: headless, wide enough for every op
 # (all_gather_into_tensor, reduce_scatter_single), "9999 -> 9998", "0,1,2,3,4,5" and 7 digits;
 # the TUI's narrow log keeps compact ones, where a long name pushes the rest of its line right
