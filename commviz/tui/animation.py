@@ -18,7 +18,7 @@ import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .. import protocol, schedules
+from .. import explain, protocol, schedules
 from ..schedules import Schedule, Transfer
 from ..viewer.model import Instance
 from ..viewer.text import human_bytes
@@ -162,15 +162,17 @@ class Animator:
         left = max(0.0, self._current.steps - self._pos)
         return (left + sum(e.steps for e in self._pending)) * self.step_s
 
-    def summary(self) -> str:
+    def summary(self, lang: str = "en") -> str:
         """One line for a header: how far the display lags the job, and the speed."""
-        parts = [f"{self.step_s:g} s/step"]
+        ui = functools.partial(explain.ui, lang=lang)
+        parts = [ui("s/step").format(explain.number(f"{self.step_s:g}", lang))]
         if self.paused:
-            parts.insert(0, "paused")
+            parts.insert(0, ui("paused short"))
         if self.waiting:
-            parts.append(f"{self.waiting} waiting, {self.lag_s:.1f} s behind")
+            parts.append(ui("behind").format(n=self.waiting,
+                                             s=explain.number(f"{self.lag_s:.1f}", lang)))
         if self.skipped:
-            parts.append(f"{self.skipped} skipped")
+            parts.append(explain.ui_n("skipped", self.skipped, lang))
         return " · ".join(parts)
 
     # ---- frames ------------------------------------------------------------------------
@@ -206,31 +208,50 @@ class Animator:
         self.shown += entry.count
 
 
-def _frame_of(entry: _Entry, step: int, progress: float, done: bool) -> AnimFrame:
-    inst, sched = entry.instance, entry.schedule
-    times = f" ×{entry.count}" if entry.count > 1 else ""
+def label(inst: Instance, sched: Schedule | None, count: int, step: int,
+          lang: str = "en") -> str:
+    """A frame's title in ``lang``: op, count, schematic or not, step k of n."""
+    ui = functools.partial(explain.ui, lang=lang)
+    times = f" ×{count}" if count > 1 else ""
     if sched is None:
         if inst.op in protocol.P2P and len(inst.group) == 2:
             src, dst = inst.group
-            label = f"{inst.op}{times} {src} -> {dst}, {human_bytes(inst.size)}"
+            return f"{inst.op}{times} {src} -> {dst}, " \
+                f"{explain.number(human_bytes(inst.size), lang)}"
+        return f"{inst.op}{times}: {ui('backend unknown')}"
+    algorithm = ui("algorithm").format(backend=sched.backend, algorithm=sched.algorithm)
+    if not sched.steps:
+        return f"{inst.op}{times} · {algorithm}: {ui('nothing moves')}"
+    kind = ui("schematic label") if sched.schematic else ""
+    where = ui("step of").format(label=sched.steps[step].label, k=step + 1,
+                                 n=len(sched.steps))
+    return f"{inst.op}{times} · {kind}{algorithm}, {where}"
+
+
+def frame_label(frame: AnimFrame, lang: str = "en") -> str:
+    """``frame.label`` in ``lang``."""
+    return label(frame.instance, frame.schedule, frame.count, frame.step, lang)
+
+
+def _frame_of(entry: _Entry, step: int, progress: float, done: bool) -> AnimFrame:
+    inst, sched = entry.instance, entry.schedule
+    title = label(inst, sched, entry.count, step)
+    if sched is None:
+        if inst.op in protocol.P2P and len(inst.group) == 2:
+            src, dst = inst.group
             transfers = (Transfer(src, dst, 0, inst.size, False),)
         else:
-            label = f"{inst.op}{times}: its backend is not known yet, steps not drawn"
             transfers = ()
-        return AnimFrame(inst, None, entry.count, 0, 1, "", progress, label, transfers, done)
+        return AnimFrame(inst, None, entry.count, 0, 1, "", progress, title, transfers, done)
     total = len(sched.steps)
     if not total:
-        label = f"{inst.op}{times} · {sched.backend} {sched.algorithm}: nothing moves"
-        return AnimFrame(inst, sched, entry.count, 0, 1, "", progress, label, (), done)
+        return AnimFrame(inst, sched, entry.count, 0, 1, "", progress, title, (), done)
     s = sched.steps[step]
-    kind = "schematic: " if sched.schematic else ""
-    label = (f"{inst.op}{times} · {kind}{sched.backend} {sched.algorithm}, "
-             f"step {s.label} ({step + 1} of {total})")
     # schedules number the group's members 0..n-1 (p2p: 0 sender, 1 receiver)
     group = inst.group if len(inst.group) == sched.n else tuple(range(sched.n))
     transfers = tuple(Transfer(group[t.src], group[t.dst], t.chunk, t.nbytes, t.reduce)
                       for t in s.transfers)
-    return AnimFrame(inst, sched, entry.count, step, total, s.label, progress, label,
+    return AnimFrame(inst, sched, entry.count, step, total, s.label, progress, title,
                      transfers, done)
 
 
