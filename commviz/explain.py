@@ -1349,8 +1349,32 @@ _UI_PAIRS: dict[str, tuple[str, str]] = {
     "key restart": ("Restart", "Reiniciar"),
     "key help": ("Help", "Ajuda"),
     "key palette": ("palette", "paleta"),
+    "palette search": ("Search for commands…", "Buscar comandos…"),
+    # several nodes: a line heads each node's ranks in the ranks panel
+    "node": ("node {host}: {ranks}; {when}", "nó {host}: {ranks}; {when}"),
+    "viewer's clock": ("the viewer's host and clock", "o host e o relógio do visualizador"),
+    "clock unknown": ("clock offset unknown (no round trip on the clock channel yet)",
+                      "diferença de relógio desconhecida (ainda sem ida e volta no canal de "
+                      "relógio)"),
+    "clock offset": ("clock {offset} ms ± {error} ms from the viewer's (corrected)",
+                     "relógio {offset} ms ± {error} ms em relação ao do visualizador "
+                     "(corrigido)"),
     "gloo fallback": ("Fewer GPUs than ranks: running gloo on CPU tensors",
                       "Menos GPUs que ranks: usando gloo com tensores na CPU"),
+}
+
+# Textual's own commands in the palette, by their English help: (title, help) in Portuguese
+TEXTUAL_COMMANDS_PT: dict[str, tuple[str, str]] = {
+    "Change the current theme": ("Tema", "Trocar o tema atual"),
+    "Quit the application as soon as possible": ("Sair", "Sair do aplicativo o quanto antes"),
+    "Hide the keys and widget help panel": ("Teclas", "Esconder o painel de teclas e ajuda"),
+    "Show help for the focused widget and a summary of available keys":
+        ("Teclas", "Mostrar a ajuda do painel em foco e um resumo das teclas"),
+    "Minimize the widget and restore to normal size":
+        ("Minimizar", "Minimizar o painel e voltar ao tamanho normal"),
+    "Maximize the focused widget": ("Maximizar", "Maximizar o painel em foco"),
+    "Save an SVG 'screenshot' of the current screen":
+        ("Captura de tela", "Salvar uma 'captura' SVG da tela atual"),
 }
 
 UI: dict[str, dict[str, str]] = {

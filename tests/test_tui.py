@@ -759,6 +759,22 @@ async def test_the_command_palette_offers_this_sessions_actions_and_switches_lan
         assert "Por dentro da operação no replay" in panel(app, "#phases")
         assert "cada rank envia até" in panel(app, "#phases")
         assert "all_reduce em anel do gloo" in panel(app, "#phases") + panel(app, "#topology")
+        # the footer's keys, Textual's own commands and the palette's search box too
+        screen = screen_text(app)
+        assert "Sair" in screen and "Mais rápido" in screen and "paleta" in screen
+        assert "Quit" not in screen and "Faster" not in screen and "palette" not in screen
+        titles = [c.title for c in app.get_system_commands(app.screen)]
+        assert {"Tema", "Sair", "Captura de tela", "Idioma: English"} <= set(titles)
+        assert "Theme" not in titles and "Quit" not in titles
+        await pilot.press("ctrl+p")
+        await pilot.pause(0.3)
+        assert "Buscar comandos…" in screen_text(app)
+        await pilot.press("escape")
+        app.action_switch_lang()  # and back: English as it was
+        await frame(pilot)
+        screen = screen_text(app)
+        assert "Quit" in screen and "Faster" in screen and "Sair" not in screen
+        assert "Theme" in [c.title for c in app.get_system_commands(app.screen)]
 
 
 @sync
@@ -971,6 +987,9 @@ def test_ranks_on_several_nodes_are_grouped_under_a_line_per_node() -> None:
     assert [line.split()[0] for line in lines[2:4]] == ["0", "2"]
     assert lines[4].startswith("node node-b: ranks 1, 3; clock offset unknown")
     assert [line.split()[0] for line in lines[5:7]] == ["1", "3"]
+    pt = render.ranks_table(session.model, session.clock.monotonic(), lang="pt").plain
+    assert "nó node0: ranks 0, 2; o host e o relógio do visualizador" in pt
+    assert "nó node-b: ranks 1, 3; diferença de relógio desconhecida" in pt
     one = FakeSession()
     one.feed(heartbeats(4))  # a single node: no node lines
     assert "node node0:" not in render.ranks_table(one.model, one.clock.monotonic()).plain

@@ -21,6 +21,7 @@ from rich.text import Text
 from textual import screen as textual_screen
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
+from textual.command import CommandPalette
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import Footer, Static
@@ -288,7 +289,7 @@ class CommvizApp(App):
             status += "\n" + ui("waiting ranks")
         if self.controller is not None:
             status += "\n" + self._control_line()
-        events = [ui(key).format(**fields) for key, fields in self._events[-8:]]
+        events = [self._event(key, fields) for key, fields in self._events[-8:]]
         status = "\n".join([status, *events])
         self._show("#status", Text(status), status.count("\n"))  # not markup: [brackets]
 
@@ -312,19 +313,24 @@ class CommvizApp(App):
             if state.reached >= state.allow else ""
         return f"⏸ {explain.ui('paused', self.lang)}{waiting}"
 
+    def _event(self, key: str, fields: dict[str, Any]) -> str:
+        """An event of the ranks in the language (a rank's ``who`` reads "rank N", a job's
+        "the job")."""
+        if fields.get("who") == "the job":
+            fields = {**fields, "who": explain.ui("the job", self.lang)}
+        return explain.ui(key, self.lang).format(**fields)
+
     def _watch_ranks(self) -> None:
         if self.ranks is None:
             return
         for rp in self.ranks.poll():
-            # a rank's who reads "rank N"; a job's, "the job"
-            who = explain.ui("the job", self.lang) if rp.who == "the job" else rp.who
             if rp.returncode:
-                fields = {"who": who, "code": rp.returncode, "line": rp.error_line()}
+                fields = {"who": rp.who, "code": rp.returncode, "line": rp.error_line()}
                 self._events.append(("rank failed", fields))
-                self.notify(explain.ui("rank failed", self.lang).format(**fields),
-                            severity="error", timeout=10, markup=False)
+                self.notify(self._event("rank failed", fields), severity="error", timeout=10,
+                            markup=False)
             else:
-                self._events.append(("rank finished", {"who": who}))
+                self._events.append(("rank finished", {"who": rp.who}))
         if self.ranks.failed() and self.ranks.running():
             self._events.append(("stopping others", {}))
             self.ranks.stop()
@@ -401,7 +407,9 @@ class CommvizApp(App):
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         """Textual's commands, then every commviz action this session can take."""
-        yield from super().get_system_commands(screen)
+        for command in super().get_system_commands(screen):
+            pt = explain.TEXTUAL_COMMANDS_PT.get(command.help) if self.lang == "pt" else None
+            yield command if pt is None else command._replace(title=pt[0], help=pt[1])
         for action, name, key in self.PALETTE:
             if self.check_action(action, ()):
                 title = explain.ui(name, self.lang)
@@ -409,6 +417,12 @@ class CommvizApp(App):
                     title = f"{title}: {'Português' if self.lang == 'en' else 'English'}"
                 yield SystemCommand(title, f"key: {key}" if key else title,
                                     getattr(self, f"action_{action}"))
+
+    def action_command_palette(self) -> None:
+        """Textual's palette, its search box in the language."""
+        if self.use_command_palette and not CommandPalette.is_open(self):
+            self.push_screen(CommandPalette(id="--command-palette",
+                                            placeholder=explain.ui("palette search", self.lang)))
 
     def action_switch_lang(self) -> None:
         """English <-> Brazilian Portuguese, for every panel at once."""

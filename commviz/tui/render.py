@@ -15,7 +15,7 @@ from rich.text import Text
 from .. import costmodel, explain, protocol, schedule_notes, schedules
 from ..bandwidth import gbps_text
 from ..viewer import findings_text, text
-from ..viewer.model import Instance, Model
+from ..viewer.model import HostClock, Instance, Model
 from .animation import AnimFrame
 
 SPARK = "▁▂▃▄▅▆▇█"
@@ -59,7 +59,7 @@ def ranks_table(model: Model, now: float, now_ns: int | None = None,
     for rank in order:
         s = model.ranks[rank]
         if clocks and rank == nodes[s.host][0]:  # several nodes: a line heads each
-            out.append(text.node_line(clocks[s.host], nodes[s.host]) + "\n", style="bold cyan")
+            out.append(node_line(clocks[s.host], nodes[s.host], lang) + "\n", style="bold cyan")
         if s.exited:
             state = Text(ui("state exited"), style="dim")
         elif now - s.last_seen > SILENT_AFTER_S:
@@ -84,6 +84,23 @@ def ranks_table(model: Model, now: float, now_ns: int | None = None,
             out.append(" " * LINKS_AT + rates + "\n", style="cyan")
     out.rstrip()
     return out
+
+
+def node_line(clock: HostClock, ranks: list[int], lang: str = "en") -> str:
+    """``text.node_line`` (the headless viewer's, in English) in ``lang``."""
+    if lang == "en":
+        return text.node_line(clock, ranks)
+    ui = functools.partial(explain.ui, lang=lang)
+    if clock.local:
+        when = ui("viewer's clock")
+    elif clock.offset_ns is None:
+        when = ui("clock unknown")
+    else:
+        when = ui("clock offset").format(
+            offset=explain.number(f"{clock.offset_ns / 1e6:+.3f}", lang),
+            error=explain.number(f"{clock.uncertainty_ns / 1e6:.3f}", lang))
+    who = ("ranks " if len(ranks) > 1 else "rank ") + ", ".join(map(str, ranks))
+    return ui("node").format(host=clock.host, ranks=who, when=when)
 
 
 LINKS_AT = sum(width + 1 for _, width, _ in RANK_COLUMNS[:4])  # where the load column starts
