@@ -1273,7 +1273,9 @@ _UI_PAIRS: dict[str, tuple[str, str]] = {
     "state idle": ("idle", "ocioso"),
     "gpu links": ("GPU links: ", "enlaces entre GPUs: "),
     "pairs": ("×{n} pairs", "×{n} pares"),
-    "no gpu on": ("no GPU on {who}: {note}{more}", "nenhuma GPU em {who}: {note}{more}"),
+    "no gpu on": ("no GPU on {who}: {note}{more}", "nenhuma GPU {who}: {note}{more}"),
+    "on ranks": ("ranks {}", "nos ranks {}"),
+    "on rank": ("rank {}", "no rank {}"),
     "other reasons": (" (and {n} other reason)| (and {n} other reasons)",
                       " (e mais {n} motivo)| (e mais {n} motivos)"),
     # the timeline
@@ -1349,6 +1351,7 @@ _UI_PAIRS: dict[str, tuple[str, str]] = {
     "key restart": ("Restart", "Reiniciar"),
     "key help": ("Help", "Ajuda"),
     "key palette": ("palette", "paleta"),
+    "nccl algorithm": ("algorithm: {} (from NCCL's log)", "algoritmo: {} (do log do NCCL)"),
     "palette search": ("Search for commands…", "Buscar comandos…"),
     # several nodes: a line heads each node's ranks in the ranks panel
     "node": ("node {host}: {ranks}; {when}", "nó {host}: {ranks}; {when}"),
@@ -1361,6 +1364,29 @@ _UI_PAIRS: dict[str, tuple[str, str]] = {
                      "(corrigido)"),
     "gloo fallback": ("Fewer GPUs than ranks: running gloo on CPU tensors",
                       "Menos GPUs que ranks: usando gloo com tensores na CPU"),
+}
+
+# Why a rank has no GPU, as the rank says it (rank/telemetry.py, rank/gpu_topology.py): the
+# Portuguese of each beginning; a reason not listed is shown as the rank wrote it
+GPU_NOTES_PT: tuple[tuple[str, str], ...] = (
+    ("CPU tensors", "tensores na CPU"),
+    ("NVML has no handle for this rank's GPU", "o NVML não tem handle para a GPU deste rank"),
+    ("nvidia-ml-py (pynvml) is not installed", "nvidia-ml-py (pynvml) não está instalado"),
+    ("NVML unavailable", "NVML indisponível"),
+    ("NVML does not know", "o NVML não conhece"),
+    ("NVML cannot list the GPUs", "o NVML não consegue listar as GPUs"),
+    ("NVML sees none", "o NVML não vê nenhuma"),
+)
+
+# NCCL's algorithm as its log said it (nccl_log.NcclLog.algorithm_text), by the English text
+NCCL_TEXTS_PT: dict[str, str] = {
+    "algorithm unknown (run with NCCL_DEBUG=INFO to see NCCL's choice)":
+        "algoritmo desconhecido (rode com NCCL_DEBUG=INFO para ver a escolha do NCCL)",
+    "algorithm unknown (NCCL printed no choice for it: add NCCL_DEBUG_SUBSYS=INIT,COLL,TUNING)":
+        "algoritmo desconhecido (o NCCL não imprimiu a escolha: acrescente "
+        "NCCL_DEBUG_SUBSYS=INIT,COLL,TUNING)",
+    "algorithm unknown (NCCL prints no choice for this op)":
+        "algoritmo desconhecido (o NCCL não imprime escolha para esta op)",
 }
 
 # Textual's own commands in the palette, by their English help: (title, help) in Portuguese
@@ -1399,6 +1425,15 @@ def ui_n(key: str, n: int, lang: str = "en", **fields: Any) -> str:
     return (one if n == 1 or not many else many).format(n=n, **fields)
 
 
+def gpu_note(note: str, lang: str = "en") -> str:
+    """A rank's reason for having no GPU, in ``lang`` where its beginning is known."""
+    if lang == "pt":
+        for en, pt in GPU_NOTES_PT:
+            if note.startswith(en):
+                return pt + note[len(en):]
+    return note
+
+
 def number(text: str, lang: str = "en") -> str:
     """A number the screen wrote, as ``lang`` writes it: a decimal comma in Portuguese
     (0,53 s). Only for text that holds numbers and units, never an address."""
@@ -1406,4 +1441,4 @@ def number(text: str, lang: str = "en") -> str:
 
 
 __all__ = ["BACKENDS", "EXPLAINED", "LANGS", "UI", "Explanation", "default_lang", "explain",
-           "number", "ui", "ui_n"]
+           "gpu_note", "number", "ui", "ui_n"]

@@ -552,6 +552,12 @@ def test_without_a_gpu_the_viewer_says_why_and_draws_no_link() -> None:
     session.feed([protocol.GpuTopology(2, "node0", -1, (), (), "no GPU: NVML unavailable")])
     assert render.gpu_links_line(session.model) == \
         "no GPU on ranks 0, 1, 3: CPU tensors (and 1 other reason)"
+    assert render.gpu_links_line(session.model, "pt") == \
+        "nenhuma GPU nos ranks 0, 1, 3: tensores na CPU (e mais 1 motivo)"
+    session.feed([protocol.GpuTopology(r, "node0", -1, (), (), "no GPU: NVML unavailable (X)")
+                  for r in range(4)])
+    assert render.gpu_links_line(session.model, "pt") == \
+        "nenhuma GPU nos ranks 0-3: NVML indisponível (X)"
 
 
 def test_link_rates_pick_a_unit_per_link_and_leave_out_what_nvml_did_not_give() -> None:
@@ -593,7 +599,8 @@ ENGLISH = ("gloo on CPU tensors", "GPU(s) here for", "load (last 3 s)", "read/wr
            "records dropped by ranks", "rank 0 finished", "failed (exit 1)",
            "stopping the other ranks", "diagnosis:", "finding,", "s/step", "behind",
            "the job finished", "the job has ended", "Quit", "Pause/resume", "Next step",
-           "Faster", "Slower", "Hold replay", "Restart", "Help", "palette", "Paused")
+           "Faster", "Slower", "Hold replay", "Restart", "Help", "palette", "Paused",
+           "no GPU on", "CPU tensors")
 
 
 async def _a_demo_screen(lang: str) -> str:
@@ -611,6 +618,8 @@ async def _a_demo_screen(lang: str) -> str:
     seen = []
     async with app.run_test(size=SIZE) as pilot:
         session.feed(heartbeats(4))
+        session.feed([protocol.GpuTopology(r, "node0", -1, (), (), "no GPU: CPU tensors")
+                      for r in range(4)])
         await frame(pilot)
         seen.append(screen_text(app))
         session.feed(scripted_all_reduce(world=4, steps=3))
@@ -1007,10 +1016,14 @@ def test_an_nccl_operation_says_which_algorithm_nccls_log_reported_or_why_not() 
                   for m in scripted_all_reduce(world=2, nbytes=4096)])
     log = NcclLog()
     assert UNKNOWN_NO_LOG in render.phases(session.model, "en", nccl=log).plain
+    assert "algoritmo desconhecido (rode com NCCL_DEBUG=INFO" in \
+        render.phases(session.model, "pt", nccl=log).plain
     for line in (Path(__file__).parent / "data/nccl/two_gpus.log").read_text().splitlines():
         log.feed(line)
     text = render.phases(session.model, "en", nccl=log).plain
     assert "nccl ring · 2 ranks" in text and "NCCL  algorithm: Tree/LL128 (from NCCL's log)" in text
+    assert "NCCL  algoritmo: Tree/LL128 (do log do NCCL)" in \
+        render.phases(session.model, "pt", nccl=log).plain
     gloo = FakeSession()
     gloo.feed(scripted_all_reduce(world=2, nbytes=4096))
     assert "NCCL" not in render.phases(gloo.model, "en", nccl=log).plain  # gloo: not NCCL's

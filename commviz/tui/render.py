@@ -145,12 +145,13 @@ def gpu_links_line(model: Model, lang: str = "en") -> str:
         return ""
     note, ranks = max(notes.items(), key=lambda kv: len(kv[1]))
     if len(ranks) > 2 and ranks[-1] - ranks[0] == len(ranks) - 1:
-        who = f"ranks {ranks[0]}-{ranks[-1]}"
+        who = explain.ui("on ranks", lang).format(f"{ranks[0]}-{ranks[-1]}")
     else:
-        who = ("ranks " if len(ranks) > 1 else "rank ") + ", ".join(map(str, ranks))
+        who = explain.ui("on ranks" if len(ranks) > 1 else "on rank", lang).format(
+            ", ".join(map(str, ranks)))
     more = explain.ui_n("other reasons", len(notes) - 1, lang) if len(notes) > 1 else ""
-    return explain.ui("no gpu on", lang).format(who=who, note=note.removeprefix("no GPU: "),
-                                                more=more)
+    why = explain.gpu_note(note.removeprefix("no GPU: "), lang)
+    return explain.ui("no gpu on", lang).format(who=who, note=why, more=more)
 
 
 def _row(out: Text, cells: list[Text]) -> None:
@@ -283,7 +284,7 @@ def phases(model: Model, lang: str = "en", frame: AnimFrame | None = None,
     out.append(f"{explain.ui('measured', lang)}  {explain.number(times, lang)}\n")
     _cost_line(out, sched, inst, fit, lang)
     if backend == "nccl" and nccl is not None:
-        out.append(f"NCCL  {nccl.algorithm_text(inst.op, inst.size, n)}\n", style="bold")
+        out.append(f"NCCL  {_nccl_text(nccl, inst.op, inst.size, n, lang)}\n", style="bold")
     out.append(f"{explain.ui('schematic', lang)}  {schedule_notes.note(sched, lang)}\n",
                style="italic dim")
     current = frame.step if frame is not None else len(sched.steps) - 1
@@ -292,6 +293,17 @@ def phases(model: Model, lang: str = "en", frame: AnimFrame | None = None,
     else:
         _steps(out, sched, inst.group, current, lang)
     return out
+
+
+def _nccl_text(nccl: Any, op: str, size: int, n: int, lang: str) -> str:
+    """The algorithm NCCL's log gave for an op, or why it is unknown, in ``lang``."""
+    said = nccl.algorithm_text(op, size, n)
+    if lang == "en":
+        return said
+    choice = nccl.choice(op, size, n)
+    if choice is not None:
+        return explain.ui("nccl algorithm", lang).format(choice.label())
+    return explain.NCCL_TEXTS_PT.get(said, said)
 
 
 def _cost_line(out: Text, sched: schedules.Schedule, inst: Instance,
