@@ -1306,7 +1306,8 @@ _UI_PAIRS: dict[str, tuple[str, str]] = {
     "in parent": ("(in {})", "(em {})"),
     "by ddp": ("(by DDP)", "(pelo DDP)"),
     "n ranks": ("{n} ranks", "{n} ranks"),
-    "more operations": ("… {n} more operations (statistics count every one)",
+    "more operations": ("… {n} more operation (statistics count every one)|… {n} more "
+                        "operations (statistics count every one)",
                         "… mais {n} operação (as estatísticas contam todas)|… mais {n} "
                         "operações (as estatísticas contam todas)"),
     "backend not known": ("{op}: the ranks' backend is not known yet",
