@@ -164,7 +164,12 @@ def _demo(args: argparse.Namespace) -> int:
     from .tui.app import run_app
 
     try:
-        return run_app(session, ranks=ranks, title=f"{args.op} · {args.ranks} ranks · {why}",
+        from . import explain
+
+        whys = {lang: launcher.choose_backend(args.backend, args.ranks, lang)[1]
+                for lang in explain.LANGS}
+        return run_app(session, ranks=ranks,
+                       title=lambda lang: f"{args.op} · {args.ranks} ranks · {whys[lang]}",
                        lang=_lang(args), controller=controller, restart=start_ranks)
     finally:
         controller.close()  # after run_app stopped the ranks: none is left waiting
@@ -186,9 +191,12 @@ def _watch(args: argparse.Namespace) -> int:
             f"commviz watch: listening on {session.addr} "
             f"(ranks: COMMVIZ_ADDR={session.addr}"
             f"{', COMMVIZ_KEYS=DIR' if session.receiver.secure else ''}); Ctrl-C to stop"))
+    from . import explain
     from .tui.app import run_app
 
-    return run_app(session, ranks=None, title=f"watching {session.addr}", lang=_lang(args))
+    return run_app(session, ranks=None,
+                   title=lambda lang: explain.ui("watching", lang).format(session.addr),
+                   lang=_lang(args))
 
 
 def _run(args: argparse.Namespace) -> int:

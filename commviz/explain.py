@@ -1216,8 +1216,10 @@ _UI_PAIRS: dict[str, tuple[str, str]] = {
     "findings": ("Live diagnosis", "Diagnóstico ao vivo"),
     "no findings short": ("diagnosis: no straggler, hang, lost rank or mismatch",
                           "diagnóstico: nenhum rank atrasado, travado, perdido ou divergente"),
-    "findings now": ("diagnosis: {} finding(s), in the panel above",
-                     "diagnóstico: {} problema(s), no painel acima"),
+    "findings now": ("diagnosis: {n} finding, in the panel above|diagnosis: {n} findings, "
+                     "in the panel above",
+                     "diagnóstico: {n} problema, no painel acima|diagnóstico: {n} problemas, "
+                     "no painel acima"),
     "check": ("Check", "Verifique"),
     "job output": ("Job output", "Saída do job"),
     "time": ("time", "tempo"),
@@ -1228,15 +1230,17 @@ _UI_PAIRS: dict[str, tuple[str, str]] = {
                        "up their connection, made on first use (lazily).",
                        "A primeira transferência entre estes dois ranks: o tempo inclui criar "
                        "a conexão, feita só no primeiro uso (lazy)."),
-    "first transfer took": ("The first transfer {src} → {dst} took {ms:.1f} ms: it also set up "
+    "first transfer took": ("The first transfer {src} → {dst} took {ms} ms: it also set up "
                             "the connection, made on first use (lazily); later ones reuse it.",
-                            "A primeira transferência {src} → {dst} levou {ms:.1f} ms: ela "
+                            "A primeira transferência {src} → {dst} levou {ms} ms: ela "
                             "também criou a conexão, feita só no primeiro uso (lazy); as "
                             "seguintes a reaproveitam."),
-    "each rank sends": ("each rank sends up to {bytes} in {steps} steps",
-                        "cada rank envia até {bytes} em {steps} passos"),
-    "needs shapes": ("needs ops of 2 kinds or sizes in the run",
-                     "requer ops de 2 tipos ou tamanhos na execução"),
+    "each rank sends": ("each rank sends up to {bytes} in {n} step|each rank sends up to "
+                        "{bytes} in {n} steps",
+                        "cada rank envia até {bytes} em {n} passo|cada rank envia até {bytes} "
+                        "em {n} passos"),
+    "needs shapes": ("needs operations measured at two different sizes",
+                     "requer operações medidas em dois tamanhos diferentes"),
     "fitted on": ("fitted on this run's {shapes} kinds of operation",
                   "ajustados aos {shapes} tipos de operação desta execução"),
     "digits chunks": ("digit = chunk held, · = not yet", "dígito = pedaço recebido, · = ainda não"),
@@ -1244,8 +1248,165 @@ _UI_PAIRS: dict[str, tuple[str, str]] = {
                       "dígito = ranks somados no pedaço, · = ausente"),
     "completed operations": ("Completed operations", "Operações concluídas"),
     "no operation yet": ("No operation completed yet", "Nenhuma operação concluída ainda"),
+    # the header (the launcher's reason for its backend)
+    "nccl on gpus": ("nccl on {n} GPU(s)", "nccl em {n} GPU|nccl em {n} GPUs"),
+    "gloo asked": ("gloo on CPU tensors (asked for)", "gloo com tensores na CPU (pedido)"),
+    "gloo no gpus": ("gloo on CPU tensors: {gpus} GPU(s) here for {ranks} ranks",
+                     "gloo com tensores na CPU: {gpus} GPU(s) nesta máquina para {ranks} ranks"),
+    "watching": ("watching {}", "observando {}"),
+    "s/step": ("{} s/step", "{} s/passo"),
+    "behind": ("{n} waiting, {s} s behind", "{n} na fila, {s} s de atraso"),
+    "skipped": ("{n} skipped", "{n} pulada|{n} puladas"),
+    "paused short": ("paused", "pausado"),
+    # the ranks panel
+    "col rank": ("rank", "rank"),
+    "col host": ("host", "host"),
+    "col device": ("device", "disp."),
+    "col state": ("state", "estado"),
+    "col load": ("load (last 3 s)", "carga (últimos 3 s)"),
+    "col bytes": ("read/written", "lido/escrito"),
+    "state exited": ("exited", "encerrado"),
+    "state silent": ("silent", "sem sinal"),
+    "state silent for": ("silent {}s", "sem sinal há {} s"),
+    "state in": ("in {}", "em {}"),
+    "state done": ("done {}", "concluiu {}"),
+    "state idle": ("idle", "ocioso"),
+    "gpu links": ("GPU links: ", "enlaces entre GPUs: "),
+    "pairs": ("×{n} pairs", "×{n} pares"),
+    "no gpu on": ("no GPU on {who}: {note}{more}", "nenhuma GPU {who}: {note}{more}"),
+    "on ranks": ("ranks {}", "nos ranks {}"),
+    "on rank": ("rank {}", "no rank {}"),
+    "other reasons": (" (and {n} other reason)| (and {n} other reasons)",
+                      " (e mais {n} motivo)| (e mais {n} motivos)"),
+    # the timeline
+    "legend waiting": ("waiting for peers", "aguardando os outros"),
+    "legend transferring": ("transferring", "transferindo"),
+    "legend dropped": ("history dropped", "histórico descartado"),
+    "now": ("now", "agora"),
+    # the replay
+    "waiting first": ("waiting for the first operation…", "aguardando a primeira operação…"),
+    "real transfer": ("a real transfer, reported by both ranks",
+                      "uma transferência real, relatada pelos dois ranks"),
+    "step of": ("step {label} ({k} of {n})", "passo {label} ({k} de {n})"),
+    "schematic label": ("schematic: ", "esquemático: "),
+    "algorithm": ("{backend} {algorithm}", "{algorithm} do {backend}"),
+    "backend unknown": ("its backend is not known yet, steps not drawn",
+                        "backend ainda desconhecido, passos não desenhados"),
+    "nothing moves": ("nothing moves", "nada se move"),
+    "at once": ("{n} {op}s at once{times}: {pairs}, {size}",
+                "{n} {op} ao mesmo tempo{times}: {pairs}, {size}"),
+    "and more": (" and {n} more", " e mais {n}"),
+    "each": ("{size} each", "{size} cada"),
+    "sizes from to": ("{low} to {high}", "de {low} a {high}"),
+    "adds into": (" adds into (reduce)  ", " soma no seu (reduce)  "),
+    "copies": (" copies", " copia"),
+    "adds short": (" reduce ", " soma "),
+    "copies short": (" copy", " cópia"),
+    "do not fit": ("ranks {first}..{last} do not fit · ", "ranks {first}..{last} não cabem · "),
+    "heatmap cell": ("{n} ranks a cell · ", "{n} ranks por célula · "),
+    "heatmap": ("bytes sent row → column over the operation (schematic), this step coloured",
+                "bytes enviados linha → coluna na operação (esquemático), este passo em cor"),
+    # the operations log and the phases panel
+    "log skew": ("skew", "defasagem"),
+    "in parent": ("(in {})", "(em {})"),
+    "by ddp": ("(by DDP)", "(pelo DDP)"),
+    "n ranks": ("{n} ranks", "{n} ranks"),
+    "more operations": ("… {n} more operation (statistics count every one)|… {n} more "
+                        "operations (statistics count every one)",
+                        "… mais {n} operação (as estatísticas contam todas)|… mais {n} "
+                        "operações (as estatísticas contam todas)"),
+    "backend not known": ("{op}: the ranks' backend is not known yet",
+                          "{op}: o backend dos ranks ainda não é conhecido"),
+    "transfers": ("{n} transfer|{n} transfers", "{n} transferência|{n} transferências"),
+    "predicted vs": ("{predicted} us vs {measured} us", "{predicted} us; medido {measured} us"),
+    "fit line": ("α {alpha} us/step, β {beta}, ", "α {alpha} us/passo, β {beta}, "),
+    # panel titles
+    "stats title": ("statistics (nccl-tests columns, GB/s)",
+                    "estatísticas (colunas do nccl-tests, GB/s)"),
+    "viewer": ("viewer", "visualizador"),
+    "col size": ("size", "tamanho"),
+    "col count": ("count", "vezes"),
+    # the viewer panel
+    "listening on": ("listening on {}", "escutando em {}"),
+    "op records": ("{n} op record|{n} op records", "{n} registro de op|{n} registros de op"),
+    "collectives": ("{n} collective|{n} collectives", "{n} coletiva|{n} coletivas"),
+    "rejected": ("{n} malformed message rejected|{n} malformed messages rejected",
+                 "{n} mensagem malformada rejeitada|{n} mensagens malformadas rejeitadas"),
+    "dropped": ("{n} record dropped by ranks|{n} records dropped by ranks",
+                "{n} registro descartado pelos ranks|{n} registros descartados pelos ranks"),
+    "waiting ranks": ("waiting for ranks to connect…", "aguardando os ranks se conectarem…"),
+    "space": ("space", "espaço"),
+    "rank failed": ("{who} failed (exit {code}): {line}", "{who} falhou (saída {code}): {line}"),
+    "rank finished": ("{who} finished", "{who} terminou"),
+    "stopping others": ("stopping the other ranks", "parando os outros ranks"),
+    "job ended": ("the job has ended · q quits", "o job terminou · q sai"),
+    "restarted": ("restarted", "reiniciado"),
+    "no restart recording": ("restart is off while recording: a recording holds one run",
+                             "reiniciar fica desligado durante a gravação: uma gravação guarda "
+                             "uma execução só"),
+    "the job": ("the job", "o job"),
+    "rank n": ("rank {}", "rank {}"),
+    # the footer
+    "key quit": ("Quit", "Sair"),
+    "key view": ("View", "Visão"),
+    "key pause": ("Pause/resume", "Pausar/seguir"),
+    "key step": ("Next step", "Próximo passo"),
+    "key faster": ("Faster", "Mais rápido"),
+    "key slower": ("Slower", "Mais devagar"),
+    "key replay_pause": ("Hold replay", "Segurar replay"),
+    "key restart": ("Restart", "Reiniciar"),
+    "key help": ("Help", "Ajuda"),
+    "key palette": ("palette", "paleta"),
+    "nccl algorithm": ("algorithm: {} (from NCCL's log)", "algoritmo: {} (do log do NCCL)"),
+    "palette search": ("Search for commands…", "Buscar comandos…"),
+    # several nodes: a line heads each node's ranks in the ranks panel
+    "node": ("node {host}: {ranks}; {when}", "nó {host}: {ranks}; {when}"),
+    "viewer's clock": ("the viewer's host and clock", "o host e o relógio do visualizador"),
+    "clock unknown": ("clock offset unknown (no round trip on the clock channel yet)",
+                      "diferença de relógio desconhecida (ainda sem ida e volta no canal de "
+                      "relógio)"),
+    "clock offset": ("clock {offset} ms ± {error} ms from the viewer's (corrected)",
+                     "relógio {offset} ms ± {error} ms em relação ao do visualizador "
+                     "(corrigido)"),
     "gloo fallback": ("Fewer GPUs than ranks: running gloo on CPU tensors",
                       "Menos GPUs que ranks: usando gloo com tensores na CPU"),
+}
+
+# Why a rank has no GPU, as the rank says it (rank/telemetry.py, rank/gpu_topology.py): the
+# Portuguese of each beginning; a reason not listed is shown as the rank wrote it
+GPU_NOTES_PT: tuple[tuple[str, str], ...] = (
+    ("CPU tensors", "tensores na CPU"),
+    ("NVML has no handle for this rank's GPU", "o NVML não tem handle para a GPU deste rank"),
+    ("nvidia-ml-py (pynvml) is not installed", "nvidia-ml-py (pynvml) não está instalado"),
+    ("NVML unavailable", "NVML indisponível"),
+    ("NVML does not know", "o NVML não conhece"),
+    ("NVML cannot list the GPUs", "o NVML não consegue listar as GPUs"),
+    ("NVML sees none", "o NVML não vê nenhuma"),
+)
+
+# NCCL's algorithm as its log said it (nccl_log.NcclLog.algorithm_text), by the English text
+NCCL_TEXTS_PT: dict[str, str] = {
+    "algorithm unknown (run with NCCL_DEBUG=INFO to see NCCL's choice)":
+        "algoritmo desconhecido (rode com NCCL_DEBUG=INFO para ver a escolha do NCCL)",
+    "algorithm unknown (NCCL printed no choice for it: add NCCL_DEBUG_SUBSYS=INIT,COLL,TUNING)":
+        "algoritmo desconhecido (o NCCL não imprimiu a escolha: acrescente "
+        "NCCL_DEBUG_SUBSYS=INIT,COLL,TUNING)",
+    "algorithm unknown (NCCL prints no choice for this op)":
+        "algoritmo desconhecido (o NCCL não imprime escolha para esta op)",
+}
+
+# Textual's own commands in the palette, by their English help: (title, help) in Portuguese
+TEXTUAL_COMMANDS_PT: dict[str, tuple[str, str]] = {
+    "Change the current theme": ("Tema", "Trocar o tema atual"),
+    "Quit the application as soon as possible": ("Sair", "Sair do aplicativo o quanto antes"),
+    "Hide the keys and widget help panel": ("Teclas", "Esconder o painel de teclas e ajuda"),
+    "Show help for the focused widget and a summary of available keys":
+        ("Teclas", "Mostrar a ajuda do painel em foco e um resumo das teclas"),
+    "Minimize the widget and restore to normal size":
+        ("Minimizar", "Minimizar o painel e voltar ao tamanho normal"),
+    "Maximize the focused widget": ("Maximizar", "Maximizar o painel em foco"),
+    "Save an SVG 'screenshot' of the current screen":
+        ("Captura de tela", "Salvar uma 'captura' SVG da tela atual"),
 }
 
 UI: dict[str, dict[str, str]] = {
@@ -1263,5 +1424,27 @@ def ui(key: str, lang: str = "en") -> str:
         raise KeyError(f"no UI string {key!r}") from None
 
 
+def ui_n(key: str, n: int, lang: str = "en", **fields: Any) -> str:
+    """The UI string ``key`` for a count ``n``, singular or plural (a string with both
+    holds them as ``one|many``), its fields filled (``{n}`` and ``fields``)."""
+    one, _, many = ui(key, lang).partition("|")
+    return (one if n == 1 or not many else many).format(n=n, **fields)
+
+
+def gpu_note(note: str, lang: str = "en") -> str:
+    """A rank's reason for having no GPU, in ``lang`` where its beginning is known."""
+    if lang == "pt":
+        for en, pt in GPU_NOTES_PT:
+            if note.startswith(en):
+                return pt + note[len(en):]
+    return note
+
+
+def number(text: str, lang: str = "en") -> str:
+    """A number the screen wrote, as ``lang`` writes it: a decimal comma in Portuguese
+    (0,53 s). Only for text that holds numbers and units, never an address."""
+    return text.replace(".", ",") if lang == "pt" else text
+
+
 __all__ = ["BACKENDS", "EXPLAINED", "LANGS", "UI", "Explanation", "default_lang", "explain",
-           "ui"]
+           "gpu_note", "number", "ui", "ui_n"]

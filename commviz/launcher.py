@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from importlib import metadata, resources
 from pathlib import Path
 
+from . import explain
+
 MAX_RANKS = 64
 STOP_GRACE_S = 3.0
 
@@ -71,19 +73,19 @@ def gpu_count() -> int:
     return count
 
 
-def choose_backend(requested: str, ranks: int) -> tuple[str, str]:
-    """The backend to run and a sentence for the screen saying why."""
+def choose_backend(requested: str, ranks: int, lang: str = "en") -> tuple[str, str]:
+    """The backend to run and a sentence for the screen saying why, in ``lang``."""
     gpus = gpu_count()
     if requested == "nccl":
         if gpus < ranks:
             raise LaunchError(f"nccl needs one GPU per rank: {ranks} ranks asked, {gpus} GPU(s) "
                               "here. Use --backend gloo (CPU tensors) or fewer --ranks.")
-        return "nccl", f"nccl on {ranks} GPU(s)"
+        return "nccl", explain.ui_n("nccl on gpus", ranks, lang)
     if requested == "gloo":
-        return "gloo", "gloo on CPU tensors (asked for)"
+        return "gloo", explain.ui("gloo asked", lang)
     if gpus >= ranks:
-        return "nccl", f"nccl on {ranks} GPU(s)"
-    return "gloo", f"gloo on CPU tensors: {gpus} GPU(s) here for {ranks} ranks"
+        return "nccl", explain.ui_n("nccl on gpus", ranks, lang)
+    return "gloo", explain.ui("gloo no gpus", lang).format(gpus=gpus, ranks=ranks)
 
 
 def validate(name: str, ranks: int, iters: int | None, size: int, interval: float) -> DemoInfo:

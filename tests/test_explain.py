@@ -234,3 +234,15 @@ def test_imports_neither_textual_nor_torch():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=60, check=True).stdout.split()
     assert "textual" not in out and "torch" not in out and "rich" not in out
+
+
+def test_counts_take_the_singular_or_the_plural_and_portuguese_numbers_a_decimal_comma() -> None:
+    assert ex.ui_n("transfers", 1) == "1 transfer" and ex.ui_n("transfers", 3) == "3 transfers"
+    assert ex.ui_n("each rank sends", 1, "pt", bytes="4 KiB") == \
+        "cada rank envia até 4 KiB em 1 passo"
+    assert ex.ui_n("each rank sends", 6, "pt", bytes="4 KiB").endswith("em 6 passos")
+    assert ex.ui_n("findings now", 1, "pt") == "diagnóstico: 1 problema, no painel acima"
+    assert ex.ui_n("findings now", 2) == "diagnosis: 2 findings, in the panel above"
+    assert ex.number("0.53 s", "pt") == "0,53 s" and ex.number("0.53 s") == "0.53 s"
+    assert ex.gpu_note("NVML unavailable (OSError)", "pt") == "NVML indisponível (OSError)"
+    assert ex.gpu_note("something new", "pt") == "something new"

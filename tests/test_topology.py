@@ -19,7 +19,7 @@ from textual.geometry import Region
 
 from commviz import schedules
 from commviz.schedules import Transfer
-from commviz.tui.animation import SPEEDS, Animator, AnimFrame, plan
+from commviz.tui.animation import SPEEDS, Animator, AnimFrame, frame_label, plan
 from commviz.tui.topology import (
     MARKER,
     NVLINK_CELLS,
@@ -231,6 +231,7 @@ def test_transfers_in_flight_together_are_replayed_together() -> None:
             a.enqueue(_hop(r, (r + 1) % 3, t + r * 1000, t + 500_000), None)
     f = frame_at(a, clock, 0.1)
     assert f.label == "3 isends at once: 0 -> 1, 1 -> 2, 2 -> 0, 4.0 KiB each"
+    assert frame_label(f, "pt") == "3 isend ao mesmo tempo: 0 -> 1, 1 -> 2, 2 -> 0, 4,0 KiB cada"
     assert sorted((t.src, t.dst) for t in f.transfers) == [(0, 1), (1, 2), (2, 0)]
     assert a.waiting == 6 and a.shown == 3 and a.skipped == 0
     f = frame_at(a, clock, 0.7)

@@ -551,7 +551,13 @@ def test_without_a_gpu_the_viewer_says_why_and_draws_no_link() -> None:
     assert "NVL" not in render.ranks_table(session.model, session.clock.monotonic()).plain
     session.feed([protocol.GpuTopology(2, "node0", -1, (), (), "no GPU: NVML unavailable")])
     assert render.gpu_links_line(session.model) == \
-        "no GPU on ranks 0, 1, 3: CPU tensors (and 1 other reason(s))"
+        "no GPU on ranks 0, 1, 3: CPU tensors (and 1 other reason)"
+    assert render.gpu_links_line(session.model, "pt") == \
+        "nenhuma GPU nos ranks 0, 1, 3: tensores na CPU (e mais 1 motivo)"
+    session.feed([protocol.GpuTopology(r, "node0", -1, (), (), "no GPU: NVML unavailable (X)")
+                  for r in range(4)])
+    assert render.gpu_links_line(session.model, "pt") == \
+        "nenhuma GPU nos ranks 0-3: NVML indisponível (X)"
 
 
 def test_link_rates_pick_a_unit_per_link_and_leave_out_what_nvml_did_not_give() -> None:
@@ -576,6 +582,120 @@ def test_snapshot_on_a_light_terminal_in_portuguese(snap_compare) -> None:
     assert snap_compare(app, terminal_size=(160, 48), run_before=go_light)
 
 
+def screen_text(app: CommvizApp) -> str:
+    """Every line on screen now: header, panels, their titles and the footer."""
+    return "\n".join(strip.text for strip in app.screen._compositor.render_strips())
+
+
+# What a user trial found in English on a Portuguese screen: the screens below show each of
+# them in English and none of them in Portuguese
+ENGLISH = ("gloo on CPU tensors", "GPU(s) here for", "load (last 3 s)", "read/written",
+           "state", "device", "done all_reduce", "in all_reduce", "idle", "exited", "silent",
+           "⚠ hang", "schematic:", "(1 of 6)", "a real transfer", "adds into (reduce)",
+           "copies", "waiting for the first operation", "waiting for peers", "transferring",
+           "history dropped", "now", "time ", "skew", "(in gather_object)", "(by DDP)",
+           "statistics (nccl-tests columns", "viewer", "listening on", "op records",
+           "collectives", "transfers", "malformed messages rejected",
+           "records dropped by ranks", "rank 0 finished", "failed (exit 1)",
+           "stopping the other ranks", "diagnosis:", "finding,", "s/step", "behind",
+           "the job finished", "the job has ended", "Quit", "Pause/resume", "Next step",
+           "Faster", "Slower", "Hold replay", "Restart", "Help", "palette", "Paused",
+           "no GPU on", "CPU tensors")
+
+
+async def _a_demo_screen(lang: str) -> str:
+    """A demo's screen through a run: before any operation, all_reduce with two ranks in
+    the next, an all_gather of gather_object by DDP, transfers, a rank gone, one silent,
+    bad messages, two ranks ending (one failed)."""
+    from commviz import launcher
+
+    session = FakeSession()
+    ranks = FakeRanks(4)
+    app = CommvizApp(session, ranks, lambda lang: f"all_reduce · 4 ranks · "
+                     f"{launcher.choose_backend('auto', 4, lang)[1]}", clock=session.clock,
+                     wall_ns=session.clock.wall_ns, lang=lang, controller=FakeController(),
+                     restart=lambda: ranks)
+    seen = []
+    async with app.run_test(size=SIZE) as pilot:
+        session.feed(heartbeats(4))
+        session.feed([protocol.GpuTopology(r, "node0", -1, (), (), "no GPU: CPU tensors")
+                      for r in range(4)])
+        await frame(pilot)
+        seen.append(screen_text(app))
+        session.feed(scripted_all_reduce(world=4, steps=3))
+        started = T0_NS + 3 * STEP_NS
+        session.feed([inflight(r, "all_reduce", 3, started, op_id=3) for r in (1, 2)])
+        await frame(pilot)
+        seen.append(screen_text(app))
+        session.feed([op_batch(r, [{"id": 3, "op": "all_gather", "seq": 1, "bytes_in": 64,
+                                    "bytes_out": 128, "t_start": started, "gid": 1,
+                                    "parent": "gather_object", "flags": protocol.FLAG_DDP}],
+                               groups={1: ("1", (0, 3))}) for r in (0, 3)])
+        await frame(pilot)
+        seen += [screen_text(app), *log_lines(app)]  # the log's lines go past its panel
+        session.clock.advance(60.0)
+        session.feed(scripted_send_recv(world=4, steps=1, t0_ns=T0_NS + 10 * STEP_NS))
+        await frame(pilot)
+        seen.append(screen_text(app))
+        session.clock.advance(60.0)
+        await frame(pilot)
+        seen.append(screen_text(app))
+        session.feed([bye(3, dropped=3)])
+        session.clock.advance(5.0)
+        session.feed([heartbeat(r, 4) for r in (0, 1)])
+        session.rejected = 2
+        ranks.end(0, 0)
+        ranks.end(1, 1, "RuntimeError: boom")
+        await frame(pilot)
+        seen.append(screen_text(app))
+    return "\n".join(seen)
+
+
+async def _a_jobs_screen(lang: str) -> str:
+    """A job's screen: a hang, then the job ends."""
+    from commviz.job import OutputBuffer
+    from commviz.viewer.diagnose import Diagnosis
+
+    session = FakeSession()
+    diag = Diagnosis(session.model, wall_ns=session.clock.wall_ns)
+    ranks = FakeRanks(world=1)
+    app = CommvizApp(session, ranks, "run · python train.py", clock=session.clock,
+                     wall_ns=session.clock.wall_ns, lang=lang, output=OutputBuffer())
+    seen = []
+    async with app.run_test(size=SIZE) as pilot:
+        session.feed([heartbeat(r, 4) for r in range(4)])
+        _rank_3_never_comes(session, diag, seq=1)
+        await frame(pilot)
+        seen.append(screen_text(app))
+        ranks.end("job", 0)
+        ranks.stopped = True
+        await frame(pilot)
+        seen.append(screen_text(app))
+    return "\n".join(seen)
+
+
+@pytest.mark.parametrize("lang", ["en", "pt"])
+@sync
+async def test_a_portuguese_screen_has_no_english_left(lang: str, monkeypatch) -> None:
+    """Every text the TUI writes itself: each of ENGLISH shows on the English screens, and
+    none on the same screens in Portuguese, whose numbers have decimal commas."""
+    from commviz import launcher
+    from commviz.tui.topology import render_topology
+
+    monkeypatch.setattr(launcher, "gpu_count", lambda: 0)
+    screens = await _a_demo_screen(lang) + await _a_jobs_screen(lang)
+    small = render_topology(30, None, 30, 6, lang=lang)[0].plain  # a grid that does not fit
+    if lang == "en":
+        missing = [s for s in ENGLISH if s not in screens]
+        assert not missing, missing
+        assert "do not fit" in small and "0.3 s/step" in screens
+    else:
+        left = [s for s in ENGLISH if s in screens]
+        assert not left, left
+        assert "não cabem" in small and "0,3 s/passo" in screens
+        assert "concluiu all_reduce" in screens and "(em gather_object)" in screens
+
+
 def test_the_phases_panel_sets_the_cost_model_against_the_measured_time() -> None:
     from commviz.costmodel import Fit
     from commviz.tui import render
@@ -588,7 +708,7 @@ def test_the_phases_panel_sets_the_cost_model_against_the_measured_time() -> Non
     assert "predicted 1873 us vs 350 us" in text and f"{inst.time_ns / 1e3:.0f}" == "350"
     assert "α 50 us/step, β 1 GB/s, fitted on this run's 3 kinds of operation" in text
     assert "AG2" in render.phases(session.model, "pt").plain
-    assert "cada rank envia até 1.5 MiB em 6 passos" in render.phases(session.model, "pt").plain
+    assert "cada rank envia até 1,5 MiB em 6 passos" in render.phases(session.model, "pt").plain
 
 
 @sync
@@ -648,6 +768,22 @@ async def test_the_command_palette_offers_this_sessions_actions_and_switches_lan
         assert "Por dentro da operação no replay" in panel(app, "#phases")
         assert "cada rank envia até" in panel(app, "#phases")
         assert "all_reduce em anel do gloo" in panel(app, "#phases") + panel(app, "#topology")
+        # the footer's keys, Textual's own commands and the palette's search box too
+        screen = screen_text(app)
+        assert "Sair" in screen and "Mais rápido" in screen and "paleta" in screen
+        assert "Quit" not in screen and "Faster" not in screen and "palette" not in screen
+        titles = [c.title for c in app.get_system_commands(app.screen)]
+        assert {"Tema", "Sair", "Captura de tela", "Idioma: English"} <= set(titles)
+        assert "Theme" not in titles and "Quit" not in titles
+        await pilot.press("ctrl+p")
+        await pilot.pause(0.3)
+        assert "Buscar comandos…" in screen_text(app)
+        await pilot.press("escape")
+        app.action_switch_lang()  # and back: English as it was
+        await frame(pilot)
+        screen = screen_text(app)
+        assert "Quit" in screen and "Faster" in screen and "Sair" not in screen
+        assert "Theme" in [c.title for c in app.get_system_commands(app.screen)]
 
 
 @sync
@@ -789,7 +925,7 @@ async def test_findings_are_named_in_their_panel_and_on_the_ranks_they_blame() -
         await frame(pilot)
         text = panel(app, "#findings")
         assert "⚠ hang" in text and "all_reduce #1" in text and "rank 3 missing" in text
-        assert "Check:" in text and "diagnosis: 1 finding(s)" in panel(app, "#status")
+        assert "Check:" in text and "diagnosis: 1 finding," in panel(app, "#status")
         assert "⚠ hang:" in rank_row(app, 3) and "⚠" not in rank_row(app, 0)
         topology = app.query_one("#topology")
         assert topology.flagged == {3} and set(topology.alerts) == {(0, 3), (1, 3), (2, 3)}
@@ -860,6 +996,9 @@ def test_ranks_on_several_nodes_are_grouped_under_a_line_per_node() -> None:
     assert [line.split()[0] for line in lines[2:4]] == ["0", "2"]
     assert lines[4].startswith("node node-b: ranks 1, 3; clock offset unknown")
     assert [line.split()[0] for line in lines[5:7]] == ["1", "3"]
+    pt = render.ranks_table(session.model, session.clock.monotonic(), lang="pt").plain
+    assert "nó node0: ranks 0, 2; o host e o relógio do visualizador" in pt
+    assert "nó node-b: ranks 1, 3; diferença de relógio desconhecida" in pt
     one = FakeSession()
     one.feed(heartbeats(4))  # a single node: no node lines
     assert "node node0:" not in render.ranks_table(one.model, one.clock.monotonic()).plain
@@ -877,10 +1016,14 @@ def test_an_nccl_operation_says_which_algorithm_nccls_log_reported_or_why_not() 
                   for m in scripted_all_reduce(world=2, nbytes=4096)])
     log = NcclLog()
     assert UNKNOWN_NO_LOG in render.phases(session.model, "en", nccl=log).plain
+    assert "algoritmo desconhecido (rode com NCCL_DEBUG=INFO" in \
+        render.phases(session.model, "pt", nccl=log).plain
     for line in (Path(__file__).parent / "data/nccl/two_gpus.log").read_text().splitlines():
         log.feed(line)
     text = render.phases(session.model, "en", nccl=log).plain
     assert "nccl ring · 2 ranks" in text and "NCCL  algorithm: Tree/LL128 (from NCCL's log)" in text
+    assert "NCCL  algoritmo: Tree/LL128 (do log do NCCL)" in \
+        render.phases(session.model, "pt", nccl=log).plain
     gloo = FakeSession()
     gloo.feed(scripted_all_reduce(world=2, nbytes=4096))
     assert "NCCL" not in render.phases(gloo.model, "en", nccl=log).plain  # gloo: not NCCL's

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import collections
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from .. import protocol, schedules
+from .. import explain, protocol, schedules
 from ..schedules import Schedule, Transfer
 from ..viewer.model import Instance
 from ..viewer.text import human_bytes
@@ -196,15 +196,17 @@ class Animator:
         left = max(0.0, self._current.steps - self._pos)
         return (left + sum(e.steps for e in self._pending)) * self.step_s
 
-    def summary(self) -> str:
+    def summary(self, lang: str = "en") -> str:
         """One line for a header: how far the display lags the job, and the speed."""
-        parts = [f"{self.step_s:g} s/step"]
+        ui = functools.partial(explain.ui, lang=lang)
+        parts = [ui("s/step").format(explain.number(f"{self.step_s:g}", lang))]
         if self.paused:
-            parts.insert(0, "paused")
+            parts.insert(0, ui("paused short"))
         if self.waiting:
-            parts.append(f"{self.waiting} waiting, {self.lag_s:.1f} s behind")
+            parts.append(ui("behind").format(n=self.waiting,
+                                             s=explain.number(f"{self.lag_s:.1f}", lang)))
         if self.skipped:
-            parts.append(f"{self.skipped} skipped")
+            parts.append(explain.ui_n("skipped", self.skipped, lang))
         return " · ".join(parts)
 
     # ---- frames ------------------------------------------------------------------------
@@ -240,41 +242,67 @@ class Animator:
         self.shown += entry.instances
 
 
-def _frame_of(entry: _Entry, step: int, progress: float, done: bool) -> AnimFrame:
-    inst, sched = entry.instance, entry.schedule
-    times = f" ×{entry.count}" if entry.count > 1 else ""
-    if sched is None and entry.together:
-        members = entry.members
-        pairs = ", ".join(f"{i.group[0]} -> {i.group[1]}" for i in members[:4])
-        more = f" and {len(members) - 4} more" if len(members) > 4 else ""
-        sizes = {i.size for i in members}
-        size = human_bytes(inst.size) + (" each" if len(members) > 1 else "") \
-            if len(sizes) == 1 else f"{human_bytes(min(sizes))} to {human_bytes(max(sizes))}"
-        label = f"{len(members)} {inst.op}s at once{times}: {pairs}{more}, {size}"
-        transfers = tuple(Transfer(i.group[0], i.group[1], 0, i.size, False) for i in members)
-        return AnimFrame(inst, None, entry.count, 0, 1, "", progress, label, transfers, done)
+def label(inst: Instance, sched: Schedule | None, count: int, step: int,
+          lang: str = "en", transfers: Sequence[Transfer] = ()) -> str:
+    """A frame's title in ``lang``: op, count, schematic or not, step k of n; for p2p
+    transfers drawn together (``transfers``, more than one), how many and between whom."""
+    ui = functools.partial(explain.ui, lang=lang)
+    times = f" ×{count}" if count > 1 else ""
+    if sched is None and len(transfers) > 1:
+        pairs = ", ".join(f"{t.src} -> {t.dst}" for t in transfers[:4])
+        if len(transfers) > 4:
+            pairs += ui("and more").format(n=len(transfers) - 4)
+        sizes = sorted({t.nbytes for t in transfers})
+        size = ui("each").format(size=human_bytes(sizes[0])) if len(sizes) == 1 else \
+            ui("sizes from to").format(low=human_bytes(sizes[0]), high=human_bytes(sizes[-1]))
+        return ui("at once").format(n=len(transfers), op=inst.op, times=times, pairs=pairs,
+                                    size=explain.number(size, lang))
     if sched is None:
         if inst.op in protocol.P2P and len(inst.group) == 2:
             src, dst = inst.group
-            label = f"{inst.op}{times} {src} -> {dst}, {human_bytes(inst.size)}"
+            return f"{inst.op}{times} {src} -> {dst}, " \
+                f"{explain.number(human_bytes(inst.size), lang)}"
+        return f"{inst.op}{times}: {ui('backend unknown')}"
+    algorithm = ui("algorithm").format(backend=sched.backend, algorithm=sched.algorithm)
+    if not sched.steps:
+        return f"{inst.op}{times} · {algorithm}: {ui('nothing moves')}"
+    kind = ui("schematic label") if sched.schematic else ""
+    where = ui("step of").format(label=sched.steps[step].label, k=step + 1,
+                                 n=len(sched.steps))
+    return f"{inst.op}{times} · {kind}{algorithm}, {where}"
+
+
+def frame_label(frame: AnimFrame, lang: str = "en") -> str:
+    """``frame.label`` in ``lang``."""
+    return label(frame.instance, frame.schedule, frame.count, frame.step, lang,
+                 frame.transfers if frame.schedule is None else ())
+
+
+def _frame_of(entry: _Entry, step: int, progress: float, done: bool) -> AnimFrame:
+    inst, sched = entry.instance, entry.schedule
+    if sched is None and entry.together:
+        transfers = tuple(Transfer(i.group[0], i.group[1], 0, i.size, False)
+                          for i in entry.members)
+        return AnimFrame(inst, None, entry.count, 0, 1, "", progress,
+                         label(inst, None, entry.count, 0, transfers=transfers), transfers,
+                         done)
+    title = label(inst, sched, entry.count, step)
+    if sched is None:
+        if inst.op in protocol.P2P and len(inst.group) == 2:
+            src, dst = inst.group
             transfers = (Transfer(src, dst, 0, inst.size, False),)
         else:
-            label = f"{inst.op}{times}: its backend is not known yet, steps not drawn"
             transfers = ()
-        return AnimFrame(inst, None, entry.count, 0, 1, "", progress, label, transfers, done)
+        return AnimFrame(inst, None, entry.count, 0, 1, "", progress, title, transfers, done)
     total = len(sched.steps)
     if not total:
-        label = f"{inst.op}{times} · {sched.backend} {sched.algorithm}: nothing moves"
-        return AnimFrame(inst, sched, entry.count, 0, 1, "", progress, label, (), done)
+        return AnimFrame(inst, sched, entry.count, 0, 1, "", progress, title, (), done)
     s = sched.steps[step]
-    kind = "schematic: " if sched.schematic else ""
-    label = (f"{inst.op}{times} · {kind}{sched.backend} {sched.algorithm}, "
-             f"step {s.label} ({step + 1} of {total})")
     # schedules number the group's members 0..n-1 (p2p: 0 sender, 1 receiver)
     group = inst.group if len(inst.group) == sched.n else tuple(range(sched.n))
     transfers = tuple(Transfer(group[t.src], group[t.dst], t.chunk, t.nbytes, t.reduce)
                       for t in s.transfers)
-    return AnimFrame(inst, sched, entry.count, step, total, s.label, progress, label,
+    return AnimFrame(inst, sched, entry.count, step, total, s.label, progress, title,
                      transfers, done)
 
 

@@ -7,6 +7,7 @@ mounted per event. The panels themselves are drawn by ``render`` and the line-AP
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import gc
 import os
@@ -20,6 +21,7 @@ from rich.text import Text
 from textual import screen as textual_screen
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
+from textual.command import CommandPalette
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import Footer, Static
@@ -27,12 +29,11 @@ from textual.widgets import Footer, Static
 from .. import costmodel, explain
 from ..control import Controller
 from ..launcher import Ranks
-from ..viewer import text
 from . import render
 from .animation import Animator
 from .help import HelpScreen
 from .oplog import OpLog
-from .timeline import LEGEND, Timeline
+from .timeline import Timeline, legend
 from .topology import Topology
 
 FRAME_S = 1 / 30
@@ -82,12 +83,14 @@ class CommvizApp(App):
     # What `v` turns through below 120 columns, where one panel group fits at a time
     NARROW_VIEWS = ("numbers", "replay", "inside", "explain")
 
-    def __init__(self, session: Any, ranks: Ranks | None = None, title: str = "",
+    def __init__(self, session: Any, ranks: Ranks | None = None,
+                 title: str | Callable[[str], str] = "",
                  clock: Any = time.monotonic, wall_ns: Any = time.time_ns,
                  lang: str = "en", controller: Controller | None = None,
                  restart: Callable[[], Ranks] | None = None, output: Any = None) -> None:
         """``restart`` starts the demo's ranks again (the ``r`` key); None: not a demo.
         ``output``: the job's output (``job.OutputBuffer``) when running one, shown in a panel.
+        ``title``: the header's, or a function of the language that gives it.
         """
         super().__init__()
         self.session, self.ranks, self.lang = session, ranks, lang
@@ -99,7 +102,7 @@ class CommvizApp(App):
         self._skipped = 0     # ... and how many more there were than a frame shows
         self._ended = False
         self._view = self.NARROW_VIEWS[0]
-        self.sub_title = self._title = title
+        self._title = title if callable(title) else lambda lang: title
         self._clock, self._wall_ns = clock, wall_ns
         self._shown = 0
         self._slow_at = float("-inf")
@@ -110,7 +113,7 @@ class CommvizApp(App):
         self._fit: costmodel.Fit | None = None
         self._t0: int | None = None
         self._findings_until = float("-inf")  # the findings panel is shown until then
-        self._events: list[str] = []
+        self._events: list[tuple[str, dict[str, Any]]] = []  # (UI string key, its fields)
 
     def compose(self) -> ComposeResult:
         yield Static(id="header")
@@ -144,20 +147,28 @@ class CommvizApp(App):
         gc.unfreeze()
 
     def _titles(self) -> None:
+        """The panels' titles, the footer's keys and the header's title, in the language."""
         ui = functools.partial(explain.ui, lang=self.lang)
-        self.query_one(Topology).lang = self.lang
+        self.sub_title = self._title(self.lang)
+        self.query_one(Topology).lang = self.query_one(Timeline).lang = self.lang
         self.query_one("#ranks").border_title = ui("ranks").lower()
         self.query_one("#topology").border_title = ui("replay")
-        self.query_one("#timeline").border_title = f"{ui('timeline')} · {LEGEND}"
+        self.query_one("#timeline").border_title = f"{ui('timeline')} · {legend(self.lang)}"
         self.query_one("#log").border_title = ui("completed operations")
-        self.query_one("#stats").border_title = "statistics (nccl-tests columns, GB/s)"
+        self.query_one("#stats").border_title = ui("stats title")
         self.query_one("#phases").border_title = ui("inside")
         self.query_one("#source").border_title = ui("source")
         self.query_one("#explain").border_title = ui("explanation")
-        self.query_one("#status").border_title = "viewer"
+        self.query_one("#status").border_title = ui("viewer")
         self.query_one("#findings").border_title = ui("findings")
         self.query_one("#output").border_title = ui("job output")
         self.screen.set_class(self._output is not None, "-job")
+        bindings = self._bindings.key_to_bindings
+        for key, group in bindings.items():  # the footer's descriptions, Textual's palette's too
+            bindings[key] = [dataclasses.replace(b, description=ui(f"key {b.id}")) if b.id else
+                             dataclasses.replace(b, description=ui("key palette"))
+                             if b.action == "command_palette" else b for b in group]
+        self.refresh_bindings()
 
     def _tick(self) -> None:
         """The frame timer: the replay every frame, the other panels every PARTS frames, in
@@ -203,7 +214,7 @@ class CommvizApp(App):
         slow_tick = slow and now - self._slow_at >= SLOW_FRAME_S or latest is None
         if slow_tick:
             self._slow_at = now
-            stats = render.stats_table(model)
+            stats = render.stats_table(model, self.lang)
             self._show("#stats", stats, _height_key(stats))
             self._fit = _fit(model)
             # the teaching panels follow the replay, else the latest operation
@@ -221,14 +232,14 @@ class CommvizApp(App):
                                    getattr(self.session, "nccl", None))
             self._show("#phases", phases, _height_key(phases))
         # not App.sub_title: setting that reactive repaints the whole screen every frame
-        header = f"{self.title} — {self._title} · {topology.animator.summary()}"
+        header = f"{self.title} — {self.sub_title} · {topology.animator.summary(self.lang)}"
         self._show("#header", Text(header, style="bold"), 0)
 
     def _refresh_ranks(self, model: Any, now: float) -> None:
         """The ranks and the live findings."""
         live = model.findings()
         flagged = {r: f.type for f in live for r in f.ranks}
-        ranks = render.ranks_table(model, now, self._wall_ns(), flagged)
+        ranks = render.ranks_table(model, now, self._wall_ns(), flagged, self.lang)
         self._show("#ranks", ranks, ranks.plain.count("\n"))
         # the panel comes up when something goes wrong, and stays a while after it ended
         # (with what ended): a finding that comes and goes does not make the screen jump
@@ -249,9 +260,10 @@ class CommvizApp(App):
         new, self._new = self._new, []
         if new and self._t0 is None:
             self._t0 = new[0].t_first_start
-        lines = [text.instance_line(inst, self._t0) for inst in new]  # type: ignore[arg-type]
+        lines = [render.instance_line(inst, self._t0, self.lang)  # type: ignore[arg-type]
+                 for inst in new]
         if self._skipped > 0:  # faster than anyone can read: say how many were summed up
-            lines.insert(0, f"… {self._skipped} more operations (statistics count every one)")
+            lines.insert(0, explain.ui_n("more operations", self._skipped, self.lang))
             self._skipped = 0
         self.query_one("#log", OpLog).write(*lines)
         if self._output is not None:
@@ -259,21 +271,26 @@ class CommvizApp(App):
             if fresh:
                 self._output_n = fresh[-1].n
                 self.query_one("#output", OpLog).write(*(line.text for line in fresh))
-        status = (f"listening on {self.session.addr}\n"
-                  f"{model.records} op records · {model.instances} collectives · "
-                  f"{model.transfers} transfers\n"
-                  f"{self.session.rejected} malformed messages rejected · "
-                  f"{sum(s.dropped for s in model.ranks.values())} records dropped by ranks\n")
-        status += (explain.ui("findings now", self.lang).format(len(live)) if live
-                   else explain.ui("no findings short", self.lang))
-        gpus = render.gpu_links_line(model)  # NVML's links (drawn in the replay) or no GPU
+        lang = self.lang
+        ui, counted = functools.partial(explain.ui, lang=lang), \
+            functools.partial(explain.ui_n, lang=lang)
+        dropped = sum(s.dropped for s in model.ranks.values())
+        status = (f"{ui('listening on').format(self.session.addr)}\n"
+                  f"{counted('op records', model.records)} · "
+                  f"{counted('collectives', model.instances)} · "
+                  f"{counted('transfers', model.transfers)}\n"
+                  f"{counted('rejected', self.session.rejected)} · "
+                  f"{counted('dropped', dropped)}\n")
+        status += counted("findings now", len(live)) if live else ui("no findings short")
+        gpus = render.gpu_links_line(model, lang)  # NVML's links (drawn in the replay) or no GPU
         if gpus:
             status += "\n" + gpus
         if not model.ranks:
-            status += "\nwaiting for ranks to connect…"
+            status += "\n" + ui("waiting ranks")
         if self.controller is not None:
             status += "\n" + self._control_line()
-        status = "\n".join([status, *self._events[-8:]])
+        events = [self._event(key, fields) for key, fields in self._events[-8:]]
+        status = "\n".join([status, *events])
         self._show("#status", Text(status), status.count("\n"))  # not markup: [brackets]
 
     def _show(self, selector: str, renderable: Any, height_key: int | None) -> None:
@@ -290,28 +307,36 @@ class CommvizApp(App):
     def _control_line(self) -> str:
         state = self.controller.state  # type: ignore[union-attr]
         if state.mode == "play":
-            return f"▶ {explain.ui('playing', self.lang)} · space: {explain.ui('pause', self.lang)}"
+            return f"▶ {explain.ui('playing', self.lang)} · {explain.ui('space', self.lang)}: " \
+                f"{explain.ui('pause', self.lang)}"
         waiting = f" · n: {explain.ui('next step', self.lang)} ({state.allow + 2})" \
             if state.reached >= state.allow else ""
         return f"⏸ {explain.ui('paused', self.lang)}{waiting}"
+
+    def _event(self, key: str, fields: dict[str, Any]) -> str:
+        """An event of the ranks in the language (a rank's ``who`` reads "rank N", a job's
+        "the job")."""
+        if fields.get("who") == "the job":
+            fields = {**fields, "who": explain.ui("the job", self.lang)}
+        return explain.ui(key, self.lang).format(**fields)
 
     def _watch_ranks(self) -> None:
         if self.ranks is None:
             return
         for rp in self.ranks.poll():
-            who = rp.who
             if rp.returncode:
-                msg = f"{who} failed (exit {rp.returncode}): {rp.error_line()}"
-                self._events.append(msg)
-                self.notify(msg, severity="error", timeout=10, markup=False)
+                fields = {"who": rp.who, "code": rp.returncode, "line": rp.error_line()}
+                self._events.append(("rank failed", fields))
+                self.notify(self._event("rank failed", fields), severity="error", timeout=10,
+                            markup=False)
             else:
-                self._events.append(f"{who} finished")
+                self._events.append(("rank finished", {"who": rp.who}))
         if self.ranks.failed() and self.ranks.running():
-            self._events.append("stopping the other ranks")
+            self._events.append(("stopping others", {}))
             self.ranks.stop()
         if self._output is not None and not self.ranks.running() and not self._ended:
             self._ended = True  # the screen stays, to be read: q quits
-            self._events.append("the job has ended · q quits")
+            self._events.append(("job ended", {}))
 
     async def action_quit(self) -> None:
         self.exit()
@@ -341,8 +366,7 @@ class CommvizApp(App):
         if self._restart is None:
             return
         if getattr(self.session, "recorder", None) is not None:
-            self.notify("restart is off while recording: a recording holds one run",
-                        severity="warning")
+            self.notify(explain.ui("no restart recording", self.lang), severity="warning")
             return
         if self.ranks is not None:
             self.ranks.stop()
@@ -351,7 +375,7 @@ class CommvizApp(App):
         if self.controller is not None:
             self.controller.restart()
         self.session.reset()
-        self._shown, self._t0, self._events = 0, None, ["restarted"]
+        self._shown, self._t0, self._events = 0, None, [("restarted", {})]
         self._new, self._skipped = [], 0
         self._explained = self._replayed = None
         self._slow_at = float("-inf")
@@ -383,7 +407,9 @@ class CommvizApp(App):
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         """Textual's commands, then every commviz action this session can take."""
-        yield from super().get_system_commands(screen)
+        for command in super().get_system_commands(screen):
+            pt = explain.TEXTUAL_COMMANDS_PT.get(command.help) if self.lang == "pt" else None
+            yield command if pt is None else command._replace(title=pt[0], help=pt[1])
         for action, name, key in self.PALETTE:
             if self.check_action(action, ()):
                 title = explain.ui(name, self.lang)
@@ -391,6 +417,12 @@ class CommvizApp(App):
                     title = f"{title}: {'Português' if self.lang == 'en' else 'English'}"
                 yield SystemCommand(title, f"key: {key}" if key else title,
                                     getattr(self, f"action_{action}"))
+
+    def action_command_palette(self) -> None:
+        """Textual's palette, its search box in the language."""
+        if self.use_command_palette and not CommandPalette.is_open(self):
+            self.push_screen(CommandPalette(id="--command-palette",
+                                            placeholder=explain.ui("palette search", self.lang)))
 
     def action_switch_lang(self) -> None:
         """English <-> Brazilian Portuguese, for every panel at once."""
@@ -422,7 +454,7 @@ def _height_key(renderable: Any) -> int | None:
     return None
 
 
-def run_app(session: Any, ranks: Ranks | None, title: str, lang: str,
+def run_app(session: Any, ranks: Ranks | None, title: str | Callable[[str], str], lang: str,
             controller: Controller | None = None,
             restart: Callable[[], Ranks] | None = None, output: Any = None) -> int:
     """Run the TUI until quit or SIGTERM; always stops the ranks and closes the session (the

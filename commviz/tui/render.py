@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import linecache
 import math
 import os
@@ -14,7 +15,7 @@ from rich.text import Text
 from .. import costmodel, explain, protocol, schedule_notes, schedules
 from ..bandwidth import gbps_text
 from ..viewer import findings_text, text
-from ..viewer.model import Instance, Model
+from ..viewer.model import HostClock, Instance, Model
 from .animation import AnimFrame
 
 SPARK = "▁▂▃▄▅▆▇█"
@@ -27,52 +28,79 @@ def sparkline(values: list[float], top: float) -> str:
     return "".join(SPARK[min(len(SPARK) - 1, int(v / top * (len(SPARK) - 1)))] for v in values)
 
 
-# (title, width, right-aligned) of the ranks panel's columns, most important first: a
-# narrow panel crops from the right
-RANK_COLUMNS = (("rank", 4, True), ("host", 8, False), ("device", 6, False),
-                ("state", 22, False), ("load (last 3 s)", 36, False),
-                ("read/written", 13, True))
+# (title's UI string key, width, right-aligned) of the ranks panel's columns, most important
+# first: a narrow panel crops from the right
+RANK_COLUMNS = (("col rank", 4, True), ("col host", 8, False), ("col device", 6, False),
+                ("col state", 22, False), ("col load", 36, False),
+                ("col bytes", 13, True))
+
+
+def finding_name(kind: str, lang: str) -> str:
+    """A finding's type as the screen names it: its own name in English (``hang``), its
+    title in Portuguese (``travamento``)."""
+    return kind if lang == "en" else findings_text.TITLES[kind][lang].lower()
 
 
 def ranks_table(model: Model, now: float, now_ns: int | None = None,
-                flagged: dict[int, str] | None = None) -> Text:
+                flagged: dict[int, str] | None = None, lang: str = "en") -> Text:
     """One line per rank in fixed-width columns: plain text lines are cheap to draw every
     frame, where a table would measure every cell again. A narrow panel crops the byte
     counts first, never a rank's state. ``flagged``: ranks a finding names, by its type."""
     now_ns = time.time_ns() if now_ns is None else now_ns
+    ui = functools.partial(explain.ui, lang=lang)
     inflight: dict[int, list] = {}
     for op in model.inflight.values():
         inflight.setdefault(op.rank, []).append(op)
     out = Text(no_wrap=True, overflow="crop")
-    _row(out, [Text(title, style="bold") for title, _, _ in RANK_COLUMNS])
+    _row(out, [Text(ui(title), style="bold") for title, _, _ in RANK_COLUMNS])
     nodes = model.nodes()
     clocks = model.clock_offsets() if len(nodes) > 1 else {}
     order = [r for ranks in nodes.values() for r in ranks]
     for rank in order:
         s = model.ranks[rank]
         if clocks and rank == nodes[s.host][0]:  # several nodes: a line heads each
-            out.append(text.node_line(clocks[s.host], nodes[s.host]) + "\n", style="bold cyan")
+            out.append(node_line(clocks[s.host], nodes[s.host], lang) + "\n", style="bold cyan")
         if s.exited:
-            state = Text("exited", style="dim")
+            state = Text(ui("state exited"), style="dim")
         elif now - s.last_seen > SILENT_AFTER_S:
-            state = Text(f"silent {now - s.last_seen:.0f}s", style="bold red")
+            state = Text(ui("state silent for").format(f"{now - s.last_seen:.0f}"),
+                         style="bold red")
         elif rank in inflight:
             op = min(inflight[rank], key=lambda o: o.t_start)
             waited = max(0, now_ns - op.t_start) / 1e6
-            state = Text(f"in {op.op} #{op.seq} {waited:.0f} ms", style="bold yellow")
+            state = Text(ui("state in").format(f"{op.op} #{op.seq} {waited:.0f} ms"),
+                         style="bold yellow")
         elif s.last_op:
-            state = Text(f"done {s.last_op}", style="green")
+            state = Text(ui("state done").format(s.last_op), style="green")
         else:
-            state = Text("idle", style="dim")
+            state = Text(ui("state idle"), style="dim")
         if flagged and rank in flagged:
-            state = Text(f"⚠ {flagged[rank]}: {state.plain}", style="bold red")
-        _row(out, [Text(str(rank)), Text(s.host), Text(s.device), state, _load(s),
-                   Text(f"{_short(s.bytes_in)}/{_short(s.bytes_out)}")])
+            state = Text(f"⚠ {finding_name(flagged[rank], lang)}: {state.plain}",
+                         style="bold red")
+        _row(out, [Text(str(rank)), Text(s.host), Text(s.device), state, _load(s, lang),
+                   Text(f"{_short(s.bytes_in, lang)}/{_short(s.bytes_out, lang)}")])
         rates = link_rates(s.telemetry[-1][1]) if s.telemetry else ""
         if rates:  # under the load, across the byte counts: a GPU's links get a line
             out.append(" " * LINKS_AT + rates + "\n", style="cyan")
     out.rstrip()
     return out
+
+
+def node_line(clock: HostClock, ranks: list[int], lang: str = "en") -> str:
+    """``text.node_line`` (the headless viewer's, in English) in ``lang``."""
+    if lang == "en":
+        return text.node_line(clock, ranks)
+    ui = functools.partial(explain.ui, lang=lang)
+    if clock.local:
+        when = ui("viewer's clock")
+    elif clock.offset_ns is None:
+        when = ui("clock unknown")
+    else:
+        when = ui("clock offset").format(
+            offset=explain.number(f"{clock.offset_ns / 1e6:+.3f}", lang),
+            error=explain.number(f"{clock.uncertainty_ns / 1e6:.3f}", lang))
+    who = ("ranks " if len(ranks) > 1 else "rank ") + ", ".join(map(str, ranks))
+    return ui("node").format(host=clock.host, ranks=who, when=when)
 
 
 LINKS_AT = sum(width + 1 for _, width, _ in RANK_COLUMNS[:4])  # where the load column starts
@@ -95,7 +123,7 @@ def link_rates(tel: dict[str, float | None]) -> str:
     return "  ".join(parts)
 
 
-def gpu_links_line(model: Model) -> str:
+def gpu_links_line(model: Model, lang: str = "en") -> str:
     """One line on how the ranks' GPUs are joined (NVML, ``nvidia-smi topo -m``'s labels),
     by kind: the pairs, or how many; without a GPU, why (the ranks' own note); "" before any
     rank has said."""
@@ -104,8 +132,9 @@ def gpu_links_line(model: Model) -> str:
         by_kind: dict[str, list[str]] = {}
         for (a, b), kind in sorted(links.items()):
             by_kind.setdefault(kind, []).append(f"{a}↔{b}")
-        return "GPU links: " + " · ".join(
-            f"{kind} {' '.join(pairs)}" if len(pairs) <= 3 else f"{kind} ×{len(pairs)} pairs"
+        return explain.ui("gpu links", lang) + " · ".join(
+            f"{kind} {' '.join(pairs)}" if len(pairs) <= 3 else
+            f"{kind} {explain.ui('pairs', lang).format(n=len(pairs))}"
             for kind, pairs in by_kind.items())
     notes: dict[str, list[int]] = {}
     for rank in sorted(model.gpu_topology):
@@ -116,11 +145,13 @@ def gpu_links_line(model: Model) -> str:
         return ""
     note, ranks = max(notes.items(), key=lambda kv: len(kv[1]))
     if len(ranks) > 2 and ranks[-1] - ranks[0] == len(ranks) - 1:
-        who = f"ranks {ranks[0]}-{ranks[-1]}"
+        who = explain.ui("on ranks", lang).format(f"{ranks[0]}-{ranks[-1]}")
     else:
-        who = ("ranks " if len(ranks) > 1 else "rank ") + ", ".join(map(str, ranks))
-    more = f" (and {len(notes) - 1} other reason(s))" if len(notes) > 1 else ""
-    return f"no GPU on {who}: {note.removeprefix('no GPU: ')}{more}"
+        who = explain.ui("on ranks" if len(ranks) > 1 else "on rank", lang).format(
+            ", ".join(map(str, ranks)))
+    more = explain.ui_n("other reasons", len(notes) - 1, lang) if len(notes) > 1 else ""
+    why = explain.gpu_note(note.removeprefix("no GPU: "), lang)
+    return explain.ui("no gpu on", lang).format(who=who, note=why, more=more)
 
 
 def _row(out: Text, cells: list[Text]) -> None:
@@ -131,12 +162,12 @@ def _row(out: Text, cells: list[Text]) -> None:
         out.append(" " if i < len(cells) - 1 else "\n")
 
 
-def _short(n: float) -> str:
+def _short(n: float, lang: str = "en") -> str:
     """Bytes in at most 6 characters: 512B, 12.0K, 3.5M, 1.2G."""
-    return text.human_bytes(n).replace(" ", "").replace("iB", "")
+    return _bytes(n, lang).replace(" ", "").replace("iB", "")
 
 
-def _load(s) -> Text:
+def _load(s, lang: str = "en") -> Text:
     """The rank's last 3 s of telemetry (2 Hz): its GPU's utilization, memory and power from
     NVML, or, on CPU, its process's CPU% and resident memory, labelled so."""
     samples = [tel for _, tel in list(s.telemetry)[-6:]]
@@ -151,27 +182,55 @@ def _load(s) -> Text:
         util, mem, power = series("gpu_util_pct"), series("gpu_mem_used"), series("gpu_power_w")
         total = last.get("gpu_mem_total") or max(mem) or 1.0
         out = Text(f"GPU {util[-1]:3.0f}% {sparkline(util, 100)} "
-                   f"mem {sparkline(mem[-4:], total)} {_short(mem[-1])}", style="cyan")
+                   f"mem {sparkline(mem[-4:], total)} {_short(mem[-1], lang)}", style="cyan")
         if last.get("gpu_power_w") is not None:
             out.append(f" {power[-1]:.0f}W {sparkline(power[-4:], max(power) or 1.0)}")
         return out
     cpu, rss = series("cpu_pct"), series("rss_bytes")
     return Text(f"CPU {cpu[-1]:3.0f}% {sparkline(cpu, 100)} "
-                f"rss {sparkline(rss[-4:], max(rss) or 1.0)} {_short(rss[-1])}", style="cyan")
+                f"rss {sparkline(rss[-4:], max(rss) or 1.0)} {_short(rss[-1], lang)}", style="cyan")
 
 
 STATS_ROWS = 6  # the shapes that completed most recently: the teaching panels need the room
 
 
-def stats_table(model: Model) -> Table:
+def stats_table(model: Model, lang: str = "en") -> Table:
     table = Table(expand=True, box=None, pad_edge=False)
-    for col in ("op", "n", "size", "count", "p50 us", "algbw", "busbw"):
+    size, count = explain.ui("col size", lang), explain.ui("col count", lang)
+    for col in ("op", "n", size, count, "p50 us", "algbw", "busbw"):
         table.add_column(col, justify="left" if col == "op" else "right", no_wrap=True)
     for row in model.latest_stats(STATS_ROWS):
-        table.add_row(row["op"], str(row["ranks"]), text.human_bytes(row["size"]),
+        table.add_row(row["op"], str(row["ranks"]), _bytes(row["size"], lang),
                       str(row["count"]), f"{row['time_p50_us']:.0f}",
-                      gbps_text(row["algbw_gbps"]), gbps_text(row["busbw_gbps"]))
+                      explain.number(gbps_text(row["algbw_gbps"]), lang),
+                      explain.number(gbps_text(row["busbw_gbps"]), lang))
     return table
+
+
+def _bytes(n: float, lang: str) -> str:
+    return explain.number(text.human_bytes(n), lang)
+
+
+def instance_line(inst: Instance, t0_ns: int, lang: str = "en") -> str:
+    """The operations log's line of a completed instance: the headless viewer's in English,
+    its words and decimal commas in Portuguese."""
+    line = text.instance_line(inst, t0_ns)
+    if lang == "en":
+        return line
+    when = (inst.t_end - t0_ns) / 1e9
+    if len(inst.group) == 2 and inst.op in ("send", "isend", "send_object_list"):
+        who = f"{inst.group[0]} -> {inst.group[1]}"
+    else:
+        who = ",".join(map(str, inst.group)) if len(inst.group) <= 6 else \
+            explain.ui("n ranks", lang).format(n=len(inst.group))
+    parent = "  " + explain.ui("in parent", lang).format(inst.parent) if inst.parent else ""
+    if inst.ddp:
+        parent += "  " + explain.ui("by ddp", lang)
+    numbers = functools.partial(explain.number, lang=lang)
+    return (f"{numbers(f'{when:8.3f}')}s  {inst.op:<14} {who:<9} #{inst.seq:<5} "
+            f"{_bytes(inst.size, lang):>9}  {explain.ui('time', lang)} "
+            f"{numbers(f'{inst.time_ns / 1e3:8.1f}')} us  {explain.ui('log skew', lang)} "
+            f"{numbers(f'{inst.skew_ns / 1e3:7.1f}')} us{parent}")
 
 
 MAX_STEPS_SHOWN = 12
@@ -197,57 +256,74 @@ def phases(model: Model, lang: str = "en", frame: AnimFrame | None = None,
     out = Text()
     if inst.op in protocol.P2P:
         src, dst = inst.group
-        out.append(f"{inst.op}: rank {src} → rank {dst}, {text.human_bytes(inst.size)}\n",
+        out.append(f"{inst.op}: rank {src} → rank {dst}, {_bytes(inst.size, lang)}\n",
                    style="bold")
-        out.append(f"{explain.ui('measured', lang)}  {inst.time_ns / 1e3:.1f} us\n")
+        out.append(f"{explain.ui('measured', lang)}  "
+                   f"{explain.number(f'{inst.time_ns / 1e3:.1f}', lang)} us\n")
         first = model.first_transfer_ns.get((src, dst))
         if inst.seq == 1:
             out.append(explain.ui("first transfer", lang), style="italic")
         elif first is not None:
             out.append(explain.ui("first transfer took", lang).format(
-                src=src, dst=dst, ms=first / 1e6), style="italic")
+                src=src, dst=dst, ms=explain.number(f"{first / 1e6:.1f}", lang)), style="italic")
         return out
     backend = _backend_of(model, inst.group)
     if backend is None:
-        return Text(f"{inst.op}: the ranks' backend is not known yet", style="dim")
+        return Text(explain.ui("backend not known", lang).format(op=inst.op), style="dim")
     n = len(inst.group)
     try:
         sched = schedules.schedule(inst.op, backend, n, inst.size, _root_of(inst))
     except ValueError as exc:
         return Text(f"{inst.op}: {exc}", style="dim")
-    out.append(f"{inst.op} · {backend} {sched.algorithm} · {n} ranks · "
-               f"S = {text.human_bytes(inst.size)}\n", style="bold")
-    out.append(f"{explain.ui('measured', lang)}  {explain.ui('time', lang)} "
-               f"{inst.time_ns / 1e3:.1f} us · skew {inst.skew_ns / 1e3:.1f} us\n")
+    algorithm = explain.ui("algorithm", lang).format(backend=backend,
+                                                     algorithm=sched.algorithm)
+    out.append(f"{inst.op} · {algorithm} · {n} ranks · "
+               f"S = {_bytes(inst.size, lang)}\n", style="bold")
+    times = f"{explain.ui('time', lang)} {inst.time_ns / 1e3:.1f} us · " \
+        f"{explain.ui('log skew', lang)} {inst.skew_ns / 1e3:.1f} us"
+    out.append(f"{explain.ui('measured', lang)}  {explain.number(times, lang)}\n")
     _cost_line(out, sched, inst, fit, lang)
     if backend == "nccl" and nccl is not None:
-        out.append(f"NCCL  {nccl.algorithm_text(inst.op, inst.size, n)}\n", style="bold")
+        out.append(f"NCCL  {_nccl_text(nccl, inst.op, inst.size, n, lang)}\n", style="bold")
     out.append(f"{explain.ui('schematic', lang)}  {schedule_notes.note(sched, lang)}\n",
                style="italic dim")
     current = frame.step if frame is not None else len(sched.steps) - 1
     if n <= MAX_GRID_RANKS:
         _grid(out, sched, inst.group, current, lang)
     else:
-        _steps(out, sched, inst.group, current)
+        _steps(out, sched, inst.group, current, lang)
     return out
+
+
+def _nccl_text(nccl: Any, op: str, size: int, n: int, lang: str) -> str:
+    """The algorithm NCCL's log gave for an op, or why it is unknown, in ``lang``."""
+    said = nccl.algorithm_text(op, size, n)
+    if lang == "en":
+        return said
+    choice = nccl.choice(op, size, n)
+    if choice is not None:
+        return explain.ui("nccl algorithm", lang).format(choice.label())
+    return explain.NCCL_TEXTS_PT.get(said, said)
 
 
 def _cost_line(out: Text, sched: schedules.Schedule, inst: Instance,
                fit: costmodel.Fit | None, lang: str) -> None:
     c = costmodel.cost(sched)
     out.append(f"{explain.ui('cost', lang)}  ", style="bold")
-    out.append(explain.ui("each rank sends", lang).format(
-        bytes=text.human_bytes(c.sent), steps=c.steps))
+    out.append(explain.ui_n("each rank sends", c.steps, lang, bytes=_bytes(c.sent, lang)))
     if fit is None:
         out.append(f" · {explain.ui('predicted', lang).lower()}: "
                    f"{explain.ui('needs shapes', lang)}\n", style="dim")
         return
     predicted_us = fit.predict(c) * 1e6
-    beta = "∞" if math.isinf(fit.beta_bps) else f"{fit.beta_bps / 1e9:.2g} GB/s"
-    out.append(f" · {explain.ui('predicted', lang).lower()} {predicted_us:.0f} us "
-               f"vs {inst.time_ns / 1e3:.0f} us\n")
-    out.append(f"      α {fit.alpha_s * 1e6:.0f} us/step, β {beta}, "
-               f"{explain.ui('fitted on', lang).format(shapes=fit.shapes)}\n", style="dim")
+    beta = "∞" if math.isinf(fit.beta_bps) else \
+        explain.number(f"{fit.beta_bps / 1e9:.2g} GB/s", lang)
+    versus = explain.ui("predicted vs", lang).format(predicted=f"{predicted_us:.0f}",
+                                                     measured=f"{inst.time_ns / 1e3:.0f}")
+    out.append(f" · {explain.ui('predicted', lang).lower()} {versus}\n")
+    out.append("      " + explain.ui("fit line", lang).format(alpha=f"{fit.alpha_s * 1e6:.0f}",
+                                                             beta=beta)
+               + f"{explain.ui('fitted on', lang).format(shapes=fit.shapes)}\n", style="dim")
 
 
 def _window(steps: int, current: int) -> range:
@@ -260,13 +336,14 @@ def _sends(step: schedules.Step, ranks: tuple[int, ...]) -> str:
     return "  ".join(f"{ranks[t.src]}→{ranks[t.dst]} c{t.chunk}" for t in step.transfers)
 
 
-def _steps(out: Text, sched: schedules.Schedule, ranks: tuple[int, ...], current: int) -> None:
+def _steps(out: Text, sched: schedules.Schedule, ranks: tuple[int, ...], current: int,
+           lang: str) -> None:
     """Many ranks: the steps as a list (the grid would not fit)."""
     for k in _window(len(sched.steps), current):
         step = sched.steps[k]
         out.append(f"{step.label:>6} ", style="bold reverse" if k == current else "bold cyan")
         if len(step.transfers) > MAX_TRANSFERS_LISTED:
-            out.append(f"{len(step.transfers)} transfers\n")
+            out.append(explain.ui_n("transfers", len(step.transfers), lang) + "\n")
         else:
             out.append(_sends(step, ranks) + "\n")
 
@@ -356,7 +433,7 @@ def findings(model: Model, lang: str) -> Text:
     live = model.findings()
     out = Text()
     for f in reversed(live):
-        out.append(f"⚠ {f.type}  ", style="bold red")
+        out.append(f"⚠ {finding_name(f.type, lang)}  ", style="bold red")
         out.append(f.text(lang) + "\n")
     if live:
         title, means, check = findings_text.advice(live[-1].type, lang)

@@ -26,12 +26,20 @@ from textual.reactive import reactive
 from textual.strip import Strip
 from textual.widget import Widget
 
-from .. import protocol
+from .. import explain, protocol
 from ..protocol import PhaseSpan
 from ..viewer.model import InFlight, Instance, Model, Segment
 
 WAIT, SOLID, UNKNOWN = "░", "█", "·"
-LEGEND = f"{WAIT} waiting for peers  {SOLID} transferring  {UNKNOWN} history dropped"
+
+
+def legend(lang: str = "en") -> str:
+    """What the lanes' characters mean, in ``lang``."""
+    return (f"{WAIT} {explain.ui('legend waiting', lang)}  "
+            f"{SOLID} {explain.ui('legend transferring', lang)}  "
+            f"{UNKNOWN} {explain.ui('legend dropped', lang)}")
+
+
 INFLIGHT_STYLE = "bold yellow"
 
 _FAMILIES: dict[str, tuple[str, ...]] = {
@@ -71,8 +79,8 @@ def render_lanes(segments_by_rank: Mapping[int, Lane], inflight: Iterable[InFlig
 def lane_runs(segments_by_rank: Mapping[int, Lane], inflight: Iterable[InFlight],
               t0_ns: int, t1_ns: int, width: int,
               horizon: Mapping[int, int] | None = None,
-              phases: Mapping[int, Sequence[PhaseSpan]] | None = None
-              ) -> list[list[tuple[str, str]]]:
+              phases: Mapping[int, Sequence[PhaseSpan]] | None = None,
+              lang: str = "en") -> list[list[tuple[str, str]]]:
     """``render_lanes`` as runs of (characters, style name), each line at most ``width``:
     what the widget turns into segments without building rich Text. A rank with compute
     phases (``commviz.phase``) gets a line of them under its lane, on the same time axis."""
@@ -93,7 +101,7 @@ def lane_runs(segments_by_rank: Mapping[int, Lane], inflight: Iterable[InFlight]
         if phases and phases.get(rank) and lane_w:
             lines.append(_cut([(" " * label_w, ""),
                                *_phase_runs(phases[rank], t0_ns, t1_ns, lane_w)], width))
-    lines.append(_cut([(" " * label_w + _axis(t1_ns - t0_ns, lane_w), "dim")], width))
+    lines.append(_cut([(" " * label_w + _axis(t1_ns - t0_ns, lane_w, lang), "dim")], width))
     return lines
 
 
@@ -228,18 +236,19 @@ def paced_window_s(recent: Sequence[Instance], minimum_s: float) -> float:
 _UNITS = (("s", 1e9), ("ms", 1e6), ("us", 1e3))
 
 
-def _axis(window_ns: int, width: int) -> str:
+def _axis(window_ns: int, width: int, lang: str = "en") -> str:
     """'-2s   -1.5s   -1s   -0.5s   now', as many labels as fit."""
-    if width < 3:
+    now = explain.ui("now", lang)
+    if width < len(now):
         return " " * width
-    cells = [" "] * (width - 3) + list("now")
+    cells = [" "] * (width - len(now)) + list(now)
     free_from = 0
     for frac in (0.0, 0.25, 0.5, 0.75):
         ago = window_ns * (1 - frac)
         unit, scale = next(u for u in _UNITS if window_ns >= u[1] or u[0] == "us")
-        label = f"-{ago / scale:.3g}{unit}"
+        label = explain.number(f"-{ago / scale:.3g}{unit}", lang)
         start = round(frac * width) - len(label) // 2 if frac else 0
-        if start >= free_from and start + len(label) < width - 4:
+        if start >= free_from and start + len(label) < width - len(now) - 1:
             cells[start:start + len(label)] = label
             free_from = start + len(label) + 1
     return "".join(cells)
@@ -284,6 +293,7 @@ class Timeline(Widget):
         self._frame: _Frame | None = None  # nothing is drawn until the app feeds a frame
         self._version = 0
         self._cached: tuple[tuple, list[Strip]] | None = None
+        self.lang = "en"  # of the time axis; the app sets it
 
     def update_from(self, model: Model, now_ns: int) -> None:
         """Copy what the next frame draws. Call it under the session lock; drawing happens
@@ -314,11 +324,11 @@ class Timeline(Widget):
     def _strips(self, width: int) -> list[Strip]:
         if self._frame is None:
             return []
-        key = (self._version, width, self.rich_style)  # a new theme: redraw
+        key = (self._version, width, self.rich_style, self.lang)  # a new theme: redraw
         if self._cached is None or self._cached[0] != key:
             f = self._frame
             lines = lane_runs(f.segments, f.inflight, f.t0_ns, f.t1_ns, width, f.horizon,
-                              f.phases)
+                              f.phases, self.lang)
             base = self.rich_style
             strips = [Strip([RichSegment(chars, _style(base, name)) for chars, name in runs])
                       .extend_cell_length(width, base) for runs in lines]

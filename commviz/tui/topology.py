@@ -16,6 +16,7 @@ magenta for NVLink (``NV#``), dim and dashed for a PCIe path (PIX, PXB, PHB, NOD
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from collections.abc import Callable, Collection, Iterable, Mapping
@@ -31,8 +32,8 @@ from .. import explain, schedule_notes, schedules
 from ..schedules import Schedule, Transfer
 from ..viewer.model import Instance, Model
 from ..viewer.text import human_bytes
-from .animation import Animator, AnimFrame, plan
-from .render import SILENT_AFTER_S
+from .animation import Animator, AnimFrame, frame_label, plan
+from .render import SILENT_AFTER_S, finding_name
 
 RING_MAX = 16  # beyond this many ranks, a grid
 HEATMAP_MIN = 33  # from this many ranks, a rank-by-rank traffic heatmap instead of links
@@ -206,16 +207,17 @@ def render_topology(n_ranks: int, frame: AnimFrame | None, width: int, height: i
     area_h = max(0, height - len(head) - legend)
     still = static or (frame is not None and frame.done)
     if n >= HEATMAP_MIN:
-        lines = [*head, *heatmap(n, frame, width, area_h, still)]
+        lines = [*head, *heatmap(n, frame, width, area_h, still, lang)]
         if legend:
-            lines.append(_legend(status, width))
+            lines.append(_legend(status, width, lang=lang))
         for line in lines:
             line.truncate(width, overflow="ellipsis", pad=True)
         return lines[:height]
     gpu_links = gpu_links or {}
     where = layout(n, width, area_h)
     if len(where) < n:
-        head[0] = Text(f"ranks {len(where)}..{n - 1} do not fit · ", style="dim") + head[0]
+        head[0] = Text(explain.ui("do not fit", lang).format(first=len(where), last=n - 1),
+                       style="dim") + head[0]
     canvas = _Canvas(width, area_h)
     # ranks first, then states: paths go round them; chunk tags never cover either
     group = set(frame.instance.group) if frame is not None else set()
@@ -241,17 +243,18 @@ def render_topology(n_ranks: int, frame: AnimFrame | None, width: int, height: i
         if wire is not None:  # its line from the other end may step differently: not beside
             for x, y in set(wire[0].cells) - set(path.cells):
                 canvas.put(x, y, " ", "", _PATH)
-        _draw_path(canvas, path, 1.0 if still else frame.progress, still, frame.schedule is None)
+        _draw_path(canvas, path, 1.0 if still else frame.progress, still, frame.schedule is None,
+                   lang)
     lines = [*head, *canvas.lines()]
     if legend:
-        lines.append(_legend(status, width, {_is_nvlink(k) for k in gpu_links.values()}))
+        lines.append(_legend(status, width, {_is_nvlink(k) for k in gpu_links.values()}, lang))
     for line in lines:
         line.truncate(width, overflow="ellipsis", pad=True)
     return lines[:height]
 
 
 def heatmap(n: int, frame: AnimFrame | None, width: int, height: int,
-            still: bool) -> list[Text]:
+            still: bool, lang: str = "en") -> list[Text]:
     """Too many ranks for links: a matrix of the bytes each rank (row) sends each rank
     (column) over the whole operation being replayed, shaded from the schedule; the current
     step's pairs are coloured. Ranks are binned when the matrix does not fit, and each cell
@@ -275,9 +278,8 @@ def heatmap(n: int, frame: AnimFrame | None, width: int, height: int,
         for t in frame.transfers:
             now[(t.src // per, t.dst // per)] = t.reduce
     top = max((max(row) for row in sent), default=0) or 1
-    binned = f"{per} ranks a cell · " if per > 1 else ""
-    out = [Text(f"{binned}bytes sent row → column over the operation (schematic), "
-                f"this step coloured", style="dim")]
+    binned = explain.ui("heatmap cell", lang).format(n=per) if per > 1 else ""
+    out = [Text(binned + explain.ui("heatmap", lang), style="dim")]
     axis = Text(" " * label_w)
     for c in range(0, cells, max(1, 8 // cell_w)):
         axis.append(f"{c * per:<8}", style="dim")
@@ -300,14 +302,16 @@ def heatmap(n: int, frame: AnimFrame | None, width: int, height: int,
 def _titles(frame: AnimFrame | None, rows: int, lang: str) -> list[Text]:
     """The label, then (given two rows) the measured time and what the drawing simplifies."""
     if frame is None:
-        return [Text("waiting for the first operation…", style="dim")] + [Text()] * (rows - 1)
-    out = [Text(frame.label, style="bold")]
+        return [Text(explain.ui("waiting first", lang), style="dim")] + \
+            [Text()] * (rows - 1)
+    out = [Text(frame_label(frame, lang), style="bold")]
     if rows > 1:
-        took = explain.ui("took", lang).format(_duration(frame.instance.time_ns))
+        took = explain.ui("took", lang).format(
+            explain.number(_duration(frame.instance.time_ns), lang))
         if frame.count > 1:
             took += explain.ui("the first", lang)
         note = schedule_notes.note(frame.schedule, lang) if frame.schedule is not None else \
-            "a real transfer, reported by both ranks"
+            explain.ui("real transfer", lang)
         out.append(Text(f"{took} · {note}", style="dim italic"))
     return out
 
@@ -318,7 +322,8 @@ def _duration(ns: int) -> str:
     return f"{ns / 1e3:.0f} us"
 
 
-def _draw_path(canvas: _Canvas, path: Path, progress: float, still: bool, p2p: bool) -> None:
+def _draw_path(canvas: _Canvas, path: Path, progress: float, still: bool, p2p: bool,
+               lang: str = "en") -> None:
     t = path.transfer
     colour = REDUCE_STYLE if t.reduce else COPY_STYLE
     mx, my = path.at(0.5 if still else progress)
@@ -332,7 +337,7 @@ def _draw_path(canvas: _Canvas, path: Path, progress: float, still: bool, p2p: b
         canvas.put(hx, hy, path.head, f"bold {colour}", _HEAD)
     if not still and (mx, my) in clear:
         canvas.put(mx, my, MARKER, f"bold bright_{colour}", _MARK)
-    tag = human_bytes(t.nbytes) if p2p else f"c{t.chunk}"
+    tag = explain.number(human_bytes(t.nbytes), lang) if p2p else f"c{t.chunk}"
     for x, y in ((mx + 1, my), (mx - len(tag), my), (mx, my - 1), (mx, my + 1)):
         if canvas.free(x, y, len(tag), _STATE):
             canvas.put(x, y, tag, f"bold {colour}", _CHUNK)
@@ -407,11 +412,12 @@ def _draw_states(canvas: _Canvas, where: Mapping[int, tuple[int, int]],
                 break
 
 
-def _legend(status: str, width: int, wires: Collection[bool] = ()) -> Text:
+def _legend(status: str, width: int, wires: Collection[bool] = (), lang: str = "en") -> Text:
     """The colour key, shortened when the status needs the room (the status comes first);
     ``wires``: which kinds of GPU link are drawn (True: NVLink, False: PCIe)."""
-    for adds, copies, gap in ((" adds into (reduce)  ", " copies", "  "),
-                              (" reduce ", " copy", " "), ("", "", "")):
+    ui = functools.partial(explain.ui, lang=lang)
+    for adds, copies, gap in ((ui("adds into"), ui("copies"), "  "),
+                              (ui("adds short"), ui("copies short"), " "), ("", "", "")):
         line = Text()
         if adds:
             line.append(MARKER, style=f"bold {REDUCE_STYLE}")
@@ -434,9 +440,10 @@ def _legend(status: str, width: int, wires: Collection[bool] = ()) -> Text:
 
 # ----------------------------------------------------------------------------- model
 
-def rank_states(model: Model, now: float | None = None) -> dict[int, Text]:
+def rank_states(model: Model, now: float | None = None, lang: str = "en") -> dict[int, Text]:
     """A short state per rank ("in all_reduce", "idle", "silent", "exited"), from the model;
     ``now`` is the model clock's time (default: read it)."""
+    ui = functools.partial(explain.ui, lang=lang)
     now = model.clock() if now is None else now
     busy: dict[int, str] = {}
     for op in sorted(model.inflight.values(), key=lambda o: o.t_start):
@@ -445,15 +452,15 @@ def rank_states(model: Model, now: float | None = None) -> dict[int, Text]:
     flagged = {r: f.type for f in model.findings() for r in f.ranks}
     for rank, s in model.ranks.items():
         if rank in flagged:
-            out[rank] = Text(f"⚠ {flagged[rank]}", style="bold red")
+            out[rank] = Text(f"⚠ {finding_name(flagged[rank], lang)}", style="bold red")
         elif s.exited:
-            out[rank] = Text("exited", style="dim")
+            out[rank] = Text(ui("state exited"), style="dim")
         elif now - s.last_seen > SILENT_AFTER_S:
-            out[rank] = Text("silent", style="bold red")
+            out[rank] = Text(ui("state silent"), style="bold red")
         elif rank in busy:
-            out[rank] = Text(f"in {busy[rank]}", style="yellow")
+            out[rank] = Text(ui("state in").format(busy[rank]), style="yellow")
         else:
-            out[rank] = Text("idle", style="dim")
+            out[rank] = Text(ui("state idle"), style="dim")
     return out
 
 
@@ -517,7 +524,7 @@ class Topology(Widget):
         self.alerts = tuple(sorted({link for f in findings for link in f.links}))
         self.flagged = frozenset(r for f in findings for r in f.ranks)
         self.gpu_links = model.gpu_links()
-        self.feed(items, model.world_size(), rank_states(model))
+        self.feed(items, model.world_size(), rank_states(model, lang=self.lang))
 
     def feed(self, items: Iterable[tuple[Instance, Schedule | None]],
              n_ranks: int | None = None,
@@ -568,7 +575,8 @@ class Topology(Widget):
         self._frame = frame
         shown = replace(frame, progress=0.0) if frame is not None and self.static else frame
         key = (shown, self.n_ranks, tuple(sorted((r, t.markup) for r, t in self.states.items())),
-               self.animator.summary(), self.lang, self.alerts, self.flagged, self.gpu_links)
+               self.animator.summary(self.lang), self.lang, self.alerts, self.flagged,
+               self.gpu_links)
         if key != self._key:
             self._key = key
             self._version += 1
@@ -609,7 +617,7 @@ class Topology(Widget):
         key = (self._version, width, height, static, self.rich_style)  # new theme: redraw
         if self._cached is None or self._cached[0] != key:
             texts = render_topology(self.n_ranks, self._frame, width, height, self.states,
-                                    static=static, status=self.animator.summary(),
+                                    static=static, status=self.animator.summary(self.lang),
                                     lang=self.lang, alerts=self.alerts, flagged=self.flagged,
                                     gpu_links=self.gpu_links)
             console, style = self.app.console, self.rich_style
