@@ -286,6 +286,12 @@ def test_the_window_stretches_to_keep_a_few_slow_operations_in_view():
     assert paced_window_s(_ops_every(10 * MS, 50).recent, 2.0) == 2.0
     assert paced_window_s(_ops_every(60 * S, 3).recent, 2.0) == MAX_WINDOW_S
     assert paced_window_s(_ops_every(S, 1).recent, 2.0) == 2.0  # one op: no pace yet
+    bursts = Model(FakeClock())  # a ring's steps: 12 transfers within 12 ms, every 2 s
+    for step in range(3):
+        bursts.apply([op_batch(r, [_coll(r, 12 * step + k + 1, step * 2 * S + k * MS,
+                                         step * 2 * S + k * MS + MS) for k in range(12)], G4)
+                       for r in range(4)])
+    assert paced_window_s(bursts.recent, 2.0) == pytest.approx(6.0, rel=0.02)
     m = _ops_every(2 * S, 3)
     now = T0_NS + 4 * S + 10 * MS
     since = now - int(paced_window_s(m.recent, 2.0) * S)

@@ -218,9 +218,10 @@ def _coverage(xa: np.ndarray, xb: np.ndarray, width: int, lane: np.ndarray,
     return (cov.reshape(lanes, width + 1) + steps)[:, :width]
 
 
-# The window stretches for operations that come slowly (a demo's steps, 2 s apart by default):
-# it holds about PACE_WINDOWS of the largest gaps between the latest PACE_OPS operations
-PACE_OPS = 8
+# The window stretches for operations that come slowly (a demo's steps, 2 s apart by default,
+# each a burst of operations for a hand-written ring): it holds about PACE_WINDOWS of the
+# largest gaps between the latest PACE_OPS operations
+PACE_OPS = 64
 PACE_WINDOWS = 3
 MAX_WINDOW_S = 30.0
 
