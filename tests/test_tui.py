@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import functools
+import math
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -707,6 +708,13 @@ def test_the_phases_panel_sets_the_cost_model_against_the_measured_time() -> Non
     # 6 steps x 50 us + 1.5 MiB / 1 GB/s = 300 + 1572.864 us
     assert "predicted 1873 us vs 350 us" in text and f"{inst.time_ns / 1e3:.0f}" == "350"
     assert "α 50 us/step, β 1 GB/s, fitted on this run's 3 kinds of operation" in text
+    # a term the fit left out is said to be unmeasurable, not shown as ∞ or 0 (user trial)
+    latency = render.phases(session.model, "en", None, Fit(50e-6, math.inf, 3)).plain
+    assert "α 50 us/step; no bandwidth shows at these sizes (latency-bound)" in latency
+    assert "∞" not in latency
+    bandwidth = render.phases(session.model, "pt", None, Fit(0.0, 1e9, 3)).plain
+    assert "β 1 GB/s; nenhum tempo por passo aparece (limitado pela banda)" in bandwidth
+    assert "α 0" not in bandwidth
     assert "AG2" in render.phases(session.model, "pt").plain
     assert "cada rank envia até 1,5 MiB em 6 passos" in render.phases(session.model, "pt").plain
 

@@ -316,13 +316,15 @@ def _cost_line(out: Text, sched: schedules.Schedule, inst: Instance,
                    f"{explain.ui('needs shapes', lang)}\n", style="dim")
         return
     predicted_us = fit.predict(c) * 1e6
-    beta = "∞" if math.isinf(fit.beta_bps) else \
-        explain.number(f"{fit.beta_bps / 1e9:.2g} GB/s", lang)
     versus = explain.ui("predicted vs", lang).format(predicted=f"{predicted_us:.0f}",
                                                      measured=f"{inst.time_ns / 1e3:.0f}")
     out.append(f" · {explain.ui('predicted', lang).lower()} {versus}\n")
-    out.append("      " + explain.ui("fit line", lang).format(alpha=f"{fit.alpha_s * 1e6:.0f}",
-                                                             beta=beta)
+    alpha = f"{fit.alpha_s * 1e6:.0f}"
+    beta = "" if math.isinf(fit.beta_bps) else \
+        explain.number(f"{fit.beta_bps / 1e9:.2g} GB/s", lang)
+    # a term the fit set to nothing was not measured: said so, not shown as ∞ or 0
+    key = "fit line" if beta and alpha != "0" else "fit no beta" if not beta else "fit no alpha"
+    out.append("      " + explain.ui(key, lang).format(alpha=alpha, beta=beta)
                + f"{explain.ui('fitted on', lang).format(shapes=fit.shapes)}\n", style="dim")
 
 
