@@ -1154,6 +1154,7 @@ def default_lang(environ: Mapping[str, str] | None = None) -> str:
 _UI_PAIRS: dict[str, tuple[str, str]] = {
     "paused": ("Paused", "Pausado"),
     "playing": ("Playing", "Reproduzindo"),
+    "replay held": ("replay held (p)", "replay segurado (p)"),
     "pause": ("Pause", "Pausar"),
     "play": ("Play", "Reproduzir"),
     "step": ("Step", "Passo"),

@@ -404,7 +404,10 @@ async def test_space_and_n_drive_the_demo_step_gate() -> None:
         await pilot.press("space")
         await frame(pilot)
         assert controller.calls == ["step", "step", "toggle"]
-        assert "Playing" in panel(app, "#status")
+        assert "Playing" in panel(app, "#status") and "replay held" not in panel(app, "#status")
+        await pilot.press("p")  # the replay alone: the ranks play on, and the line says both
+        await frame(pilot)
+        assert "▶ Playing · space: Pause · replay held (p)" in panel(app, "#status")
 
 
 @sync

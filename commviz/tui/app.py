@@ -305,13 +305,16 @@ class CommvizApp(App):
         self.query_one(selector, Static).update(renderable, layout=layout)
 
     def _control_line(self) -> str:
+        """The ranks' state (playing, paused), and the replay's when it is held apart."""
         state = self.controller.state  # type: ignore[union-attr]
+        held = f" · {explain.ui('replay held', self.lang)}" \
+            if self.query_one(Topology).animator.paused else ""
         if state.mode == "play":
             return f"▶ {explain.ui('playing', self.lang)} · {explain.ui('space', self.lang)}: " \
-                f"{explain.ui('pause', self.lang)}"
+                f"{explain.ui('pause', self.lang)}{held}"
         waiting = f" · n: {explain.ui('next step', self.lang)} ({state.allow + 2})" \
             if state.reached >= state.allow else ""
-        return f"⏸ {explain.ui('paused', self.lang)}{waiting}"
+        return f"⏸ {explain.ui('paused', self.lang)}{waiting}{held}"
 
     def _event(self, key: str, fields: dict[str, Any]) -> str:
         """An event of the ranks in the language (a rank's ``who`` reads "rank N", a job's
