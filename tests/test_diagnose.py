@@ -568,3 +568,16 @@ def test_tables_stay_bounded_when_sizes_keep_changing(monkeypatch):
                                    "id": 100 + k}], g2)])
     assert model.instances == 29 and model.transfers == 29
     assert len(diag._durations) == 8 and len(diag._pairs) == 8
+
+
+def test_portuguese_findings_write_decimals_after_a_comma():
+    """'esperaram 0,53 s', as Portuguese writes it; versions, addresses and group lists keep
+    their points and commas (user trial: '0.53 s' in a Portuguese sentence)."""
+    from commviz.viewer.diagnose import Finding
+
+    f = Finding("straggler", (2,), (0, 1, 2), 3, "rank 2 was 0.53 s late (3.2x)",
+                "rank 2 chegou 0.53 s atrasado (3.2x) no grupo 0,1,2, NCCL 2.28.9 em "
+                "10.0.0.7:5555, 4.0 KiB em 12.5 ms", ("straggler", 2), 0.0, 0)
+    assert f.text("pt") == ("rank 2 chegou 0,53 s atrasado (3,2x) no grupo 0,1,2, NCCL 2.28.9 "
+                            "em 10.0.0.7:5555, 4,0 KiB em 12,5 ms")
+    assert f.text("en") == "rank 2 was 0.53 s late (3.2x)"

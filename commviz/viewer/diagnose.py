@@ -58,6 +58,7 @@ Thresholds and why:
 from __future__ import annotations
 
 import collections
+import re
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
@@ -78,6 +79,8 @@ LATE_DURATION_FACTOR = 2.0
 LATE_JITTER_FACTOR = 3.0
 STRAGGLER_AFTER = 3   # late instances in a row before a rank is named
 STRAGGLER_CLEAR = 3   # on-time instances in a row that clear it
+# a number with a unit after it ("0.53 s", "12.5 ms"): not versions, addresses or host names
+_DECIMAL = re.compile(r"(?<![\d.])(\d+)\.(\d+)(?=\s?(?:s|ms|us|KiB|MiB|GiB|GB/s|%|x)(?![\w/]))")
 WINDOW = 64           # instances kept per (group, op, size) for the thresholds
 HISTORY = 100         # findings and resolutions kept for a panel's history
 KEYS_MAX = 4096       # (group, op, size) windows and (op, size) pair tables kept at most
@@ -113,7 +116,8 @@ class Finding:
     duration_s: float | None = None  # resolved: how long the condition held
 
     def text(self, lang: str = "en") -> str:
-        return self.message_pt if lang == "pt" else self.message
+        """The line in ``lang``; Portuguese writes a quantity's decimals after a comma."""
+        return _DECIMAL.sub(r"\1,\2", self.message_pt) if lang == "pt" else self.message
 
     def record(self) -> dict[str, Any]:
         """The recording line (``kind: "diag"``)."""
