@@ -313,7 +313,8 @@ def test_compute_phases_get_a_line_under_their_ranks_lane_on_the_same_axis():
     assert len(text) == 4  # r0, its phases, r1 (no phases), the axis
     assert text[0].startswith("r0") and text[2].startswith("r1")
     # 40 columns for 2 s: forward 0-5, backward 5-20 (the all_reduce, columns 15-20, overlaps
-    # its end), then the rest of the outer step; inner phases are drawn over outer ones
-    assert text[1] == "   forwabackward" + "─" * 27
+    # its end), then the rest of the outer step; inner phases are drawn over outer ones, and
+    # a name that does not fit its columns is its initial ("forwabackward" was unreadable)
+    assert text[1] == "   f────backward" + "─" * 27
     styles = {style for chars, style in lines[1] if chars.strip()}
     assert phase_colour("forward") in styles and phase_colour("backward") in styles

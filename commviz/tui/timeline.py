@@ -115,7 +115,8 @@ def phase_colour(name: str) -> str:
 
 def _phase_runs(spans: Sequence[PhaseSpan], t0: int, t1: int,
                 width: int) -> list[tuple[str, str]]:
-    """Each phase as its name then a rule over its columns; inner phases drawn over outer."""
+    """Each phase as its name then a rule over its columns (its initial where the name does
+    not fit: "f─b──o" rather than "fbaco" of cut names); inner phases drawn over outer."""
     cells = [(" ", "")] * width
     scale = width / (t1 - t0)
     for span in sorted(spans, key=lambda sp: sp.depth):
@@ -123,7 +124,8 @@ def _phase_runs(spans: Sequence[PhaseSpan], t0: int, t1: int,
         b = min(width, max(a + 1, math.ceil((span.t_end - t0) * scale)))
         if a >= width or b <= 0:
             continue
-        label = (span.name + "─" * (b - a))[:b - a] if span.t_start >= t0 else "─" * (b - a)
+        name = span.name if len(span.name) < b - a else span.name[:1]
+        label = (name + "─" * (b - a))[:b - a] if span.t_start >= t0 else "─" * (b - a)
         style = phase_colour(span.name)
         cells[a:b] = [(ch, style) for ch in label]
     return [("".join(ch for ch, _ in run), style)
