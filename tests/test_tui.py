@@ -700,6 +700,27 @@ async def test_a_portuguese_screen_has_no_english_left(lang: str, monkeypatch) -
         assert "concluiu all_reduce" in screens and "(em gather_object)" in screens
 
 
+@pytest.mark.parametrize("op, world", [("all_to_all", 3), ("all_to_all", 4), ("reduce", 4),
+                                       ("all_reduce", 6)])
+def test_the_buffers_grid_fits_the_panel_and_its_rows_line_up(op: str, world: int) -> None:
+    """A grid wider than the panel wrapped mid-row (all_to_all at 4 ranks: n x n chunks), and
+    the reduce's `to root` row stood one column off (user trial)."""
+    from fakes import scripted_collective
+
+    from commviz.tui import render
+
+    session = FakeSession()
+    session.feed(scripted_collective(op, world=world))
+    lines = render.phases(session.model, "en").plain.splitlines()
+    grid = lines[lines.index(next(ln for ln in lines if ln.startswith("Buffers"))) + 1:] \
+        if any(ln.startswith("Buffers") for ln in lines) else []
+    assert all(len(line) <= render.GRID_MAX_W for line in grid), grid
+    assert bool(grid) == ((op, world) != ("all_to_all", 4))  # too wide: the steps alone
+    if grid:  # every row's buffers start in the header's first rank column
+        first = grid[0].index("r0")
+        assert all(row[first - 1] == " " and row[first] in "0123456789·" for row in grid[1:])
+
+
 def test_the_phases_panel_sets_the_cost_model_against_the_measured_time() -> None:
     from commviz.costmodel import Fit
     from commviz.tui import render

@@ -236,6 +236,7 @@ def instance_line(inst: Instance, t0_ns: int, lang: str = "en") -> str:
 MAX_STEPS_SHOWN = 12
 MAX_SENDS_LISTED = 4   # ranks up to which each step's transfers are listed beside the grid
 MAX_GRID_RANKS = 6     # ranks up to which the buffers grid fits the panel
+GRID_MAX_W = 62        # the panel's inner width at 160 columns: a wider grid would wrap
 MAX_TRANSFERS_LISTED = 8  # beyond, a step is summed up as a count
 _DIGITS = "0123456789abcdefghijklmnopqrstuvwxyz"
 
@@ -288,9 +289,9 @@ def phases(model: Model, lang: str = "en", frame: AnimFrame | None = None,
     out.append(f"{explain.ui('schematic', lang)}  {schedule_notes.note(sched, lang)}\n",
                style="italic dim")
     current = frame.step if frame is not None else len(sched.steps) - 1
-    if n <= MAX_GRID_RANKS:
+    if n <= MAX_GRID_RANKS and _grid_widths(sched, inst.group, lang)[0] <= GRID_MAX_W:
         _grid(out, sched, inst.group, current, lang)
-    else:
+    else:  # too many ranks, or chunks (all_to_all's n x n): the steps without the buffers
         _steps(out, sched, inst.group, current, lang)
     return out
 
@@ -357,11 +358,13 @@ def _grid(out: Text, sched: schedules.Schedule, ranks: tuple[int, ...], current:
     states = schedules.holdings(sched)
     reducing = any(t.reduce for step in sched.steps for t in step.transfers)
     width = max(sched.chunks, len(f"r{max(ranks)}"))
-    listed = len(ranks) <= MAX_SENDS_LISTED
-    send_w = max([len(_sends(s, ranks)) for s in sched.steps] + [0]) if listed else 0
+    bare, label_w = _grid_widths(sched, ranks, lang)
+    send_w = max([len(_sends(s, ranks)) for s in sched.steps] + [0])
+    # each step's transfers beside it, where they fit
+    listed = len(ranks) <= MAX_SENDS_LISTED and bare + send_w + 1 <= GRID_MAX_W
 
     def row(label: str, sends: str, state: list[dict], style: str) -> None:
-        out.append(f"{label:>6} ", style=style)
+        out.append(f"{label:>{label_w}} ", style=style)
         if listed:
             out.append(f"{sends:<{send_w}} ")
         for held in state:
@@ -381,7 +384,7 @@ def _grid(out: Text, sched: schedules.Schedule, ranks: tuple[int, ...], current:
     out.append(f"{explain.ui('buffers', lang)}: "
                f"{explain.ui('digits summed' if reducing else 'digits chunks', lang)}\n",
                style="dim")
-    out.append(f"{'':>6} {'':<{send_w}} " if listed else f"{'':>6} ")
+    out.append(f"{'':>{label_w}} {'':<{send_w}} " if listed else f"{'':>{label_w}} ")
     out.append("".join(f" {'r' + str(r):<{width}}" for r in ranks) + "\n", style="bold")
     shown = _window(len(sched.steps), current)
     if shown.start == 0:
@@ -390,6 +393,14 @@ def _grid(out: Text, sched: schedules.Schedule, ranks: tuple[int, ...], current:
         step = sched.steps[k]
         row(step.label, _sends(step, ranks) if listed else "", states[k + 1],
             "bold reverse" if k == current else "bold cyan")
+
+
+def _grid_widths(sched: schedules.Schedule, ranks: tuple[int, ...],
+                 lang: str) -> tuple[int, int]:
+    """The buffers grid's width without the transfers column, and its label column's."""
+    label_w = max([6, len(explain.ui("start", lang))] + [len(s.label) for s in sched.steps])
+    width = max(sched.chunks, len(f"r{max(ranks)}"))
+    return label_w + 1 + len(ranks) * (width + 1), label_w
 
 
 def _backend_of(model: Model, group: tuple[int, ...]) -> str | None:
