@@ -411,6 +411,22 @@ async def test_space_and_n_drive_the_demo_step_gate() -> None:
 
 
 @sync
+async def test_at_80x24_a_demo_of_four_ranks_shows_every_rank() -> None:
+    """With the demo's status lines (playing, no GPU), rank 3 was cut from the ranks panel
+    at 80x24 (user trial); the log gives up its lines first."""
+    session = FakeSession()
+    session.feed(heartbeats(4) + scripted_all_reduce(world=4))
+    controller = FakeController()
+    controller.toggle()  # playing
+    app = CommvizApp(session, None, "t", lang="en", controller=controller,
+                     clock=session.clock, wall_ns=session.clock.wall_ns)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await frame(pilot)
+        ranks = panel(app, "#ranks")
+        assert all(f"│   {r} node0" in ranks for r in range(4)), ranks
+
+
+@sync
 async def test_without_a_demo_there_is_nothing_to_pause() -> None:
     app = make_app(FakeSession())
     async with app.run_test(size=SIZE) as pilot:
