@@ -50,7 +50,7 @@ def _parser() -> argparse.ArgumentParser:
     r = sub.add_parser("run", help="run a command (torchrun ..., python ...) and watch its "
                        "ranks, with no change to its code",
                        usage="commviz run [--headless] [--record FILE] [--bind ADDR] "
-                       "[--no-viewer] [--lang {en,pt}] -- CMD [ARG ...]")
+                       "[--keys DIR] [--no-viewer] [--lang {en,pt}] -- CMD [ARG ...]")
     r.add_argument("--headless", action="store_true",
                    help="print lines (prefixed [commviz]) beside the job's own output")
     r.add_argument("--record", metavar="FILE", help="write every event to FILE (JSON Lines)")

@@ -93,3 +93,20 @@ def test_the_session_notes_when_its_first_message_arrived():
         push.close(linger=0)
         ctx.term()
         session.close()
+
+
+def test_the_stats_table_lists_rows_by_op_ranks_and_size():
+    """As nccl-tests lists its sizes (rows came in the order each shape first completed)."""
+    from commviz.viewer import text
+
+    def row(op, ranks, size):
+        return {"op": op, "ranks": ranks, "size": size, "count": 1, "time_p50_us": 1.0,
+                "time_p99_us": 1.0, "skew_p50_us": 0.0, "algbw_gbps": 1.0, "busbw_gbps": None}
+
+    table = text.stats_table([row("broadcast", 4, 64), row("all_reduce", 4, 4096),
+                              row("all_reduce", 2, 64), row("all_reduce", 4, 64)])
+    lines = table.splitlines()
+    assert "skew (us)" in lines[0]
+    assert [line.split()[:3] for line in lines[2:]] == [
+        ["all_reduce", "2", "64"], ["all_reduce", "4", "64"], ["all_reduce", "4", "4096"],
+        ["broadcast", "4", "64"]]

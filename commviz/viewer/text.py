@@ -64,11 +64,12 @@ def instance_line(inst: Instance, t0_ns: int,
 
 
 def stats_table(rows: list[dict]) -> str:
-    """nccl-tests-like columns: size, count, time, algbw, busbw (GB/s = 1e9 B/s)."""
+    """nccl-tests-like columns: size, count, time, skew, algbw, busbw (GB/s = 1e9 B/s); rows
+    by op, ranks and size, as nccl-tests lists its sizes."""
     head = (f"{'op':<22} {'ranks':>5} {'size (B)':>12} {'count':>7} {'p50 (us)':>10} "
-            f"{'p99 (us)':>10} {'skew p50':>10} {'algbw':>8} {'busbw':>8}")
+            f"{'p99 (us)':>10} {'skew (us)':>10} {'algbw':>8} {'busbw':>8}")
     lines = [head, "-" * len(head)]
-    for r in rows:
+    for r in sorted(rows, key=lambda r: (r["op"], r["ranks"], r["size"])):
         lines.append(f"{r['op']:<22} {r['ranks']:>5} {r['size']:>12} {r['count']:>7} "
                      f"{r['time_p50_us']:>10.1f} {r['time_p99_us']:>10.1f} "
                      f"{r['skew_p50_us']:>10.1f} {gbps_text(r['algbw_gbps']):>8} "
