@@ -97,7 +97,6 @@ def test_the_session_notes_when_its_first_message_arrived():
 
 def test_the_stats_table_lists_rows_by_op_ranks_and_size():
     """As nccl-tests lists its sizes (rows came in the order each shape first completed)."""
-    from commviz.viewer import text
 
     def row(op, ranks, size):
         return {"op": op, "ranks": ranks, "size": size, "count": 1, "time_p50_us": 1.0,
