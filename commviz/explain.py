@@ -1221,6 +1221,11 @@ _UI_PAIRS: dict[str, tuple[str, str]] = {
                      "in the panel above",
                      "diagnóstico: {n} problema, no painel acima|diagnóstico: {n} problemas, "
                      "no painel acima"),
+    "findings unresolved": ("diagnosis: {n} finding ended with its job, unresolved (above)|"
+                            "diagnosis: {n} findings ended with their job, unresolved (above)",
+                            "diagnóstico: {n} problema terminou com o job, sem solução (acima)|"
+                            "diagnóstico: {n} problemas terminaram com o job, sem solução "
+                            "(acima)"),
     "check": ("Check", "Verifique"),
     "job output": ("Job output", "Saída do job"),
     "time": ("time", "tempo"),

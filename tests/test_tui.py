@@ -427,6 +427,29 @@ async def test_at_80x24_a_demo_of_four_ranks_shows_every_rank() -> None:
 
 
 @sync
+async def test_a_finding_that_ended_with_its_job_is_no_all_clear() -> None:
+    """The mismatch demo, once its ranks are gone: the finding ended with the job, unresolved.
+    It showed with a tick, and the verdict said 'no ... mismatch' (user trial)."""
+    from commviz.tui import render
+    from commviz.viewer.diagnose import Diagnosis, Finding
+
+    session = FakeSession()
+    session.feed(scripted_all_reduce(world=4))
+    Diagnosis(session.model, wall_ns=session.clock.wall_ns).history.append(Finding(
+        "resolved", (2,), (0, 1, 2, 3), 3, "ended with job 1, unresolved after 6.0 s: mismatch",
+        "terminou com o job 1, sem solução após 6.0 s: divergência", ("resolved",), 0.0, 0,
+        about="mismatch", duration_s=6.0, unresolved=True))
+    app = make_app(session)
+    async with app.run_test(size=SIZE) as pilot:
+        await frame(pilot)
+        assert "✗ ended with job 1, unresolved after 6.0 s: mismatch" in \
+            render.findings(session.model, "en").plain
+        status = panel(app, "#status")
+        assert "1 finding ended with its job, unresolved" in status
+        assert "no straggler, hang, lost rank or mismatch" not in status
+
+
+@sync
 async def test_without_a_demo_there_is_nothing_to_pause() -> None:
     app = make_app(FakeSession())
     async with app.run_test(size=SIZE) as pilot:

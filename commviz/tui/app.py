@@ -281,7 +281,9 @@ class CommvizApp(App):
                   f"{counted('transfers', model.transfers)}\n"
                   f"{counted('rejected', self.session.rejected)} · "
                   f"{counted('dropped', dropped)}\n")
-        status += counted("findings now", len(live)) if live else ui("no findings short")
+        unresolved = sum(f.unresolved for f in getattr(model.diagnosis, "history", ()))
+        status += counted("findings now", len(live)) if live else \
+            counted("findings unresolved", unresolved) if unresolved else ui("no findings short")
         gpus = render.gpu_links_line(model, lang)  # NVML's links (drawn in the replay) or no GPU
         if gpus:
             status += "\n" + gpus

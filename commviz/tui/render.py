@@ -456,7 +456,10 @@ def findings(model: Model, lang: str) -> Text:
         out.append(check + "\n", style="italic")
     history = getattr(model.diagnosis, "history", ())
     for f in [f for f in history if f.type == "resolved"][-FINDINGS_HISTORY:]:
-        out.append(f"✓ {f.text(lang)}\n", style="dim")
+        if f.unresolved:  # the job ended with it: no tick, it never cleared
+            out.append(f"✗ {f.text(lang)}\n", style="red")
+        else:
+            out.append(f"✓ {f.text(lang)}\n", style="dim")
     out.rstrip()
     return out
 

@@ -114,6 +114,7 @@ class Finding:
     links: tuple[tuple[int, int], ...] = ()  # rank pairs to highlight: waits, slow links
     about: str | None = None         # resolved: the type of the finding that ended
     duration_s: float | None = None  # resolved: how long the condition held
+    unresolved: bool = False         # resolved: it did not clear, its job ended with it
 
     def text(self, lang: str = "en") -> str:
         """The line in ``lang``; Portuguese writes a quantity's decimals after a comma."""
@@ -752,7 +753,7 @@ def _resolved(old: Finding, now: float, wall: int, job: int | None = None) -> Fi
                   f"terminou com o job {job}, sem solução após {took:.1f} s")
     return Finding("resolved", old.ranks, old.group, old.seq, f"{en}: {old.message}",
                    f"{pt}: {old.message_pt}", ("resolved",) + old.key, now, wall, old.links,
-                   old.type, round(took, 3))
+                   old.type, round(took, 3), unresolved=job is not None)
 
 
 def _majority(entries: dict[int, _Entry]) -> tuple:
