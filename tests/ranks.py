@@ -6,7 +6,6 @@ from __future__ import annotations
 import datetime
 import multiprocessing as mp
 import os
-import subprocess
 import sys
 import time
 import traceback
@@ -109,21 +108,3 @@ def run_ranks(target: Callable, world: int, *args: Any, timeout: float = 60.0) -
             done = msg.cols["t_end"] >= 0
             run.inflight += [{"rank": msg.rank, "id": int(i)} for i in msg.cols["id"][~done]]
     return run
-
-
-_ALL_TO_ALL_PROBE = """
-import torch, torch.distributed as dist
-dist.init_process_group("gloo", init_method="tcp://127.0.0.1:%d", rank=0, world_size=1)
-try:
-    dist.all_to_all([torch.zeros(1)], [torch.ones(1)])
-except RuntimeError:
-    raise SystemExit(3)
-"""
-
-
-def gloo_has_all_to_all() -> bool:
-    """Whether this torch's gloo backend runs ``all_to_all`` (the list form came in 2026)."""
-    probe = subprocess.run([sys.executable, "-c", _ALL_TO_ALL_PROBE % free_port()],
-                           capture_output=True, timeout=60)
-    assert probe.returncode in (0, 3), probe.stderr.decode()
-    return probe.returncode == 0

@@ -15,11 +15,12 @@ from pathlib import Path
 import pytest
 import torch
 import torch.distributed as dist
-from ranks import gloo_has_all_to_all, run_ranks
+from ranks import run_ranks
 from torch.distributed import distributed_c10d as c10d
 
 import commviz
 from commviz import protocol
+from commviz.launcher import gloo_has_all_to_all
 from commviz.rank import hooks
 
 THIS_FILE = __file__
@@ -32,7 +33,7 @@ ALL_REDUCE = dist.all_reduce  # as torch defines it, before any instrument()
 # Calls an older torch cannot make, which the ranks skip there: torch 2.13's new names of
 # all_gather_into_tensor and reduce_scatter_tensor, and gloo's all_to_all before 2026.
 HAS_NEW_NAMES = hasattr(dist, "all_gather_single")
-GLOO_ALL_TO_ALL = HAS_NEW_NAMES or gloo_has_all_to_all()
+GLOO_ALL_TO_ALL = gloo_has_all_to_all()
 ABSENT = (set() if HAS_NEW_NAMES else {"all_gather_single", "reduce_scatter_single"}) | (
     set() if GLOO_ALL_TO_ALL else {"all_to_all"})
 

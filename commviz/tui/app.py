@@ -29,6 +29,7 @@ from textual.widgets import Footer, Static
 from .. import costmodel, explain
 from ..control import Controller
 from ..launcher import Ranks
+from ..viewer import text
 from . import render
 from .animation import Animator
 from .help import HelpScreen
@@ -260,7 +261,7 @@ class CommvizApp(App):
         new, self._new = self._new, []
         if new and self._t0 is None:
             self._t0 = new[0].t_first_start
-        lines = [render.instance_line(inst, self._t0, self.lang)  # type: ignore[arg-type]
+        lines = [text.instance_line(inst, self._t0, lang=self.lang)  # type: ignore[arg-type]
                  for inst in new]
         if self._skipped > 0:  # faster than anyone can read: say how many were summed up
             lines.insert(0, explain.ui_n("more operations", self._skipped, self.lang))

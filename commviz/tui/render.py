@@ -211,28 +211,6 @@ def _bytes(n: float, lang: str) -> str:
     return explain.number(text.human_bytes(n), lang)
 
 
-def instance_line(inst: Instance, t0_ns: int, lang: str = "en") -> str:
-    """The operations log's line of a completed instance: the headless viewer's in English,
-    its words and decimal commas in Portuguese."""
-    line = text.instance_line(inst, t0_ns)
-    if lang == "en":
-        return line
-    when = (inst.t_end - t0_ns) / 1e9
-    if len(inst.group) == 2 and inst.op in ("send", "isend", "send_object_list"):
-        who = f"{inst.group[0]} -> {inst.group[1]}"
-    else:
-        who = ",".join(map(str, inst.group)) if len(inst.group) <= 6 else \
-            explain.ui("n ranks", lang).format(n=len(inst.group))
-    parent = "  " + explain.ui("in parent", lang).format(inst.parent) if inst.parent else ""
-    if inst.ddp:
-        parent += "  " + explain.ui("by ddp", lang)
-    numbers = functools.partial(explain.number, lang=lang)
-    return (f"{numbers(f'{when:8.3f}')}s  {inst.op:<14} {who:<9} #{inst.seq:<5} "
-            f"{_bytes(inst.size, lang):>9}  {explain.ui('time', lang)} "
-            f"{numbers(f'{inst.time_ns / 1e3:8.1f}')} us  {explain.ui('log skew', lang)} "
-            f"{numbers(f'{inst.skew_ns / 1e3:7.1f}')} us{parent}")
-
-
 MAX_STEPS_SHOWN = 12
 MAX_SENDS_LISTED = 4   # ranks up to which each step's transfers are listed beside the grid
 MAX_GRID_RANKS = 6     # ranks up to which the buffers grid fits the panel

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import functools
+
+from .. import explain
 from ..bandwidth import gbps_text
 from ..protocol import OPS
 from .diagnose import Finding
@@ -40,13 +43,16 @@ def instance_header() -> str:
 
 
 def instance_line(inst: Instance, t0_ns: int,
-                  columns: tuple[int, int, int] = LOG_COLUMNS) -> str:
-    """One line per completed collective instance or p2p transfer.
+                  columns: tuple[int, int, int] = LOG_COLUMNS, lang: str = "en") -> str:
+    """One line per completed collective instance or p2p transfer, in ``lang`` (the TUI's
+    log; Portuguese words and decimal commas).
 
     Its time is the op's end in seconds since ``t0_ns`` (the headless viewer's: when its
     first message arrived), on the viewer's clock (other hosts' times corrected); an op that
     ended before then (a job already running when the viewer started) shows 0.000.
     """
+    ui, num = functools.partial(explain.ui, lang=lang), functools.partial(explain.number,
+                                                                          lang=lang)
     op_w, who_w, seq_w = columns
     when = max(0, inst.t_end - t0_ns) / 1e9
     if len(inst.group) == 2 and inst.op in ("send", "isend", "send_object_list"):
@@ -54,13 +60,14 @@ def instance_line(inst: Instance, t0_ns: int,
     else:
         who = ",".join(map(str, inst.group))
         if len(who) > who_w:
-            who = f"{len(inst.group)} ranks"
-    parent = f"  (in {inst.parent})" if inst.parent else ""
+            who = ui("n ranks").format(n=len(inst.group))
+    parent = "  " + ui("in parent").format(inst.parent) if inst.parent else ""
     if inst.ddp:
-        parent += "  (by DDP)"
-    return (f"{when:8.3f}s  {inst.op:<{op_w}} {who:<{who_w}} #{inst.seq:<{seq_w}} "
-            f"{human_bytes(inst.size):>9}  time {inst.time_ns / 1e3:8.1f} us  "
-            f"skew {inst.skew_ns / 1e3:7.1f} us{parent}")
+        parent += "  " + ui("by ddp")
+    return (f"{num(f'{when:8.3f}')}s  {inst.op:<{op_w}} {who:<{who_w}} #{inst.seq:<{seq_w}} "
+            f"{num(human_bytes(inst.size)):>9}  {ui('time')} "
+            f"{num(f'{inst.time_ns / 1e3:8.1f}')} us  {ui('log skew')} "
+            f"{num(f'{inst.skew_ns / 1e3:7.1f}')} us{parent}")
 
 
 def stats_table(rows: list[dict]) -> str:
