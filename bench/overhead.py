@@ -24,6 +24,7 @@ import datetime
 import multiprocessing as mp
 import os
 import queue
+import random
 import statistics
 import threading
 import time
@@ -259,27 +260,45 @@ def measure(world: int, listening: bool, *args: Any, target: Any = _rank,
 
 
 def _compare(raw_blocks: dict[str, list[float]], blocks: dict[str, list[float]]) -> dict:
-    """Per metric: raw and other medians, their ratio, the median of paired differences."""
+    """Per metric: raw and other medians, their ratio with its 95% interval, the median of
+    paired differences."""
     result = {}
     for metric in ("wall", "thread_cpu", "process_cpu"):
         raw, inst = raw_blocks[metric], blocks[metric]
         result[metric] = (statistics.median(raw), statistics.median(inst),
                           statistics.median(inst) / statistics.median(raw),
+                          _ratio_interval(raw, inst),
                           statistics.median(i - r for i, r in zip(inst, raw)))
     return result
+
+
+def _ratio_interval(raw: list[float], inst: list[float], resamples: int = 2000) -> str:
+    """The 95% bootstrap interval of median(inst) / median(raw), resampling block pairs:
+    how far this run's ratio can be trusted on a noisy machine."""
+    pairs = list(zip(raw, inst))
+    rng = random.Random(0)
+    ratios = sorted(statistics.median(i for _, i in sample)
+                    / statistics.median(r for r, _ in sample)
+                    for sample in (rng.choices(pairs, k=len(pairs)) for _ in range(resamples)))
+    return f"{ratios[int(0.025 * resamples)]:.3f}-{ratios[int(0.975 * resamples) - 1]:.3f}"
+
+
+def _print_row(label: str, metric: str, row: tuple) -> None:
+    raw, inst, ratio, interval, added = row
+    print(f"{label:<30} {metric:<12} {raw:>9.2f} {inst:>9.2f} {ratio:>7.3f} {interval:>13} "
+          f"{added:>9.2f}", flush=True)
 
 
 def all_reduce_cases(args: argparse.Namespace) -> None:
     raw_ns, hooked_ns = hook_alone()
     print(f"{'hook alone, no-op op':<30} {'thread_cpu':<12} {raw_ns / 1e3:>9.2f} "
-          f"{hooked_ns / 1e3:>9.2f} {'':>7} {(hooked_ns - raw_ns) / 1e3:>9.2f}", flush=True)
+          f"{hooked_ns / 1e3:>9.2f} {'':>21} {(hooked_ns - raw_ns) / 1e3:>9.2f}", flush=True)
     for label, world, listening in (("1 rank, viewer listening", 1, True),
                                     ("2 ranks, viewer listening", 2, True),
                                     ("2 ranks, no viewer", 2, False)):
         result = measure(world, listening, args.ops, args.rounds, args.size)["inst"]
-        for metric, (raw, inst, ratio, added) in result.items():
-            print(f"{label:<30} {metric:<12} {raw:>9.2f} {inst:>9.2f} {ratio:>7.3f} "
-                  f"{added:>9.2f}", flush=True)
+        for metric, row in result.items():
+            _print_row(label, metric, row)
             label = ""
 
 
@@ -304,9 +323,8 @@ def ddp_case(args: argparse.Namespace) -> None:
                       start="spawn" if args.ddp_device == "cuda" else "fork")
     for label, mode in (("DDP step, viewer listening", "inst"),
                         ("torch's allreduce_hook, no cv", "torch_hook")):
-        for metric, (raw, inst, ratio, added) in results[mode].items():
-            print(f"{label:<30} {metric:<12} {raw:>9.2f} {inst:>9.2f} {ratio:>7.3f} "
-                  f"{added:>9.2f}", flush=True)
+        for metric, row in results[mode].items():
+            _print_row(label, metric, row)
             label = ""
 
 
@@ -327,9 +345,10 @@ def main() -> None:
           f"blocks, {os.cpu_count()} cores. Per op: wall = the block's time / ops (the emitter's "
           "share of the CPU included); thread cpu = CPU of the calling thread (the hot "
           "path); process cpu = all threads (emitter too). "
+          "95% = bootstrap interval of the ratio over block pairs; "
           "added = median of paired block differences.")
     print(f"{'setting':<30} {'metric':<12} {'raw us':>9} {'instr us':>9} {'ratio':>7} "
-          f"{'added us':>9}")
+          f"{'95%':>13} {'added us':>9}")
     if not args.ddp_only:
         all_reduce_cases(args)
     if args.ddp_rounds:
