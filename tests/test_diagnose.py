@@ -417,6 +417,29 @@ def test_mismatched_op_named_from_in_flight_records_before_anything_completes():
                          "while ranks 0,1,2 called all_reduce (4096 B float32)")
 
 
+def test_mismatch_waits_for_the_rest_of_the_group_before_naming_sides():
+    # rank 3's broadcast and rank 0's all_reduce are in; ranks 1 and 2 are on their way: named
+    # now, the majority would be a coin toss ("rank 0 called all_reduce, while rank 3 ...")
+    clock, model, diag = _setup()
+    model.apply([_in_flight(0, 3, 0), _in_flight(3, 3, 0, op="broadcast", peer=0)])
+    assert diag.update() == []
+    _tick(clock, model, diagnose.MISMATCH_WAIT_S / 2)
+    model.apply([_in_flight(r, 3, 0) for r in (1, 2)])
+    (f,) = diag.update()
+    assert _types([f]) == [("mismatch", (3,), (0, 1, 2, 3), 3)]
+
+
+def test_mismatch_named_with_the_ranks_in_once_the_others_are_overdue():
+    clock, model, diag = _setup()
+    model.apply([_in_flight(r, 3, 0) for r in (0, 1)] + [_in_flight(3, 3, 0, op="broadcast",
+                                                                     peer=0)])
+    assert diag.update() == []
+    _tick(clock, model, diagnose.MISMATCH_WAIT_S)
+    (f,) = diag.update()
+    assert _types([f]) == [("mismatch", (3,), (0, 1, 2, 3), 3)]
+    assert "while ranks 0,1 called all_reduce" in f.message
+
+
 @pytest.mark.parametrize("field, value, shown", [("nbytes", 8192, "(8192 B float32)"),
                                                  ("dtype", "float16", "(4096 B float16)")])
 def test_size_or_dtype_mismatch_in_a_completed_instance(field, value, shown):

@@ -85,6 +85,7 @@ WINDOW = 64           # instances kept per (group, op, size) for the thresholds
 HISTORY = 100         # findings and resolutions kept for a panel's history
 KEYS_MAX = 4096       # (group, op, size) windows and (op, size) pair tables kept at most
 MISMATCH_HOLD_S = 10.0
+MISMATCH_WAIT_S = 0.5  # how long the first rank in waits for the rest before a mismatch is named
 SLOW_FACTOR = 5.0
 SLOW_MIN_NS = 5_000_000
 SLOW_SAMPLES = 32
@@ -607,6 +608,9 @@ class Diagnosis:
                     unmatched: dict[tuple[int, int], dict[int, _Entry]]) -> list[Finding]:
         out = []
         for (gkey, seq), entries in unmatched.items():
+            if (len(entries) < len(self.model.groups[gkey][1])
+                    and max(e.age for e in entries.values()) < MISMATCH_WAIT_S):
+                continue  # the others' records are on their way: name every side at once
             f = self._mismatch_finding(gkey, seq, entries, now, wall)
             if f is not None:
                 out.append(f)
