@@ -29,6 +29,7 @@ class GroupInfo:
     seq: int = 0
     no_future: set[str] = field(default_factory=set)  # ops whose Work has no future here
     nccl: bool = False  # CUDA tensors go through NCCL in this group (cuda_timing times them)
+    torch_owned: bool = False  # in torch's registry of groups (not one the program built alone)
 
 
 class Registry:
@@ -36,6 +37,7 @@ class Registry:
 
     def __init__(self) -> None:
         self.groups: dict[Any, GroupInfo] = {}
+        self.made = 0  # group ids handed out: never reused, even for a group forgotten
         self.me = -1
         self.on_new_group: Callable[[GroupInfo], None] = lambda info: None
 
@@ -48,11 +50,20 @@ class Registry:
                 return None  # NON_GROUP_MEMBER or a backend-level object: not ours to record
             self.me = dist.get_rank()
             ranks = tuple(dist.get_process_group_ranks(pg))
-            info = GroupInfo(len(self.groups), pg.group_name, ranks, self.me in ranks,
-                             nccl=_uses_nccl(pg))
+            info = GroupInfo(self.made, pg.group_name, ranks, self.me in ranks,
+                             nccl=_uses_nccl(pg), torch_owned=pg in c10d._world.pg_map)
+            self.made += 1
             self.groups[pg] = info
             self.on_new_group(info)
         return info
+
+    def forget_destroyed(self) -> None:
+        """Let go of the groups ``destroy_process_group`` has removed from torch's registry,
+        so that commviz is not what keeps them (and their communicators) alive."""
+        live = c10d._world.pg_map
+        for pg in [pg for pg, info in list(self.groups.items())
+                   if info.torch_owned and pg not in live]:
+            del self.groups[pg]
 
 
 def _uses_nccl(pg: Any) -> bool:

@@ -32,6 +32,7 @@ import sys
 import threading
 import time
 import warnings
+import weakref
 from typing import Any
 
 import torch
@@ -135,6 +136,7 @@ def instrument(addr: str | None = None) -> None:
             _EMITTER.close()
         _EMITTER = Emitter(addr, _identity)
         _push = _EMITTER.queue.append
+        _EMITTER.pollers.append(REG.forget_destroyed)
         REG.on_new_group = _announce_group
         for info in REG.groups.values():  # tables known from an earlier emitter
             _announce_group(info)
@@ -226,6 +228,7 @@ def flush_and_close() -> None:
 
 
 # ---- identity and tables -----------------------------------------------------------------
+# (a weak reference to the default group it was learnt from, the identity)
 _ident_cache: tuple[Any, tuple[int, int, str, str]] | None = None
 
 
@@ -236,12 +239,12 @@ def _identity() -> tuple[int, int, str, str] | None:
     """
     global _ident_cache
     world_pg = c10d.GroupMember.WORLD
-    if world_pg is not None and (_ident_cache is None or _ident_cache[0] is not world_pg):
+    if world_pg is not None and (_ident_cache is None or _ident_cache[0]() is not world_pg):
         try:
             ident = (dist.get_rank(), dist.get_world_size(), str(dist.get_backend()), _device)
         except Exception:
             return None
-        _ident_cache = (world_pg, ident)
+        _ident_cache = (weakref.ref(world_pg), ident)
     if _ident_cache is None:
         return None
     cached = _ident_cache[1]
