@@ -128,6 +128,11 @@ def main(argv: list[str] | None = None) -> int:
         ctx = DemoContext(args.rank, args.world, device, args.size, args.iters, args.interval,
                           gate)
         module.main(ctx)
+        # every rank done before any tears gloo down (a rank whose peer is still closing its
+        # pairs can abort at exit: "terminate called without an active exception"); not
+        # part of the demo, so not recorded
+        commviz.uninstrument()
+        dist.barrier()
         dist.destroy_process_group()
     except (KeyboardInterrupt, SystemExit) as exc:
         return 130 if isinstance(exc, KeyboardInterrupt) else int(exc.code or 0)
