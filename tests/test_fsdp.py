@@ -98,3 +98,21 @@ def test_fsdp1_on_cpu_is_seen_too():
         gather = ("all_gather", shard, WORLD * shard)
         scatter = (REDUCE_SCATTER_TENSOR, WORLD * shard, shard)
         assert steps == [gather, scatter] * STEPS, steps
+
+
+def _one_step(rank, world):
+    torch.manual_seed(0)
+    model = fully_shard(nn.Linear(16, 4))
+    loss = model(torch.randn(8, 16)).sum()  # FORWARD
+    loss.backward()  # BACKWARD
+
+
+def test_fsdp_calls_are_put_at_the_program_lines_that_led_to_them():
+    run = run_ranks(_one_step, WORLD, timeout=60)
+    lines = {tag: n for n, text in enumerate(open(__file__), 1)
+             for tag in ("# FORWARD", "# BACKWARD") if text.rstrip().endswith(tag)}
+    for rank in range(WORLD):
+        sites = [(r["op"], r["file"], r["line"]) for r in run.ops(rank)]
+        # the root module stays gathered after forward: no second all_gather in backward
+        assert sites == [(ALL_GATHER_TENSOR, __file__, lines["# FORWARD"]),
+                         (REDUCE_SCATTER_TENSOR, __file__, lines["# BACKWARD"])], sites

@@ -51,6 +51,7 @@ ENV_ADDR = "COMMVIZ_ADDR"
 # torch.distributed's own frames, and the decorators it wraps its API with (@deprecated)
 _TORCH_FILES = frozenset({c10d.__file__, c10d_logger.__file__, typing_extensions.__file__,
                           warnings.__file__})
+_TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
 _CONTAINERS = OBJECT_OPS | {"batch_isend_irecv"}
 _API_NAMES = frozenset(describe.EXTRACTORS) | {"batch_isend_irecv"}
 # isend/irecv stay unpatched (identity checks in P2POp); the ProcessGroup layer sees them.
@@ -258,9 +259,19 @@ def _announce_group(info: GroupInfo) -> None:
 
 
 def _site_id(frame: Any) -> int:
-    """The call site of a frame, keyed by code object and instruction (cheaper than f_lineno)."""
+    """The call site of a frame, keyed by code object and instruction (cheaper than f_lineno).
+
+    A call made by torch's own code (FSDP, DTensor) is put at the program's line that led to
+    it, the first frame outside torch, when the stack reaches one: that line is what a reader
+    can act on. Such calls miss the hot path's cache and walk every time; they are few and big.
+    """
     if frame is None:
         return _site_id_of(("<unknown>", 0))
+    if frame.f_code.co_filename.startswith(_TORCH_DIR):
+        outer = frame.f_back
+        while outer is not None and outer.f_code.co_filename.startswith(_TORCH_DIR):
+            outer = outer.f_back
+        frame = outer or frame
     code = frame.f_code
     key = (id(code), frame.f_lasti)
     sid = _sites_by_instr.get(key)
