@@ -10,6 +10,7 @@ import asyncio
 import dataclasses
 import functools
 import math
+import re
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -30,6 +31,7 @@ from fakes import (
     scripted_all_gather,
     scripted_all_reduce,
     scripted_broadcast,
+    scripted_collective,
     scripted_send_recv,
     topology,
 )
@@ -216,6 +218,23 @@ async def test_a_source_line_longer_than_the_panel_is_cut_not_folded(tmp_path) -
         lines = [line.strip("│ ") for line in panel(app, "#source").splitlines()[1:-1]]
         assert lines[:3] == [lines[0], lines[1], "2 x = 1"], lines
         assert lines[1].startswith("1 # a comment") and lines[1].endswith("…"), lines
+
+
+@sync
+async def test_statistics_keep_their_numbers_whole_and_shorten_a_long_op_name() -> None:
+    session = FakeSession()
+    session.feed(scripted_collective("reduce_scatter_single", world=4, steps=2, nbytes=1 << 20)
+                 + scripted_collective("reduce_scatter_tensor", world=4, steps=2, nbytes=4096,
+                                       first=2))
+    app = make_app(session)
+    async with app.run_test(size=SIZE) as pilot:
+        await frame(pilot)
+        rows = [line.strip("│ ") for line in panel(app, "#stats").splitlines()[2:-1]]
+        # the end of the name tells the two apart; the bandwidths are whole numbers
+        names = [row.split()[0] for row in rows]
+        assert [(n[:7], n[-7:]) for n in names] == [("reduce_", "…tensor"), ("reduce_", "…single")]
+        assert all(re.fullmatch(r"\S+ +4 +[\d.]+ [KM]iB +2 +\d+ +[\d.]+ +[\d.]+", row)
+                   for row in rows), rows
 
 
 @sync

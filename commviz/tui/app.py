@@ -453,7 +453,7 @@ def _fit(model: Any) -> costmodel.Fit | None:
 
 def _height_key(renderable: Any) -> int | None:
     """Something that changes when a panel's natural height may change; None: unknown."""
-    if isinstance(renderable, Table):
+    if isinstance(renderable, (Table, render.StatsTable)):
         return renderable.row_count
     if isinstance(renderable, Text):
         return renderable.plain.count("\n")

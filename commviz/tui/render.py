@@ -194,17 +194,48 @@ def _load(s, lang: str = "en") -> Text:
 STATS_ROWS = 6  # the shapes that completed most recently: the teaching panels need the room
 
 
-def stats_table(model: Model, lang: str = "en") -> Table:
-    table = Table(expand=True, box=None, pad_edge=False)
+def stats_table(model: Model, lang: str = "en") -> StatsTable:
     size, count = explain.ui("col size", lang), explain.ui("col count", lang)
-    for col in ("op", "n", size, count, "p50 us", "algbw", "busbw"):
-        table.add_column(col, justify="left" if col == "op" else "right", no_wrap=True)
-    for row in model.latest_stats(STATS_ROWS):
-        table.add_row(row["op"], str(row["ranks"]), _bytes(row["size"], lang),
-                      str(row["count"]), f"{row['time_p50_us']:.0f}",
-                      explain.number(gbps_text(row["algbw_gbps"]), lang),
-                      explain.number(gbps_text(row["busbw_gbps"]), lang))
-    return table
+    rows = [(row["op"], str(row["ranks"]), _bytes(row["size"], lang), str(row["count"]),
+             f"{row['time_p50_us']:.0f}", explain.number(gbps_text(row["algbw_gbps"]), lang),
+             explain.number(gbps_text(row["busbw_gbps"]), lang))
+            for row in model.latest_stats(STATS_ROWS)]
+    return StatsTable(("op", "n", size, count, "p50 us", "algbw", "busbw"), rows)
+
+
+class StatsTable:
+    """The statistics in nccl-tests' columns, laid out for the width they are drawn at: the
+    numbers are never cut; a long op name gives way, shortened in its middle so that its
+    end, which tells ``reduce_scatter_tensor`` from ``reduce_scatter_single``, stays."""
+
+    def __init__(self, heads: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
+        self.heads, self.rows = heads, rows
+
+    @property
+    def row_count(self) -> int:
+        return len(self.rows)
+
+    def __rich_console__(self, console: Any, options: Any) -> Any:
+        widths = [max(len(head), *(len(row[i]) for row in self.rows)) if self.rows
+                  else len(head) for i, head in enumerate(self.heads)]
+        room = max(len("op"), options.max_width - sum(widths[1:]) - 2 * (len(widths) - 1))
+        table = Table(expand=True, box=None, pad_edge=False)
+        table.add_column(self.heads[0], justify="left", no_wrap=True, overflow="ellipsis",
+                         ratio=1)
+        for head, width in zip(self.heads[1:], widths[1:]):
+            table.add_column(head, justify="right", no_wrap=True, min_width=width)
+        for row in self.rows:
+            table.add_row(_shorten_middle(row[0], room), *row[1:])
+        yield table
+
+
+def _shorten_middle(name: str, room: int) -> str:
+    """``name`` in at most ``room`` columns: its head, an ellipsis, its last word."""
+    if len(name) <= room:
+        return name
+    tail = name[name.rfind("_") + 1:] if "_" in name else ""
+    tail = tail[:max(0, (room - 1) // 2)]
+    return name[:max(1, room - 1 - len(tail))] + "…" + tail
 
 
 def _bytes(n: float, lang: str) -> str:
