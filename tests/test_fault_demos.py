@@ -80,9 +80,10 @@ def test_hang_names_the_collective_and_the_missing_rank(procs, tmp_path):
 
 
 def test_crash_names_the_lost_rank(procs, tmp_path):
-    # steps 0.2 s apart, so the victim dies in the middle of the run, as the demo means it,
-    # rather than at start-up before its first heartbeat (back to back, under load, it can)
-    rc, out, lines = _run(procs, tmp_path, "crash", 8, "--interval", "0.2")
+    # steps 0.5 s apart, so the victim dies (at step 3) in the middle of the run, as the demo
+    # means it, rather than before its first heartbeat, which waits up to 1 s for a clock
+    # round trip (0.2 s apart, under load, it did)
+    rc, out, lines = _run(procs, tmp_path, "crash", 8, "--interval", "0.5")
     victim = WORLD // 2
     assert rc == 1, out
     assert re.search(rf"^rank {victim} failed \(exit -9\)", out, re.M), out
