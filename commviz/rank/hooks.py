@@ -40,7 +40,7 @@ import typing_extensions
 from torch.distributed import c10d_logger
 from torch.distributed import distributed_c10d as c10d
 
-from .. import protocol
+from .. import nodes, protocol
 from ..protocol import FLAG_ASYNC, FLAG_CUDA, FLAG_FAILED, FLAG_UNWAITED, OBJECT_OPS, OP_CODE
 from . import describe, phases
 from .describe import REG, GroupInfo
@@ -133,7 +133,7 @@ def instrument(addr: str | None = None) -> None:
     if _EMITTER is None or _EMITTER.addr != addr:
         if _EMITTER is not None:
             _EMITTER.close()
-        _EMITTER = Emitter(addr, _identity)
+        _EMITTER = Emitter(addr, _identity, _job_key)
         _push = _EMITTER.queue.append
         REG.on_new_group = _announce_group
         for info in REG.groups.values():  # tables known from an earlier emitter
@@ -246,6 +246,33 @@ def _identity() -> tuple[int, int, str, str] | None:
         return None
     cached = _ident_cache[1]
     return cached if cached[3] == _device else (*cached[:3], _device)
+
+
+_job_cache: tuple[Any, str] | None = None
+
+
+def _job_key() -> str:
+    """What every rank of this job shares and a job running beside it does not: the address
+    of its rendezvous store (the host name qualifies a loopback one); "" if not a TCPStore.
+
+    Asked on the emitter thread once per heartbeat, read once per default process group.
+    """
+    global _job_cache
+    world_pg = c10d.GroupMember.WORLD
+    if world_pg is not None and (_job_cache is None or _job_cache[0] is not world_pg):
+        key = ""
+        try:
+            store = c10d._get_default_store()
+            while hasattr(store, "underlying_store"):  # PrefixStore
+                store = store.underlying_store
+            host, port = getattr(store, "host", None), getattr(store, "port", None)
+            if isinstance(host, str) and isinstance(port, int):
+                local = host in ("localhost", "::1", "0.0.0.0") or host.startswith("127.")
+                key = f"{nodes.hostname()}/{host}:{port}" if local else f"{host}:{port}"
+        except Exception:  # no default group any more, or a store of another kind
+            key = ""
+        _job_cache = (world_pg, key)
+    return _job_cache[1] if _job_cache is not None else ""
 
 
 def _announce_group(info: GroupInfo) -> None:
