@@ -227,6 +227,7 @@ def flush_and_close() -> None:
 
 # ---- identity and tables -----------------------------------------------------------------
 _ident_cache: tuple[Any, tuple[int, int, str, str]] | None = None
+_job = ""  # the job key of the identity in _ident_cache
 
 
 def _identity() -> tuple[int, int, str, str] | None:
@@ -234,13 +235,14 @@ def _identity() -> tuple[int, int, str, str] | None:
 
     The last identity is kept after destroy_process_group so the final records still go out.
     """
-    global _ident_cache
+    global _ident_cache, _job
     world_pg = c10d.GroupMember.WORLD
     if world_pg is not None and (_ident_cache is None or _ident_cache[0] is not world_pg):
         try:
             ident = (dist.get_rank(), dist.get_world_size(), str(dist.get_backend()), _device)
         except Exception:
             return None
+        _job = _store_key()
         _ident_cache = (world_pg, ident)
     if _ident_cache is None:
         return None
@@ -248,31 +250,26 @@ def _identity() -> tuple[int, int, str, str] | None:
     return cached if cached[3] == _device else (*cached[:3], _device)
 
 
-_job_cache: tuple[Any, str] | None = None
-
-
 def _job_key() -> str:
-    """What every rank of this job shares and a job running beside it does not: the address
-    of its rendezvous store (the host name qualifies a loopback one); "" if not a TCPStore.
+    """The job key learned with the identity (see _store_key); kept, like the identity,
+    after destroy_process_group, which may come before the first heartbeat."""
+    return _job
 
-    Asked on the emitter thread once per heartbeat, read once per default process group.
-    """
-    global _job_cache
-    world_pg = c10d.GroupMember.WORLD
-    if world_pg is not None and (_job_cache is None or _job_cache[0] is not world_pg):
-        key = ""
-        try:
-            store = c10d._get_default_store()
-            while hasattr(store, "underlying_store"):  # PrefixStore
-                store = store.underlying_store
-            host, port = getattr(store, "host", None), getattr(store, "port", None)
-            if isinstance(host, str) and isinstance(port, int):
-                local = host in ("localhost", "::1", "0.0.0.0") or host.startswith("127.")
-                key = f"{nodes.hostname()}/{host}:{port}" if local else f"{host}:{port}"
-        except Exception:  # no default group any more, or a store of another kind
-            key = ""
-        _job_cache = (world_pg, key)
-    return _job_cache[1] if _job_cache is not None else ""
+
+def _store_key() -> str:
+    """What every rank of this job shares and a job running beside it does not: the address
+    of its rendezvous store (the host name qualifies a loopback one); "" if not a TCPStore."""
+    try:
+        store = c10d._get_default_store()
+    except Exception:  # no default group
+        return ""
+    while hasattr(store, "underlying_store"):  # PrefixStore
+        store = store.underlying_store
+    host, port = getattr(store, "host", None), getattr(store, "port", None)
+    if not isinstance(host, str) or not isinstance(port, int):
+        return ""
+    local = host in ("localhost", "::1", "0.0.0.0") or host.startswith("127.")
+    return f"{nodes.hostname()}/{host}:{port}" if local else f"{host}:{port}"
 
 
 def _announce_group(info: GroupInfo) -> None:
