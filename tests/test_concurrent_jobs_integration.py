@@ -63,6 +63,7 @@ def test_two_jobs_at_once_into_one_session(tmp_path, capsys):
             model = session.model
             instances = list(model.new_instances or [])
             pids = [{r: s.pid for r, s in j.items()} for j in model.jobs]
+            keys = [{s.job_key for s in j.values()} for j in model.jobs]
             counts = {(r.op, r.size): r.count for r in model.stats.values()}
             assert (model.instances, model.transfers, model.failed) == (2 * STEPS, 2 * STEPS, 0)
             assert not model.replaced and len(model.pending()[0]["rank"]) == 0
@@ -73,6 +74,8 @@ def test_two_jobs_at_once_into_one_session(tmp_path, capsys):
     assert sorted(pids, key=lambda j: j[0]) == sorted(
         ({r: p.pid for r, p in enumerate(job)} for job in jobs), key=lambda j: j[0])
     assert counts == _expected(STEPS)
+    # each job's ranks name one rendezvous, the other job's another
+    assert [len(k) for k in keys] == [1, 1] and keys[0] != keys[1] and "" not in keys[0] | keys[1]
     assert all(i.skew_ns < 500_000_000 for i in instances)  # none made up across the jobs
     assert not [f for f in session.new_findings or [] if f.type == "lost_rank"]
     replay = Model()

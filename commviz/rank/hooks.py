@@ -28,6 +28,7 @@ from __future__ import annotations
 import functools
 import itertools
 import os
+import socket
 import sys
 import threading
 import time
@@ -40,7 +41,7 @@ import typing_extensions
 from torch.distributed import c10d_logger
 from torch.distributed import distributed_c10d as c10d
 
-from .. import nodes, protocol
+from .. import protocol
 from ..protocol import FLAG_ASYNC, FLAG_CUDA, FLAG_FAILED, FLAG_UNWAITED, OBJECT_OPS, OP_CODE
 from . import describe, phases
 from .describe import REG, GroupInfo
@@ -258,7 +259,7 @@ def _job_key() -> str:
 
 def _store_key() -> str:
     """What every rank of this job shares and a job running beside it does not: the address
-    of its rendezvous store (the host name qualifies a loopback one); "" if not a TCPStore."""
+    of its rendezvous store (a loopback one with where it is meant); "" if not a TCPStore."""
     try:
         store = c10d._get_default_store()
     except Exception:  # no default group
@@ -269,7 +270,18 @@ def _store_key() -> str:
     if not isinstance(host, str) or not isinstance(port, int):
         return ""
     local = host in ("localhost", "::1", "0.0.0.0") or host.startswith("127.")
-    return f"{nodes.hostname()}/{host}:{port}" if local else f"{host}:{port}"
+    return f"{_loopback_scope()}/{host}:{port}" if local else f"{host}:{port}"
+
+
+def _loopback_scope() -> str:
+    """Where a loopback address names one socket: one running kernel (its boot id, which its
+    containers share) and one network namespace; the host name where /proc does not say.
+    Not the reported host name: ranks on one machine may report others (COMMVIZ_HOST)."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            return f"{f.read().strip()}/{os.readlink('/proc/self/ns/net')}"
+    except OSError:
+        return socket.gethostname()
 
 
 def _announce_group(info: GroupInfo) -> None:
