@@ -8,12 +8,14 @@ from dataclasses import replace
 
 import msgpack
 import pytest
+import zmq
 from fakes import T0_NS, FakeClock, op_batch
 
 from commviz import cli, protocol, recording
 from commviz.viewer import model as model_module
 from commviz.viewer.diagnose import Diagnosis
 from commviz.viewer.model import Model
+from commviz.viewer.session import Session
 
 G2 = {0: ("0", (0, 1))}
 SEC = 1_000_000_000
@@ -197,10 +199,6 @@ def test_a_malformed_job_key_is_rejected(job):
 
 
 def test_the_viewer_counts_a_bad_incarnation_and_keeps_going():
-    import zmq
-
-    from commviz.viewer.session import Session
-
     session = Session("tcp://127.0.0.1:*")
     ctx = zmq.Context()
     push = ctx.socket(zmq.PUSH)

@@ -505,9 +505,9 @@ class Model:
         self.jobs.append({})
         return len(self.jobs)
 
-    def _offset_ns(self, state: RankState | None) -> int:
+    def _offset_ns(self, state: RankState) -> int:
         """What to subtract from an incarnation's times to put them on the viewer's clock."""
-        if state is None or state.host == self.local_host:
+        if state.host == self.local_host:
             return 0
         est = self._offsets.get(state.host)
         return est.offset_ns if est is not None else 0
