@@ -8,6 +8,11 @@ Every ZeroMQ message is one msgpack map with ``v`` (the version) and ``k`` (the 
 * ``ph``: compute phases the program marked with ``commviz.phase(name)``;
 * ``topo``: the local GPUs of the rank's host and their links (NVLink, PCIe), from NVML.
 
+Every message of a rank process may carry ``inc``, the process' incarnation id (random,
+fixed for its life), and its heartbeat ``job``, what the ranks of one job share (their
+rendezvous): so one viewer tells apart two jobs that run at the same time with the same
+rank numbers. Both are additive in version 1: without them the viewer goes by rank numbers.
+
 Op batches are columnar (each column one little-endian byte string) so that both sides
 stay cheap: the rank packs them off its hot path, the viewer decodes them with
 ``numpy.frombuffer`` and validates whole columns at once. ``docs/protocol.md`` is the
@@ -70,6 +75,8 @@ GPUS_MAX = 64           # GPUs of one host in a ``topo`` message
 GPU_LEVELS = frozenset({"", "INTERNAL", "PIX", "PXB", "PHB", "NODE", "SYS"})
 PHASE_DEPTH_MAX = 255   # nesting depth of a phase
 CLOCK_SAMPLES_MAX = 16  # clock round trips in one heartbeat
+INC_MAX = 1 << 63       # incarnation ids are in [1, INC_MAX); 0 stands for "not sent"
+JOB_KEY_MAX = 256       # characters of a heartbeat's ``job``
 
 # Columns of an ``ops`` batch: name -> numpy dtype. t_end == -1 marks an op still in flight
 # (sent when an op has run longer than one emitter tick; its completed record follows
@@ -116,10 +123,14 @@ def unpack_small(data: bytes, max_bytes: int, max_str_len: int) -> dict | None:
 
 
 def encode_ops(rank: int, columns: dict[str, bytes], groups: list[list[Any]],
-               sites: list[list[Any]]) -> bytes:
-    """Encode one batch. ``groups`` rows: [gid, name, [ranks]]; ``sites``: [sid, file, line]."""
-    return pack({"v": VERSION, "k": "ops", "rank": rank, "cols": columns,
-                 "groups": groups, "sites": sites})
+               sites: list[list[Any]], inc: int = 0) -> bytes:
+    """Encode one batch. ``groups`` rows: [gid, name, [ranks]]; ``sites``: [sid, file, line];
+    ``inc``: the sender's incarnation id (0: none sent)."""
+    msg = {"v": VERSION, "k": "ops", "rank": rank, "cols": columns, "groups": groups,
+           "sites": sites}
+    if inc:
+        msg["inc"] = inc
+    return pack(msg)
 
 
 @dataclass(frozen=True)
@@ -130,6 +141,7 @@ class OpBatch:
     cols: dict[str, np.ndarray]
     groups: dict[int, tuple[str, tuple[int, ...]]]
     sites: dict[int, tuple[str, int]]
+    inc: int = 0  # the sending process' incarnation id, 0 if it sent none
 
     def __len__(self) -> int:
         return len(self.cols["id"])
@@ -148,6 +160,8 @@ class Heartbeat:
     telemetry: dict[str, float | None]
     # round trips of the clock channel since the last heartbeat: (t1, t2, t3, t4) rows
     clock: tuple[tuple[int, int, int, int], ...] = ()
+    inc: int = 0   # the process' incarnation id, 0 if it sent none
+    job: str = ""  # what the ranks of its job share (their rendezvous), "" if unknown
 
 
 @dataclass(frozen=True)
@@ -155,6 +169,7 @@ class Bye:
     rank: int
     t_ns: int
     dropped: int
+    inc: int = 0
 
 
 class PhaseSpan(NamedTuple):
@@ -170,6 +185,7 @@ class PhaseSpan(NamedTuple):
 class Phases:
     rank: int
     spans: tuple[PhaseSpan, ...]
+    inc: int = 0
 
 
 @dataclass(frozen=True)
@@ -182,6 +198,7 @@ class GpuTopology:
     gpus: tuple[tuple[int, str, str, str], ...]  # (index, uuid, name, PCI bus id)
     links: tuple[tuple[int, int, int, str], ...]  # (a, b, NVLinks, PCIe level), a < b
     note: str                                 # "no GPU: why", or ""
+    inc: int = 0
 
 
 Message = OpBatch | Heartbeat | Bye | Phases | GpuTopology
@@ -211,7 +228,7 @@ def decode(data: bytes) -> Message:
     if kind == "hb":
         return _decode_heartbeat(msg)
     if kind == "bye":
-        return Bye(_rank(msg), _int(msg, "t_ns"), _int(msg, "dropped"))
+        return Bye(_rank(msg), _int(msg, "t_ns"), _int(msg, "dropped"), _inc(msg))
     if kind == "ph":
         return _decode_phases(msg)
     if kind == "topo":
@@ -237,6 +254,21 @@ def _rank(msg: dict) -> int:
     return _int(msg, "rank", 0, MAX_RANKS)
 
 
+def _inc(msg: dict) -> int:
+    """The optional incarnation id (additive in version 1): 0 when absent."""
+    return _int(msg, "inc", 1, INC_MAX) if "inc" in msg else 0
+
+
+def _job(msg: dict) -> str:
+    """A heartbeat's optional ``job`` (additive in version 1): "" when absent."""
+    if "job" not in msg:
+        return ""
+    job = _str(msg, "job")
+    if len(job) > JOB_KEY_MAX:
+        raise ProtocolError(f"field 'job' is longer than {JOB_KEY_MAX} characters")
+    return job
+
+
 def _decode_heartbeat(msg: dict) -> Heartbeat:
     tel = msg.get("tel")
     if not isinstance(tel, dict):
@@ -253,7 +285,7 @@ def _decode_heartbeat(msg: dict) -> Heartbeat:
         raise ProtocolError("rank must be below world")
     return Heartbeat(rank, world, _str(msg, "host"), _int(msg, "pid"), _str(msg, "backend"),
                      _str(msg, "device"), _int(msg, "t_ns"), _int(msg, "dropped"), telemetry,
-                     _clock_samples(msg.get("clk", [])))
+                     _clock_samples(msg.get("clk", [])), _inc(msg), _job(msg))
 
 
 def _clock_samples(rows: Any) -> tuple[tuple[int, int, int, int], ...]:
@@ -266,9 +298,12 @@ def _clock_samples(rows: Any) -> tuple[tuple[int, int, int, int], ...]:
     return tuple(tuple(row) for row in rows)
 
 
-def encode_phases(rank: int, spans: list[tuple[str, int, int, int]]) -> bytes:
+def encode_phases(rank: int, spans: list[tuple[str, int, int, int]], inc: int = 0) -> bytes:
     """Encode completed phases as ``[name, depth, t_start, t_end]`` rows."""
-    return pack({"v": VERSION, "k": "ph", "rank": rank, "spans": spans})
+    msg = {"v": VERSION, "k": "ph", "rank": rank, "spans": spans}
+    if inc:
+        msg["inc"] = inc
+    return pack(msg)
 
 
 def _decode_phases(msg: dict) -> Phases:
@@ -284,12 +319,15 @@ def _decode_phases(msg: dict) -> Phases:
             raise ProtocolError("each phase must be [name, depth, t_start, t_end], "
                                 "0 <= t_start <= t_end")
         spans.append(PhaseSpan(*row))
-    return Phases(_rank(msg), tuple(spans))
+    return Phases(_rank(msg), tuple(spans), _inc(msg))
 
 
-def encode_topology(rank: int, host: str, topo: dict[str, Any]) -> bytes:
+def encode_topology(rank: int, host: str, topo: dict[str, Any], inc: int = 0) -> bytes:
     """Encode what rank/gpu_topology.read_topology (or no_gpu) returned."""
-    return pack({"v": VERSION, "k": "topo", "rank": rank, "host": host, **topo})
+    msg = {"v": VERSION, "k": "topo", "rank": rank, "host": host, **topo}
+    if inc:
+        msg["inc"] = inc
+    return pack(msg)
 
 
 def _decode_topology(msg: dict) -> GpuTopology:
@@ -307,7 +345,8 @@ def _decode_topology(msg: dict) -> GpuTopology:
     if len(note) > 256:
         raise ProtocolError("field 'note' is too long")
     return GpuTopology(_rank(msg), _str(msg, "host"), _int(msg, "gpu", -1, n),
-                       tuple(tuple(g) for g in gpus), tuple(tuple(li) for li in links), note)
+                       tuple(tuple(g) for g in gpus), tuple(tuple(li) for li in links), note,
+                       _inc(msg))
 
 
 def _decode_ops(msg: dict) -> OpBatch:
@@ -332,7 +371,7 @@ def _decode_ops(msg: dict) -> OpBatch:
     groups = _decode_groups(msg.get("groups"))
     sites = _decode_sites(msg.get("sites"))
     _check_columns(cols, groups, sites)
-    return OpBatch(rank, cols, groups, sites)
+    return OpBatch(rank, cols, groups, sites, _inc(msg))
 
 
 def _decode_groups(rows: Any) -> dict[int, tuple[str, tuple[int, ...]]]:

@@ -4,8 +4,10 @@ The first line is a header naming the format and its version. Then one line per 
 ``rank`` (a rank's identity), ``tel`` (a telemetry sample), ``op`` (one completed operation
 on one rank), ``phase`` (one compute phase a rank marked), ``topo`` (the GPUs of a rank's
 host and their links, when first seen or changed), ``bye`` (a rank left normally), ``diag``
-(a finding of the live diagnosis) and a closing ``summary``. Writes are flushed at
-least once a second, so a killed viewer loses at most the last second.
+(a finding of the live diagnosis) and a closing ``summary``. Lines of a rank that sent an
+incarnation id carry it (``inc``), so that the records of two jobs that ran at the same time
+with the same rank numbers are replayed apart. Writes are flushed at least once a second,
+so a killed viewer loses at most the last second.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ class RecordingError(ValueError):
 class Recorder:
     def __init__(self, path: str | Path) -> None:
         self._file: IO[str] = open(path, "w", encoding="utf-8")  # noqa: SIM115
-        self._identities: dict[int, tuple] = {}
+        self._identities: dict[tuple[int, int], tuple] = {}  # by (rank, inc)
         self._topologies: dict[int, protocol.GpuTopology] = {}  # ranks repeat it every 10 s
         self._last_flush = time.monotonic()
         self._write({"format": FORMAT, "version": VERSION, "commviz": __version__,
@@ -43,23 +45,25 @@ class Recorder:
             if isinstance(msg, protocol.OpBatch):
                 self._ops(msg)
             elif isinstance(msg, protocol.Heartbeat):
-                ident = (msg.world, msg.host, msg.pid, msg.backend, msg.device)
-                if self._identities.get(msg.rank) != ident:
-                    self._identities[msg.rank] = ident
+                ident = (msg.world, msg.host, msg.pid, msg.backend, msg.device, msg.job)
+                if self._identities.get((msg.rank, msg.inc)) != ident:
+                    self._identities[(msg.rank, msg.inc)] = ident
                     self._write({"kind": "rank", "rank": msg.rank, "world": msg.world,
                                  "host": msg.host, "pid": msg.pid, "backend": msg.backend,
-                                 "device": msg.device})
-                tel = {"kind": "tel", "rank": msg.rank, "t_ns": msg.t_ns,
+                                 "device": msg.device, **_inc(msg.inc),
+                                 **({"job": msg.job} if msg.job else {})})
+                tel = {"kind": "tel", "rank": msg.rank, **_inc(msg.inc), "t_ns": msg.t_ns,
                        "dropped": msg.dropped, **msg.telemetry}
                 if msg.clock:  # replayed, the same clock offsets correct the same records
                     tel["clk"] = [list(row) for row in msg.clock]
                 self._write(tel)
             elif isinstance(msg, protocol.Bye):
-                self._write({"kind": "bye", "rank": msg.rank, "t_ns": msg.t_ns,
+                self._write({"kind": "bye", "rank": msg.rank, **_inc(msg.inc), "t_ns": msg.t_ns,
                              "dropped": msg.dropped})
             elif isinstance(msg, protocol.Phases):
                 for span in msg.spans:
-                    self._write({"kind": "phase", "rank": msg.rank, "name": span.name,
+                    self._write({"kind": "phase", "rank": msg.rank, **_inc(msg.inc),
+                                 "name": span.name,
                                  "depth": span.depth, "t_start_ns": span.t_start,
                                  "t_end_ns": span.t_end})
             elif isinstance(msg, protocol.GpuTopology) and \
@@ -93,10 +97,16 @@ class Recorder:
             self._write(record)
 
 
+def _inc(inc: int) -> dict[str, int]:
+    """The ``inc`` field of a line: none for a rank that sent no incarnation id."""
+    return {"inc": inc} if inc else {}
+
+
 def op_dicts(batch: protocol.OpBatch) -> list[dict[str, Any]]:
     """The completed records of a batch as recording lines (in-flight snapshots left out)."""
     cols = {k: v.tolist() for k, v in batch.cols.items()}
     ops, dtypes, out = protocol.OPS, protocol.DTYPES, []
+    inc = _inc(batch.inc)
     for i in range(len(batch)):
         if cols["t_end"][i] < 0:
             continue  # still in flight: its completed record comes later
@@ -105,7 +115,8 @@ def op_dicts(batch: protocol.OpBatch) -> list[dict[str, Any]]:
         peer, parent, dtype, flags = (cols["peer"][i], cols["parent"][i], cols["dtype"][i],
                                       cols["flags"][i])
         out.append({
-            "kind": "op", "rank": batch.rank, "id": cols["id"][i], "op": ops[cols["op"][i]],
+            "kind": "op", "rank": batch.rank, **inc, "id": cols["id"][i],
+            "op": ops[cols["op"][i]],
             "parent": None if parent == protocol.NO_CODE else ops[parent],
             "group": list(ranks), "pg": name, "seq": cols["seq"][i],
             "peer": None if peer < 0 else peer,
@@ -132,7 +143,7 @@ def read(path: str | Path) -> Iterator[protocol.Message]:
             raise RecordingError(f"{path}: recording version {header.get('version')} is not "
                                  f"supported (this commviz reads version {VERSION})")
         pending: list[dict] = []
-        ranks: dict[int, dict] = {}
+        ranks: dict[tuple[int, int], dict] = {}  # identities by (rank, inc)
         for lineno, line in enumerate(f, start=2):
             try:
                 obj = json.loads(line)
@@ -152,23 +163,27 @@ def read(path: str | Path) -> Iterator[protocol.Message]:
                     yield from _batches(pending)
                     pending = []
             elif kind == "rank":
-                ranks[obj["rank"]] = obj
-                yield protocol.Heartbeat(obj["rank"], obj["world"], obj["host"], obj["pid"],
-                                         obj["backend"], obj["device"], 0, 0, {})
-            elif kind == "tel" and obj.get("clk") and obj["rank"] in ranks:
-                ident = ranks[obj["rank"]]
-                yield protocol.Heartbeat(ident["rank"], ident["world"], ident["host"],
-                                         ident["pid"], ident["backend"], ident["device"],
-                                         obj["t_ns"], obj["dropped"], {},
-                                         tuple(tuple(row) for row in obj["clk"]))
+                ranks[(obj["rank"], obj.get("inc", 0))] = obj
+                yield _identity(obj, 0, 0, ())
+            elif kind == "tel" and obj.get("clk") and (obj["rank"], obj.get("inc", 0)) in ranks:
+                yield _identity(ranks[(obj["rank"], obj.get("inc", 0))], obj["t_ns"],
+                                obj["dropped"], tuple(tuple(row) for row in obj["clk"]))
             elif kind == "bye":  # the model's job generations end with their goodbyes
-                yield protocol.Bye(obj["rank"], obj["t_ns"], obj["dropped"])
+                yield protocol.Bye(obj["rank"], obj["t_ns"], obj["dropped"], obj.get("inc", 0))
             elif kind == "phase":
                 yield protocol.Phases(obj["rank"], (protocol.PhaseSpan(
-                    obj["name"], obj["depth"], obj["t_start_ns"], obj["t_end_ns"]),))
+                    obj["name"], obj["depth"], obj["t_start_ns"], obj["t_end_ns"]),),
+                    obj.get("inc", 0))
             elif kind == "topo":
                 yield _topology(obj, f"{path}:{lineno}")
         yield from _batches(pending)
+
+
+def _identity(obj: dict, t_ns: int, dropped: int, clock: tuple) -> protocol.Heartbeat:
+    """The heartbeat a ``rank`` line stands for (with a ``tel`` line's clock round trips)."""
+    return protocol.Heartbeat(obj["rank"], obj["world"], obj["host"], obj["pid"],
+                              obj["backend"], obj["device"], t_ns, dropped, {}, clock,
+                              obj.get("inc", 0), obj.get("job", ""))
 
 
 def _topology(obj: dict, where: str) -> protocol.GpuTopology:
@@ -184,10 +199,10 @@ def _topology(obj: dict, where: str) -> protocol.GpuTopology:
 
 
 def _batches(records: list[dict]) -> Iterator[protocol.OpBatch]:
-    by_rank: dict[int, list[dict]] = {}
+    by_rank: dict[tuple[int, int], list[dict]] = {}  # by (rank, inc)
     for rec in records:
-        by_rank.setdefault(rec["rank"], []).append(rec)
-    for rank, recs in by_rank.items():
+        by_rank.setdefault((rec["rank"], rec.get("inc", 0)), []).append(rec)
+    for (rank, inc), recs in by_rank.items():
         groups: dict[tuple, int] = {}
         sites: dict[tuple, int] = {}
         gid = [groups.setdefault((r["pg"], tuple(r["group"])), len(groups)) for r in recs]
@@ -206,4 +221,4 @@ def _batches(records: list[dict]) -> Iterator[protocol.OpBatch]:
         yield protocol.OpBatch(
             rank, {k: np.asarray(v, dtype=protocol.COLUMN_DTYPES[k]) for k, v in cols.items()},
             {g: (name, ranks) for (name, ranks), g in groups.items()},
-            {s: site for site, s in sites.items()})
+            {s: site for site, s in sites.items()}, inc)

@@ -14,6 +14,7 @@ import collections
 import multiprocessing.util
 import operator
 import os
+import secrets
 import sys
 import threading
 import time
@@ -128,7 +129,7 @@ class _Link:
 class Emitter:
     """Owns the queue, the sender thread and the socket of one rank process."""
 
-    def __init__(self, addr: str, identity: Any) -> None:
+    def __init__(self, addr: str, identity: Any, job: Callable[[], str] = str) -> None:
         self.addr = addr
         self._shift = nodes.clock_shift_ns()  # test-only: see commviz/nodes.py
         try:
@@ -139,6 +140,7 @@ class Emitter:
         self._clock: clocksync.ClockClient | None = None
         self._clock_waited = False
         self._identity = identity  # callable -> (rank, world, backend, device) or None before init
+        self._job = job  # callable -> what this rank's job-mates share ("" if unknown)
         self.queue: collections.deque[list] = collections.deque()
         # bounded: a program may mark phases long before (or without) joining a process group
         self.phases: collections.deque[tuple[str, int, int, int]] = collections.deque(
@@ -168,6 +170,9 @@ class Emitter:
         self._dormant = False
         self._stop = threading.Event()
         self._pid = os.getpid()
+        # this process' incarnation id, sent in every message: rank numbers alone do not say
+        # which of two jobs running at once into one viewer a message comes from
+        self._inc = secrets.randbits(63) or 1
         self._thread = threading.Thread(target=self._run, name="commviz-emitter", daemon=True)
         self._thread.start()
 
@@ -250,7 +255,7 @@ class Emitter:
             ident = self._heartbeat(sock, telemetry)  # a short run may not have sent one yet
             if ident is not None:
                 self._send(sock, protocol.pack({"v": protocol.VERSION, "k": "bye",
-                                                "rank": ident[0],
+                                                "rank": ident[0], "inc": self._inc,
                                                 "t_ns": time.time_ns() + self._shift,
                                                 "dropped": self.dropped}), 0)
         finally:
@@ -317,7 +322,8 @@ class Emitter:
             spans = [(name, depth, t0 + self._shift, t1 + self._shift)
                      for name, depth, t0, t1 in spans]
         for i in range(0, len(spans), protocol.MAX_BATCH):
-            self._send(sock, protocol.encode_phases(ident[0], spans[i:i + protocol.MAX_BATCH]), 0)
+            self._send(sock, protocol.encode_phases(ident[0], spans[i:i + protocol.MAX_BATCH],
+                                                    self._inc), 0)
 
     def _in_flight(self, running: list[list]) -> list[list]:
         """Snapshots (t_end == -1) of the records running for a while and not yet announced."""
@@ -336,7 +342,7 @@ class Emitter:
                 for (name, code), col in zip(_COLUMN_CODES, columns)}
         groups = [[gid, *self.groups[gid]] for gid in set(columns[GID])]
         sites = [[sid, *self.sites[sid]] for sid in set(columns[SITE])]
-        return protocol.encode_ops(rank, cols, groups, sites)
+        return protocol.encode_ops(rank, cols, groups, sites, self._inc)
 
     def _heartbeat(self, sock: zmq.Socket, telemetry: TelemetrySampler) -> tuple | None:
         """Send identity and telemetry; returns the identity, None while it is not known."""
@@ -348,7 +354,7 @@ class Emitter:
         msg = {"v": protocol.VERSION, "k": "hb", "rank": rank, "world": world,
                "host": nodes.hostname(), "pid": self._pid, "backend": backend,
                "device": device, "t_ns": time.time_ns() + self._shift, "dropped": self.dropped,
-               "tel": tel}
+               "tel": tel, "inc": self._inc, "job": self._job()[:protocol.JOB_KEY_MAX]}
         if self._clock is not None:
             if not self._clock_waited:  # the first heartbeat carries a round trip if it can
                 self._clock.first.wait(FIRST_CLOCK_S)
@@ -360,6 +366,6 @@ class Emitter:
         sent = self._topology_sent
         if sent is None or sent[0] != device or time.monotonic() - sent[1] >= TOPOLOGY_EVERY_S:
             self._send(sock, protocol.encode_topology(rank, nodes.hostname(),
-                                                      telemetry.topology(device)), 0)
+                                                      telemetry.topology(device), self._inc), 0)
             self._topology_sent = (device, time.monotonic())
         return ident

@@ -28,6 +28,7 @@ from __future__ import annotations
 import functools
 import itertools
 import os
+import socket
 import sys
 import threading
 import time
@@ -135,7 +136,7 @@ def instrument(addr: str | None = None) -> None:
     if _EMITTER is None or _EMITTER.addr != addr:
         if _EMITTER is not None:
             _EMITTER.close()
-        _EMITTER = Emitter(addr, _identity)
+        _EMITTER = Emitter(addr, _identity, _job_key)
         _push = _EMITTER.queue.append
         _EMITTER.pollers.append(REG.forget_destroyed)
         REG.on_new_group = _announce_group
@@ -231,6 +232,7 @@ def flush_and_close() -> None:
 # ---- identity and tables -----------------------------------------------------------------
 # (a weak reference to the default group it was learnt from, the identity)
 _ident_cache: tuple[Any, tuple[int, int, str, str]] | None = None
+_job = ""  # the job key of the identity in _ident_cache
 
 
 def _identity() -> tuple[int, int, str, str] | None:
@@ -238,18 +240,52 @@ def _identity() -> tuple[int, int, str, str] | None:
 
     The last identity is kept after destroy_process_group so the final records still go out.
     """
-    global _ident_cache
+    global _ident_cache, _job
     world_pg = c10d.GroupMember.WORLD
     if world_pg is not None and (_ident_cache is None or _ident_cache[0]() is not world_pg):
         try:
             ident = (dist.get_rank(), dist.get_world_size(), str(dist.get_backend()), _device)
         except Exception:
             return None
+        _job = _store_key()
         _ident_cache = (weakref.ref(world_pg), ident)
     if _ident_cache is None:
         return None
     cached = _ident_cache[1]
     return cached if cached[3] == _device else (*cached[:3], _device)
+
+
+def _job_key() -> str:
+    """The job key learned with the identity (see _store_key); kept, like the identity,
+    after destroy_process_group, which may come before the first heartbeat."""
+    return _job
+
+
+def _store_key() -> str:
+    """What every rank of this job shares and a job running beside it does not: the address
+    of its rendezvous store (a loopback one with where it is meant); "" if not a TCPStore."""
+    try:
+        store = c10d._get_default_store()
+    except Exception:  # no default group
+        return ""
+    while hasattr(store, "underlying_store"):  # PrefixStore
+        store = store.underlying_store
+    host, port = getattr(store, "host", None), getattr(store, "port", None)
+    if not isinstance(host, str) or not isinstance(port, int):
+        return ""
+    local = host in ("localhost", "::1", "0.0.0.0") or host.startswith("127.")
+    return f"{_loopback_scope()}/{host}:{port}" if local else f"{host}:{port}"
+
+
+def _loopback_scope() -> str:
+    """Where a loopback address names one socket: one running kernel (its boot id, which its
+    containers share) and one network namespace; the host name where /proc does not say.
+    Not the reported host name: ranks on one machine may report others (COMMVIZ_HOST)."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            return f"{f.read().strip()}/{os.readlink('/proc/self/ns/net')}"
+    except OSError:
+        return socket.gethostname()
 
 
 def _announce_group(info: GroupInfo) -> None:

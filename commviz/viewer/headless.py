@@ -159,8 +159,8 @@ class _Printer:
         with self.session.lock:
             new, model.new_instances = model.new_instances or [], []
             found, self.session.new_findings = self.session.new_findings or [], []
-            joined = [s for r, s in sorted(model.ranks.items())
-                      if (r, s.job) not in self.known and s.pid]
+            joined = [s for members in model.jobs for r, s in sorted(members.items())
+                      if (r, s.job) not in self.known]
             self.known.update((s.rank, s.job) for s in joined)
         for job in sorted({s.job for s in joined if s.job > 1}):  # a job after the first
             ranks = [s.rank for s in joined if s.job == job]

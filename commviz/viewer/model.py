@@ -9,20 +9,23 @@ Matching rules (the protocol's): a collective instance is the records of one pro
 (name + global ranks) with one sequence number, one per member rank; a transfer is the k-th
 send a->b together with the k-th receive at b from a.
 
-Several jobs, one after another, into one viewer (``commviz watch``): ranks are numbered
-from 0 again and sequence numbers restart at 1, so matching never crosses jobs. Each
-process that reports as a rank is one *incarnation* (its host and pid, from its heartbeat);
-a rank number reappearing as another process begins a new incarnation, which joins the
-oldest job generation that has no incarnation of that rank yet, has the same world size
-and none of whose ranks was replaced yet, or else starts a new generation (a rank seen for
-the first time joins the job under way: it may report late, even after a job-mate left).
-Process groups are keyed per generation, so collectives (group + seq) and transfers (k-th
-send/recv of a pair) match only within one. The rule reads only the order of messages, so
-``commviz stats`` replays a recording into the same generations.
-Known limit: ops and goodbyes carry a rank number, not a pid, so two jobs that run *at the
-same time* with the same rank numbers cannot be told apart (their heartbeats would be);
-nor can a rank of a job that never reported from the same rank of the next job, if that
-one reports first.
+Several jobs into one viewer (``commviz watch``): ranks are numbered from 0 again and
+sequence numbers restart at 1, so matching never crosses jobs. Each process that reports as
+a rank is one *incarnation*: its incarnation id (``inc``, which every message of a current
+rank carries), or for older ranks its host and pid. A new incarnation supersedes the
+earlier one of its rank number that has the same job key (``job``: the heartbeat's
+rendezvous address, so a job running beside it with other keys is left alone), and joins
+the oldest job generation with its job key that has no incarnation of that rank yet, the
+same world size and no superseded member, or else starts a new generation (a rank seen
+for the first time joins the job under way: it may report late, even after a job-mate
+left). Process groups are keyed per generation, so collectives (group + seq) and transfers
+(k-th send/recv of a pair) match only within one. Records of an incarnation not heard by
+heartbeat yet wait for it (a viewer started late). The rule reads only the order of
+messages, so ``commviz stats`` replays a recording into the same generations.
+``ranks`` holds one incarnation per rank number, what the views show: the newest one that
+has not left. Known limits: ranks without ``inc`` (older commviz) are told apart by rank
+number only, as are jobs without a TCP rendezvous store; a rank of a job that never
+reported is not told from the same rank of the next job, if that one reports first.
 
 Several hosts: each host's clock offset to the viewer is estimated from the round trips
 ranks report in their heartbeats (``commviz/clocksync.py``), and every time a rank on
@@ -58,6 +61,7 @@ _SIZE_TIMES_N = _by_code(list(bandwidth.SIZE_TIMES_N))
 
 # Pending (unmatched) rows kept per kind; beyond this the oldest are dropped and counted.
 PENDING_MAX = 1_000_000
+UNHEARD_MAX = 100_000  # records held for incarnations not heard by heartbeat yet
 RECENT_MAX = 2_000
 SEGMENTS_MAX = 2_000  # completed ops kept per rank for the timeline
 SAMPLES_MAX = 100_000
@@ -89,6 +93,9 @@ class RankState:
     last_op: str | None = None
     last_end_ns: int = 0
     job: int = 0  # the job generation of this incarnation (1, 2, ...); 0 before a heartbeat
+    inc: int = 0  # its incarnation id (protocol ``inc``), 0 for a rank that sends none
+    job_key: str = ""  # protocol ``job``: what the ranks of its job share
+    superseded: bool = False  # a later process of its rank number and job key reported
     telemetry: collections.deque = field(
         default_factory=lambda: collections.deque(maxlen=TELEMETRY_MAX))
 
@@ -211,6 +218,10 @@ class Model:
         self._group_jobs = np.zeros(0, dtype=np.int64)  # per gkey: its job generation
         # per job generation (job n at index n - 1): its incarnations by rank number
         self.jobs: list[dict[int, RankState]] = []
+        self._incs: dict[tuple[int, int], RankState] = {}  # by (rank, inc), inc != 0
+        # op batches of incarnations not heard by heartbeat yet, and how many records
+        self._unheard: dict[tuple[int, int], list[protocol.OpBatch]] = {}
+        self._unheard_records = 0
         # incarnations a later process of the same rank number replaced, oldest first
         self.replaced: collections.deque[RankState] = collections.deque(maxlen=RECENT_MAX)
         self.replacements = 0  # ever appended to ``replaced``
@@ -253,18 +264,28 @@ class Model:
         batches = []
         for msg in messages:
             if isinstance(msg, protocol.OpBatch):
-                batches.append(self._rows_of(msg))
+                state = self._state_of(msg.rank, msg.inc)
+                if state is not None:
+                    batches.append(self._rows_of(msg, state))
+                else:
+                    self._hold(msg)
             elif isinstance(msg, protocol.Heartbeat):
-                self._heartbeat(msg)
+                state = self._heartbeat(msg)
+                held = self._unheard.pop((msg.rank, msg.inc), [])
+                self._unheard_records -= sum(map(len, held))
+                batches += [self._rows_of(b, state) for b in held]
             elif isinstance(msg, protocol.Bye):
-                state = self._rank(msg.rank)
-                state.exited, state.dropped, state.last_seen = True, msg.dropped, self.clock()
+                state = self._state_of(msg.rank, msg.inc)
+                if state is not None:  # a goodbye of a process never heard says nothing
+                    state.exited, state.dropped, state.last_seen = True, msg.dropped, self.clock()
+                    self._show_live(state)
             elif isinstance(msg, protocol.Phases):
-                self._rank(msg.rank).last_seen = self.clock()
+                state = self._state_of(msg.rank, msg.inc) or self._rank(msg.rank)
+                state.last_seen = self.clock()
                 spans = self._phases.get(msg.rank)
                 if spans is None:
                     spans = self._phases[msg.rank] = collections.deque(maxlen=PHASES_MAX)
-                shift = self._offset_ns(msg.rank)
+                shift = self._offset_ns(state)
                 spans.extend(msg.spans if not shift else (
                     protocol.PhaseSpan(p.name, p.depth, p.t_start - shift, p.t_end - shift)
                     for p in msg.spans))
@@ -308,8 +329,7 @@ class Model:
     def job_over(self, job: int) -> bool:
         """Whether every incarnation of a job generation has said goodbye or been replaced."""
         members = self.jobs[job - 1] if 0 < job <= len(self.jobs) else {}
-        return bool(members) and all(s.exited or self.ranks.get(r) is not s
-                                     for r, s in members.items())
+        return bool(members) and all(s.exited or s.superseded for s in members.values())
 
     def stats_table(self) -> list[dict]:
         return [row.summary() for _, row in sorted(self.stats.items())]
@@ -411,17 +431,33 @@ class Model:
             state = self.ranks[rank] = RankState(rank)
         return state
 
-    def _heartbeat(self, hb: protocol.Heartbeat) -> None:
-        s = self._rank(hb.rank)
-        if s.pid and (s.host, s.pid) != (hb.host, hb.pid):  # another process: a new incarnation
-            self.replaced.append(s)
-            self.replacements += 1
-            for key in [k for k in self.inflight if k[0] == hb.rank]:
-                del self.inflight[key]  # that process is gone: its ops will never end
-            s = self.ranks[hb.rank] = RankState(hb.rank)
+    def _state_of(self, rank: int, inc: int) -> RankState | None:
+        """The incarnation a message comes from; None for an ``inc`` not heard by heartbeat.
+        A message without ``inc`` (an older rank) is taken as from its rank number's."""
+        return self._incs.get((rank, inc)) if inc else self._rank(rank)
+
+    def _hold(self, batch: protocol.OpBatch) -> None:
+        """Keep a batch until its incarnation's heartbeat says which job it belongs to."""
+        if self._unheard_records + len(batch) > UNHEARD_MAX:
+            self.evicted += len(batch)
+            return
+        self._unheard.setdefault((batch.rank, batch.inc), []).append(batch)
+        self._unheard_records += len(batch)
+
+    def _heartbeat(self, hb: protocol.Heartbeat) -> RankState:
+        s = self._incs.get((hb.rank, hb.inc)) if hb.inc else None
+        if s is None:
+            s = self._rank(hb.rank)
+            if s.pid and (s.inc or hb.inc or (s.host, s.pid) != (hb.host, hb.pid)):
+                s = self.ranks[hb.rank] = RankState(hb.rank)  # another process
+            if hb.inc:
+                s.inc = hb.inc
+                self._incs[(hb.rank, hb.inc)] = s
         s.world, s.host, s.pid = hb.world, hb.host, hb.pid
         if not s.job:
-            s.job = self._join(hb.rank, hb.world)
+            s.job_key = hb.job
+            self._supersede(hb.rank, hb.job)
+            s.job = self._join(hb.rank, hb.world, hb.job)
             self.jobs[s.job - 1][hb.rank] = s
         s.backend, s.device = hb.backend, hb.device
         s.dropped, s.last_seen, s.exited = hb.dropped, self.clock(), False
@@ -433,21 +469,45 @@ class Model:
             est = estimate(samples)
             if est is not None:
                 self._offsets[hb.host] = est
-        s.telemetry.append((hb.t_ns - self._offset_ns(hb.rank), hb.telemetry))
+        s.telemetry.append((hb.t_ns - self._offset_ns(s), hb.telemetry))
+        return s
 
-    def _join(self, rank: int, world: int) -> int:
+    def _supersede(self, rank: int, key: str) -> None:
+        """A new process of ``rank`` with job key ``key``: the earlier one of that rank and
+        key is gone (its ops will never end); one of another job running beside it is not."""
+        for job, members in enumerate(self.jobs, start=1):
+            old = members.get(rank)
+            if old is None or old.superseded or old.job_key != key:
+                continue
+            old.superseded = True
+            self.replaced.append(old)
+            self.replacements += 1
+            for k in [k for k in self.inflight if k[0] == rank and k[1] >> ID_JOB_SHIFT == job]:
+                del self.inflight[k]
+
+    def _show_live(self, state: RankState) -> None:
+        """After ``state`` left: show the newest live incarnation of its rank number instead,
+        if a job running beside its own has one."""
+        if self.ranks.get(state.rank) is not state:
+            return
+        for members in reversed(self.jobs):
+            other = members.get(state.rank)
+            if other is not None and not (other.exited or other.superseded):
+                self.ranks[state.rank] = other
+                return
+
+    def _join(self, rank: int, world: int, key: str) -> int:
         """The job generation a new incarnation of ``rank`` belongs to (see the module doc)."""
         for job, members in enumerate(self.jobs, start=1):
-            if (rank not in members and all(s.world == world for s in members.values())
-                    and all(self.ranks.get(r) is s for r, s in members.items())):
+            if rank not in members and all(s.world == world and s.job_key == key
+                                           and not s.superseded for s in members.values()):
                 return job
         self.jobs.append({})
         return len(self.jobs)
 
-    def _offset_ns(self, rank: int) -> int:
-        """What to subtract from ``rank``'s times to put them on the viewer's clock."""
-        state = self.ranks.get(rank)
-        if state is None or state.host == self.local_host:
+    def _offset_ns(self, state: RankState) -> int:
+        """What to subtract from an incarnation's times to put them on the viewer's clock."""
+        if state.host == self.local_host:
             return 0
         est = self._offsets.get(state.host)
         return est.offset_ns if est is not None else 0
@@ -468,17 +528,16 @@ class Model:
             self.sites.append(site)
         return key
 
-    def _rows_of(self, batch: protocol.OpBatch) -> dict[str, np.ndarray]:
+    def _rows_of(self, batch: protocol.OpBatch, state: RankState) -> dict[str, np.ndarray]:
         cols = batch.cols
         n = len(batch)
-        state = self._rank(batch.rank)
         state.last_seen = self.clock()
         job = state.job or max(len(self.jobs), 1)  # no heartbeat yet: the newest job's
         rows = {"rank": np.full(n, batch.rank, dtype=np.int64)}
         for name in ("id", "seq", "bytes_in", "bytes_out", "t_start", "t_end"):
             rows[name] = cols[name].astype(np.int64)
         rows["id"] += job << ID_JOB_SHIFT
-        shift = self._offset_ns(batch.rank)
+        shift = self._offset_ns(state)
         if shift:  # onto the viewer's clock; t_end -1 (in flight) stays -1
             rows["t_start"] -= shift
             rows["t_end"] = np.where(rows["t_end"] >= 0, rows["t_end"] - shift, -1)
