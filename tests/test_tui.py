@@ -10,6 +10,7 @@ import asyncio
 import dataclasses
 import functools
 import math
+import re
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -42,7 +43,7 @@ from commviz.control import ControlState
 from commviz.tui import app as app_module
 from commviz.tui.app import FRAME_S, CommvizApp
 from commviz.tui.help import HelpScreen
-from commviz.tui.oplog import OpLog
+from commviz.tui.oplog import OpLog, line_text
 from commviz.tui.topology import Topology
 
 SIZE = (160, 48)
@@ -71,7 +72,7 @@ def rank_row(app: CommvizApp, rank: int) -> str:
 
 
 def log_lines(app: CommvizApp) -> list[str]:
-    return list(app.query_one("#log", OpLog).lines)
+    return [line_text(line) for line in app.query_one("#log", OpLog).lines]
 
 
 def sync(test: Callable[..., Coroutine[Any, Any, None]]) -> Callable[..., None]:
@@ -1098,3 +1099,45 @@ def test_an_nccl_operation_says_which_algorithm_nccls_log_reported_or_why_not() 
     gloo = FakeSession()
     gloo.feed(scripted_all_reduce(world=2, nbytes=4096))
     assert "NCCL" not in render.phases(gloo.model, "en", nccl=log).plain  # gloo: not NCCL's
+
+
+@pytest.mark.parametrize("lang", ["en", "pt"])
+@sync
+async def test_at_80x24_each_log_line_fits_with_its_skew(lang: str) -> None:
+    """At 80x24 the log's lines ran past the panel's right edge, cut there without an
+    ellipsis: the skew, what shows a straggler, was lost (user trial). A narrow log's lines
+    give their times in their own units and leave out the ranks column."""
+    from commviz import explain
+
+    session = FakeSession()
+    session.feed(scripted_all_reduce(world=4))
+    app = make_app(session, lang=lang)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await frame(pilot)
+        rows = [row for row in panel(app, "#log").splitlines()[1:-1] if row.strip("│ ")]
+        assert len(rows) == 3
+        skew = explain.ui("log skew", lang)
+        for row in rows:
+            assert len(row) == 80 and row.endswith("│")
+            assert re.search(rf"#\d .* {skew} +[\d,.]+ (us|ms|s) *│$", row), row
+        await pilot.resize_terminal(160, 48)  # wide again: the same lines, in full
+        await pilot.pause()
+        rows = [row for row in panel(app, "#log").splitlines()[1:-1] if row.strip("│ ")]
+        assert all("0,1,2,3" in row and re.search(rf"{skew} +[\d,.]+ us *│$", row)
+                   for row in rows), rows
+
+
+@pytest.mark.parametrize("width", [74, 78])
+def test_a_narrow_log_line_leaves_out_columns_rather_than_the_skew(width: int) -> None:
+    from commviz.viewer import text
+
+    session = FakeSession()
+    session.feed(scripted_all_reduce(world=4) + scripted_send_recv(world=4, steps=1))
+
+    for inst in session.model.recent:
+        full = text.instance_line(inst, T0_NS, lang="pt")
+        line = text.instance_line(inst, T0_NS, lang="pt", width=width)
+        assert len(full) > 78 and len(line) <= width, line
+        assert line.split()[:2] == full.split()[:2] and "defasagem" in line
+        if inst.op == "send":  # a transfer keeps its pair
+            assert f"{inst.group[0]} -> {inst.group[1]}" in line

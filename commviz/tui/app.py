@@ -33,7 +33,7 @@ from ..viewer import text
 from . import render
 from .animation import Animator
 from .help import HelpScreen
-from .oplog import OpLog
+from .oplog import Line, OpLog
 from .timeline import Timeline, legend
 from .topology import Topology
 
@@ -261,8 +261,9 @@ class CommvizApp(App):
         new, self._new = self._new, []
         if new and self._t0 is None:
             self._t0 = new[0].t_first_start
-        lines = [text.instance_line(inst, self._t0, lang=self.lang)  # type: ignore[arg-type]
-                 for inst in new]
+        # each line written when drawn, for the log's width: a narrow one gets shorter lines
+        lines: list[Line] = [functools.partial(text.instance_line, inst, self._t0,
+                                               text.LOG_COLUMNS, self.lang) for inst in new]
         if self._skipped > 0:  # faster than anyone can read: say how many were summed up
             lines.insert(0, explain.ui_n("more operations", self._skipped, self.lang))
             self._skipped = 0
