@@ -1141,3 +1141,27 @@ def test_a_narrow_log_line_leaves_out_columns_rather_than_the_skew(width: int) -
         assert line.split()[:2] == full.split()[:2] and "defasagem" in line
         if inst.op == "send":  # a transfer keeps its pair
             assert f"{inst.group[0]} -> {inst.group[1]}" in line
+
+
+@pytest.mark.parametrize("lang", ["en", "pt"])
+@sync
+async def test_at_80x24_a_gpus_load_is_cut_with_an_ellipsis_not_at_the_panels_edge(
+        lang: str) -> None:
+    """At 80x24 a GPU's load ran past the ranks panel's edge, its power left as '412'
+    without its unit (user trial): the panel's last column is cut to fit, with an ellipsis,
+    and the byte counts, which do not fit at all, are left out."""
+    session = FakeSession()
+    session.feed(scripted_all_reduce(world=4))
+    for _ in range(6):
+        session.feed([gpu_heartbeat(r, 4) for r in range(4)])
+    app = make_app(session, lang=lang)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await frame(pilot)
+        await frame(pilot)
+        for rank in range(4):
+            row = rank_row(app, rank)
+            assert len(row) == 80 and row.rstrip("│ ").endswith("…") and "GPU  87%" in row, row
+        await pilot.resize_terminal(160, 48)
+        await frame(pilot)
+        bytes_ = "3.0M/3.0M" if lang == "en" else "3,0M/3,0M"
+        assert all(bytes_ in rank_row(app, rank) for rank in range(4))

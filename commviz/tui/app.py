@@ -240,7 +240,8 @@ class CommvizApp(App):
         """The ranks and the live findings."""
         live = model.findings()
         flagged = {r: f.type for f in live for r in f.ranks}
-        ranks = render.ranks_table(model, now, self._wall_ns(), flagged, self.lang)
+        width = self.query_one("#ranks").content_region.width or None  # None: not laid out
+        ranks = render.ranks_table(model, now, self._wall_ns(), flagged, self.lang, width)
         self._show("#ranks", ranks, ranks.plain.count("\n"))
         # the panel comes up when something goes wrong, and stays a while after it ended
         # (with what ended): a finding that comes and goes does not make the screen jump
