@@ -1165,3 +1165,65 @@ async def test_at_80x24_a_gpus_load_is_cut_with_an_ellipsis_not_at_the_panels_ed
         await frame(pilot)
         bytes_ = "3.0M/3.0M" if lang == "en" else "3,0M/3,0M"
         assert all(bytes_ in rank_row(app, rank) for rank in range(4))
+
+
+STRAGGLER_TEXT = ("rank 3 arrived last at all_reduce in group 0-3 5 times in a row, on average "
+                  "198 ms after the others, who waited 2.98 s for it")
+
+
+def _straggler(session: FakeSession) -> Any:
+    """The straggler demo's finding, as long as it was there (user trial), on ranks 0-3."""
+    from commviz.viewer.diagnose import Diagnosis, Finding
+
+    diag = Diagnosis(session.model, wall_ns=session.clock.wall_ns)
+    finding = Finding("straggler", (3,), (0, 1, 2, 3), 5, STRAGGLER_TEXT, STRAGGLER_TEXT,
+                      ("straggler", 0), 0.0, 0)
+    session.model.findings = lambda: [finding]  # type: ignore[method-assign]
+    return diag
+
+
+@pytest.mark.parametrize("lang", ["en", "pt"])
+@sync
+async def test_a_finding_leaves_the_buffers_grid_whole_at_160x48(lang: str) -> None:
+    """With the straggler demo's finding on screen, the buffers grid of the replayed
+    all_reduce was squeezed to its 'start' row (user trial): the findings panel keeps a
+    bounded height, scrolls, and every step of the grid stays in view."""
+    session = FakeSession()
+    session.feed(heartbeats(4) + scripted_all_reduce(world=4))
+    _straggler(session)
+    app = make_app(session, lang=lang)
+    async with app.run_test(size=SIZE) as pilot:
+        await frame(pilot)
+        await pilot.pause()
+        findings = app.query_one("#findings")
+        assert findings.display and "⚠" in panel(app, "#findings")
+        grid = panel(app, "#phases")
+        for step in ("RS0", "RS1", "RS2", "AG0", "AG1", "AG2"):
+            assert re.search(rf"{step} .* (\d{{4}} ){{3}}\d{{4}}", grid), (step, grid)
+        assert findings.max_scroll_y > 0  # the rest of the advice: a scroll away
+        explanation = panel(app, "#explain").splitlines()
+        assert len(explanation) >= 4 and explanation[1].strip("│ ")  # still says something
+
+
+@sync
+async def test_at_80x24_the_inside_view_gives_the_grid_the_screen_even_with_a_finding() -> None:
+    """The findings panel stayed on the narrow 'inside' view, which hides it, and cut the
+    grid at its third step (user trial, the straggler demo): the view shows the grid whole."""
+    session = FakeSession()
+    session.feed(heartbeats(4) + scripted_all_reduce(world=4))
+    _straggler(session)
+    app = make_app(session)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await frame(pilot)
+        await pilot.pause()
+        assert app.query_one("#findings").display
+        await pilot.press("v", "v")  # numbers -> replay -> inside
+        await frame(pilot)
+        await pilot.pause()
+        assert not app.query_one("#findings").display
+        grid = panel(app, "#phases")
+        for step in ("RS0", "RS1", "RS2", "AG0", "AG1", "AG2"):
+            assert re.search(rf"{step} .* (\d{{4}} ){{3}}\d{{4}}", grid), (step, grid)
+        await pilot.press("v", "v")  # explain -> numbers: the finding is back
+        await pilot.pause()
+        assert app.query_one("#findings").display

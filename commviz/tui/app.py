@@ -248,10 +248,8 @@ class CommvizApp(App):
         if live:
             self._findings_until = now + FINDINGS_LINGER_S
         shown = now < self._findings_until
-        panel = self.query_one("#findings")
-        if panel.display != shown:
-            panel.display = shown
-            self.screen.set_class(shown, "-findings")  # narrow screens make room for it
+        if self.screen.has_class("-findings") != shown:  # the panel's display, by app.tcss
+            self.screen.set_class(shown, "-findings")
         if shown:
             findings = render.findings(model, self.lang)
             self._show("#findings", findings, findings.plain.count("\n"))

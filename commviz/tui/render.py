@@ -294,6 +294,7 @@ def phases(model: Model, lang: str = "en", frame: AnimFrame | None = None,
         _grid(out, sched, inst.group, current, lang)
     else:  # too many ranks, or chunks (all_to_all's n x n): the steps without the buffers
         _steps(out, sched, inst.group, current, lang)
+    out.rstrip()  # the panel's height is its text's: no blank line under the grid
     return out
 
 
@@ -442,19 +443,19 @@ FINDINGS_HISTORY = 3  # ended findings listed under the live ones
 
 
 def findings(model: Model, lang: str) -> Text:
-    """The live diagnosis: each finding that holds now (the newest explained, with what to
-    check), then the last few that ended."""
+    """The live diagnosis: each finding that holds now (the newest with what to check, then
+    what it means), then the last few that ended."""
     live = model.findings()
     out = Text()
     for f in reversed(live):
         out.append(f"⚠ {finding_name(f.type, lang)}  ", style="bold red")
         out.append(f.text(lang) + "\n")
-    if live:
+    if live:  # what to check first: the panel is short, what the finding means can scroll
         title, means, check = findings_text.advice(live[-1].type, lang)
-        out.append(f"{title}: ", style="bold")
-        out.append(means + "\n", style="italic")
         out.append(f"{explain.ui('check', lang)}: ", style="bold")
         out.append(check + "\n", style="italic")
+        out.append(f"{title}: ", style="bold")
+        out.append(means + "\n", style="italic")
     history = getattr(model.diagnosis, "history", ())
     for f in [f for f in history if f.type == "resolved"][-FINDINGS_HISTORY:]:
         if f.unresolved:  # the job ended with it: no tick, it never cleared
