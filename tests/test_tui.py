@@ -1227,3 +1227,57 @@ async def test_at_80x24_the_inside_view_gives_the_grid_the_screen_even_with_a_fi
         await pilot.press("v", "v")  # explain -> numbers: the finding is back
         await pilot.pause()
         assert app.query_one("#findings").display
+
+
+@pytest.mark.parametrize("lang", ["en", "pt"])
+@sync
+async def test_before_the_first_step_the_explanation_says_what_comes_and_which_key_runs_it(
+        lang: str) -> None:
+    """`commviz demo all_gather --paused`: the explanation panel was blank until the first
+    operation was done (user trial). It says which key steps or plays, and what the demo's
+    operation is about to do; then the operation's own explanation takes over."""
+    from commviz import explain
+
+    ui = functools.partial(explain.ui, lang=lang)
+    session = FakeSession()
+    session.feed(heartbeats(4))
+    controller = FakeController()  # paused, as --paused starts
+    app = CommvizApp(session, None, "t", lang=lang, controller=controller, demo="all_gather",
+                     clock=session.clock, wall_ns=session.clock.wall_ns)
+    async with app.run_test(size=SIZE) as pilot:
+        await frame(pilot)
+        shown = " ".join(panel(app, "#explain").replace("│", " ").split())
+        ex = explain.explain("all_gather", lang)
+        assert ui("before paused") in shown and ex.title in shown, shown
+        assert ui("next op").format(op="all_gather") in shown
+        assert f"{ui('how')} (gloo)" in shown and "(nccl)" not in shown  # the ranks' backend
+        await pilot.press("space")  # plays: the line says so
+        session.clock.advance(1)
+        await frame(pilot)
+        shown = " ".join(panel(app, "#explain").replace("│", " ").split())
+        assert ui("before playing") in shown and ui("before paused") not in shown
+        session.feed(scripted_all_gather(world=4))
+        session.clock.advance(1)
+        await frame(pilot)
+        shown = " ".join(panel(app, "#explain").replace("│", " ").split())
+        assert ui("before playing") not in shown and shown.count(ex.title) == 1
+
+
+@sync
+async def test_a_demo_not_named_after_an_operation_says_its_first_one_is_explained_later() -> None:
+    session = FakeSession()
+    app = CommvizApp(session, None, "t", lang="en", controller=FakeController(),
+                     demo="straggler", clock=session.clock, wall_ns=session.clock.wall_ns)
+    async with app.run_test(size=SIZE) as pilot:
+        await frame(pilot)
+        shown = " ".join(panel(app, "#explain").replace("│", " ").split())
+        assert "Paused before the first step: n runs one step, space plays." in shown
+        assert "The straggler demo: its first operation is explained here" in shown
+
+
+@sync
+async def test_watching_a_job_the_explanation_waits_for_its_first_operation() -> None:
+    app = make_app(FakeSession())
+    async with app.run_test(size=SIZE) as pilot:
+        await frame(pilot)
+        assert "Waiting for peers" in panel(app, "#explain")

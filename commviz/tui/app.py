@@ -88,13 +88,15 @@ class CommvizApp(App):
                  title: str | Callable[[str], str] = "",
                  clock: Any = time.monotonic, wall_ns: Any = time.time_ns,
                  lang: str = "en", controller: Controller | None = None,
-                 restart: Callable[[], Ranks] | None = None, output: Any = None) -> None:
+                 restart: Callable[[], Ranks] | None = None, output: Any = None,
+                 demo: str | None = None) -> None:
         """``restart`` starts the demo's ranks again (the ``r`` key); None: not a demo.
         ``output``: the job's output (``job.OutputBuffer``) when running one, shown in a panel.
         ``title``: the header's, or a function of the language that gives it.
+        ``demo``: the demo's name, explained before its first operation is done.
         """
         super().__init__()
-        self.session, self.ranks, self.lang = session, ranks, lang
+        self.session, self.ranks, self.lang, self.demo = session, ranks, lang, demo
         self.controller = controller  # a demo's step gate; None when watching a job
         self._restart = restart
         self._output, self._output_n = output, 0
@@ -220,10 +222,15 @@ class CommvizApp(App):
             self._fit = _fit(model)
             # the teaching panels follow the replay, else the latest operation
             shown = frame.instance if frame is not None else latest
-            key = (shown.op, shown.site, shown.group) if shown else None
+            paused = self.controller is not None and self.controller.state.mode == "step"
+            key = (shown.op, shown.site, shown.group) if shown else \
+                ("before", paused, tuple(sorted({s.backend for s in model.ranks.values()})))
             if key != self._explained:  # the same op again: nothing to redraw
                 self._explained = key
-                explanation = render.explanation(model, shown, self.lang)
+                if shown is None and self.demo is not None and self.controller is not None:
+                    explanation = render.before_first(model, self.demo, paused, self.lang)
+                else:
+                    explanation = render.explanation(model, shown, self.lang)
                 self._show("#explain", explanation, _height_key(explanation))
                 source = render.source(shown, self.lang)
                 self._show("#source", source, _height_key(source))
@@ -462,11 +469,12 @@ def _height_key(renderable: Any) -> int | None:
 
 def run_app(session: Any, ranks: Ranks | None, title: str | Callable[[str], str], lang: str,
             controller: Controller | None = None,
-            restart: Callable[[], Ranks] | None = None, output: Any = None) -> int:
+            restart: Callable[[], Ranks] | None = None, output: Any = None,
+            demo: str | None = None) -> int:
     """Run the TUI until quit or SIGTERM; always stops the ranks and closes the session (the
     caller closes the controller, after the ranks are stopped)."""
     app = CommvizApp(session, ranks, title, lang=lang, controller=controller, restart=restart,
-                     output=output)
+                     output=output, demo=demo)
     session.start()
     previous = signal.signal(signal.SIGTERM, lambda signo, frame: app.exit())
     try:

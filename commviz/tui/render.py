@@ -425,9 +425,30 @@ def explanation(model: Model, inst: Instance | None, lang: str) -> Text:
     except KeyError:
         return Text(inst.op, style="dim")
     out = Text()
+    _explained(out, ex, _backend_of(model, inst.group), lang)
+    return out
+
+
+def before_first(model: Model, demo: str, paused: bool, lang: str) -> Text:
+    """The explanation panel before a demo's first operation is done: which key steps or
+    plays it, and what its operation is about to do (a demo named after one)."""
+    out = Text()
+    out.append(explain.ui("before paused" if paused else "before playing", lang) + "\n",
+               style="bold yellow")
+    if demo not in explain.EXPLAINED:  # straggler, ddp...: which op comes first is theirs
+        out.append(explain.ui("demo starts", lang).format(demo=demo) + "\n", style="italic")
+        return out
+    out.append(explain.ui("next op", lang).format(op=demo) + "\n", style="bold cyan")
+    backends = {s.backend for s in model.ranks.values()} & set(schedules.BACKENDS)
+    _explained(out, explain.explain(demo, lang), backends.pop() if len(backends) == 1 else None,
+               lang)
+    return out
+
+
+def _explained(out: Text, ex: explain.Explanation, backend: str | None, lang: str) -> None:
+    """An operation's explanation: how ``backend`` does it (None: every backend)."""
     out.append(ex.title + "\n", style="bold")
     out.append(ex.what + "\n")
-    backend = _backend_of(model, inst.group)
     for name, how in ex.how.items():
         if backend is None or name == backend:
             out.append(f"{explain.ui('how', lang)} ({name}): ", style="bold cyan")
@@ -436,7 +457,6 @@ def explanation(model: Model, inst: Instance | None, lang: str) -> Text:
     out.append(ex.when + "\n")
     for tip in ex.tips:
         out.append("• " + tip + "\n", style="italic")
-    return out
 
 
 FINDINGS_HISTORY = 3  # ended findings listed under the live ones
