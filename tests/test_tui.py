@@ -1281,3 +1281,20 @@ async def test_watching_a_job_the_explanation_waits_for_its_first_operation() ->
     async with app.run_test(size=SIZE) as pilot:
         await frame(pilot)
         assert "Waiting for peers" in panel(app, "#explain")
+
+
+@sync
+async def test_a_long_source_line_is_cut_with_an_ellipsis_not_wrapped(tmp_path) -> None:
+    """At 160x48 the straggler demo's long lines wrapped onto lines without a number, which
+    read as lines of their own (user trial): each is cut at the panel's edge instead."""
+    program = tmp_path / "train.py"
+    program.write_text("".join(f"line_{i} = {i}  # {'x' * 120}\n" for i in range(1, 31)))
+    session = FakeSession()
+    session.feed([dataclasses.replace(m, sites={0: (str(program), 12)})
+                  if isinstance(m, protocol.OpBatch) else m for m in scripted_all_reduce(world=4)])
+    app = make_app(session)
+    async with app.run_test(size=SIZE) as pilot:
+        await frame(pilot)
+        rows = panel(app, "#source").splitlines()[2:-1]
+        assert [row.split()[1] for row in rows] == [str(n) for n in range(8, 17)], rows
+        assert all(row.rstrip("│ ").endswith("…") for row in rows)

@@ -504,4 +504,5 @@ def source(inst: Instance | None, lang: str) -> Text:
         code = lines[number - 1].rstrip("\n")
         style = "bold reverse" if number == line else "dim"
         out.append(f"{number:4d} {code}\n", style=style)
+    out.rstrip()  # no blank line under the last one
     return out
