@@ -1298,3 +1298,14 @@ async def test_a_long_source_line_is_cut_with_an_ellipsis_not_wrapped(tmp_path) 
         rows = panel(app, "#source").splitlines()[2:-1]
         assert [row.split()[1] for row in rows] == [str(n) for n in range(8, 17)], rows
         assert all(row.rstrip("│ ").endswith("…") for row in rows)
+
+
+def test_a_panel_whose_lines_wrap_otherwise_is_laid_out_again() -> None:
+    """The phases panel takes its text's height: a new operation's text with as many lines
+    as the last one's, but longer ones that wrap, kept the old height and lost the grid's
+    last rows (seen on the 'all' demo)."""
+    from rich.text import Text
+
+    key = app_module._height_key
+    assert key(Text("a\nb")) != key(Text("a\n" + "b" * 200))
+    assert key(Text("a\nbc")) == key(Text("x\nyz"))  # the same shape: no new layout

@@ -462,8 +462,8 @@ def _height_key(renderable: Any) -> int | None:
     """Something that changes when a panel's natural height may change; None: unknown."""
     if isinstance(renderable, Table):
         return renderable.row_count
-    if isinstance(renderable, Text):
-        return renderable.plain.count("\n")
+    if isinstance(renderable, Text):  # its lines' lengths: how it wraps, where it does
+        return hash(tuple(map(len, renderable.plain.split("\n"))))
     return None
 
 
