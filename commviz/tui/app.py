@@ -259,7 +259,7 @@ class CommvizApp(App):
             self.screen.set_class(shown, "-findings")
         if shown:
             findings = render.findings(model, self.lang)
-            self._show("#findings", findings, findings.plain.count("\n"))
+            self._show("#findings", findings, _height_key(findings))
 
     def _refresh_logs(self, model: Any) -> None:
         """The operations log, the job's output and the viewer's status."""
