@@ -170,7 +170,8 @@ def _demo(args: argparse.Namespace) -> int:
                 for lang in explain.LANGS}
         return run_app(session, ranks=ranks,
                        title=lambda lang: f"{args.op} · {args.ranks} ranks · {whys[lang]}",
-                       lang=_lang(args), controller=controller, restart=start_ranks)
+                       lang=_lang(args), controller=controller, restart=start_ranks,
+                       demo=args.op)
     finally:
         controller.close()  # after run_app stopped the ranks: none is left waiting
 

@@ -1254,6 +1254,14 @@ _UI_PAIRS: dict[str, tuple[str, str]] = {
                       "dígito = ranks somados no pedaço, · = ausente"),
     "completed operations": ("Completed operations", "Operações concluídas"),
     "no operation yet": ("No operation completed yet", "Nenhuma operação concluída ainda"),
+    # the explanation panel before a demo's first operation
+    "before paused": ("Paused before the first step: n runs one step, space plays.",
+                      "Pausado antes do primeiro passo: n executa um passo, espaço reproduz."),
+    "before playing": ("Starting: space pauses the ranks, then n runs one step at a time.",
+                       "Começando: espaço pausa os ranks, e então n executa um passo por vez."),
+    "next op": ("About to run: {op}", "Prestes a executar: {op}"),
+    "demo starts": ("The {demo} demo: its first operation is explained here once it is done.",
+                    "A demo {demo}: sua primeira operação é explicada aqui assim que terminar."),
     # the header (the launcher's reason for its backend)
     "nccl on gpus": ("nccl on {n} GPU(s)", "nccl em {n} GPU|nccl em {n} GPUs"),
     "gloo asked": ("gloo on CPU tensors (asked for)", "gloo com tensores na CPU (pedido)"),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import math
 
 import pytest
 from fakes import T0_NS, FakeClock, FakeSession, heartbeat, inflight, op_batch
@@ -18,6 +19,7 @@ from commviz.tui.timeline import (
     UNKNOWN,
     WAIT,
     Timeline,
+    lane_runs,
     paced_window_s,
     render_lanes,
 )
@@ -318,3 +320,32 @@ def test_compute_phases_get_a_line_under_their_ranks_lane_on_the_same_axis():
     assert text[1] == "   f────backward" + "─" * 27
     styles = {style for chars, style in lines[1] if chars.strip()}
     assert phase_colour("forward") in styles and phase_colour("backward") in styles
+
+
+
+@pytest.mark.parametrize("lang", ["en", "pt"])
+@pytest.mark.parametrize("window_ns", [int(6.14 * S), int(6.68 * S), int(2.5 * S), 30 * S,
+                                       int(13.7 * MS), int(0.3 * S)])
+@pytest.mark.parametrize("width", [40, 78, 94, 150])
+def test_a_stretched_window_keeps_its_ticks_at_round_times(window_ns: int, width: int,
+                                                            lang: str) -> None:
+    """A demo's paced window (6.14 s) gave labels such as -6.14s -4.61s (user trial): the
+    ticks are 1, 2 or 5 x 10^k of the unit apart, each label centred on its time's column,
+    a decimal comma in Portuguese."""
+    (runs,) = lane_runs({}, [], T0_NS, T0_NS + window_ns, width, lang=lang)
+    axis = "".join(chars for chars, _ in runs)[1:]  # no lanes: a column before the axis
+    assert len(axis) == width - 1
+    *labels, now = axis.split()
+    assert now == ("now" if lang == "en" else "agora") and len(labels) >= 2
+    unit = "s" if window_ns >= S else "ms"
+    values = []
+    for label in labels:
+        number = label.removeprefix("-").removesuffix(unit)
+        assert label == f"-{number}{unit}" and ("." if lang == "pt" else ",") not in number
+        values.append(float(number.replace(",", ".")))
+        centre = axis.index(label) + len(label) // 2
+        column = (1 - values[-1] * (S if unit == "s" else MS) / window_ns) * (width - 1)
+        assert abs(centre - column) <= 1 or axis.index(label) == 0, (label, axis)
+    step = values[-1]
+    assert [round(a - b, 9) for a, b in zip(values, values[1:])] == [step] * (len(values) - 1)
+    assert round(step / 10 ** math.floor(math.log10(step)), 9) in (1, 2, 5), axis

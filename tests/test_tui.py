@@ -44,7 +44,7 @@ from commviz.control import ControlState
 from commviz.tui import app as app_module
 from commviz.tui.app import FRAME_S, CommvizApp
 from commviz.tui.help import HelpScreen
-from commviz.tui.oplog import OpLog
+from commviz.tui.oplog import OpLog, line_text
 from commviz.tui.topology import Topology
 
 SIZE = (160, 48)
@@ -73,7 +73,7 @@ def rank_row(app: CommvizApp, rank: int) -> str:
 
 
 def log_lines(app: CommvizApp) -> list[str]:
-    return list(app.query_one("#log", OpLog).lines)
+    return [line_text(line) for line in app.query_one("#log", OpLog).lines]
 
 
 def sync(test: Callable[..., Coroutine[Any, Any, None]]) -> Callable[..., None]:
@@ -1132,3 +1132,213 @@ def test_an_nccl_operation_says_which_algorithm_nccls_log_reported_or_why_not() 
     gloo = FakeSession()
     gloo.feed(scripted_all_reduce(world=2, nbytes=4096))
     assert "NCCL" not in render.phases(gloo.model, "en", nccl=log).plain  # gloo: not NCCL's
+
+
+@pytest.mark.parametrize("lang", ["en", "pt"])
+@sync
+async def test_at_80x24_each_log_line_fits_with_its_skew(lang: str) -> None:
+    """At 80x24 the log's lines ran past the panel's right edge, cut there without an
+    ellipsis: the skew, what shows a straggler, was lost (user trial). A narrow log's lines
+    give their times in their own units and leave out the ranks column."""
+    from commviz import explain
+
+    session = FakeSession()
+    session.feed(scripted_all_reduce(world=4))
+    app = make_app(session, lang=lang)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await frame(pilot)
+        rows = [row for row in panel(app, "#log").splitlines()[1:-1] if row.strip("│ ")]
+        assert len(rows) == 3
+        skew = explain.ui("log skew", lang)
+        for row in rows:
+            assert len(row) == 80 and row.endswith("│")
+            assert re.search(rf"#\d .* {skew} +[\d,.]+ (us|ms|s) *│$", row), row
+        await pilot.resize_terminal(160, 48)  # wide again: the same lines, in full
+        await pilot.pause()
+        rows = [row for row in panel(app, "#log").splitlines()[1:-1] if row.strip("│ ")]
+        assert all("0,1,2,3" in row and re.search(rf"{skew} +[\d,.]+ us *│$", row)
+                   for row in rows), rows
+
+
+@pytest.mark.parametrize("width", [74, 78])
+def test_a_narrow_log_line_leaves_out_columns_rather_than_the_skew(width: int) -> None:
+    from commviz.viewer import text
+
+    session = FakeSession()
+    session.feed(scripted_all_reduce(world=4) + scripted_send_recv(world=4, steps=1))
+
+    for inst in session.model.recent:
+        full = text.instance_line(inst, T0_NS, lang="pt")
+        line = text.instance_line(inst, T0_NS, lang="pt", width=width)
+        assert len(full) > 78 and len(line) <= width, line
+        assert line.split()[:2] == full.split()[:2] and "defasagem" in line
+        if inst.op == "send":  # a transfer keeps its pair
+            assert f"{inst.group[0]} -> {inst.group[1]}" in line
+
+
+@pytest.mark.parametrize("lang", ["en", "pt"])
+@sync
+async def test_at_80x24_a_gpus_load_is_cut_with_an_ellipsis_not_at_the_panels_edge(
+        lang: str) -> None:
+    """At 80x24 a GPU's load ran past the ranks panel's edge, its power left as '412'
+    without its unit (user trial): the panel's last column is cut to fit, with an ellipsis,
+    and the byte counts, which do not fit at all, are left out."""
+    session = FakeSession()
+    session.feed(scripted_all_reduce(world=4))
+    for _ in range(6):
+        session.feed([gpu_heartbeat(r, 4) for r in range(4)])
+    app = make_app(session, lang=lang)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await frame(pilot)
+        await frame(pilot)
+        for rank in range(4):
+            row = rank_row(app, rank)
+            assert len(row) == 80 and row.rstrip("│ ").endswith("…") and "GPU  87%" in row, row
+        await pilot.resize_terminal(160, 48)
+        await frame(pilot)
+        bytes_ = "3.0M/3.0M" if lang == "en" else "3,0M/3,0M"
+        assert all(bytes_ in rank_row(app, rank) for rank in range(4))
+
+
+STRAGGLER_TEXT = ("rank 3 arrived last at all_reduce in group 0-3 5 times in a row, on average "
+                  "198 ms after the others, who waited 2.98 s for it")
+
+
+def _straggler(session: FakeSession) -> Any:
+    """The straggler demo's finding, as long as it was there (user trial), on ranks 0-3."""
+    from commviz.viewer.diagnose import Diagnosis, Finding
+
+    diag = Diagnosis(session.model, wall_ns=session.clock.wall_ns)
+    finding = Finding("straggler", (3,), (0, 1, 2, 3), 5, STRAGGLER_TEXT, STRAGGLER_TEXT,
+                      ("straggler", 0), 0.0, 0)
+    session.model.findings = lambda: [finding]  # type: ignore[method-assign]
+    return diag
+
+
+@pytest.mark.parametrize("lang", ["en", "pt"])
+@sync
+async def test_a_finding_leaves_the_buffers_grid_whole_at_160x48(lang: str) -> None:
+    """With the straggler demo's finding on screen, the buffers grid of the replayed
+    all_reduce was squeezed to its 'start' row (user trial): the findings panel keeps a
+    bounded height, scrolls, and every step of the grid stays in view."""
+    session = FakeSession()
+    session.feed(heartbeats(4) + scripted_all_reduce(world=4))
+    _straggler(session)
+    app = make_app(session, lang=lang)
+    async with app.run_test(size=SIZE) as pilot:
+        await frame(pilot)
+        await pilot.pause()
+        findings = app.query_one("#findings")
+        assert findings.display and "⚠" in panel(app, "#findings")
+        grid = panel(app, "#phases")
+        for step in ("RS0", "RS1", "RS2", "AG0", "AG1", "AG2"):
+            assert re.search(rf"{step} .* (\d{{4}} ){{3}}\d{{4}}", grid), (step, grid)
+        assert findings.max_scroll_y > 0  # the rest of the advice: a scroll away
+        explanation = panel(app, "#explain").splitlines()
+        assert len(explanation) >= 4 and explanation[1].strip("│ ")  # still says something
+
+
+@sync
+async def test_at_80x24_the_inside_view_gives_the_grid_the_screen_even_with_a_finding() -> None:
+    """The findings panel stayed on the narrow 'inside' view, which hides it, and cut the
+    grid at its third step (user trial, the straggler demo): the view shows the grid whole."""
+    session = FakeSession()
+    session.feed(heartbeats(4) + scripted_all_reduce(world=4))
+    _straggler(session)
+    app = make_app(session)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await frame(pilot)
+        await pilot.pause()
+        assert app.query_one("#findings").display
+        await pilot.press("v", "v")  # numbers -> replay -> inside
+        await frame(pilot)
+        await pilot.pause()
+        assert not app.query_one("#findings").display
+        grid = panel(app, "#phases")
+        for step in ("RS0", "RS1", "RS2", "AG0", "AG1", "AG2"):
+            assert re.search(rf"{step} .* (\d{{4}} ){{3}}\d{{4}}", grid), (step, grid)
+        await pilot.press("v", "v")  # explain -> numbers: the finding is back
+        await pilot.pause()
+        assert app.query_one("#findings").display
+
+
+@pytest.mark.parametrize("lang", ["en", "pt"])
+@sync
+async def test_before_the_first_step_the_explanation_says_what_comes_and_which_key_runs_it(
+        lang: str) -> None:
+    """`commviz demo all_gather --paused`: the explanation panel was blank until the first
+    operation was done (user trial). It says which key steps or plays, and what the demo's
+    operation is about to do; then the operation's own explanation takes over."""
+    from commviz import explain
+
+    ui = functools.partial(explain.ui, lang=lang)
+    session = FakeSession()
+    session.feed(heartbeats(4))
+    controller = FakeController()  # paused, as --paused starts
+    app = CommvizApp(session, None, "t", lang=lang, controller=controller, demo="all_gather",
+                     clock=session.clock, wall_ns=session.clock.wall_ns)
+    async with app.run_test(size=SIZE) as pilot:
+        await frame(pilot)
+        shown = " ".join(panel(app, "#explain").replace("│", " ").split())
+        ex = explain.explain("all_gather", lang)
+        assert ui("before paused") in shown and ex.title in shown, shown
+        assert ui("next op").format(op="all_gather") in shown
+        assert f"{ui('how')} (gloo)" in shown and "(nccl)" not in shown  # the ranks' backend
+        await pilot.press("space")  # plays: the line says so
+        session.clock.advance(1)
+        await frame(pilot)
+        shown = " ".join(panel(app, "#explain").replace("│", " ").split())
+        assert ui("before playing") in shown and ui("before paused") not in shown
+        session.feed(scripted_all_gather(world=4))
+        session.clock.advance(1)
+        await frame(pilot)
+        shown = " ".join(panel(app, "#explain").replace("│", " ").split())
+        assert ui("before playing") not in shown and shown.count(ex.title) == 1
+
+
+@sync
+async def test_a_demo_not_named_after_an_operation_says_its_first_one_is_explained_later() -> None:
+    session = FakeSession()
+    app = CommvizApp(session, None, "t", lang="en", controller=FakeController(),
+                     demo="straggler", clock=session.clock, wall_ns=session.clock.wall_ns)
+    async with app.run_test(size=SIZE) as pilot:
+        await frame(pilot)
+        shown = " ".join(panel(app, "#explain").replace("│", " ").split())
+        assert "Paused before the first step: n runs one step, space plays." in shown
+        assert "The straggler demo: its first operation is explained here" in shown
+
+
+@sync
+async def test_watching_a_job_the_explanation_waits_for_its_first_operation() -> None:
+    app = make_app(FakeSession())
+    async with app.run_test(size=SIZE) as pilot:
+        await frame(pilot)
+        assert "Waiting for peers" in panel(app, "#explain")
+
+
+@sync
+async def test_a_long_source_line_is_cut_with_an_ellipsis_not_wrapped(tmp_path) -> None:
+    """At 160x48 the straggler demo's long lines wrapped onto lines without a number, which
+    read as lines of their own (user trial): each is cut at the panel's edge instead."""
+    program = tmp_path / "train.py"
+    program.write_text("".join(f"line_{i} = {i}  # {'x' * 120}\n" for i in range(1, 31)))
+    session = FakeSession()
+    session.feed([dataclasses.replace(m, sites={0: (str(program), 12)})
+                  if isinstance(m, protocol.OpBatch) else m for m in scripted_all_reduce(world=4)])
+    app = make_app(session)
+    async with app.run_test(size=SIZE) as pilot:
+        await frame(pilot)
+        rows = panel(app, "#source").splitlines()[2:-1]
+        assert [row.split()[1] for row in rows] == [str(n) for n in range(8, 17)], rows
+        assert all(row.rstrip("│ ").endswith("…") for row in rows)
+
+
+def test_a_panel_whose_lines_wrap_otherwise_is_laid_out_again() -> None:
+    """The phases panel takes its text's height: a new operation's text with as many lines
+    as the last one's, but longer ones that wrap, kept the old height and lost the grid's
+    last rows (seen on the 'all' demo)."""
+    from rich.text import Text
+
+    key = app_module._height_key
+    assert key(Text("a\nb")) != key(Text("a\n" + "b" * 200))
+    assert key(Text("a\nbc")) == key(Text("x\nyz"))  # the same shape: no new layout

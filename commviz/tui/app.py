@@ -33,7 +33,7 @@ from ..viewer import text
 from . import render
 from .animation import Animator
 from .help import HelpScreen
-from .oplog import OpLog
+from .oplog import Line, OpLog
 from .timeline import Timeline, legend
 from .topology import Topology
 
@@ -88,13 +88,15 @@ class CommvizApp(App):
                  title: str | Callable[[str], str] = "",
                  clock: Any = time.monotonic, wall_ns: Any = time.time_ns,
                  lang: str = "en", controller: Controller | None = None,
-                 restart: Callable[[], Ranks] | None = None, output: Any = None) -> None:
+                 restart: Callable[[], Ranks] | None = None, output: Any = None,
+                 demo: str | None = None) -> None:
         """``restart`` starts the demo's ranks again (the ``r`` key); None: not a demo.
         ``output``: the job's output (``job.OutputBuffer``) when running one, shown in a panel.
         ``title``: the header's, or a function of the language that gives it.
+        ``demo``: the demo's name, explained before its first operation is done.
         """
         super().__init__()
-        self.session, self.ranks, self.lang = session, ranks, lang
+        self.session, self.ranks, self.lang, self.demo = session, ranks, lang, demo
         self.controller = controller  # a demo's step gate; None when watching a job
         self._restart = restart
         self._output, self._output_n = output, 0
@@ -220,10 +222,15 @@ class CommvizApp(App):
             self._fit = _fit(model)
             # the teaching panels follow the replay, else the latest operation
             shown = frame.instance if frame is not None else latest
-            key = (shown.op, shown.site, shown.group) if shown else None
+            paused = self.controller is not None and self.controller.state.mode == "step"
+            key = (shown.op, shown.site, shown.group) if shown else \
+                ("before", paused, tuple(sorted({s.backend for s in model.ranks.values()})))
             if key != self._explained:  # the same op again: nothing to redraw
                 self._explained = key
-                explanation = render.explanation(model, shown, self.lang)
+                if shown is None and self.demo is not None and self.controller is not None:
+                    explanation = render.before_first(model, self.demo, paused, self.lang)
+                else:
+                    explanation = render.explanation(model, shown, self.lang)
                 self._show("#explain", explanation, _height_key(explanation))
                 source = render.source(shown, self.lang)
                 self._show("#source", source, _height_key(source))
@@ -240,20 +247,19 @@ class CommvizApp(App):
         """The ranks and the live findings."""
         live = model.findings()
         flagged = {r: f.type for f in live for r in f.ranks}
-        ranks = render.ranks_table(model, now, self._wall_ns(), flagged, self.lang)
+        width = self.query_one("#ranks").content_region.width or None  # None: not laid out
+        ranks = render.ranks_table(model, now, self._wall_ns(), flagged, self.lang, width)
         self._show("#ranks", ranks, ranks.plain.count("\n"))
         # the panel comes up when something goes wrong, and stays a while after it ended
         # (with what ended): a finding that comes and goes does not make the screen jump
         if live:
             self._findings_until = now + FINDINGS_LINGER_S
         shown = now < self._findings_until
-        panel = self.query_one("#findings")
-        if panel.display != shown:
-            panel.display = shown
-            self.screen.set_class(shown, "-findings")  # narrow screens make room for it
+        if self.screen.has_class("-findings") != shown:  # the panel's display, by app.tcss
+            self.screen.set_class(shown, "-findings")
         if shown:
             findings = render.findings(model, self.lang)
-            self._show("#findings", findings, findings.plain.count("\n"))
+            self._show("#findings", findings, _height_key(findings))
 
     def _refresh_logs(self, model: Any) -> None:
         """The operations log, the job's output and the viewer's status."""
@@ -261,8 +267,9 @@ class CommvizApp(App):
         new, self._new = self._new, []
         if new and self._t0 is None:
             self._t0 = new[0].t_first_start
-        lines = [text.instance_line(inst, self._t0, lang=self.lang)  # type: ignore[arg-type]
-                 for inst in new]
+        # each line written when drawn, for the log's width: a narrow one gets shorter lines
+        lines: list[Line] = [functools.partial(text.instance_line, inst, self._t0,
+                                               text.LOG_COLUMNS, self.lang) for inst in new]
         if self._skipped > 0:  # faster than anyone can read: say how many were summed up
             lines.insert(0, explain.ui_n("more operations", self._skipped, self.lang))
             self._skipped = 0
@@ -455,18 +462,19 @@ def _height_key(renderable: Any) -> int | None:
     """Something that changes when a panel's natural height may change; None: unknown."""
     if isinstance(renderable, (Table, render.StatsTable)):
         return renderable.row_count
-    if isinstance(renderable, Text):
-        return renderable.plain.count("\n")
+    if isinstance(renderable, Text):  # its lines' lengths: how it wraps, where it does
+        return hash(tuple(map(len, renderable.plain.split("\n"))))
     return None
 
 
 def run_app(session: Any, ranks: Ranks | None, title: str | Callable[[str], str], lang: str,
             controller: Controller | None = None,
-            restart: Callable[[], Ranks] | None = None, output: Any = None) -> int:
+            restart: Callable[[], Ranks] | None = None, output: Any = None,
+            demo: str | None = None) -> int:
     """Run the TUI until quit or SIGTERM; always stops the ranks and closes the session (the
     caller closes the controller, after the ranks are stopped)."""
     app = CommvizApp(session, ranks, title, lang=lang, controller=controller, restart=restart,
-                     output=output)
+                     output=output, demo=demo)
     session.start()
     previous = signal.signal(signal.SIGTERM, lambda signo, frame: app.exit())
     try:

@@ -3,17 +3,26 @@
 A ``RichLog`` grows its virtual size with every line it is given, and each growth lays the
 whole screen out again: under a training job's event rate that was most of the TUI's time.
 This widget only ever shows the tail that fits, so adding lines repaints it alone.
+A line may be a function of the width that writes it to fit (the operations log's): it is
+written when drawn, so a narrow or resized panel gets lines made for its width.
 """
 
 from __future__ import annotations
 
 import collections
+from collections.abc import Callable
 
 from rich.text import Text
 from textual.strip import Strip
 from textual.widget import Widget
 
 MAX_LINES = 500
+
+Line = str | Callable[[int | None], str]  # text, or text written for a width (None: any)
+
+
+def line_text(line: Line, width: int | None = None) -> str:
+    return line if isinstance(line, str) else line(width)
 
 
 class OpLog(Widget):
@@ -26,11 +35,11 @@ class OpLog(Widget):
     def __init__(self, *, name: str | None = None, id: str | None = None,
                  classes: str | None = None) -> None:
         super().__init__(name=name, id=id, classes=classes)
-        self.lines: collections.deque[str] = collections.deque(maxlen=MAX_LINES)
+        self.lines: collections.deque[Line] = collections.deque(maxlen=MAX_LINES)
         self._version = 0
         self._cached: tuple[tuple, list[Strip]] | None = None
 
-    def write(self, *lines: str) -> None:
+    def write(self, *lines: Line) -> None:
         if lines:
             self.lines.extend(lines)
             self._version += 1
@@ -51,7 +60,15 @@ class OpLog(Widget):
         if self._cached is None or self._cached[0] != key:
             tail = list(self.lines)[-height:] if height > 0 else []
             console, style = self.app.console, self.rich_style
-            strips = [Strip(Text(line, no_wrap=True, overflow="ellipsis").render(console))
+            strips = [Strip(_fitted(line_text(line, width), width).render(console))
                       .crop_extend(0, width, style).apply_style(style) for line in tail]
             self._cached = (key, strips)
         return self._cached[1]
+
+
+def _fitted(line: str, width: int) -> Text:
+    """A line cut to the widget's width with an ellipsis (Text.render alone would not cut
+    it: the strip's crop then cut it at the edge, without one)."""
+    text = Text(line, no_wrap=True)
+    text.truncate(width, overflow="ellipsis")
+    return text

@@ -42,24 +42,28 @@ def finding_name(kind: str, lang: str) -> str:
 
 
 def ranks_table(model: Model, now: float, now_ns: int | None = None,
-                flagged: dict[int, str] | None = None, lang: str = "en") -> Text:
+                flagged: dict[int, str] | None = None, lang: str = "en",
+                width: int | None = None) -> Text:
     """One line per rank in fixed-width columns: plain text lines are cheap to draw every
-    frame, where a table would measure every cell again. A narrow panel crops the byte
-    counts first, never a rank's state. ``flagged``: ranks a finding names, by its type."""
+    frame, where a table would measure every cell again. A panel narrower than the columns
+    (``width``) leaves out the byte counts first, then cuts the load with an ellipsis, never
+    a rank's state. ``flagged``: ranks a finding names, by its type."""
     now_ns = time.time_ns() if now_ns is None else now_ns
     ui = functools.partial(explain.ui, lang=lang)
     inflight: dict[int, list] = {}
     for op in model.inflight.values():
         inflight.setdefault(op.rank, []).append(op)
     out = Text(no_wrap=True, overflow="crop")
-    _row(out, [Text(ui(title), style="bold") for title, _, _ in RANK_COLUMNS])
+    widths = _column_widths(width)
+    _row(out, widths, [Text(ui(title), style="bold") for title, _, _ in RANK_COLUMNS])
     nodes = model.nodes()
     clocks = model.clock_offsets() if len(nodes) > 1 else {}
     order = [r for ranks in nodes.values() for r in ranks]
     for rank in order:
         s = model.ranks[rank]
         if clocks and rank == nodes[s.host][0]:  # several nodes: a line heads each
-            out.append(node_line(clocks[s.host], nodes[s.host], lang) + "\n", style="bold cyan")
+            out.append(_cut(node_line(clocks[s.host], nodes[s.host], lang), width) + "\n",
+                       style="bold cyan")
         if s.exited:
             state = Text(ui("state exited"), style="dim")
         elif now - s.last_seen > SILENT_AFTER_S:
@@ -77,11 +81,11 @@ def ranks_table(model: Model, now: float, now_ns: int | None = None,
         if flagged and rank in flagged:
             state = Text(f"⚠ {finding_name(flagged[rank], lang)}: {state.plain}",
                          style="bold red")
-        _row(out, [Text(str(rank)), Text(s.host), Text(s.device), state, _load(s, lang),
+        _row(out, widths, [Text(str(rank)), Text(s.host), Text(s.device), state, _load(s, lang),
                    Text(f"{_short(s.bytes_in, lang)}/{_short(s.bytes_out, lang)}")])
         rates = link_rates(s.telemetry[-1][1]) if s.telemetry else ""
         if rates:  # under the load, across the byte counts: a GPU's links get a line
-            out.append(" " * LINKS_AT + rates + "\n", style="cyan")
+            out.append(_cut(" " * LINKS_AT + rates, width) + "\n", style="cyan")
     out.rstrip()
     return out
 
@@ -154,12 +158,31 @@ def gpu_links_line(model: Model, lang: str = "en") -> str:
     return explain.ui("no gpu on", lang).format(who=who, note=why, more=more)
 
 
-def _row(out: Text, cells: list[Text]) -> None:
-    for i, ((_, width, right), cell) in enumerate(zip(RANK_COLUMNS, cells)):
+MIN_CUT_COLUMN = 8  # a column cut narrower than this is left out rather than shown in part
+
+
+def _column_widths(width: int | None) -> list[int]:
+    """The ranks panel's columns that fit ``width`` (None: all), the last perhaps cut."""
+    widths, left = [], width
+    for _, column, _ in RANK_COLUMNS:
+        if left is not None and left < min(column, MIN_CUT_COLUMN):
+            break
+        shown = column if left is None else min(column, left)
+        widths.append(shown)
+        left = None if left is None else left - shown - 1
+    return widths
+
+
+def _cut(line: str, width: int | None) -> str:
+    return line if width is None or len(line) <= width else line[:width - 1] + "…"
+
+
+def _row(out: Text, widths: list[int], cells: list[Text]) -> None:
+    for i, ((_, _, right), width, cell) in enumerate(zip(RANK_COLUMNS, widths, cells)):
         cell.truncate(width, overflow="ellipsis")
         pad = Text(" " * (width - cell.cell_len))
         out.append_text(pad + cell if right else cell + pad)
-        out.append(" " if i < len(cells) - 1 else "\n")
+        out.append(" " if i < len(widths) - 1 else "\n")
 
 
 def _short(n: float, lang: str = "en") -> str:
@@ -302,6 +325,7 @@ def phases(model: Model, lang: str = "en", frame: AnimFrame | None = None,
         _grid(out, sched, inst.group, current, lang)
     else:  # too many ranks, or chunks (all_to_all's n x n): the steps without the buffers
         _steps(out, sched, inst.group, current, lang)
+    out.rstrip()  # the panel's height is its text's: no blank line under the grid
     return out
 
 
@@ -432,9 +456,30 @@ def explanation(model: Model, inst: Instance | None, lang: str) -> Text:
     except KeyError:
         return Text(inst.op, style="dim")
     out = Text()
+    _explained(out, ex, _backend_of(model, inst.group), lang)
+    return out
+
+
+def before_first(model: Model, demo: str, paused: bool, lang: str) -> Text:
+    """The explanation panel before a demo's first operation is done: which key steps or
+    plays it, and what its operation is about to do (a demo named after one)."""
+    out = Text()
+    out.append(explain.ui("before paused" if paused else "before playing", lang) + "\n",
+               style="bold yellow")
+    if demo not in explain.EXPLAINED:  # straggler, ddp...: which op comes first is theirs
+        out.append(explain.ui("demo starts", lang).format(demo=demo) + "\n", style="italic")
+        return out
+    out.append(explain.ui("next op", lang).format(op=demo) + "\n", style="bold cyan")
+    backends = {s.backend for s in model.ranks.values()} & set(schedules.BACKENDS)
+    _explained(out, explain.explain(demo, lang), backends.pop() if len(backends) == 1 else None,
+               lang)
+    return out
+
+
+def _explained(out: Text, ex: explain.Explanation, backend: str | None, lang: str) -> None:
+    """An operation's explanation: how ``backend`` does it (None: every backend)."""
     out.append(ex.title + "\n", style="bold")
     out.append(ex.what + "\n")
-    backend = _backend_of(model, inst.group)
     for name, how in ex.how.items():
         if backend is None or name == backend:
             out.append(f"{explain.ui('how', lang)} ({name}): ", style="bold cyan")
@@ -443,26 +488,25 @@ def explanation(model: Model, inst: Instance | None, lang: str) -> Text:
     out.append(ex.when + "\n")
     for tip in ex.tips:
         out.append("• " + tip + "\n", style="italic")
-    return out
 
 
 FINDINGS_HISTORY = 3  # ended findings listed under the live ones
 
 
 def findings(model: Model, lang: str) -> Text:
-    """The live diagnosis: each finding that holds now (the newest explained, with what to
-    check), then the last few that ended."""
+    """The live diagnosis: each finding that holds now (the newest with what to check, then
+    what it means), then the last few that ended."""
     live = model.findings()
     out = Text()
     for f in reversed(live):
         out.append(f"⚠ {finding_name(f.type, lang)}  ", style="bold red")
         out.append(f.text(lang) + "\n")
-    if live:
+    if live:  # what to check first: the panel is short, what the finding means can scroll
         title, means, check = findings_text.advice(live[-1].type, lang)
-        out.append(f"{title}: ", style="bold")
-        out.append(means + "\n", style="italic")
         out.append(f"{explain.ui('check', lang)}: ", style="bold")
         out.append(check + "\n", style="italic")
+        out.append(f"{title}: ", style="bold")
+        out.append(means + "\n", style="italic")
     history = getattr(model.diagnosis, "history", ())
     for f in [f for f in history if f.type == "resolved"][-FINDINGS_HISTORY:]:
         if f.unresolved:  # the job ended with it: no tick, it never cleared
@@ -491,4 +535,5 @@ def source(inst: Instance | None, lang: str) -> Text:
         code = lines[number - 1].rstrip("\n")
         style = "bold reverse" if number == line else "dim"
         out.append(f"{number:4d} {code}\n", style=style)
+    out.rstrip()  # no blank line under the last one
     return out

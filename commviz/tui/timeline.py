@@ -237,24 +237,49 @@ def paced_window_s(recent: Sequence[Instance], minimum_s: float) -> float:
 
 
 _UNITS = (("s", 1e9), ("ms", 1e6), ("us", 1e3))
+_NICE = (1, 2, 5)  # ticks every 1, 2 or 5 x 10^k of the axis's unit: labels read -6s, -4s
+GAP = 3  # columns at least between two labels
+MAX_TICKS = 8  # fewer, when their labels do not fit
 
 
 def _axis(window_ns: int, width: int, lang: str = "en") -> str:
-    """'-2s   -1.5s   -1s   -0.5s   now', as many labels as fit."""
+    """'-2s   -1.5s   -1s   -0.5s   now': ticks at round times before now, as many as their
+    labels leave room for, at most MAX_TICKS (a stretched window gives -6s -4s -2s, never
+    -6.14s)."""
     now = explain.ui("now", lang)
     if width < len(now):
         return " " * width
     cells = [" "] * (width - len(now)) + list(now)
-    free_from = 0
-    for frac in (0.0, 0.25, 0.5, 0.75):
-        ago = window_ns * (1 - frac)
-        unit, scale = next(u for u in _UNITS if window_ns >= u[1] or u[0] == "us")
-        label = explain.number(f"-{ago / scale:.3g}{unit}", lang)
-        start = round(frac * width) - len(label) // 2 if frac else 0
-        if start >= free_from and start + len(label) < width - len(now) - 1:
-            cells[start:start + len(label)] = label
-            free_from = start + len(label) + 1
+    end = width - len(now) - 1  # labels end before this column, a space before "now"
+    unit, scale = next(u for u in _UNITS if window_ns >= u[1] or u[0] == "us")
+    for exponent in range(-3, 4):  # the smallest round step whose labels do not touch
+        for mantissa in _NICE:
+            if window_ns / scale > MAX_TICKS * mantissa * 10.0 ** exponent:
+                continue
+            ticks = _ticks(window_ns / scale, mantissa * 10.0 ** exponent, exponent, width, unit,
+                           lang)
+            starts = [start for start, _ in ticks]
+            ends = [start + len(label) for start, label in ticks]
+            if all(e + GAP <= s for e, s in zip(ends, starts[1:])) and all(e < end for e in ends):
+                for start, label in ticks:
+                    cells[start:start + len(label)] = label
+                return "".join(cells)
     return "".join(cells)
+
+
+def _ticks(window: float, step: float, exponent: int, width: int, unit: str,
+           lang: str) -> list[tuple[int, str]]:
+    """(first column, label) of each tick ``step`` apart before now, the oldest first, in
+    the axis's unit; a label centred on its column, clamped into the axis."""
+    decimals = max(0, -exponent)
+    ticks = []
+    for k in range(int(window / step + 1e-9), 0, -1):
+        ago = k * step
+        digits = f"{ago:.{decimals}f}".rstrip("0").rstrip(".") if decimals else f"{ago:.0f}"
+        label = explain.number(f"-{digits}{unit}", lang)
+        column = round((1 - ago / window) * width)
+        ticks.append((max(0, column - len(label) // 2), label))
+    return ticks
 
 
 @functools.lru_cache(maxsize=256)

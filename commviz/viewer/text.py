@@ -43,19 +43,23 @@ def instance_header() -> str:
 
 
 def instance_line(inst: Instance, t0_ns: int,
-                  columns: tuple[int, int, int] = LOG_COLUMNS, lang: str = "en") -> str:
+                  columns: tuple[int, int, int] = LOG_COLUMNS, lang: str = "en",
+                  width: int | None = None) -> str:
     """One line per completed collective instance or p2p transfer, in ``lang`` (the TUI's
     log; Portuguese words and decimal commas).
 
     Its time is the op's end in seconds since ``t0_ns`` (the headless viewer's: when its
     first message arrived), on the viewer's clock (other hosts' times corrected); an op that
     ended before then (a job already running when the viewer started) shows 0.000.
+    A line wider than ``width`` (a narrow terminal's log) is made shorter rather than lose
+    the skew past the edge.
     """
     ui, num = functools.partial(explain.ui, lang=lang), functools.partial(explain.number,
                                                                           lang=lang)
     op_w, who_w, seq_w = columns
     when = max(0, inst.t_end - t0_ns) / 1e9
-    if len(inst.group) == 2 and inst.op in ("send", "isend", "send_object_list"):
+    p2p = len(inst.group) == 2 and inst.op in ("send", "isend", "send_object_list")
+    if p2p:
         who = f"{inst.group[0]} -> {inst.group[1]}"
     else:
         who = ",".join(map(str, inst.group))
@@ -64,10 +68,32 @@ def instance_line(inst: Instance, t0_ns: int,
     parent = "  " + ui("in parent").format(inst.parent) if inst.parent else ""
     if inst.ddp:
         parent += "  " + ui("by ddp")
-    return (f"{num(f'{when:8.3f}')}s  {inst.op:<{op_w}} {who:<{who_w}} #{inst.seq:<{seq_w}} "
-            f"{num(human_bytes(inst.size)):>9}  {ui('time')} "
+    head = f"{num(f'{when:8.3f}')}s  {inst.op:<{op_w}} "
+    size = f"{num(human_bytes(inst.size)):>9}"
+    line = (f"{head}{who:<{who_w}} #{inst.seq:<{seq_w}} {size}  {ui('time')} "
             f"{num(f'{inst.time_ns / 1e3:8.1f}')} us  {ui('log skew')} "
             f"{num(f'{inst.skew_ns / 1e3:7.1f}')} us{parent}")
+    if width is None or len(line) <= width:
+        return line
+    # times in their own units, one space between columns; then columns left out, a
+    # collective's ranks (the ranks panel lists them) before a transfer's size
+    head = f"{num(f'{when:.3f}'):>8}s {inst.op:<{op_w}} "
+    times = (f"{ui('time')} {num(_duration(inst.time_ns)):>7} "
+             f"{ui('log skew')} {num(_duration(inst.skew_ns)):>7}{parent}")
+    for keep_who, keep_size in ((True, True), (p2p, not p2p), (p2p, False)):
+        line = (head + (f"{who:<{who_w}} " if keep_who else "") + f"#{inst.seq:<{seq_w}} "
+                + (f"{size} " if keep_size else "") + times)
+        if len(line) <= width:
+            break
+    return line
+
+
+def _duration(ns: float) -> str:
+    """Three significant digits in the unit that suits: 850 us, 7.14 ms, 1.2 s (999.7 us
+    reads 1 ms, not 1e+03 us)."""
+    unit, scale = next((u, f) for u, f in (("s", 1e9), ("ms", 1e6), ("us", 1e3))
+                       if ns >= f * 0.9995 or u == "us")
+    return f"{ns / scale:.3g} {unit}"
 
 
 def stats_table(rows: list[dict]) -> str:
