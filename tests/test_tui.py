@@ -206,21 +206,6 @@ async def test_the_source_panel_highlights_the_line_that_made_the_call(tmp_path)
 
 
 @sync
-async def test_a_source_line_longer_than_the_panel_is_cut_not_folded(tmp_path) -> None:
-    program = tmp_path / "train.py"
-    program.write_text(f"# {'a comment longer than the panel ' * 8}END\nx = 1\n")
-    session = FakeSession()
-    session.feed([dataclasses.replace(m, sites={0: (str(program), 2)})
-                  if isinstance(m, protocol.OpBatch) else m for m in scripted_all_reduce(world=4)])
-    app = make_app(session)
-    async with app.run_test(size=SIZE) as pilot:
-        await frame(pilot)
-        lines = [line.strip("│ ") for line in panel(app, "#source").splitlines()[1:-1]]
-        assert lines[:3] == [lines[0], lines[1], "2 x = 1"], lines
-        assert lines[1].startswith("1 # a comment") and lines[1].endswith("…"), lines
-
-
-@sync
 async def test_statistics_keep_their_numbers_whole_and_shorten_a_long_op_name() -> None:
     session = FakeSession()
     session.feed(scripted_collective("reduce_scatter_single", world=4, steps=2, nbytes=1 << 20)
