@@ -104,10 +104,30 @@ def _uneven(rank, world):
     ddp(torch.ones(2, 16)).sum().backward()
 
 
-def test_gradient_views_on_three_ranks_keep_ddps_own_reduction():
+def test_gradient_views_on_three_ranks_keep_ddps_own_reduction(capfd):
     run = run_ranks(_uneven, 3, timeout=60)
     for rank in range(3):
         assert [r["op"] for r in run.ops(rank)] == ["broadcast"]  # the bucket is not seen
+    # and the program is told so, once (by the first rank), rather than left to wonder
+    notes = [line for line in capfd.readouterr().err.splitlines()
+             if "gradient all-reduces are not seen" in line]
+    assert notes == ["commviz: this DDP model's gradient all-reduces are not seen: "
+                     "gradient_as_bucket_view=True on 3 ranks, not a power of two "
+                     "(docs/coverage.md says how to see them)"], notes
+
+
+def _builtin_hook(rank, world):
+    ddp = DDP(_model(), bucket_cap_mb=CAP_MB)
+    ddp._register_builtin_comm_hook(dist.BuiltinCommHookType.FP16_COMPRESS)
+    ddp(torch.ones(2, 16)).sum().backward()
+
+
+def test_a_builtin_comm_hook_is_left_to_ddp_and_said_so(capfd):
+    run = run_ranks(_builtin_hook, 2, timeout=60)
+    assert [r["op"] for r in run.ops(0)] == ["broadcast"]
+    err = capfd.readouterr().err
+    assert err.count("gradient all-reduces are not seen: DDP runs the built-in comm hook") == 1, \
+        err
 
 
 def _uninstrumented(rank, world):

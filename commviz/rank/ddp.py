@@ -114,10 +114,16 @@ def _init_wrapper(orig: Any) -> Any:
         frame = _program_frame(sys._getframe(1))
         site = hooks._site_id(frame)
         orig(self, *args, **kwargs)
-        if (getattr(self, "reducer", None) is None or self._use_python_reducer
-                or describe.group_info(self.process_group) is None
-                or not _exact_with_default_hook(self)):
-            return  # not the C++ reducer's default path: left as it is (docs/coverage.md)
+        if getattr(self, "reducer", None) is None or describe.group_info(
+                self.process_group) is None:
+            return  # nothing to reduce, or not a group commviz records
+        if self._use_python_reducer:
+            _note_unseen("DDP runs its Python reducer (compiled autograd)")
+            return
+        if not _exact_with_default_hook(self):
+            _note_unseen(f"gradient_as_bucket_view=True on {self.process_group.size()} ranks, "
+                         "not a power of two")
+            return
         handle = None
 
         def first_forward(module: Any, args: Any) -> None:
@@ -126,13 +132,33 @@ def _init_wrapper(orig: Any) -> Any:
             if hooks._ACTIVE is None:
                 return
             handle.remove()
-            if not module._get_ddp_logging_data().get("comm_hook"):
+            hook_name = module._get_ddp_logging_data().get("comm_hook")
+            if not hook_name:
                 stand_in = _stand_ins[module] = _Default(module.process_group, site)
                 dist._register_comm_hook(module.reducer, stand_in, _default_hook)
+            elif not any(name == hook_name for name in _python_hook_names(module)):
+                _note_unseen(f"DDP runs the built-in comm hook {hook_name}")
 
         handle = self.register_forward_pre_hook(first_forward)
 
     return __init__
+
+
+def _python_hook_names(module: Any) -> list[str]:
+    return [hook.__qualname__ for hook, _ in getattr(module, "_comm_hooks", [])]
+
+
+_noted: set[str] = set()
+
+
+def _note_unseen(reason: str) -> None:
+    """Say once, from the first rank only, that a DDP model's gradient all-reduces stay out
+    of sight and why: a job whose training traffic silently vanished would mislead."""
+    if reason in _noted or describe.REG.me > 0:
+        return
+    _noted.add(reason)
+    print(f"commviz: this DDP model's gradient all-reduces are not seen: {reason} "
+          "(docs/coverage.md says how to see them)", file=sys.stderr, flush=True)
 
 
 def _register_wrapper(orig: Any) -> Any:
