@@ -290,8 +290,9 @@ def _stats(args: argparse.Namespace) -> int:
     from .viewer.model import Model
 
     model = Model()
+    findings: list[dict] = []
     try:
-        for batch in _chunks(recording.read(args.file)):
+        for batch in _chunks(recording.read(args.file, findings)):
             model.apply(batch)
     except FileNotFoundError:
         raise recording.RecordingError(f"{args.file}: no such file") from None
@@ -306,12 +307,18 @@ def _stats(args: argparse.Namespace) -> int:
         raise recording.RecordingError(f"{args.file}: malformed op line ({exc!r})") from None
     rows = model.stats_table()
     if args.json:
-        print(json.dumps({"file": args.file, "records": model.records, "rows": rows}, indent=2))
+        print(json.dumps({"file": args.file, "records": model.records,
+                          "instances": model.instances, "transfers": model.transfers,
+                          "failed": model.failed, "rows": rows, "findings": findings},
+                         indent=2))
     else:
         print(text.stats_table(rows))
-        failed = f" ({model.failed} more failed: not counted)" if model.failed else ""
-        print(f"\n{model.records} op records, {model.instances} collective instances, "
-              f"{model.transfers} transfers{failed}")
+        print("\n" + text.counts_line(model.records, model.instances, model.transfers,
+                                      model.failed))
+        if findings:
+            print(f"\nfindings of the live diagnosis ({len(findings)}):")
+            for f in findings:
+                print(f"  {'  ' if f['type'] == 'resolved' else '!!'} {f['type']}: {f['message']}")
     return 0
 
 

@@ -129,8 +129,9 @@ def op_dicts(batch: protocol.OpBatch) -> list[dict[str, Any]]:
     return out
 
 
-def read(path: str | Path) -> Iterator[protocol.Message]:
-    """Messages equivalent to what was recorded, for the same model the live viewer uses."""
+def read(path: str | Path, findings: list[dict] | None = None) -> Iterator[protocol.Message]:
+    """Messages equivalent to what was recorded, for the same model the live viewer uses;
+    the live diagnosis's findings (``diag`` lines, without their kind) go to ``findings``."""
     with open(path, encoding="utf-8") as f:
         first = f.readline()
         try:
@@ -176,6 +177,8 @@ def read(path: str | Path) -> Iterator[protocol.Message]:
                     obj.get("inc", 0))
             elif kind == "topo":
                 yield _topology(obj, f"{path}:{lineno}")
+            elif kind == "diag" and findings is not None:
+                findings.append({k: v for k, v in obj.items() if k != "kind"})
         yield from _batches(pending)
 
 

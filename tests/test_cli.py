@@ -330,6 +330,34 @@ def test_stats_of_the_recording(procs, demo_run):
     assert row["time_p50_us"] > 0 and row["algbw_gbps"] > 0
 
 
+def test_stats_tells_the_counts_and_the_recorded_findings(procs, demo_run, tmp_path):
+    lines = demo_run[3].read_text(encoding="utf-8").splitlines(keepends=True)
+    found = {"type": "straggler", "ranks": [1], "group": [0, 1], "seq": 3,
+             "message": "rank 1 arrived last at all_reduce in group 0,1 3 times in a row",
+             "t_ns": 1}
+    ended = {"type": "resolved", "ranks": [1], "group": [0, 1], "seq": 4,
+             "message": "straggler of rank 1 over after 2.0 s", "t_ns": 2,
+             "about": "straggler", "duration_s": 2.0}
+    with_findings = tmp_path / "findings.jsonl"
+    with_findings.write_text("".join(lines[:-1]) + "".join(
+        json.dumps({"kind": "diag", **f}) + "\n" for f in (found, ended)) + lines[-1])
+    data = json.loads(procs.commviz("stats", str(with_findings), "--json").stdout)
+    assert (data["records"], data["instances"], data["transfers"], data["failed"]) == (10, 5, 0, 0)
+    assert data["findings"] == [found, ended]
+    table = procs.commviz("stats", str(with_findings)).stdout
+    assert "findings of the live diagnosis (2):\n" \
+        "  !! straggler: rank 1 arrived last at all_reduce in group 0,1 3 times in a row\n" \
+        "     resolved: straggler of rank 1 over after 2.0 s" in table, table
+
+
+def test_the_counts_line_sets_failed_operations_apart():
+    from commviz.viewer import text
+
+    assert text.counts_line(12, 5, 1, 0) == "12 op records, 5 collective instances, 1 transfers"
+    assert text.counts_line(12, 5, 1, 2) == \
+        "12 op records, 5 collective instances, 1 transfers; 2 failed, not counted"
+
+
 def test_stats_of_a_truncated_recording(procs, demo_run, tmp_path):
     """As a killed viewer leaves it: no summary, the last line cut in the middle."""
     text = demo_run[3].read_text(encoding="utf-8").splitlines(keepends=True)

@@ -195,7 +195,6 @@ class _Printer:
                 print(text.node_line(clocks[host], ranks), file=self.out)
         print(text.stats_table(self.session.model.stats_table()), file=self.out)
         dropped = sum(s["dropped_by_ranks"].values())
-        failed = f" ({s['failed']} more failed: not counted)" if s["failed"] else ""
-        print(f"\n{s['records']} op records, {s['instances']} collective instances, "
-              f"{s['transfers']} transfers{failed}; {s['rejected_messages']} malformed messages "
-              f"rejected; {dropped} records dropped by ranks", file=self.out, flush=True)
+        counts = text.counts_line(s["records"], s["instances"], s["transfers"], s["failed"])
+        print(f"\n{counts}; {s['rejected_messages']} malformed messages rejected; {dropped} "
+              "records dropped by ranks", file=self.out, flush=True)

@@ -96,6 +96,13 @@ def _duration(ns: float) -> str:
     return f"{ns / scale:.3g} {unit}"
 
 
+def counts_line(records: int, instances: int, transfers: int, failed: int) -> str:
+    """What was seen, summed up; ``failed``: collectives and transfers that failed or whose
+    ranks disagreed, which the statistics leave out."""
+    line = f"{records} op records, {instances} collective instances, {transfers} transfers"
+    return f"{line}; {failed} failed, not counted" if failed else line
+
+
 def stats_table(rows: list[dict]) -> str:
     """nccl-tests-like columns: size, count, time, skew, algbw, busbw (GB/s = 1e9 B/s); rows
     by op, ranks and size, as nccl-tests lists its sizes."""
