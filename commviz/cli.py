@@ -133,8 +133,9 @@ def _demo(args: argparse.Namespace) -> int:
     if args.paused and args.headless:
         raise launcher.LaunchError("--paused needs the TUI: headless runs are never paused")
     iters = args.iters if args.iters is not None else (20 if args.headless else None)
-    interval = args.interval if args.interval is not None else (0.0 if args.headless else 2.0)
-    launcher.validate(args.op, args.ranks, iters, args.size, interval)
+    info = launcher.validate(args.op, args.ranks, iters, args.size, args.interval or 0.0)
+    interval = args.interval if args.interval is not None else (
+        info.headless_interval if args.headless else 2.0)
     backend, why = launcher.choose_backend(args.backend, args.ranks)
     launcher.check_backend(args.op, backend)
     from .viewer.session import Session

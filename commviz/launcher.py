@@ -37,6 +37,7 @@ class DemoInfo:
     summary: str
     min_ranks: int
     path: Path
+    headless_interval: float = 0.0  # seconds between steps in a headless run, unless asked
 
 
 def demos() -> dict[str, DemoInfo]:
@@ -48,13 +49,13 @@ def demos() -> dict[str, DemoInfo]:
             continue
         tree = ast.parse(entry.read_text(encoding="utf-8"))
         summary = (ast.get_docstring(tree) or name).strip().splitlines()[0]
-        min_ranks = 1
-        for node in tree.body:
-            if (isinstance(node, ast.Assign) and len(node.targets) == 1
-                    and getattr(node.targets[0], "id", None) == "MIN_RANKS"
-                    and isinstance(node.value, ast.Constant)):
-                min_ranks = int(node.value.value)
-        found[name[:-3]] = DemoInfo(name[:-3], summary, min_ranks, Path(str(entry)))
+        consts = {node.targets[0].id: node.value.value for node in tree.body
+                  if isinstance(node, ast.Assign) and len(node.targets) == 1
+                  and isinstance(node.targets[0], ast.Name)
+                  and isinstance(node.value, ast.Constant)}
+        found[name[:-3]] = DemoInfo(name[:-3], summary, int(consts.get("MIN_RANKS", 1)),
+                                    Path(str(entry)),
+                                    float(consts.get("HEADLESS_INTERVAL_S", 0.0)))
     return dict(sorted(found.items()))
 
 

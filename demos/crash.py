@@ -15,6 +15,9 @@ import torch.distributed as dist
 MIN_RANKS = 2
 PG_TIMEOUT_S = 6  # seconds a rank waits inside an operation before it gives up
 CRASH_AT = 3
+# headless, steps this far apart unless --interval says otherwise: the victim dies in the
+# middle of the run, after its first records have reached the viewer (its last ones die with it)
+HEADLESS_INTERVAL_S = 0.5
 
 
 def main(ctx):

@@ -80,10 +80,10 @@ def test_hang_names_the_collective_and_the_missing_rank(procs, tmp_path):
 
 
 def test_crash_names_the_lost_rank(procs, tmp_path):
-    # steps 0.5 s apart, so the victim dies (at step 3) in the middle of the run, as the demo
-    # means it, rather than before its first heartbeat, which waits up to 1 s for a clock
-    # round trip (0.2 s apart, under load, it did)
-    rc, out, lines = _run(procs, tmp_path, "crash", 8, "--interval", "0.5")
+    # headless, the demo's steps are HEADLESS_INTERVAL_S (0.5 s) apart, so the victim dies
+    # (at step 3) in the middle of the run, as the demo means it, rather than before its first
+    # heartbeat, which waits up to 1 s for a clock round trip (0.2 s apart, under load, it did)
+    rc, out, lines = _run(procs, tmp_path, "crash", 8)
     victim = WORLD // 2
     assert rc == 1, out
     assert re.search(rf"^rank {victim} failed \(exit -9\)", out, re.M), out
@@ -93,6 +93,8 @@ def test_crash_names_the_lost_rank(procs, tmp_path):
     detectable = max(beats) + diagnose.LOST_AFTER_S * S
     assert lost[0]["t_ns"] - detectable < 2 * S
     assert f"!! lost_rank: rank {victim}" in out
+    # the steps before the crash are whole: every rank's records reached the viewer
+    assert re.search(r"^all_reduce\s+4\s+\d+\s+3\s", out, re.M), out
 
 
 def test_mismatch_named_with_both_sides_before_the_job_fails(procs, tmp_path):
