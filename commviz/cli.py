@@ -9,7 +9,7 @@ import signal
 import sys
 from types import ModuleType
 
-from . import __version__
+from . import __version__, explain
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -136,7 +136,7 @@ def _demo(args: argparse.Namespace) -> int:
     info = launcher.validate(args.op, args.ranks, iters, args.size, args.interval or 0.0)
     interval = args.interval if args.interval is not None else (
         info.headless_interval if args.headless else 2.0)
-    backend, why = launcher.choose_backend(args.backend, args.ranks)
+    backend, why = launcher.choose_backend(args.backend, args.ranks, _lang(args))
     launcher.check_backend(args.op, backend)
     from .viewer.session import Session
 
@@ -160,12 +160,12 @@ def _demo(args: argparse.Namespace) -> int:
         raise
     if args.headless:
         headless = _headless_module(args)
-        return headless.run(session, ranks, lang=_lang(args), banner=(
-            f"commviz demo {args.op}: {args.ranks} ranks, {why}; viewer at {session.addr}"))
+        return headless.run(session, ranks, lang=_lang(args), banner=explain.ui(
+            "banner demo", _lang(args)).format(op=args.op, n=args.ranks, why=why,
+                                               addr=session.addr))
     from .tui.app import run_app
 
     try:
-        from . import explain
 
         whys = {lang: launcher.choose_backend(args.backend, args.ranks, lang)[1]
                 for lang in explain.LANGS}
@@ -189,11 +189,9 @@ def _watch(args: argparse.Namespace) -> int:
                         "ranks at it with COMMVIZ_ADDR.") from None
     if args.headless:
         headless = _headless_module(args)
-        return headless.run(session, lang=_lang(args), banner=(
-            f"commviz watch: listening on {session.addr} "
-            f"(ranks: COMMVIZ_ADDR={session.addr}"
-            f"{', COMMVIZ_KEYS=DIR' if session.receiver.secure else ''}); Ctrl-C to stop"))
-    from . import explain
+        return headless.run(session, lang=_lang(args), banner=explain.ui(
+            "banner watch", _lang(args)).format(
+                addr=session.addr, keys=", COMMVIZ_KEYS=DIR" if session.receiver.secure else ""))
     from .tui.app import run_app
 
     return run_app(session, ranks=None,
@@ -235,8 +233,8 @@ def _run(args: argparse.Namespace) -> int:
         reader = session.nccl.feed if os.environ.get("NCCL_DEBUG") else None
         return headless.run_job(session, lambda: Job(cmd, session.addr, env=env, on_line=reader),
                                 lang=_lang(args),
-                                banner=(f"viewer at {session.addr}; running {shlex.join(cmd)} "
-                                        "(Ctrl-C stops it)"))
+                                banner=explain.ui("banner run", _lang(args)).format(
+                                    addr=session.addr, cmd=shlex.join(cmd)))
     try:
         job = Job(cmd, session.addr, capture=True, env=env, on_line=session.nccl.feed)
     except BaseException:
@@ -254,7 +252,7 @@ def _run(args: argparse.Namespace) -> int:
     if tail:
         print(f"[commviz] the job's last {len(tail)} lines of output:")
         print("\n".join(line.text for line in tail))
-    print(f"[commviz] {job.describe_end()}")
+    print(f"[commviz] {job.describe_end(_lang(args))}")
     return job.exit_code
 
 

@@ -1324,6 +1324,44 @@ _UI_PAIRS: dict[str, tuple[str, str]] = {
     "log skew": ("skew", "defasagem"),
     "in parent": ("(in {})", "(em {})"),
     "by ddp": ("(by DDP)", "(pelo DDP)"),
+    # the headless viewer's lines and summary (commviz/viewer/headless.py, text.py)
+    "banner demo": ("commviz demo {op}: {n} ranks, {why}; viewer at {addr}",
+                    "commviz demo {op}: {n} ranks, {why}; viewer em {addr}"),
+    "banner watch": ("commviz watch: listening on {addr} (ranks: COMMVIZ_ADDR={addr}{keys}); "
+                     "Ctrl-C to stop",
+                     "commviz watch: escutando em {addr} (ranks: COMMVIZ_ADDR={addr}{keys}); "
+                     "Ctrl-C para parar"),
+    "banner run": ("viewer at {addr}; running {cmd} (Ctrl-C stops it)",
+                   "viewer em {addr}; rodando {cmd} (Ctrl-C o para)"),
+    "rank joined": ("rank {rank}/{world} joined: {host} pid {pid} {backend} {device}",
+                    "rank {rank}/{world} entrou: {host} pid {pid} {backend} {device}"),
+    "job joined": ("job {job}: {ranks} joined",
+                   "job {job}: {ranks} entrou|job {job}: {ranks} entraram"),
+    "head end": ("end (s)", "fim (s)"),
+    "head size": ("size", "tamanho"),
+    "head times": ("time from the last arrival, skew of the arrivals",
+                   "tempo desde a última chegada, defasagem das chegadas"),
+    "stats size": ("size (B)", "tamanho (B)"),
+    "stats skew": ("skew (us)", "defasagem (us)"),
+    "stats none": ("(no completed collective or transfer)",
+                   "(nenhuma coletiva ou transferência concluída)"),
+    "counts": ("{records} op records, {instances} collective instances, {transfers} transfers",
+               "{records} registros de op, {instances} instâncias de coletivas, "
+               "{transfers} transferências"),
+    "counts failed": ("; {failed} failed, not counted", "; {failed} com falha, não contadas"),
+    "counts viewer": ("; {rejected} malformed messages rejected; {dropped} records dropped by "
+                      "ranks",
+                      "; {rejected} mensagens malformadas rejeitadas; {dropped} registros "
+                      "descartados pelos ranks"),
+    "no goodbye": ("{ranks} ended without saying goodbye (crashed, killed, or stopped)",
+                   "{ranks} terminou sem se despedir (caiu, foi morto ou parado)|{ranks} "
+                   "terminaram sem se despedir (caíram, foram mortos ou parados)"),
+    "job running": ("the job is still running", "o job ainda está rodando"),
+    "job stopped": ("the job was stopped ({reason}); exit code {code}",
+                    "o job foi parado ({reason}); código de saída {code}"),
+    "job killed": ("the job was killed by {signal} (exit code {code})",
+                   "o job foi morto por {signal} (código de saída {code})"),
+    "job exited": ("the job exited with code {code}", "o job terminou com código {code}"),
     "n ranks": ("{n} ranks", "{n} ranks"),
     "more operations": ("… {n} more operation (statistics count every one)|… {n} more "
                         "operations (statistics count every one)",

@@ -29,6 +29,8 @@ from typing import BinaryIO, TextIO
 
 import psutil
 
+from . import explain
+
 ENV_JOB = "COMMVIZ_JOB"
 SITE_DIR = Path(__file__).resolve().parent / "_site"
 INT_GRACE_S = 5.0   # after SIGINT (torchrun then stops its workers itself)
@@ -200,16 +202,16 @@ class Job:
             return 128 + self.stopped_by
         return 128 - rc if rc < 0 else rc
 
-    def describe_end(self) -> str:
-        """One line on how the job ended, for the user."""
+    def describe_end(self, lang: str = "en") -> str:
+        """One line on how the job ended, for the user, in ``lang``."""
         rc, code = self.proc.returncode, self.exit_code
         if rc is None:
-            return "the job is still running"
+            return explain.ui("job running", lang)
         if self.stopped_by is not None:
-            return f"the job was stopped ({self.stop_reason}); exit code {code}"
+            return explain.ui("job stopped", lang).format(reason=self.stop_reason, code=code)
         if rc < 0:
-            return f"the job was killed by {_signame(-rc)} (exit code {code})"
-        return f"the job exited with code {rc}"
+            return explain.ui("job killed", lang).format(signal=_signame(-rc), code=code)
+        return explain.ui("job exited", lang).format(code=rc)
 
     def poll(self) -> int | None:
         """The first process's return code once the job has ended, else None."""

@@ -109,3 +109,34 @@ def test_the_stats_table_lists_rows_by_op_ranks_and_size():
     assert [line.split()[:3] for line in lines[2:]] == [
         ["all_reduce", "2", "64"], ["all_reduce", "4", "64"], ["all_reduce", "4", "4096"],
         ["broadcast", "4", "64"]]
+
+
+def test_headless_lines_speak_the_language_asked():
+    """--lang pt: the header, the lines, the statistics and the counts in Portuguese (the
+    source material's language); the table's numbers keep their decimal point for programs."""
+    session = Session("tcp://127.0.0.1:*", collect_instances=True)
+    try:
+        session.first_message_ns = T
+        session.model.new_instances = [_inst("all_reduce", (0, 1), 1, 2, 3)]
+        out = io.StringIO()
+        printer = headless._Printer(session, out, "pt")
+        printer.flush()
+        lines = out.getvalue().splitlines()
+        assert lines[0].split()[:2] == ["fim", "(s)"] and "tamanho" in lines[0], lines
+        assert "tempo desde a última chegada, defasagem das chegadas" in lines[0]
+        assert re.search(r"0,003s  all_reduce .* 4,0 KiB  tempo +1000,0 us  defasagem ",
+                         lines[1]), lines
+    finally:
+        session.close()
+    rows = [{"op": "all_reduce", "ranks": 2, "size": 4096, "count": 3, "time_p50_us": 624.8,
+             "time_p99_us": 833.0, "skew_p50_us": 13.8, "algbw_gbps": 0.00656,
+             "busbw_gbps": 0.00656}]
+    table = text.stats_table(rows, "pt").splitlines()
+    assert table[0].split() == ["op", "ranks", "tamanho", "(B)", "vezes", "p50", "(us)", "p99",
+                                "(us)", "defasagem", "(us)", "algbw", "busbw"], table
+    assert table[2].split()[3:] == ["3", "624.8", "833.0", "13.8", "0.00656", "0.00656"]
+    # the longer Portuguese heads widen their columns: the numbers stay under them
+    assert table[0].index("(us)", table[0].index("defasagem")) + 4 == table[2].index("13.8") + 4
+    assert text.counts_line(6, 3, 1, 2, "pt") == \
+        "6 registros de op, 3 instâncias de coletivas, 1 transferências; 2 com falha, não contadas"
+    assert text.stats_table([], "pt").endswith("(nenhuma coletiva ou transferência concluída)")

@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable
 from typing import TextIO
 
+from .. import explain
 from ..job import Interrupts, Job
 from ..launcher import Ranks
 from . import text
@@ -26,7 +27,7 @@ def run(session: Session, ranks: Ranks | None = None, out: TextIO = sys.stdout,
 
     ``banner`` is printed first, once SIGINT/SIGTERM already lead to a clean stop, so whoever
     reads it may signal at once. The handlers stay until everything is stopped and closed.
-    ``lang``: the language of the findings' lines.
+    ``lang``: the language of the lines (the numbers of the tables keep their decimal point).
     """
     stop = threading.Event()
     previous = {sig: signal.signal(sig, lambda *_: stop.set())
@@ -108,9 +109,9 @@ def run_job(session: Session, start: Callable[[], Job], out: TextIO = sys.stdout
                 with session.lock:
                     silent = sorted(r for r, s in session.model.ranks.items() if not s.exited)
                 if silent:
-                    print(f"rank(s) {', '.join(map(str, silent))} ended without saying goodbye "
-                          "(crashed, killed, or stopped)", file=out)
-                print(job.describe_end(), file=out, flush=True)
+                    print(explain.ui_n("no goodbye", len(silent), lang,
+                                       ranks=text.ranks_phrase(silent)), file=out)
+                print(job.describe_end(lang), file=out, flush=True)
     assert job is not None and job.exit_code is not None
     return job.exit_code
 
@@ -164,15 +165,17 @@ class _Printer:
             self.known.update((s.rank, s.job) for s in joined)
         for job in sorted({s.job for s in joined if s.job > 1}):  # a job after the first
             ranks = [s.rank for s in joined if s.job == job]
-            print(f"job {job}: {text.ranks_phrase(ranks)} joined", file=self.out)
+            print(explain.ui_n("job joined", len(ranks), self.lang, job=job,
+                               ranks=text.ranks_phrase(ranks)), file=self.out)
         for s in joined:
-            print(f"rank {s.rank}/{s.world} joined: {s.host} pid {s.pid} {s.backend} {s.device}",
-                  file=self.out)
+            print(explain.ui("rank joined", self.lang).format(
+                rank=s.rank, world=s.world, host=s.host, pid=s.pid, backend=s.backend,
+                device=s.device), file=self.out)
         if new and self.t0 is None:
-            print(text.instance_header(), file=self.out)
+            print(text.instance_header(self.lang), file=self.out)
             self.t0 = self.session.first_message_ns or min(i.t_end for i in new)
         for inst in sorted(new, key=lambda i: i.t_end):  # in time order within a round
-            print(text.instance_line(inst, self.t0, text.COLUMNS), file=self.out)
+            print(text.instance_line(inst, self.t0, text.COLUMNS, self.lang), file=self.out)
         for f in found:
             print(text.finding_line(f, self.lang), file=self.out)
         if not self.nccl_said:
@@ -193,8 +196,10 @@ class _Printer:
         if any(not c.local for c in clocks.values()):  # several nodes, or a node elsewhere
             for host, ranks in model.nodes().items():
                 print(text.node_line(clocks[host], ranks), file=self.out)
-        print(text.stats_table(self.session.model.stats_table()), file=self.out)
+        print(text.stats_table(self.session.model.stats_table(), self.lang), file=self.out)
         dropped = sum(s["dropped_by_ranks"].values())
-        counts = text.counts_line(s["records"], s["instances"], s["transfers"], s["failed"])
-        print(f"\n{counts}; {s['rejected_messages']} malformed messages rejected; {dropped} "
-              "records dropped by ranks", file=self.out, flush=True)
+        counts = text.counts_line(s["records"], s["instances"], s["transfers"], s["failed"],
+                                  self.lang)
+        viewer = explain.ui("counts viewer", self.lang).format(
+            rejected=s["rejected_messages"], dropped=dropped)
+        print(f"\n{counts}{viewer}", file=self.out, flush=True)

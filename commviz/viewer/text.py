@@ -35,11 +35,12 @@ COLUMNS = (max(map(len, OPS)), 12, 7)
 LOG_COLUMNS = (14, 9, 5)
 
 
-def instance_header() -> str:
+def instance_header(lang: str = "en") -> str:
     """The headless columns of ``instance_line``, printed once above the first."""
     op_w, who_w, seq_w = COLUMNS
-    return (f"{'end (s)':>9}  {'op':<{op_w}} {'ranks':<{who_w}} {'seq':<{seq_w + 1}} "
-            f"{'size':>9}  time from the last arrival, skew of the arrivals")
+    ui = functools.partial(explain.ui, lang=lang)
+    return (f"{ui('head end'):>9}  {'op':<{op_w}} {'ranks':<{who_w}} {'seq':<{seq_w + 1}} "
+            f"{ui('head size'):>9}  {ui('head times')}")
 
 
 def instance_line(inst: Instance, t0_ns: int,
@@ -96,26 +97,34 @@ def _duration(ns: float) -> str:
     return f"{ns / scale:.3g} {unit}"
 
 
-def counts_line(records: int, instances: int, transfers: int, failed: int) -> str:
+def counts_line(records: int, instances: int, transfers: int, failed: int,
+                lang: str = "en") -> str:
     """What was seen, summed up; ``failed``: collectives and transfers that failed or whose
     ranks disagreed, which the statistics leave out."""
-    line = f"{records} op records, {instances} collective instances, {transfers} transfers"
-    return f"{line}; {failed} failed, not counted" if failed else line
+    line = explain.ui("counts", lang).format(records=records, instances=instances,
+                                             transfers=transfers)
+    return line + explain.ui("counts failed", lang).format(failed=failed) if failed else line
 
 
-def stats_table(rows: list[dict]) -> str:
+def stats_table(rows: list[dict], lang: str = "en") -> str:
     """nccl-tests-like columns: size, count, time, skew, algbw, busbw (GB/s = 1e9 B/s); rows
-    by op, ranks and size, as nccl-tests lists its sizes."""
-    head = (f"{'op':<22} {'ranks':>5} {'size (B)':>12} {'count':>7} {'p50 (us)':>10} "
-            f"{'p99 (us)':>10} {'skew (us)':>10} {'algbw':>8} {'busbw':>8}")
+    by op, ranks and size, as nccl-tests lists its sizes. Numbers keep their decimal point
+    in every language: the table is also read by programs."""
+    ui = functools.partial(explain.ui, lang=lang)
+    size_w, count_w, skew_w = (max(w, len(ui(k))) for w, k in ((12, "stats size"),
+                                                                 (7, "col count"),
+                                                                 (10, "stats skew")))
+    head = (f"{'op':<22} {'ranks':>5} {ui('stats size'):>{size_w}} {ui('col count'):>{count_w}} "
+            f"{'p50 (us)':>10} {'p99 (us)':>10} {ui('stats skew'):>{skew_w}} {'algbw':>8} "
+            f"{'busbw':>8}")
     lines = [head, "-" * len(head)]
     for r in sorted(rows, key=lambda r: (r["op"], r["ranks"], r["size"])):
-        lines.append(f"{r['op']:<22} {r['ranks']:>5} {r['size']:>12} {r['count']:>7} "
-                     f"{r['time_p50_us']:>10.1f} {r['time_p99_us']:>10.1f} "
-                     f"{r['skew_p50_us']:>10.1f} {gbps_text(r['algbw_gbps']):>8} "
-                     f"{gbps_text(r['busbw_gbps']):>8}")
+        lines.append(f"{r['op']:<22} {r['ranks']:>5} {r['size']:>{size_w}} "
+                     f"{r['count']:>{count_w}} {r['time_p50_us']:>10.1f} "
+                     f"{r['time_p99_us']:>10.1f} {r['skew_p50_us']:>{skew_w}.1f} "
+                     f"{gbps_text(r['algbw_gbps']):>8} {gbps_text(r['busbw_gbps']):>8}")
     if not rows:
-        lines.append("(no completed collective or transfer)")
+        lines.append(ui("stats none"))
     return "\n".join(lines)
 
 
