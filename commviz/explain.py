@@ -1416,6 +1416,7 @@ _UI_PAIRS: dict[str, tuple[str, str]] = {
     "key palette": ("palette", "paleta"),
     "nccl algorithm": ("algorithm: {} (from NCCL's log)", "algoritmo: {} (do log do NCCL)"),
     "palette search": ("Search for commands…", "Buscar comandos…"),
+    "language help": ("every panel in Brazilian Portuguese", "todos os painéis em inglês"),
     # several nodes: a line heads each node's ranks in the ranks panel
     "node": ("node {host}: {ranks}; {when}", "nó {host}: {ranks}; {when}"),
     "viewer's clock": ("the viewer's host and clock", "o host e o relógio do visualizador"),

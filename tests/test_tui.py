@@ -853,10 +853,14 @@ async def test_the_command_palette_offers_this_sessions_actions_and_switches_lan
         assert "Pause" not in titles and "Restart" not in titles  # watching: no demo to drive
         switch = next(c for c in app.get_system_commands(app.screen)
                       if c.title.startswith("Language"))
+        assert switch.help == "every panel in Brazilian Portuguese"  # not its title again
         switch.callback()
         await frame(pilot)
         assert "Por dentro da operação no replay" in panel(app, "#phases")
         assert "cada rank envia até" in panel(app, "#phases")
+        # the operations already in the log are written again, in Portuguese
+        logged = panel(app, "#log")
+        assert " tempo " in logged and " time " not in logged, logged
         assert "all_reduce em anel do gloo" in panel(app, "#phases") + panel(app, "#topology")
         # the footer's keys, Textual's own commands and the palette's search box too
         screen = screen_text(app)

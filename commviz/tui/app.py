@@ -261,17 +261,23 @@ class CommvizApp(App):
             findings = render.findings(model, self.lang)
             self._show("#findings", findings, _height_key(findings))
 
+    def _log_line(self, inst: Any, width: int | None) -> str:
+        return text.instance_line(inst, self._t0, text.LOG_COLUMNS, self.lang, width)
+
+    def _skipped_line(self, skipped: int, width: int | None) -> str:
+        return explain.ui_n("more operations", skipped, self.lang)
+
     def _refresh_logs(self, model: Any) -> None:
         """The operations log, the job's output and the viewer's status."""
         live = model.findings()
         new, self._new = self._new, []
         if new and self._t0 is None:
             self._t0 = new[0].t_first_start
-        # each line written when drawn, for the log's width: a narrow one gets shorter lines
-        lines: list[Line] = [functools.partial(text.instance_line, inst, self._t0,
-                                               text.LOG_COLUMNS, self.lang) for inst in new]
+        # each line written when drawn, for the log's width (a narrow one gets shorter lines)
+        # and in the screen's language of the moment
+        lines: list[Line] = [functools.partial(self._log_line, inst) for inst in new]
         if self._skipped > 0:  # faster than anyone can read: say how many were summed up
-            lines.insert(0, explain.ui_n("more operations", self._skipped, self.lang))
+            lines.insert(0, functools.partial(self._skipped_line, self._skipped))
             self._skipped = 0
         self.query_one("#log", OpLog).write(*lines)
         if self._output is not None:
@@ -425,11 +431,11 @@ class CommvizApp(App):
             yield command if pt is None else command._replace(title=pt[0], help=pt[1])
         for action, name, key in self.PALETTE:
             if self.check_action(action, ()):
-                title = explain.ui(name, self.lang)
+                title, help_text = explain.ui(name, self.lang), f"key: {key}"
                 if action == "switch_lang":
                     title = f"{title}: {'Português' if self.lang == 'en' else 'English'}"
-                yield SystemCommand(title, f"key: {key}" if key else title,
-                                    getattr(self, f"action_{action}"))
+                    help_text = explain.ui("language help", self.lang)
+                yield SystemCommand(title, help_text, getattr(self, f"action_{action}"))
 
     def action_command_palette(self) -> None:
         """Textual's palette, its search box in the language."""
@@ -440,6 +446,7 @@ class CommvizApp(App):
     def action_switch_lang(self) -> None:
         """English <-> Brazilian Portuguese, for every panel at once."""
         self.lang = "pt" if self.lang == "en" else "en"
+        self.query_one("#log", OpLog).redraw()  # the lines already there, in the new language
         self._titles()
         self._explained = self._replayed = None
         self._slow_at = float("-inf")

@@ -45,6 +45,11 @@ class OpLog(Widget):
             self._version += 1
             self.refresh()
 
+    def redraw(self) -> None:
+        """Write every line again (those written when drawn follow the screen's language)."""
+        self._version += 1
+        self.refresh()
+
     def clear(self) -> None:
         self.lines.clear()
         self._version += 1
