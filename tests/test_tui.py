@@ -861,6 +861,8 @@ async def test_the_command_palette_offers_this_sessions_actions_and_switches_lan
         # the operations already in the log are written again, in Portuguese
         logged = panel(app, "#log")
         assert " tempo " in logged and " time " not in logged, logged
+        # the viewer panel's longer Portuguese lines wrap: it grows rather than lose its last
+        assert "perdido ou" in panel(app, "#status") and "divergente" in panel(app, "#status")
         assert "all_reduce em anel do gloo" in panel(app, "#phases") + panel(app, "#topology")
         # the footer's keys, Textual's own commands and the palette's search box too
         screen = screen_text(app)

@@ -307,7 +307,8 @@ class CommvizApp(App):
             status += "\n" + self._control_line()
         events = [self._event(key, fields) for key, fields in self._events[-8:]]
         status = "\n".join([status, *events])
-        self._show("#status", Text(status), status.count("\n"))  # not markup: [brackets]
+        shown = Text(status)  # not markup: [brackets]
+        self._show("#status", shown, _height_key(shown))  # its lines wrap: a longer one may too
 
     def _show(self, selector: str, renderable: Any, height_key: int | None) -> None:
         """Update a panel; lay the screen out again only when its height may have changed
