@@ -1297,6 +1297,7 @@ _UI_PAIRS: dict[str, tuple[str, str]] = {
     "legend transferring": ("transferring", "transferindo"),
     "legend dropped": ("history dropped", "histórico descartado"),
     "now": ("now", "agora"),
+    "timeline end": ("end", "fim"),
     # the replay
     "waiting first": ("waiting for the first operation…", "aguardando a primeira operação…"),
     "real transfer": ("a real transfer, reported by both ranks",

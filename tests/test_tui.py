@@ -223,6 +223,23 @@ async def test_statistics_keep_their_numbers_whole_and_shorten_a_long_op_name() 
 
 
 @sync
+async def test_the_timeline_stops_at_the_runs_end_once_every_rank_has_left() -> None:
+    session = FakeSession()
+    session.feed(scripted_all_reduce(world=4) + [bye(r) for r in range(4)])
+    app = make_app(session)
+    async with app.run_test(size=SIZE) as pilot:
+        session.clock.advance(60)  # a minute later, the run's last seconds are still drawn
+        await frame(pilot)
+        lines = panel(app, "#timeline").splitlines()
+        lanes = [line for line in lines if line.lstrip("│ ").startswith("r")]
+        assert len(lanes) == 4 and all("█" in lane or "░" in lane for lane in lanes), lines
+        assert lines[-2].rstrip("│ ").endswith(" end") and "now" not in lines[-2], lines
+        app.action_switch_lang()
+        await frame(pilot)
+        assert panel(app, "#timeline").splitlines()[-2].rstrip("│ ").endswith(" fim")
+
+
+@sync
 async def test_the_explanation_follows_the_op_and_the_language() -> None:
     session = FakeSession()
     session.feed(scripted_all_gather(world=4))

@@ -80,10 +80,11 @@ def lane_runs(segments_by_rank: Mapping[int, Lane], inflight: Iterable[InFlight]
               t0_ns: int, t1_ns: int, width: int,
               horizon: Mapping[int, int] | None = None,
               phases: Mapping[int, Sequence[PhaseSpan]] | None = None,
-              lang: str = "en") -> list[list[tuple[str, str]]]:
+              lang: str = "en", ended: bool = False) -> list[list[tuple[str, str]]]:
     """``render_lanes`` as runs of (characters, style name), each line at most ``width``:
     what the widget turns into segments without building rich Text. A rank with compute
-    phases (``commviz.phase``) gets a line of them under its lane, on the same time axis."""
+    phases (``commviz.phase``) gets a line of them under its lane, on the same time axis.
+    ``ended``: t1_ns is the run's end, not now, and the axis says so."""
     running: dict[int, list[InFlight]] = {}
     for op in inflight:
         running.setdefault(op.rank, []).append(op)
@@ -101,7 +102,9 @@ def lane_runs(segments_by_rank: Mapping[int, Lane], inflight: Iterable[InFlight]
         if phases and phases.get(rank) and lane_w:
             lines.append(_cut([(" " * label_w, ""),
                                *_phase_runs(phases[rank], t0_ns, t1_ns, lane_w)], width))
-    lines.append(_cut([(" " * label_w + _axis(t1_ns - t0_ns, lane_w, lang), "dim")], width))
+    lines.append(_cut([(" " * label_w + _axis(t1_ns - t0_ns, lane_w, lang,
+                                              "timeline end" if ended else "now"), "dim")],
+                      width))
     return lines
 
 
@@ -240,13 +243,14 @@ _UNITS = (("s", 1e9), ("ms", 1e6), ("us", 1e3))
 _NICE = (1, 2, 5)  # ticks every 1, 2 or 5 x 10^k of the axis's unit: labels read -6s, -4s
 GAP = 3  # columns at least between two labels
 MAX_TICKS = 8  # fewer, when their labels do not fit
+END_MARGIN = 20  # an ended run's window closes 1/20 of its width after its last op
 
 
-def _axis(window_ns: int, width: int, lang: str = "en") -> str:
-    """'-2s   -1.5s   -1s   -0.5s   now': ticks at round times before now, as many as their
-    labels leave room for, at most MAX_TICKS (a stretched window gives -6s -4s -2s, never
-    -6.14s)."""
-    now = explain.ui("now", lang)
+def _axis(window_ns: int, width: int, lang: str = "en", right: str = "now") -> str:
+    """'-2s   -1.5s   -1s   -0.5s   now': ticks at round times before now (or before the
+    run's end, ``right`` "timeline end"), as many as their labels leave room for, at most
+    MAX_TICKS (a stretched window gives -6s -4s -2s, never -6.14s)."""
+    now = explain.ui(right, lang)
     if width < len(now):
         return " " * width
     cells = [" "] * (width - len(now)) + list(now)
@@ -298,6 +302,7 @@ class _Frame:
     t0_ns: int
     t1_ns: int
     phases: dict[int, list[PhaseSpan]]
+    ended: bool  # every rank said goodbye: t1_ns is just after the run's last op, not now
 
 
 class Timeline(Widget):
@@ -326,10 +331,19 @@ class Timeline(Widget):
     def update_from(self, model: Model, now_ns: int) -> None:
         """Copy what the next frame draws. Call it under the session lock; drawing happens
         later, outside it."""
-        since = now_ns - int(paced_window_s(model.recent, self.window_s) * 1e9)
+        window_ns = int(paced_window_s(model.recent, self.window_s) * 1e9)
+        # once every rank has said goodbye the window stops at the run's end: its last
+        # seconds stay on screen to be read, rather than scroll away into an empty lane
+        ranks = list(model.ranks.values())
+        last = max((s.last_end_ns for s in ranks), default=0)
+        ended = bool(ranks) and all(s.exited for s in ranks) and not model.inflight and last > 0
+        if ended:
+            now_ns = min(now_ns, last + window_ns // END_MARGIN)
+        since = now_ns - window_ns
         rows = self._rows()
         self._frame = _Frame(model.lanes(since, now_ns), list(model.inflight.values()),
-                             dict(model.lane_horizon), since, now_ns, model.phases(since, now_ns))
+                             dict(model.lane_horizon), since, now_ns, model.phases(since, now_ns),
+                             ended)
         self._version += 1
         self.refresh(layout=self._rows() != rows)
 
@@ -356,7 +370,7 @@ class Timeline(Widget):
         if self._cached is None or self._cached[0] != key:
             f = self._frame
             lines = lane_runs(f.segments, f.inflight, f.t0_ns, f.t1_ns, width, f.horizon,
-                              f.phases, self.lang)
+                              f.phases, self.lang, f.ended)
             base = self.rich_style
             strips = [Strip([RichSegment(chars, _style(base, name)) for chars, name in runs])
                       .extend_cell_length(width, base) for runs in lines]
