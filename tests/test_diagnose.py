@@ -107,6 +107,66 @@ def test_straggler_clears_after_three_instances_on_time():
     assert diag.findings() == []
 
 
+G3 = {0: ("0", (0, 1, 2))}
+
+
+def _step(k, late=None, late_at="all_reduce", late_ms=300.0):
+    """One training step of 3 ranks (user trial): all_reduce, all_gather, barrier in group
+    0-2, each its own instance; ``late`` arrives ``late_ms`` late at the ``late_at`` one, and
+    everyone leaves it together, so the next ones are on time."""
+    base, batches = k * 10_000.0, {r: [] for r in range(3)}
+    for i, op in enumerate(("all_reduce", "all_gather", "barrier")):
+        seq = 3 * k + i + 1
+        starts = {r: base + i * 1000 + 0.1 * r + (late_ms if (r, op) == (late, late_at) else 0)
+                  for r in range(3)}
+        end = max(starts.values()) + 1
+        for r in range(3):
+            batches[r].append(_rec(seq, starts[r], end, op=op, nbytes=4096 if i < 2 else 0))
+    return [op_batch(r, recs, G3) for r, recs in batches.items()]
+
+
+def test_a_rank_late_at_each_steps_first_collective_is_named_after_three_steps():
+    """The collectives after the late one are on time (everyone leaves it together): they do
+    not hide a rank that is last at every step's all_reduce (user trial, 3 ranks)."""
+    clock, model, diag = _setup(world=3)
+    for k in (1, 2):
+        model.apply(_step(k, late=2))
+        assert diag.update() == []
+    model.apply(_step(3, late=2))
+    (f,) = diag.update()
+    assert _types([f]) == [("straggler", (2,), (0, 1, 2), 10)]
+    assert "rank 2 arrived last at all_reduce in group 0-2 3 times in a row" in f.message
+    assert "on average 300 ms after the others" in f.message
+    # ranks 0 and 1 waited about 0.3 s each at each of the 3 steps
+    assert "who waited 1.80 s for it" in f.message
+
+
+def test_a_rank_late_once_at_each_of_different_collectives_is_no_straggler():
+    clock, model, diag = _setup(world=3)
+    for k, op in enumerate(("all_reduce", "all_gather", "barrier", "all_reduce"), start=1):
+        model.apply(_step(k, late=1, late_at=op))
+    assert diag.update() == []
+
+
+def test_overlapping_waits_are_counted_once():
+    """DDP's two bucket all_reduces overlap: rank 0 waits for rank 2 in both at once, which
+    is 0.3 s of waiting, not 0.6 s (user trial: 'waited 22.99 s' in a 12 s job)."""
+    clock, model, diag = _setup(world=3)
+    for k in (1, 2, 3):
+        b, seq = k * 10_000.0, 2 * k
+        a = {0: b, 1: b + 0.1, 2: b + 300}
+        c = {0: b + 1, 1: b + 1.1, 2: b + 300.5}
+        model.apply([op_batch(r, [_rec(seq - 1, a[r], b + 301, nbytes=4096),
+                                  _rec(seq, c[r], b + 302, nbytes=8192)], G3)
+                     for r in range(3)])
+    (f,) = diag.update()
+    assert (f.type, f.ranks) == ("straggler", (2,))
+    assert "arrived last at all_reduce in group 0-2 3 times in a row" in f.message
+    # per step: rank 0 waited 300.5 ms, rank 1 300.4 ms (the sum would be 3.60 s)
+    assert "who waited 1.80 s for it" in f.message
+    assert "que esperaram 1.80 s por ele" in f.message_pt
+
+
 def test_lateness_is_judged_against_the_ops_own_duration():
     """50 ms late at an op that itself takes 100 ms is normal jitter, not a straggler."""
     clock, model, diag = _setup()

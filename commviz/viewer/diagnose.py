@@ -13,8 +13,12 @@ Thresholds and why:
 * straggler: a rank is late at an instance when it arrives last by more than
   max(10 ms, 2 x the op's own median transfer time, 3 x its jitter (p90 - p50)): the jitter
   of a loaded 2-core machine is a few ms, so only a real lag stands out. Named after it was
-  late 3 instances in a row (a single late arrival is noise); once named, cleared only after
-  3 instances in a row on time, so a rank late most of the time does not flicker.
+  late 3 instances in a row of the same collective (group, op and size: a training step's
+  first collective is where a slow rank shows, the next ones are on time as everyone leaves
+  the late one together); a single late arrival is noise. Once named, cleared only after 3
+  instances in a row of that collective on time, so a rank late most of the time does not
+  flicker. What the others waited for it is the union of their waits (per waiting rank):
+  DDP's bucket all_reduces overlap, and the same wait is not counted twice.
 * hang: an instance entered by some ranks and not others for more than 1 s (no healthy
   demo came near it in 10 minutes on a loaded 2-core machine: bench/false_findings.py),
   while someone still waits in it; the same for a send or receive whose counterpart never
@@ -61,7 +65,7 @@ import collections
 import re
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -133,13 +137,29 @@ class Finding:
 
 @dataclass
 class _Streak:
-    rank: int = -1
+    """One rank's late arrivals in a row at one (group, op, size)."""
+
+    rank: int
     late: int = 0
     on_time: int = 0
     lateness_ns: int = 0
-    waited_ns: int = 0
-    op: str = ""
     seq: int = 0
+
+
+@dataclass
+class _Waits:
+    """The waits of a group's ranks for one straggler, as a union of intervals per waiting
+    rank: total waited and where its last interval ends (records of one rank arrive in
+    order; an older interval that comes late adds nothing, never more than it could)."""
+
+    total_ns: dict[int, int] = field(default_factory=dict)
+    end_ns: dict[int, int] = field(default_factory=dict)
+
+    def add(self, rank: int, start: int, end: int) -> None:
+        start = max(start, self.end_ns.get(rank, start))
+        if end > start:
+            self.total_ns[rank] = self.total_ns.get(rank, 0) + end - start
+            self.end_ns[rank] = end
 
 
 @dataclass
@@ -167,7 +187,8 @@ class Diagnosis:
         model.diagnosis = self
         self._active: dict[tuple, Finding] = {}
         self._durations: dict[tuple[int, str, int], collections.deque] = {}
-        self._streaks: dict[int, _Streak] = {}
+        self._streaks: dict[tuple[int, str, int], _Streak] = {}  # (group, op, size) ->
+        self._waits: dict[tuple[int, int], _Waits] = {}  # (group, straggler) -> its streaks'
         self._mismatched: dict[tuple[int, int], tuple[Finding, float]] = {}
         self._pairs: dict[tuple[str, int], dict[tuple[int, int], collections.deque]] = {}
         self._pair_seq: dict[tuple[int, int], int] = {}
@@ -258,7 +279,6 @@ class Diagnosis:
         ends = starts + counts - 1
         last_i, second_i = order[ends], order[np.maximum(ends - 1, starts)]
         lateness = t0[last_i] - t0[second_i]
-        waited = counts * t0[last_i] - np.add.reduceat(t0, starts)
         transfer = np.maximum.reduceat(rows["t_end"], starts) - t0[last_i]
         failed = np.logical_or.reduceat((rows["flags"] & protocol.FLAG_FAILED) > 0, starts)
         row_sizes = self.model.sizes_of(rows)
@@ -281,24 +301,42 @@ class Diagnosis:
                 key = (g, protocol.OPS[op[i]], int(sizes[i]))
                 if key not in thresholds:
                     thresholds[key] = _late_threshold(self._durations[key])
-                self._arrival(g, key[1], int(seq[i]), int(rows["rank"][last_i[i]]),
-                              int(lateness[i]), int(waited[i]), thresholds[key])
+                if lateness[i] > thresholds[key] or key in self._streaks:
+                    sl = slice(starts[i], starts[i] + counts[i])
+                    self._arrival(key, int(seq[i]), int(rows["rank"][last_i[i]]),
+                                  int(lateness[i]), thresholds[key],
+                                  zip(rows["rank"][sl].tolist(), t0[sl].tolist()))
 
-    def _arrival(self, gkey: int, op: str, seq: int, last: int, lateness: int, waited: int,
-                 threshold: float) -> None:
-        s = self._streaks.setdefault(gkey, _Streak())
+    def _arrival(self, key: tuple[int, str, int], seq: int, last: int, lateness: int,
+                 threshold: float, arrivals: Iterable[tuple[int, int]]) -> None:
+        s = self._streaks.get(key)
         if lateness <= threshold:  # on time: breaks a streak; clears a named one after 3
-            s.on_time += 1
-            if s.late < STRAGGLER_AFTER or s.on_time >= STRAGGLER_CLEAR:
-                self._streaks[gkey] = _Streak()
+            if s is not None:
+                s.on_time += 1
+                if s.late < STRAGGLER_AFTER or s.on_time >= STRAGGLER_CLEAR:
+                    self._end_streak(key)
             return
-        if s.rank != last:
-            s = self._streaks[gkey] = _Streak(last)
+        if s is None or s.rank != last:
+            if s is not None:
+                self._end_streak(key)
+            if len(self._streaks) >= KEYS_MAX:
+                self._end_streak(next(iter(self._streaks)))
+            s = self._streaks[key] = _Streak(last)
         s.late += 1
         s.on_time = 0
         s.lateness_ns += lateness
-        s.waited_ns += waited
-        s.op, s.seq = op, seq
+        s.seq = seq
+        waits = self._waits.setdefault((key[0], last), _Waits())
+        arrivals = dict(arrivals)
+        for r, t in arrivals.items():
+            if r != last:
+                waits.add(r, t, arrivals[last])
+
+    def _end_streak(self, key: tuple[int, str, int]) -> None:
+        """Forget a streak, and its rank's waits once none of its streaks in the group is left."""
+        s = self._streaks.pop(key)
+        if not any(k[0] == key[0] and o.rank == s.rank for k, o in self._streaks.items()):
+            self._waits.pop((key[0], s.rank), None)
 
     def _check_uniform(self, rows: dict[str, np.ndarray], sizes: np.ndarray,
                        starts: np.ndarray, counts: np.ndarray) -> None:
@@ -335,20 +373,27 @@ class Diagnosis:
 
     # ---- detectors ---------------------------------------------------------------------------
     def _straggling(self, now: float, wall: int) -> list[Finding]:
-        out = []
-        for gkey, s in self._streaks.items():
+        named: dict[tuple[int, int], tuple[str, _Streak]] = {}  # (group, rank) -> longest
+        for (gkey, op, _), s in self._streaks.items():
             late = self.model.ranks.get(s.rank)
             if s.late < STRAGGLER_AFTER or (late is not None and late.job
                                             and late.job != self.model.job_of(gkey)):
                 continue  # not yet named, or that rank is now another job's process
+            best = named.get((gkey, s.rank))
+            if best is None or s.late > best[1].late:
+                named[(gkey, s.rank)] = (op, s)
+        out = []
+        for (gkey, _), (op, s) in named.items():
             group = self.model.groups[gkey][1]
-            avg, waited = s.lateness_ns / s.late / 1e6, s.waited_ns / 1e9
+            waits = self._waits.get((gkey, s.rank))
+            avg = s.lateness_ns / s.late / 1e6
+            waited = sum(waits.total_ns.values()) / 1e9 if waits else 0.0
             out.append(Finding(
                 "straggler", (s.rank,), group, s.seq,
-                f"rank {s.rank} arrived last at {s.op} in group {_group(group)} {s.late} times "
+                f"rank {s.rank} arrived last at {op} in group {_group(group)} {s.late} times "
                 f"in a row, on average {avg:.0f} ms after the others, who waited {waited:.2f} s "
                 "for it",
-                f"rank {s.rank} chegou por último em {s.late} instâncias seguidas de {s.op} no "
+                f"rank {s.rank} chegou por último em {s.late} instâncias seguidas de {op} no "
                 f"grupo {_group(group)}, em média {avg:.0f} ms depois dos outros, que "
                 f"esperaram {waited:.2f} s por ele",
                 ("straggler", gkey, s.rank), now, wall,
