@@ -465,6 +465,59 @@ def test_finish_names_a_rank_that_ended_before_reporting_anything():
     assert diag.finish([5]) == []
 
 
+def test_a_rank_lost_as_its_job_ended_is_not_silent_ever_longer():
+    """After the job ended its text stays as found (user trial: 'nothing from it for 5.6 s',
+    then 15.7 s at quit), and the Portuguese agrees in number."""
+    clock, model, diag = _setup()
+    clock.advance(0.3)
+    model.apply([bye(0), bye(1), bye(3)])
+    clock.advance(0.8)
+    assert diag.update() == []  # rank 2 silent for 1.1 s: confirming
+    clock.advance(0.3)
+    (f,) = diag.update()
+    assert f.message == ("rank 2 ended without saying goodbye (it crashed or was killed): "
+                         "nothing from it for 1.4 s, and ranks 0,1,3 said goodbye")
+    assert f.text("pt") == ("rank 2 terminou sem se despedir (caiu ou foi morto): nada dele "
+                            "havia 1,4 s, e os ranks 0,1,3 já se despediram")
+    clock.advance(10)
+    assert diag.update() == [] and diag.findings()[0].message == f.message
+
+
+def test_no_new_hang_once_every_rank_of_the_job_is_gone():
+    """Ranks 0, 1 and 3 said goodbye, rank 2 was killed while it waited: nobody is left to
+    wait, so no hang (user trial: 'hangs for 1.1 s' after the job's processes were dead)."""
+    clock, model, diag = _setup()
+    model.apply([_in_flight(r, 1, 0) for r in range(3)])
+    _tick(clock, model, 0.5)
+    assert diag.update() == []
+    clock.advance(0.3)
+    model.apply([bye(0), bye(1), bye(3)])
+    clock.advance(0.6)
+    (lost,) = diag.finish(range(4))
+    assert (lost.type, lost.ranks) == ("lost_rank", (2,))
+    clock.advance(1)
+    assert diag.update() == [] and _types(diag.findings()) == [("lost_rank", (2,), None, None)]
+    clock.advance(10)
+    assert diag.update() == []
+
+
+def test_a_hang_that_completes_as_its_job_ends_is_resolved():
+    """Both records came, then the ranks left: completed, not 'unresolved' (user trial: a
+    broadcast that completed after 8 s, reported as ended with its job)."""
+    clock, model, diag = _setup(world=2)
+    g2 = {0: ("0", (0, 1))}
+    model.apply([op_batch(0, [_rec(1, 0, -1, op="broadcast")], g2)])
+    _tick(clock, model, 1.5, ranks=(0, 1))
+    (hang,) = diag.update()
+    assert (hang.type, hang.ranks) == ("hang", (1,))
+    _tick(clock, model, 6.5, ranks=(0, 1))
+    model.apply([op_batch(0, [_rec(1, 0, 8000, op="broadcast")], g2),
+                 op_batch(1, [_rec(1, 7990, 8000, op="broadcast")], g2), bye(0), bye(1)])
+    (end,) = diag.update()
+    assert (end.type, end.about, end.unresolved) == ("resolved", "hang", False)
+    assert end.message.startswith("resolved after 6.5 s: broadcast #1")
+
+
 # ---- mismatch ------------------------------------------------------------------------------
 
 def test_mismatched_op_named_from_in_flight_records_before_anything_completes():

@@ -25,8 +25,10 @@ Thresholds and why:
   came; cycles of such waits are deadlocks. How long an op has waited is counted on the
   viewer's clock from when its in-flight record arrived (it is sent 20 ms after the op
   began), not from the rank's t_start: hosts' clocks may disagree by more than the
-  threshold. Once every rank involved has said goodbye, that count stops where the last one
-  left: a wait nobody is in any more does not grow.
+  threshold. Once every rank involved has said goodbye, or every rank of its job is gone
+  (said goodbye, replaced, or found lost), that count stops where the last one was heard
+  from: a wait nobody is in any more does not grow, and no new hang is named in a job that
+  is gone (nobody is left to wait).
 * failed: the same, once no rank waits in it any more and some failed in it (the backend
   raised: a peer closed the connection, the timeout): named with how long they were in it,
   at once if every missing rank has exited (it will not come), else after 1 s like a hang
@@ -41,10 +43,11 @@ Thresholds and why:
   after a rank of its job said goodbye ended without one (a launcher such as torchrun stops
   the other workers as soon as one fails, so they all fall silent together, and no viewer
   stall makes a goodbye); so did a rank whose number comes back as another process (a new
-  job, ``Model``'s generations) with no goodbye from the old one: named once.
+  job, ``Model``'s generations) with no goodbye from the old one: named once. One found as
+  its job ended keeps the silence it was found with: the job is over, nothing grows.
 * a job's findings hold until its ranks' numbers come back as a later job's processes;
   then they end with the job (all its ranks gone or replaced), and are reported so, not as
-  resolved by the job's own progress.
+  resolved by the job's own progress; a hang whose instance completed meanwhile is resolved.
 * mismatch: records of one instance that differ in op, dtype or size (nccl-tests' S, for ops
   whose size must agree), from pending and in-flight records, so it is named while the job
   still hangs; held 10 s after the instance completed.
@@ -64,7 +67,7 @@ from __future__ import annotations
 import collections
 import re
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Container, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -197,7 +200,9 @@ class Diagnosis:
         self._seen: dict[tuple[int, int], float] = {}  # (rank, op id) -> when first known
         self._touched: set[tuple[int, int]] = set()
         self._quiet: dict[int, float] = {}  # rank -> when it first looked lost
+        self._left_silent: dict[int, float] = {}  # rank lost as its job ended -> silence then
         self._jobs: dict[tuple, set[int]] = {}  # finding key -> the jobs of its ranks
+        self._completed: set[tuple] = set()  # hang keys whose instance completed since
         self._replacements = 0  # of the model's replaced incarnations, those looked at
         self.history: collections.deque[Finding] = collections.deque(maxlen=HISTORY)
 
@@ -212,9 +217,10 @@ class Diagnosis:
         self._touched = set()
         unmatched = self._unmatched(now)
         current: dict[tuple, Finding] = dict(self._ended)
-        for found in (self._straggling(now, wall), self._hangs(now, wall, unmatched),
-                      self._lost(now, wall), self._mismatches(now, wall, unmatched),
-                      self._slow(now, wall)):
+        lost = self._lost(now, wall)
+        gone = {f.ranks[0] for f in lost}
+        for found in (self._straggling(now, wall), self._hangs(now, wall, unmatched, gone),
+                      lost, self._mismatches(now, wall, unmatched), self._slow(now, wall)):
             for f in found:
                 current.setdefault(f.key, f)
         events = self._replaced(now, wall)
@@ -231,11 +237,13 @@ class Diagnosis:
         for key, old in self._active.items():
             if key not in current:
                 jobs = self._jobs.pop(key, set())
-                over = bool(jobs) and all(map(self.model.job_over, jobs))
+                over = (bool(jobs) and all(map(self.model.job_over, jobs))
+                        and key not in self._completed)
                 if over and old.type == "lost_rank":
                     continue  # said once: a lost rank of a job that is over stays lost
                 events.append(_resolved(old, now, wall, max(jobs) if over else None))
         self._active = current
+        self._completed = set()
         self._seen = {k: v for k, v in self._seen.items() if k in self._touched}
         self.history.extend(events)
         return events
@@ -251,10 +259,10 @@ class Diagnosis:
                 continue
             if s is None:  # it died before its first heartbeat could leave
                 en = f"rank {r} ended before it reported anything (it crashed or was killed)"
-                pt = f"rank {r} terminou antes de enviar qualquer coisa (travou ou foi morto)"
+                pt = f"rank {r} terminou antes de enviar qualquer coisa (caiu ou foi morto)"
             else:
                 en = f"rank {r} ended without saying goodbye (it crashed or was killed)"
-                pt = f"rank {r} terminou sem se despedir (travou ou foi morto)"
+                pt = f"rank {r} terminou sem se despedir (caiu ou foi morto)"
             f = Finding("lost_rank", (r,), None, None, en, pt, key, now, wall)
             self._active[key] = self._ended[key] = f
             events.append(f)
@@ -286,6 +294,9 @@ class Diagnosis:
         self._check_uniform(rows, row_sizes, starts, counts)
         keep = multi & ~failed
         gk, op, seq = rows["gkey"][starts], rows["op"][starts], rows["seq"][starts]
+        if any(k[0] == "hang" for k in self._active):  # completed: resolved, not unresolved
+            self._completed.update(k for k in zip(["hang"] * len(gk), gk.tolist(), seq.tolist())
+                                   if k in self._active)
         for g in np.unique(gk[keep]).tolist():
             idx = np.flatnonzero(keep & (gk == g))[-WINDOW:]
             thresholds: dict[tuple[int, str, int], float] = {}
@@ -370,6 +381,9 @@ class Diagnosis:
                 window = by_pair[(src, dst)] = collections.deque(maxlen=SLOW_WINDOW)
             window.append(t)
             self._pair_seq[(src, dst)] = seq
+            for key in (("hang-p2p", src, dst, seq, True), ("hang-p2p", src, dst, seq, False)):
+                if key in self._active:  # it completed: resolved, not unresolved with its job
+                    self._completed.add(key)
 
     # ---- detectors ---------------------------------------------------------------------------
     def _straggling(self, now: float, wall: int) -> list[Finding]:
@@ -440,8 +454,9 @@ class Diagnosis:
                 int(rows["t_end"][i] - rows["t_start"][i]) / 1e9))
         return by_key
 
-    def _hangs(self, now: float, wall: int,
-               unmatched: dict[tuple[int, int], dict[int, _Entry]]) -> list[Finding]:
+    def _hangs(self, now: float, wall: int, unmatched: dict[tuple[int, int], dict[int, _Entry]],
+               lost: set[int]) -> list[Finding]:
+        """``lost``: ranks found lost in this update."""
         out: list[Finding] = []
         waits: dict[int, set[int]] = {}  # rank -> ranks it waits on, for deadlock cycles
         for (gkey, seq), entries in unmatched.items():
@@ -456,9 +471,13 @@ class Diagnosis:
             inside = tuple(sorted(entries))
             live = any(e.waiting for e in entries.values())
             gone = all(self._exited(m) for m in missing)
-            until = self._until(inside + missing, now)  # < now: they all said goodbye
-            age = max(e.age for e in entries.values()) - (now - until)
-            if age < HANG_AFTER_S and (live or not gone):
+            # < now: they all said goodbye, or their whole job is gone
+            end = self._job_end(job, now, lost)
+            until = min(self._until(inside + missing, now), end)
+            age = max(0.0, max(e.age for e in entries.values()) - (now - until))
+            if ("hang", gkey, seq) not in self._active and (
+                    live and end < now  # nobody is left to wait: no new hang
+                    or age < HANG_AFTER_S and (live or not gone)):
                 continue
             op = _majority(entries)[0]
             for r, e in entries.items():
@@ -485,7 +504,7 @@ class Diagnosis:
                 + f": {_ranks(inside, 'pt')} dentro, {_ranks(missing, 'pt')} faltando "
                 f"({why_pt})",
                 ("hang", gkey, seq), now, wall, links=links))
-        out += self._p2p_hangs(now, wall, waits)
+        out += self._p2p_hangs(now, wall, waits, lost)
         out += self._deadlocks(now, wall, waits)
         return out
 
@@ -517,7 +536,19 @@ class Diagnosis:
             return now
         return min(now, max(s.last_seen for s in states))
 
-    def _p2p_hangs(self, now: float, wall: int, waits: dict[int, set[int]]) -> list[Finding]:
+    def _job_end(self, job: int, now: float, lost: Container[int] = ()) -> float:
+        """``now``, or, once every rank of ``job`` is gone (said goodbye, was replaced, or was
+        found lost: before, or in ``lost``), when the last of them was heard from: how long a
+        wait or a silence in a job that ended lasted stops counting there."""
+        members = self.model.jobs[job - 1] if 0 < job <= len(self.model.jobs) else {}
+        if not members or not all(s.exited or s.superseded or r in lost
+                                   or ("lost_rank", r) in self._active
+                                   for r, s in members.items()):
+            return now
+        return min(now, max(s.last_seen for s in members.values()))
+
+    def _p2p_hangs(self, now: float, wall: int, waits: dict[int, set[int]],
+                   lost: set[int]) -> list[Finding]:
         """Sends and receives that wait, or failed waiting, for a counterpart never posted."""
         rows = self.model.pending()[1]
         failed = np.flatnonzero((rows["flags"] & protocol.FLAG_FAILED) > 0)
@@ -530,11 +561,16 @@ class Diagnosis:
                      job_of(g))
                     for r, op, peer, seq, i, t0, t1, g in zip(*(rows[k][failed].tolist() for k in (
                         "rank", "op", "peer", "seq", "id", "t_start", "t_end", "gkey")))]
-        waiters = [(r, op, peer, seq, secs - (now - self._until((r, peer), now)), took, job)
+        ends = {job: self._job_end(job, now, lost) for job in {w[6] for w in waiters}}
+        waiters = [(r, op, peer, seq, max(0.0, secs - (now - min(self._until((r, peer), now),
+                                                                 ends[job]))), took, job)
                    for r, op, peer, seq, secs, took, job in waiters]
-        # a failed one is named at once if its peer has exited: that peer will not come
-        old = [w for w in waiters if w[2] >= 0 and (w[4] >= HANG_AFTER_S or w[5] is not None
-                                                     and self._exited(w[2]))]
+        # a failed one is named at once if its peer has exited: that peer will not come; no
+        # new live one once its job is gone (nobody is left to wait)
+        old = [w for w in waiters if w[2] >= 0 and (
+            _p2p_key(w) in self._active
+            or w[5] is None and w[4] >= HANG_AFTER_S and ends[w[6]] >= now
+            or w[5] is not None and (w[4] >= HANG_AFTER_S or self._exited(w[2])))]
         if not old:
             return []
         posted = set(zip(rows["rank"].tolist(), _is_send(rows["op"]).tolist(),
@@ -550,7 +586,7 @@ class Diagnosis:
             src, dst = (rank, peer) if sending else (peer, rank)
             waits.setdefault(rank, set()).add(peer)
             en, pt = self._doing(peer, wall)
-            ended = self._until((rank, peer), now) < now
+            ended = min(self._until((rank, peer), now), ends[job]) < now
             if took is not None:
                 wait_en, wait_pt = f"failed after {took:.1f} s waiting", \
                     f"falhou após {took:.1f} s esperando"
@@ -566,7 +602,7 @@ class Diagnosis:
             out.append(Finding("hang" if took is None else "failed", (peer,), (src, dst), seq,
                                f"{what_en}: rank {peer} never posted it ({en})",
                                f"{what_pt}: o rank {peer} nunca o postou ({pt})",
-                               ("hang-p2p", src, dst, seq, sending), now, wall,
+                               _p2p_key((rank, op, peer, seq)), now, wall,
                                links=((src, dst),)))
         return out
 
@@ -595,16 +631,19 @@ class Diagnosis:
             if s.exited or silent <= LOST_AFTER_S or (latest - s.last_seen <= LOST_AFTER_S
                                                       and not left):
                 self._quiet.pop(r, None)
+                self._left_silent.pop(r, None)
                 continue
             if now - self._quiet.setdefault(r, now) < LOST_CONFIRM_S:
                 continue
             if left and latest - s.last_seen <= LOST_AFTER_S:  # its job ended around it
+                silent = self._left_silent.setdefault(r, silent)  # as found: the job is over
                 out.append(Finding(
                     "lost_rank", (r,), None, None,
                     f"rank {r} ended without saying goodbye (it crashed or was killed): "
                     f"nothing from it for {silent:.1f} s, and {_ranks(left)} said goodbye",
-                    f"rank {r} terminou sem se despedir (travou ou foi morto): nada dele há "
-                    f"{silent:.1f} s, e {_ranks(left, 'pt')} já se despediu",
+                    f"rank {r} terminou sem se despedir (caiu ou foi morto): nada dele havia "
+                    f"{silent:.1f} s, e {_ranks(left, 'pt')} "
+                    f"{'já se despediu' if len(left) == 1 else 'já se despediram'}",
                     ("lost_rank", r), now, wall))
                 continue
             stuck = sorted((f for f in self.model.inflight.values() if f.rank != r),
@@ -644,7 +683,7 @@ class Diagnosis:
                         f"rank {s.rank} of job {s.job} (pid {s.pid}) ended without saying "
                         "goodbye (it crashed or was killed)",
                         f"rank {s.rank} do job {s.job} (pid {s.pid}) terminou sem se despedir "
-                        "(travou ou foi morto)",
+                        "(caiu ou foi morto)",
                         ("lost_rank", s.rank, s.job, s.pid), now, wall)
             out.append(f)
         return out
@@ -739,7 +778,8 @@ class Diagnosis:
             return "never reported", "nunca se reportou"
         if s.exited:
             return "exited", "já saiu"
-        silent = self.model.clock() - s.last_seen
+        now = self.model.clock()
+        silent = self._job_end(s.job, now) - s.last_seen  # stops where its job ended
         if silent > LOST_AFTER_S:
             return f"silent for {silent:.1f} s", f"em silêncio há {silent:.1f} s"
         mine = [f for f in self.model.inflight.values() if f.rank == rank]
@@ -752,6 +792,14 @@ class Diagnosis:
         secs = (wall - s.last_end_ns) / 1e9
         return (f"idle since its last op, {s.last_op}, {secs:.1f} s ago",
                 f"ocioso desde a última operação, {s.last_op}, há {secs:.1f} s")
+
+
+def _p2p_key(waiter: tuple) -> tuple:
+    """The finding key of a send or receive that waits: (rank, op, peer, seq, ...)."""
+    rank, op, peer, seq = waiter[:4]
+    sending = op in protocol.SENDS
+    src, dst = (rank, peer) if sending else (peer, rank)
+    return ("hang-p2p", src, dst, seq, sending)
 
 
 def _make_room(table: dict) -> None:
