@@ -501,6 +501,22 @@ def test_no_new_hang_once_every_rank_of_the_job_is_gone():
     assert diag.update() == []
 
 
+def test_a_rank_that_died_waiting_makes_no_hang_while_its_loss_is_confirmed():
+    """Updated as the session does (10 a second): rank 2, in the all_reduce, is killed, the
+    others leave with a goodbye. Its wait is known only as long as it was heard from, so no
+    hang comes before it is found lost (user trial: 'hangs for 1.1 s' after the job died)."""
+    clock, model, diag = _setup()
+    model.apply([_in_flight(r, 1, 0) for r in range(3)])
+    _tick(clock, model, 0.5)
+    clock.advance(0.3)
+    model.apply([bye(0), bye(1), bye(3)])
+    found = []
+    for _ in range(30):
+        clock.advance(0.1)
+        found += diag.update()
+    assert _types(found) == [("lost_rank", (2,), None, None)]
+
+
 def test_a_hang_that_completes_as_its_job_ends_is_resolved():
     """Both records came, then the ranks left: completed, not 'unresolved' (user trial: a
     broadcast that completed after 8 s, reported as ended with its job)."""

@@ -475,9 +475,13 @@ class Diagnosis:
             end = self._job_end(job, now, lost)
             until = min(self._until(inside + missing, now), end)
             age = max(0.0, max(e.age for e in entries.values()) - (now - until))
+            # a new hang once a rank in it was heard from after it waited that long: one that
+            # died waiting, or a job that is gone (nobody is left to wait), makes none
+            known = max((e.age - (now - self._heard(r, job, now)) for r, e in entries.items()
+                         if e.waiting), default=0.0)
             if ("hang", gkey, seq) not in self._active and (
-                    live and end < now  # nobody is left to wait: no new hang
-                    or age < HANG_AFTER_S and (live or not gone)):
+                    known < HANG_AFTER_S or end < now if live else
+                    age < HANG_AFTER_S and not gone):
                 continue
             op = _majority(entries)[0]
             for r, e in entries.items():
@@ -536,6 +540,13 @@ class Diagnosis:
             return now
         return min(now, max(s.last_seen for s in states))
 
+    def _heard(self, rank: int, job: int, now: float) -> float:
+        """When ``rank`` of ``job`` was last heard from (``now`` if it never was): a wait is
+        known to go on as long as its rank is heard from."""
+        members = self.model.jobs[job - 1] if 0 < job <= len(self.model.jobs) else {}
+        s = members.get(rank) or self.model.ranks.get(rank)
+        return now if s is None else min(now, s.last_seen)
+
     def _job_end(self, job: int, now: float, lost: Container[int] = ()) -> float:
         """``now``, or, once every rank of ``job`` is gone (said goodbye, was replaced, or was
         found lost: before, or in ``lost``), when the last of them was heard from: how long a
@@ -562,15 +573,16 @@ class Diagnosis:
                     for r, op, peer, seq, i, t0, t1, g in zip(*(rows[k][failed].tolist() for k in (
                         "rank", "op", "peer", "seq", "id", "t_start", "t_end", "gkey")))]
         ends = {job: self._job_end(job, now, lost) for job in {w[6] for w in waiters}}
+        known = [secs - (now - self._heard(r, job, now)) >= HANG_AFTER_S and ends[job] >= now
+                 for r, _, _, _, secs, _, job in waiters]
         waiters = [(r, op, peer, seq, max(0.0, secs - (now - min(self._until((r, peer), now),
                                                                  ends[job]))), took, job)
                    for r, op, peer, seq, secs, took, job in waiters]
-        # a failed one is named at once if its peer has exited: that peer will not come; no
-        # new live one once its job is gone (nobody is left to wait)
-        old = [w for w in waiters if w[2] >= 0 and (
-            _p2p_key(w) in self._active
-            or w[5] is None and w[4] >= HANG_AFTER_S and ends[w[6]] >= now
-            or w[5] is not None and (w[4] >= HANG_AFTER_S or self._exited(w[2])))]
+        # a failed one is named at once if its peer has exited: that peer will not come; a
+        # live one as a collective's (see _hangs)
+        old = [w for w, fresh in zip(waiters, known) if w[2] >= 0 and (
+            _p2p_key(w) in self._active or fresh if w[5] is None
+            else w[4] >= HANG_AFTER_S or self._exited(w[2]))]
         if not old:
             return []
         posted = set(zip(rows["rank"].tolist(), _is_send(rows["op"]).tolist(),
