@@ -734,7 +734,7 @@ class Diagnosis:
             f"mismatch at #{seq} in group {_group(group)}: {desc}, while {_ranks(same)} "
             f"called {base}",
             f"incompatibilidade no #{seq} do grupo {_group(group)}: {desc_pt}, enquanto "
-            f"{_ranks(same, 'pt')} chamou {base}",
+            f"{_ranks(same, 'pt')} {'chamou' if len(same) == 1 else 'chamaram'} {base}",
             ("mismatch", gkey, seq), now, wall)
 
     def _slow(self, now: float, wall: int) -> list[Finding]:
