@@ -295,8 +295,8 @@ class Diagnosis:
         keep = multi & ~failed
         gk, op, seq = rows["gkey"][starts], rows["op"][starts], rows["seq"][starts]
         if any(k[0] == "hang" for k in self._active):  # completed: resolved, not unresolved
-            self._completed.update(k for k in zip(["hang"] * len(gk), gk.tolist(), seq.tolist())
-                                   if k in self._active)
+            self._completed.update(k for k in zip(["hang"] * len(gk), gk[~failed].tolist(),
+                                                  seq[~failed].tolist()) if k in self._active)
         for g in np.unique(gk[keep]).tolist():
             idx = np.flatnonzero(keep & (gk == g))[-WINDOW:]
             thresholds: dict[tuple[int, str, int], float] = {}
