@@ -107,6 +107,66 @@ def test_straggler_clears_after_three_instances_on_time():
     assert diag.findings() == []
 
 
+G3 = {0: ("0", (0, 1, 2))}
+
+
+def _step(k, late=None, late_at="all_reduce", late_ms=300.0):
+    """One training step of 3 ranks (user trial): all_reduce, all_gather, barrier in group
+    0-2, each its own instance; ``late`` arrives ``late_ms`` late at the ``late_at`` one, and
+    everyone leaves it together, so the next ones are on time."""
+    base, batches = k * 10_000.0, {r: [] for r in range(3)}
+    for i, op in enumerate(("all_reduce", "all_gather", "barrier")):
+        seq = 3 * k + i + 1
+        starts = {r: base + i * 1000 + 0.1 * r + (late_ms if (r, op) == (late, late_at) else 0)
+                  for r in range(3)}
+        end = max(starts.values()) + 1
+        for r in range(3):
+            batches[r].append(_rec(seq, starts[r], end, op=op, nbytes=4096 if i < 2 else 0))
+    return [op_batch(r, recs, G3) for r, recs in batches.items()]
+
+
+def test_a_rank_late_at_each_steps_first_collective_is_named_after_three_steps():
+    """The collectives after the late one are on time (everyone leaves it together): they do
+    not hide a rank that is last at every step's all_reduce (user trial, 3 ranks)."""
+    clock, model, diag = _setup(world=3)
+    for k in (1, 2):
+        model.apply(_step(k, late=2))
+        assert diag.update() == []
+    model.apply(_step(3, late=2))
+    (f,) = diag.update()
+    assert _types([f]) == [("straggler", (2,), (0, 1, 2), 10)]
+    assert "rank 2 arrived last at all_reduce in group 0-2 3 times in a row" in f.message
+    assert "on average 300 ms after the others" in f.message
+    # ranks 0 and 1 waited about 0.3 s each at each of the 3 steps
+    assert "who waited 1.80 s for it" in f.message
+
+
+def test_a_rank_late_once_at_each_of_different_collectives_is_no_straggler():
+    clock, model, diag = _setup(world=3)
+    for k, op in enumerate(("all_reduce", "all_gather", "barrier", "all_reduce"), start=1):
+        model.apply(_step(k, late=1, late_at=op))
+    assert diag.update() == []
+
+
+def test_overlapping_waits_are_counted_once():
+    """DDP's two bucket all_reduces overlap: rank 0 waits for rank 2 in both at once, which
+    is 0.3 s of waiting, not 0.6 s (user trial: 'waited 22.99 s' in a 12 s job)."""
+    clock, model, diag = _setup(world=3)
+    for k in (1, 2, 3):
+        b, seq = k * 10_000.0, 2 * k
+        a = {0: b, 1: b + 0.1, 2: b + 300}
+        c = {0: b + 1, 1: b + 1.1, 2: b + 300.5}
+        model.apply([op_batch(r, [_rec(seq - 1, a[r], b + 301, nbytes=4096),
+                                  _rec(seq, c[r], b + 302, nbytes=8192)], G3)
+                     for r in range(3)])
+    (f,) = diag.update()
+    assert (f.type, f.ranks) == ("straggler", (2,))
+    assert "arrived last at all_reduce in group 0-2 3 times in a row" in f.message
+    # per step: rank 0 waited 300.5 ms, rank 1 300.4 ms (the sum would be 3.60 s)
+    assert "who waited 1.80 s for it" in f.message
+    assert "que esperaram 1.80 s por ele" in f.message_pt
+
+
 def test_lateness_is_judged_against_the_ops_own_duration():
     """50 ms late at an op that itself takes 100 ms is normal jitter, not a straggler."""
     clock, model, diag = _setup()
@@ -405,6 +465,75 @@ def test_finish_names_a_rank_that_ended_before_reporting_anything():
     assert diag.finish([5]) == []
 
 
+def test_a_rank_lost_as_its_job_ended_is_not_silent_ever_longer():
+    """After the job ended its text stays as found (user trial: 'nothing from it for 5.6 s',
+    then 15.7 s at quit), and the Portuguese agrees in number."""
+    clock, model, diag = _setup()
+    clock.advance(0.3)
+    model.apply([bye(0), bye(1), bye(3)])
+    clock.advance(0.8)
+    assert diag.update() == []  # rank 2 silent for 1.1 s: confirming
+    clock.advance(0.3)
+    (f,) = diag.update()
+    assert f.message == ("rank 2 ended without saying goodbye (it crashed or was killed): "
+                         "nothing from it for 1.4 s, and ranks 0,1,3 said goodbye")
+    assert f.text("pt") == ("rank 2 terminou sem se despedir (caiu ou foi morto): nada dele "
+                            "havia 1,4 s, e os ranks 0,1,3 já se despediram")
+    clock.advance(10)
+    assert diag.update() == [] and diag.findings()[0].message == f.message
+
+
+def test_no_new_hang_once_every_rank_of_the_job_is_gone():
+    """Ranks 0, 1 and 3 said goodbye, rank 2 was killed while it waited: nobody is left to
+    wait, so no hang (user trial: 'hangs for 1.1 s' after the job's processes were dead)."""
+    clock, model, diag = _setup()
+    model.apply([_in_flight(r, 1, 0) for r in range(3)])
+    _tick(clock, model, 0.5)
+    assert diag.update() == []
+    clock.advance(0.3)
+    model.apply([bye(0), bye(1), bye(3)])
+    clock.advance(0.6)
+    (lost,) = diag.finish(range(4))
+    assert (lost.type, lost.ranks) == ("lost_rank", (2,))
+    clock.advance(1)
+    assert diag.update() == [] and _types(diag.findings()) == [("lost_rank", (2,), None, None)]
+    clock.advance(10)
+    assert diag.update() == []
+
+
+def test_a_rank_that_died_waiting_makes_no_hang_while_its_loss_is_confirmed():
+    """Updated as the session does (10 a second): rank 2, in the all_reduce, is killed, the
+    others leave with a goodbye. Its wait is known only as long as it was heard from, so no
+    hang comes before it is found lost (user trial: 'hangs for 1.1 s' after the job died)."""
+    clock, model, diag = _setup()
+    model.apply([_in_flight(r, 1, 0) for r in range(3)])
+    _tick(clock, model, 0.5)
+    clock.advance(0.3)
+    model.apply([bye(0), bye(1), bye(3)])
+    found = []
+    for _ in range(30):
+        clock.advance(0.1)
+        found += diag.update()
+    assert _types(found) == [("lost_rank", (2,), None, None)]
+
+
+def test_a_hang_that_completes_as_its_job_ends_is_resolved():
+    """Both records came, then the ranks left: completed, not 'unresolved' (user trial: a
+    broadcast that completed after 8 s, reported as ended with its job)."""
+    clock, model, diag = _setup(world=2)
+    g2 = {0: ("0", (0, 1))}
+    model.apply([op_batch(0, [_rec(1, 0, -1, op="broadcast")], g2)])
+    _tick(clock, model, 1.5, ranks=(0, 1))
+    (hang,) = diag.update()
+    assert (hang.type, hang.ranks) == ("hang", (1,))
+    _tick(clock, model, 6.5, ranks=(0, 1))
+    model.apply([op_batch(0, [_rec(1, 0, 8000, op="broadcast")], g2),
+                 op_batch(1, [_rec(1, 7990, 8000, op="broadcast")], g2), bye(0), bye(1)])
+    (end,) = diag.update()
+    assert (end.type, end.about, end.unresolved) == ("resolved", "hang", False)
+    assert end.message.startswith("resolved after 6.5 s: broadcast #1")
+
+
 # ---- mismatch ------------------------------------------------------------------------------
 
 def test_mismatched_op_named_from_in_flight_records_before_anything_completes():
@@ -415,6 +544,9 @@ def test_mismatched_op_named_from_in_flight_records_before_anything_completes():
     assert _types([f]) == [("mismatch", (3,), (0, 1, 2, 3), 3)]
     assert f.message == ("mismatch at #3 in group 0-3: rank 3 called broadcast (4096 B float32), "
                          "while ranks 0,1,2 called all_reduce (4096 B float32)")
+    assert f.message_pt == ("incompatibilidade no #3 do grupo 0-3: rank 3 chamou broadcast "
+                            "(4096 B float32), enquanto os ranks 0,1,2 chamaram all_reduce "
+                            "(4096 B float32)")
 
 
 def test_mismatch_waits_for_the_rest_of_the_group_before_naming_sides():

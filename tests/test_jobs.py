@@ -130,6 +130,7 @@ def test_a_jobs_hang_ends_with_it_and_is_not_resolved_by_the_next_job():
                            "t_end": -1}], G2)])  # still in it: a live hang
     assert diag.update() == []  # a wait is timed from when the viewer first saw it
     clock.advance(1.5)
+    m.apply([_hb(0, 11)])  # still there, waiting
     (hang,) = diag.update()
     assert hang.type == "hang" and hang.seq == 2
     clock.advance(3)
@@ -230,6 +231,7 @@ def test_a_later_jobs_op_is_not_aged_by_an_earlier_jobs_op_of_the_same_id():
     # #2: rank 0 failed in it and rank 1 left without coming: said at once
     assert [(f.type, f.seq) for f in diag.update()] == [("failed", 2)]
     clock.advance(5)
+    m.apply([_hb(0, 11)])
     assert [(f.type, f.seq) for f in diag.update()] == [("hang", 3)]  # rank 0 still in #3
     m.apply([_hb(0, 21), _hb(1, 22),
              op_batch(0, [{"id": 3, "op": "all_reduce", "seq": 1, "t_start": T0_NS + 6 * SEC,

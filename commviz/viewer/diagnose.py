@@ -13,16 +13,22 @@ Thresholds and why:
 * straggler: a rank is late at an instance when it arrives last by more than
   max(10 ms, 2 x the op's own median transfer time, 3 x its jitter (p90 - p50)): the jitter
   of a loaded 2-core machine is a few ms, so only a real lag stands out. Named after it was
-  late 3 instances in a row (a single late arrival is noise); once named, cleared only after
-  3 instances in a row on time, so a rank late most of the time does not flicker.
+  late 3 instances in a row of the same collective (group, op and size: a training step's
+  first collective is where a slow rank shows, the next ones are on time as everyone leaves
+  the late one together); a single late arrival is noise. Once named, cleared only after 3
+  instances in a row of that collective on time, so a rank late most of the time does not
+  flicker. What the others waited for it is the union of their waits (per waiting rank):
+  DDP's bucket all_reduces overlap, and the same wait is not counted twice.
 * hang: an instance entered by some ranks and not others for more than 1 s (no healthy
   demo came near it in 10 minutes on a loaded 2-core machine: bench/false_findings.py),
   while someone still waits in it; the same for a send or receive whose counterpart never
   came; cycles of such waits are deadlocks. How long an op has waited is counted on the
   viewer's clock from when its in-flight record arrived (it is sent 20 ms after the op
   began), not from the rank's t_start: hosts' clocks may disagree by more than the
-  threshold. Once every rank involved has said goodbye, that count stops where the last one
-  left: a wait nobody is in any more does not grow.
+  threshold. Once every rank involved has said goodbye, or every rank of its job is gone
+  (said goodbye, replaced, or found lost), that count stops where the last one was heard
+  from: a wait nobody is in any more does not grow, and no new hang is named in a job that
+  is gone (nobody is left to wait).
 * failed: the same, once no rank waits in it any more and some failed in it (the backend
   raised: a peer closed the connection, the timeout): named with how long they were in it,
   at once if every missing rank has exited (it will not come), else after 1 s like a hang
@@ -37,10 +43,11 @@ Thresholds and why:
   after a rank of its job said goodbye ended without one (a launcher such as torchrun stops
   the other workers as soon as one fails, so they all fall silent together, and no viewer
   stall makes a goodbye); so did a rank whose number comes back as another process (a new
-  job, ``Model``'s generations) with no goodbye from the old one: named once.
+  job, ``Model``'s generations) with no goodbye from the old one: named once. One found as
+  its job ended keeps the silence it was found with: the job is over, nothing grows.
 * a job's findings hold until its ranks' numbers come back as a later job's processes;
   then they end with the job (all its ranks gone or replaced), and are reported so, not as
-  resolved by the job's own progress.
+  resolved by the job's own progress; a hang whose instance completed meanwhile is resolved.
 * mismatch: records of one instance that differ in op, dtype or size (nccl-tests' S, for ops
   whose size must agree), from pending and in-flight records, so it is named while the job
   still hangs; held 10 s after the instance completed.
@@ -60,8 +67,8 @@ from __future__ import annotations
 import collections
 import re
 import time
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Container, Iterable
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -133,13 +140,29 @@ class Finding:
 
 @dataclass
 class _Streak:
-    rank: int = -1
+    """One rank's late arrivals in a row at one (group, op, size)."""
+
+    rank: int
     late: int = 0
     on_time: int = 0
     lateness_ns: int = 0
-    waited_ns: int = 0
-    op: str = ""
     seq: int = 0
+
+
+@dataclass
+class _Waits:
+    """The waits of a group's ranks for one straggler, as a union of intervals per waiting
+    rank: total waited and where its last interval ends (records of one rank arrive in
+    order; an older interval that comes late adds nothing, never more than it could)."""
+
+    total_ns: dict[int, int] = field(default_factory=dict)
+    end_ns: dict[int, int] = field(default_factory=dict)
+
+    def add(self, rank: int, start: int, end: int) -> None:
+        start = max(start, self.end_ns.get(rank, start))
+        if end > start:
+            self.total_ns[rank] = self.total_ns.get(rank, 0) + end - start
+            self.end_ns[rank] = end
 
 
 @dataclass
@@ -167,7 +190,8 @@ class Diagnosis:
         model.diagnosis = self
         self._active: dict[tuple, Finding] = {}
         self._durations: dict[tuple[int, str, int], collections.deque] = {}
-        self._streaks: dict[int, _Streak] = {}
+        self._streaks: dict[tuple[int, str, int], _Streak] = {}  # (group, op, size) ->
+        self._waits: dict[tuple[int, int], _Waits] = {}  # (group, straggler) -> its streaks'
         self._mismatched: dict[tuple[int, int], tuple[Finding, float]] = {}
         self._pairs: dict[tuple[str, int], dict[tuple[int, int], collections.deque]] = {}
         self._pair_seq: dict[tuple[int, int], int] = {}
@@ -176,7 +200,9 @@ class Diagnosis:
         self._seen: dict[tuple[int, int], float] = {}  # (rank, op id) -> when first known
         self._touched: set[tuple[int, int]] = set()
         self._quiet: dict[int, float] = {}  # rank -> when it first looked lost
+        self._left_silent: dict[int, float] = {}  # rank lost as its job ended -> silence then
         self._jobs: dict[tuple, set[int]] = {}  # finding key -> the jobs of its ranks
+        self._completed: set[tuple] = set()  # hang keys whose instance completed since
         self._replacements = 0  # of the model's replaced incarnations, those looked at
         self.history: collections.deque[Finding] = collections.deque(maxlen=HISTORY)
 
@@ -191,9 +217,10 @@ class Diagnosis:
         self._touched = set()
         unmatched = self._unmatched(now)
         current: dict[tuple, Finding] = dict(self._ended)
-        for found in (self._straggling(now, wall), self._hangs(now, wall, unmatched),
-                      self._lost(now, wall), self._mismatches(now, wall, unmatched),
-                      self._slow(now, wall)):
+        lost = self._lost(now, wall)
+        gone = {f.ranks[0] for f in lost}
+        for found in (self._straggling(now, wall), self._hangs(now, wall, unmatched, gone),
+                      lost, self._mismatches(now, wall, unmatched), self._slow(now, wall)):
             for f in found:
                 current.setdefault(f.key, f)
         events = self._replaced(now, wall)
@@ -210,11 +237,13 @@ class Diagnosis:
         for key, old in self._active.items():
             if key not in current:
                 jobs = self._jobs.pop(key, set())
-                over = bool(jobs) and all(map(self.model.job_over, jobs))
+                over = (bool(jobs) and all(map(self.model.job_over, jobs))
+                        and key not in self._completed)
                 if over and old.type == "lost_rank":
                     continue  # said once: a lost rank of a job that is over stays lost
                 events.append(_resolved(old, now, wall, max(jobs) if over else None))
         self._active = current
+        self._completed = set()
         self._seen = {k: v for k, v in self._seen.items() if k in self._touched}
         self.history.extend(events)
         return events
@@ -230,10 +259,10 @@ class Diagnosis:
                 continue
             if s is None:  # it died before its first heartbeat could leave
                 en = f"rank {r} ended before it reported anything (it crashed or was killed)"
-                pt = f"rank {r} terminou antes de enviar qualquer coisa (travou ou foi morto)"
+                pt = f"rank {r} terminou antes de enviar qualquer coisa (caiu ou foi morto)"
             else:
                 en = f"rank {r} ended without saying goodbye (it crashed or was killed)"
-                pt = f"rank {r} terminou sem se despedir (travou ou foi morto)"
+                pt = f"rank {r} terminou sem se despedir (caiu ou foi morto)"
             f = Finding("lost_rank", (r,), None, None, en, pt, key, now, wall)
             self._active[key] = self._ended[key] = f
             events.append(f)
@@ -258,7 +287,6 @@ class Diagnosis:
         ends = starts + counts - 1
         last_i, second_i = order[ends], order[np.maximum(ends - 1, starts)]
         lateness = t0[last_i] - t0[second_i]
-        waited = counts * t0[last_i] - np.add.reduceat(t0, starts)
         transfer = np.maximum.reduceat(rows["t_end"], starts) - t0[last_i]
         failed = np.logical_or.reduceat((rows["flags"] & protocol.FLAG_FAILED) > 0, starts)
         row_sizes = self.model.sizes_of(rows)
@@ -266,6 +294,9 @@ class Diagnosis:
         self._check_uniform(rows, row_sizes, starts, counts)
         keep = multi & ~failed
         gk, op, seq = rows["gkey"][starts], rows["op"][starts], rows["seq"][starts]
+        if any(k[0] == "hang" for k in self._active):  # completed: resolved, not unresolved
+            self._completed.update(k for k in zip(["hang"] * len(gk), gk[~failed].tolist(),
+                                                  seq[~failed].tolist()) if k in self._active)
         for g in np.unique(gk[keep]).tolist():
             idx = np.flatnonzero(keep & (gk == g))[-WINDOW:]
             thresholds: dict[tuple[int, str, int], float] = {}
@@ -281,24 +312,42 @@ class Diagnosis:
                 key = (g, protocol.OPS[op[i]], int(sizes[i]))
                 if key not in thresholds:
                     thresholds[key] = _late_threshold(self._durations[key])
-                self._arrival(g, key[1], int(seq[i]), int(rows["rank"][last_i[i]]),
-                              int(lateness[i]), int(waited[i]), thresholds[key])
+                if lateness[i] > thresholds[key] or key in self._streaks:
+                    sl = slice(starts[i], starts[i] + counts[i])
+                    self._arrival(key, int(seq[i]), int(rows["rank"][last_i[i]]),
+                                  int(lateness[i]), thresholds[key],
+                                  zip(rows["rank"][sl].tolist(), t0[sl].tolist()))
 
-    def _arrival(self, gkey: int, op: str, seq: int, last: int, lateness: int, waited: int,
-                 threshold: float) -> None:
-        s = self._streaks.setdefault(gkey, _Streak())
+    def _arrival(self, key: tuple[int, str, int], seq: int, last: int, lateness: int,
+                 threshold: float, arrivals: Iterable[tuple[int, int]]) -> None:
+        s = self._streaks.get(key)
         if lateness <= threshold:  # on time: breaks a streak; clears a named one after 3
-            s.on_time += 1
-            if s.late < STRAGGLER_AFTER or s.on_time >= STRAGGLER_CLEAR:
-                self._streaks[gkey] = _Streak()
+            if s is not None:
+                s.on_time += 1
+                if s.late < STRAGGLER_AFTER or s.on_time >= STRAGGLER_CLEAR:
+                    self._end_streak(key)
             return
-        if s.rank != last:
-            s = self._streaks[gkey] = _Streak(last)
+        if s is None or s.rank != last:
+            if s is not None:
+                self._end_streak(key)
+            if len(self._streaks) >= KEYS_MAX:
+                self._end_streak(next(iter(self._streaks)))
+            s = self._streaks[key] = _Streak(last)
         s.late += 1
         s.on_time = 0
         s.lateness_ns += lateness
-        s.waited_ns += waited
-        s.op, s.seq = op, seq
+        s.seq = seq
+        waits = self._waits.setdefault((key[0], last), _Waits())
+        arrivals = dict(arrivals)
+        for r, t in arrivals.items():
+            if r != last:
+                waits.add(r, t, arrivals[last])
+
+    def _end_streak(self, key: tuple[int, str, int]) -> None:
+        """Forget a streak, and its rank's waits once none of its streaks in the group is left."""
+        s = self._streaks.pop(key)
+        if not any(k[0] == key[0] and o.rank == s.rank for k, o in self._streaks.items()):
+            self._waits.pop((key[0], s.rank), None)
 
     def _check_uniform(self, rows: dict[str, np.ndarray], sizes: np.ndarray,
                        starts: np.ndarray, counts: np.ndarray) -> None:
@@ -332,23 +381,33 @@ class Diagnosis:
                 window = by_pair[(src, dst)] = collections.deque(maxlen=SLOW_WINDOW)
             window.append(t)
             self._pair_seq[(src, dst)] = seq
+            for key in (("hang-p2p", src, dst, seq, True), ("hang-p2p", src, dst, seq, False)):
+                if key in self._active:  # it completed: resolved, not unresolved with its job
+                    self._completed.add(key)
 
     # ---- detectors ---------------------------------------------------------------------------
     def _straggling(self, now: float, wall: int) -> list[Finding]:
-        out = []
-        for gkey, s in self._streaks.items():
+        named: dict[tuple[int, int], tuple[str, _Streak]] = {}  # (group, rank) -> longest
+        for (gkey, op, _), s in self._streaks.items():
             late = self.model.ranks.get(s.rank)
             if s.late < STRAGGLER_AFTER or (late is not None and late.job
                                             and late.job != self.model.job_of(gkey)):
                 continue  # not yet named, or that rank is now another job's process
+            best = named.get((gkey, s.rank))
+            if best is None or s.late > best[1].late:
+                named[(gkey, s.rank)] = (op, s)
+        out = []
+        for (gkey, _), (op, s) in named.items():
             group = self.model.groups[gkey][1]
-            avg, waited = s.lateness_ns / s.late / 1e6, s.waited_ns / 1e9
+            waits = self._waits.get((gkey, s.rank))
+            avg = s.lateness_ns / s.late / 1e6
+            waited = sum(waits.total_ns.values()) / 1e9 if waits else 0.0
             out.append(Finding(
                 "straggler", (s.rank,), group, s.seq,
-                f"rank {s.rank} arrived last at {s.op} in group {_group(group)} {s.late} times "
+                f"rank {s.rank} arrived last at {op} in group {_group(group)} {s.late} times "
                 f"in a row, on average {avg:.0f} ms after the others, who waited {waited:.2f} s "
                 "for it",
-                f"rank {s.rank} chegou por último em {s.late} instâncias seguidas de {s.op} no "
+                f"rank {s.rank} chegou por último em {s.late} instâncias seguidas de {op} no "
                 f"grupo {_group(group)}, em média {avg:.0f} ms depois dos outros, que "
                 f"esperaram {waited:.2f} s por ele",
                 ("straggler", gkey, s.rank), now, wall,
@@ -395,8 +454,9 @@ class Diagnosis:
                 int(rows["t_end"][i] - rows["t_start"][i]) / 1e9))
         return by_key
 
-    def _hangs(self, now: float, wall: int,
-               unmatched: dict[tuple[int, int], dict[int, _Entry]]) -> list[Finding]:
+    def _hangs(self, now: float, wall: int, unmatched: dict[tuple[int, int], dict[int, _Entry]],
+               lost: set[int]) -> list[Finding]:
+        """``lost``: ranks found lost in this update."""
         out: list[Finding] = []
         waits: dict[int, set[int]] = {}  # rank -> ranks it waits on, for deadlock cycles
         for (gkey, seq), entries in unmatched.items():
@@ -411,9 +471,17 @@ class Diagnosis:
             inside = tuple(sorted(entries))
             live = any(e.waiting for e in entries.values())
             gone = all(self._exited(m) for m in missing)
-            until = self._until(inside + missing, now)  # < now: they all said goodbye
-            age = max(e.age for e in entries.values()) - (now - until)
-            if age < HANG_AFTER_S and (live or not gone):
+            # < now: they all said goodbye, or their whole job is gone
+            end = self._job_end(job, now, lost)
+            until = min(self._until(inside + missing, now), end)
+            age = max(0.0, max(e.age for e in entries.values()) - (now - until))
+            # a new hang once a rank in it was heard from after it waited that long: one that
+            # died waiting, or a job that is gone (nobody is left to wait), makes none
+            known = max((e.age - (now - self._heard(r, job, now)) for r, e in entries.items()
+                         if e.waiting), default=0.0)
+            if ("hang", gkey, seq) not in self._active and (
+                    known < HANG_AFTER_S or end < now if live else
+                    age < HANG_AFTER_S and not gone):
                 continue
             op = _majority(entries)[0]
             for r, e in entries.items():
@@ -440,7 +508,7 @@ class Diagnosis:
                 + f": {_ranks(inside, 'pt')} dentro, {_ranks(missing, 'pt')} faltando "
                 f"({why_pt})",
                 ("hang", gkey, seq), now, wall, links=links))
-        out += self._p2p_hangs(now, wall, waits)
+        out += self._p2p_hangs(now, wall, waits, lost)
         out += self._deadlocks(now, wall, waits)
         return out
 
@@ -472,7 +540,26 @@ class Diagnosis:
             return now
         return min(now, max(s.last_seen for s in states))
 
-    def _p2p_hangs(self, now: float, wall: int, waits: dict[int, set[int]]) -> list[Finding]:
+    def _heard(self, rank: int, job: int, now: float) -> float:
+        """When ``rank`` of ``job`` was last heard from (``now`` if it never was): a wait is
+        known to go on as long as its rank is heard from."""
+        members = self.model.jobs[job - 1] if 0 < job <= len(self.model.jobs) else {}
+        s = members.get(rank) or self.model.ranks.get(rank)
+        return now if s is None else min(now, s.last_seen)
+
+    def _job_end(self, job: int, now: float, lost: Container[int] = ()) -> float:
+        """``now``, or, once every rank of ``job`` is gone (said goodbye, was replaced, or was
+        found lost: before, or in ``lost``), when the last of them was heard from: how long a
+        wait or a silence in a job that ended lasted stops counting there."""
+        members = self.model.jobs[job - 1] if 0 < job <= len(self.model.jobs) else {}
+        if not members or not all(s.exited or s.superseded or r in lost
+                                   or ("lost_rank", r) in self._active
+                                   for r, s in members.items()):
+            return now
+        return min(now, max(s.last_seen for s in members.values()))
+
+    def _p2p_hangs(self, now: float, wall: int, waits: dict[int, set[int]],
+                   lost: set[int]) -> list[Finding]:
         """Sends and receives that wait, or failed waiting, for a counterpart never posted."""
         rows = self.model.pending()[1]
         failed = np.flatnonzero((rows["flags"] & protocol.FLAG_FAILED) > 0)
@@ -485,11 +572,17 @@ class Diagnosis:
                      job_of(g))
                     for r, op, peer, seq, i, t0, t1, g in zip(*(rows[k][failed].tolist() for k in (
                         "rank", "op", "peer", "seq", "id", "t_start", "t_end", "gkey")))]
-        waiters = [(r, op, peer, seq, secs - (now - self._until((r, peer), now)), took, job)
+        ends = {job: self._job_end(job, now, lost) for job in {w[6] for w in waiters}}
+        known = [secs - (now - self._heard(r, job, now)) >= HANG_AFTER_S and ends[job] >= now
+                 for r, _, _, _, secs, _, job in waiters]
+        waiters = [(r, op, peer, seq, max(0.0, secs - (now - min(self._until((r, peer), now),
+                                                                 ends[job]))), took, job)
                    for r, op, peer, seq, secs, took, job in waiters]
-        # a failed one is named at once if its peer has exited: that peer will not come
-        old = [w for w in waiters if w[2] >= 0 and (w[4] >= HANG_AFTER_S or w[5] is not None
-                                                     and self._exited(w[2]))]
+        # a failed one is named at once if its peer has exited: that peer will not come; a
+        # live one as a collective's (see _hangs)
+        old = [w for w, fresh in zip(waiters, known) if w[2] >= 0 and (
+            _p2p_key(w) in self._active or fresh if w[5] is None
+            else w[4] >= HANG_AFTER_S or self._exited(w[2]))]
         if not old:
             return []
         posted = set(zip(rows["rank"].tolist(), _is_send(rows["op"]).tolist(),
@@ -505,7 +598,7 @@ class Diagnosis:
             src, dst = (rank, peer) if sending else (peer, rank)
             waits.setdefault(rank, set()).add(peer)
             en, pt = self._doing(peer, wall)
-            ended = self._until((rank, peer), now) < now
+            ended = min(self._until((rank, peer), now), ends[job]) < now
             if took is not None:
                 wait_en, wait_pt = f"failed after {took:.1f} s waiting", \
                     f"falhou após {took:.1f} s esperando"
@@ -521,7 +614,7 @@ class Diagnosis:
             out.append(Finding("hang" if took is None else "failed", (peer,), (src, dst), seq,
                                f"{what_en}: rank {peer} never posted it ({en})",
                                f"{what_pt}: o rank {peer} nunca o postou ({pt})",
-                               ("hang-p2p", src, dst, seq, sending), now, wall,
+                               _p2p_key((rank, op, peer, seq)), now, wall,
                                links=((src, dst),)))
         return out
 
@@ -550,16 +643,19 @@ class Diagnosis:
             if s.exited or silent <= LOST_AFTER_S or (latest - s.last_seen <= LOST_AFTER_S
                                                       and not left):
                 self._quiet.pop(r, None)
+                self._left_silent.pop(r, None)
                 continue
             if now - self._quiet.setdefault(r, now) < LOST_CONFIRM_S:
                 continue
             if left and latest - s.last_seen <= LOST_AFTER_S:  # its job ended around it
+                silent = self._left_silent.setdefault(r, silent)  # as found: the job is over
                 out.append(Finding(
                     "lost_rank", (r,), None, None,
                     f"rank {r} ended without saying goodbye (it crashed or was killed): "
                     f"nothing from it for {silent:.1f} s, and {_ranks(left)} said goodbye",
-                    f"rank {r} terminou sem se despedir (travou ou foi morto): nada dele há "
-                    f"{silent:.1f} s, e {_ranks(left, 'pt')} já se despediu",
+                    f"rank {r} terminou sem se despedir (caiu ou foi morto): nada dele havia "
+                    f"{silent:.1f} s, e {_ranks(left, 'pt')} "
+                    f"{'já se despediu' if len(left) == 1 else 'já se despediram'}",
                     ("lost_rank", r), now, wall))
                 continue
             stuck = sorted((f for f in self.model.inflight.values() if f.rank != r),
@@ -599,7 +695,7 @@ class Diagnosis:
                         f"rank {s.rank} of job {s.job} (pid {s.pid}) ended without saying "
                         "goodbye (it crashed or was killed)",
                         f"rank {s.rank} do job {s.job} (pid {s.pid}) terminou sem se despedir "
-                        "(travou ou foi morto)",
+                        "(caiu ou foi morto)",
                         ("lost_rank", s.rank, s.job, s.pid), now, wall)
             out.append(f)
         return out
@@ -638,7 +734,7 @@ class Diagnosis:
             f"mismatch at #{seq} in group {_group(group)}: {desc}, while {_ranks(same)} "
             f"called {base}",
             f"incompatibilidade no #{seq} do grupo {_group(group)}: {desc_pt}, enquanto "
-            f"{_ranks(same, 'pt')} chamou {base}",
+            f"{_ranks(same, 'pt')} {'chamou' if len(same) == 1 else 'chamaram'} {base}",
             ("mismatch", gkey, seq), now, wall)
 
     def _slow(self, now: float, wall: int) -> list[Finding]:
@@ -694,7 +790,8 @@ class Diagnosis:
             return "never reported", "nunca se reportou"
         if s.exited:
             return "exited", "já saiu"
-        silent = self.model.clock() - s.last_seen
+        now = self.model.clock()
+        silent = self._job_end(s.job, now) - s.last_seen  # stops where its job ended
         if silent > LOST_AFTER_S:
             return f"silent for {silent:.1f} s", f"em silêncio há {silent:.1f} s"
         mine = [f for f in self.model.inflight.values() if f.rank == rank]
@@ -707,6 +804,14 @@ class Diagnosis:
         secs = (wall - s.last_end_ns) / 1e9
         return (f"idle since its last op, {s.last_op}, {secs:.1f} s ago",
                 f"ocioso desde a última operação, {s.last_op}, há {secs:.1f} s")
+
+
+def _p2p_key(waiter: tuple) -> tuple:
+    """The finding key of a send or receive that waits: (rank, op, peer, seq, ...)."""
+    rank, op, peer, seq = waiter[:4]
+    sending = op in protocol.SENDS
+    src, dst = (rank, peer) if sending else (peer, rank)
+    return ("hang-p2p", src, dst, seq, sending)
 
 
 def _make_room(table: dict) -> None:

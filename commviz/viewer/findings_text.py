@@ -49,7 +49,7 @@ ADVICE: dict[str, tuple[dict[str, str], dict[str, str]]] = {
         saw the connection close, or they were elsewhere for longer than the process group's
         timeout. Nobody waits in it any more.""",
            """Uma operação falhou em alguns ranks (o backend levantou um erro) enquanto outros
-        nunca entraram nela: em geral um deles travou ou saiu antes e os outros viram a
+        nunca entraram nela: em geral um deles caiu ou saiu antes e os outros viram a
         conexão fechar, ou eles estavam em outro lugar por mais tempo que o timeout do
         process group. Ninguém espera mais nela."""),
         _t("""The log of the ranks that never came (their exception, exit code or kill), then
