@@ -942,11 +942,16 @@ def test_the_load_column_draws_gpu_utilization_memory_and_power_or_the_cpu_label
 
 
 def test_a_transfer_is_set_against_its_pairs_first_one_which_also_connected() -> None:
+    """NCCL connects a pair lazily, on its first transfer (knowledge/collectives.md)."""
+    from commviz import protocol
     from commviz.tui import render
 
     session = FakeSession()
-    session.feed(scripted_send_recv(world=4, steps=3))
+    session.feed([gpu_heartbeat(r, 4) for r in range(4)]
+                 + [m for m in scripted_send_recv(world=4, steps=3)
+                    if not isinstance(m, protocol.Heartbeat)])
     model = session.model
+    assert model.ranks[0].backend == "nccl"
     pair = model.recent[-1].group
     assert model.recent[-1].seq == 3 and pair in model.first_transfer_ns
     first = next(i for i in model.recent if i.group == pair and i.seq == 1)
@@ -955,6 +960,23 @@ def test_a_transfer_is_set_against_its_pairs_first_one_which_also_connected() ->
     assert f"The first transfer {pair[0]} → {pair[1]} took {first.time_ns / 1e6:.1f} ms" in text
     frame_of_first = type("F", (), {"instance": first, "step": 0})()
     assert "its time includes setting up" in render.phases(model, "en", frame_of_first).plain
+    assert "criou a conexão" in render.phases(model, "pt").plain
+
+
+def test_on_gloo_a_first_transfer_is_not_said_to_connect() -> None:
+    """gloo connects every pair when the process group is created, not on first use."""
+    from commviz.tui import render
+
+    session = FakeSession()
+    session.feed(scripted_send_recv(world=4, steps=3))
+    model = session.model
+    first = next(i for i in model.recent if i.seq == 1)
+    frame_of_first = type("F", (), {"instance": first, "step": 0})()
+    for lang in ("en", "pt"):
+        for frame in (None, frame_of_first):
+            text = render.phases(model, lang, frame).plain
+            assert "send: rank" in text and "lazy" not in text and "conex" not in text
+            assert "connection" not in text
 
 
 @sync
