@@ -393,6 +393,32 @@ async def test_question_mark_lists_every_key_and_escape_closes_it() -> None:
         assert not isinstance(app.screen, HelpScreen) and app.is_running
 
 
+def _help_text(app: CommvizApp) -> str:
+    return "\n".join(strip.text for strip in app.screen.query_one(Static).render_lines(
+        Region(0, 0, 70, 14)))
+
+
+@sync
+async def test_help_lists_only_the_keys_that_work_in_this_session() -> None:
+    """Watching a job (commviz run/watch): no step gate, nothing to restart; a demo has both."""
+    watching = make_app(FakeSession())
+    async with watching.run_test(size=SIZE) as pilot:
+        await pilot.press("question_mark")
+        await pilot.pause()
+        text = _help_text(watching)
+        assert "Quit" in text and "Hold the replay" in text and "Speed" in text
+        assert "Pause" not in text and "Next step" not in text and "Restart" not in text
+        assert "space" not in text and not any(line.split()[:1] == ["n"]
+                                               for line in text.splitlines())
+    demo = CommvizApp(FakeSession(), FakeRanks(), "t", lang="en", controller=FakeController(),
+                      restart=FakeRanks)
+    async with demo.run_test(size=SIZE) as pilot:
+        await pilot.press("question_mark")
+        await pilot.pause()
+        text = _help_text(demo)
+        assert "Pause" in text and "Next step" in text and "Restart" in text
+
+
 class FakeController:
     """What the app uses of control.Controller: its state, toggle() and step()."""
 

@@ -71,10 +71,13 @@ class CommvizApp(App):
         Binding("question_mark", "help", "Help", key_display="?", id="help"),
         Binding("ctrl+c", "quit", "Quit", show=False, priority=True),
     ]
-    # Keys listed by the help screen: (key as shown, UI string key in explain.UI)
-    HELP = [("space", "pause"), ("n", "next step"), ("+ / -", "speed"),
-            ("p", "hold replay"), ("r", "restart"), ("v", "next view"), ("q, ctrl+c", "quit"),
-            ("?", "help"), ("ctrl+p", "command palette")]
+    # Keys listed by the help screen: (key as shown, UI string key in explain.UI, the action
+    # whose check_action says whether the key works in this session; None: it always does,
+    # v too, whose text says it is for a narrow terminal)
+    HELP = [("space", "pause", "toggle_play"), ("n", "next step", "step"),
+            ("+ / -", "speed", None), ("p", "hold replay", None), ("r", "restart", "restart"),
+            ("v", "next view", None), ("q, ctrl+c", "quit", None), ("?", "help", None),
+            ("ctrl+p", "command palette", None)]
     # The command palette's own entries: (action, UI string key of its title, key)
     PALETTE = [("toggle_play", "pause", "space"), ("step", "next step", "n"),
                ("faster", "faster", "+"), ("slower", "slower", "-"),
@@ -446,7 +449,8 @@ class CommvizApp(App):
         self.refresh_view()
 
     def action_help(self) -> None:
-        keys = [(key, explain.ui(name, self.lang)) for key, name in self.HELP]
+        keys = [(key, explain.ui(name, self.lang)) for key, name, action in self.HELP
+                if action is None or self.check_action(action, ())]
         self.push_screen(HelpScreen(keys, explain.ui("help", self.lang)))
 
 
