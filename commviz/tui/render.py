@@ -296,6 +296,7 @@ def phases(model: Model, lang: str = "en", frame: AnimFrame | None = None,
         # NCCL connects a pair on its first transfer (lazily); gloo connected every pair
         # when the process group was created, so there its first transfer set nothing up
         if _backend_of(model, inst.group) != "nccl":
+            out.rstrip()  # the panel's height is its text's: no blank line at the end
             return out
         first = model.first_transfer_ns.get((src, dst))
         if inst.seq == 1:
