@@ -34,7 +34,7 @@ from . import render
 from .animation import Animator
 from .help import HelpScreen
 from .oplog import Line, OpLog
-from .timeline import Timeline, legend
+from .timeline import Timeline, title
 from .topology import Topology
 
 FRAME_S = 1 / 30
@@ -159,7 +159,7 @@ class CommvizApp(App):
         self.query_one(Topology).lang = self.query_one(Timeline).lang = self.lang
         self.query_one("#ranks").border_title = ui("ranks").lower()
         self.query_one("#topology").border_title = ui("replay")
-        self.query_one("#timeline").border_title = f"{ui('timeline')} · {legend(self.lang)}"
+        self.query_one("#timeline").border_title = title(self.lang)
         self.query_one("#log").border_title = ui("completed operations")
         self.query_one("#stats").border_title = ui("stats title")
         self.query_one("#phases").border_title = ui("inside")
