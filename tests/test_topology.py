@@ -260,6 +260,17 @@ def test_a_chain_of_dependent_sends_is_replayed_one_after_another() -> None:
     assert not any("at once" in f.label for f in shown)
 
 
+def test_a_sender_returning_late_does_not_make_the_next_hop_simultaneous() -> None:
+    """Seen on a loaded machine: stage 0's send returned after stage 1 had received and was
+    already sending on; the data of 0 -> 1 had arrived, so the hops stay apart."""
+    clock, a = animator()
+    a.enqueue(Instance("send", (0, 1), 1, 4096, 0, 0, 3000, "float32", None, None,
+                       t_recv_end=1000), None)
+    a.enqueue(Instance("send", (1, 2), 1, 4096, 0, 1100, 2000, "float32", None, None,
+                       t_recv_end=2000), None)
+    assert [len(frame_at(a, clock, t).transfers) for t in (0.1, 0.7)] == [1, 1]
+
+
 def test_lag_is_the_time_to_drain_the_queue() -> None:
     clock, a = animator()
     inst = coll()
