@@ -614,14 +614,16 @@ _ENTRIES: dict[str, dict[str, Any]] = {
         ),
         "how": {
             "gloo": _t(
-                """gloo has no reduce-scatter algorithm of its own: PyTorch runs one
-                all_reduce over all n blocks at once (the ring toward rank - 1) and rank r
-                keeps block r, so it moves as many bytes as a full all_reduce, not the
+                """gloo has no reduce-scatter algorithm of its own: for this list form PyTorch
+                runs one all_reduce per block, n all_reduces of one block each (the ring
+                toward rank - 1, 2(n - 1) steps each: 24 steps at n = 4), and rank r keeps
+                block r. It moves as many bytes as one all_reduce of the whole input, not the
                 (n - 1)/n of a true reduce-scatter.""",
-                """O gloo não tem algoritmo próprio de reduce-scatter: o PyTorch roda um único
-                all_reduce sobre os n blocos juntos (o anel na direção do rank - 1) e o rank r
-                guarda o bloco r, então a operação move tantos bytes quanto um all_reduce
-                completo, e não os (n - 1)/n de um reduce-scatter de verdade.""",
+                """O gloo não tem algoritmo próprio de reduce-scatter: nesta forma com lista o
+                PyTorch roda um all_reduce por bloco, n all_reduces de um bloco cada (o anel
+                na direção do rank - 1, 2(n - 1) passos cada: 24 passos com n = 4), e o rank
+                r guarda o bloco r. A operação move tantos bytes quanto um all_reduce da
+                entrada inteira, e não os (n - 1)/n de um reduce-scatter de verdade.""",
             ),
             "nccl": _t(
                 """A ring of n - 1 steps: at each step a rank adds its contribution to the

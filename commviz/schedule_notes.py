@@ -116,6 +116,18 @@ _NOTES: dict[tuple[str, str], tuple[str, str]] = {
     ("recv", "gloo"): _P2P, ("recv", "nccl"): _P2P,
 }
 
+# (op, backend) -> (English, Portuguese) for the ops ``schedules._OP_BUILDERS`` draws apart
+# from their family; looked up before ``_NOTES``.
+_OP_NOTES: dict[tuple[str, str], tuple[str, str]] = {
+    ("reduce_scatter", "gloo"): (
+        "gloo reduce_scatter (list form) runs n ring all_reduces, one per block (2(n-1) steps "
+        "each), drawn one after another, and each rank keeps block[rank]; chunk b*n+c is part "
+        "c of block b; segments drawn as one",
+        "o reduce_scatter do gloo (forma com lista) roda n all_reduces em anel, um por bloco "
+        "(2(n-1) passos cada), desenhados um depois do outro, e cada rank fica com "
+        "block[rank]; o pedaço b*n+c é a parte c do bloco b; segmentos desenhados como um só"),
+}
+
 _ONE_RANK = ("one rank: nothing moves", "um rank só: nada se move")
 
 # Family -> suffix for the object collectives (ops whose name contains "object").
@@ -155,7 +167,8 @@ def _compose(s: Schedule, lang: str) -> str:
     """The note of ``s`` in ``lang``, built from its facts as ``schedules.schedule()`` does."""
     i = LANGS.index(lang)
     family = canonical_op(s.op)
-    parts = [_NOTES[(family, s.backend)][i].format(
+    texts = _OP_NOTES.get((s.op, s.backend)) or _NOTES[(family, s.backend)]
+    parts = [texts[i].format(
         m=s.chunks, nb=NCCL_BARRIER_BYTES, mb=MONITORED_BARRIER_BYTES)]
     if s.n == 1:
         parts.append(_ONE_RANK[i])

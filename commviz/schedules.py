@@ -24,7 +24,7 @@ Conventions:
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 BACKENDS = ("gloo", "nccl")
 
@@ -154,7 +154,7 @@ def schedule(op: str, backend: str, n: int, size: int, root: int | None = None) 
         root = None
     # Barriers move fixed tokens whatever S the caller measured.
     size = _FIXED_SIZE.get((family, backend), size)
-    build = _BUILDERS[(family, backend)]
+    build = _OP_BUILDERS.get((op, backend)) or _BUILDERS[(family, backend)]
     algorithm, chunks, steps, note = build(n, size, root)
     if n == 1:
         steps = []
@@ -296,10 +296,26 @@ def _nccl_all_gather(n: int, size: int, root: int | None) -> _Built:
 # ----------------------------------------------------------------------------- reduce_scatter
 
 def _gloo_reduce_scatter(n: int, size: int, root: int | None) -> _Built:
-    """gloo has no reduce-scatter kernel: PyTorch all-reduces the whole input, keeps a slice."""
+    """gloo has no reduce-scatter kernel: for the one-tensor forms (reduce_scatter_single and
+    reduce_scatter_tensor) PyTorch all-reduces the whole input once and keeps a slice."""
     return ("allreduce + slice", n, _gloo_all_reduce_steps(n, split(size, n)),
             "gloo reduce_scatter runs the full ring all_reduce (2(n-1) steps) and each rank "
             "keeps chunk[rank]; segments drawn as one")
+
+
+def _gloo_reduce_scatter_list(n: int, size: int, root: int | None) -> _Built:
+    """The list form on gloo: ProcessGroupGloo::reduce_scatter all-reduces each of the n
+    input blocks on its own (Flight Recorder shows n all_reduces of one block), then rank r
+    keeps block r. Chunk b*n + c is part c of block b."""
+    steps = []
+    for b, block in enumerate(split(size, n)):
+        for step in _gloo_all_reduce_steps(n, split(block, n)):
+            moved = tuple(replace(t, chunk=b * n + t.chunk) for t in step.transfers)
+            steps.append(Step(f"b{b} {step.label}", moved))
+    return ("allreduce per block", n * n, steps,
+            "gloo reduce_scatter (list form) runs n ring all_reduces, one per block "
+            "(2(n-1) steps each), drawn one after another, and each rank keeps block[rank]; "
+            "chunk b*n+c is part c of block b; segments drawn as one")
 
 
 def _nccl_reduce_scatter(n: int, size: int, root: int | None) -> _Built:
@@ -488,4 +504,9 @@ _BUILDERS: dict[tuple[str, str], Callable[[int, int, int | None], _Built]] = {
     ("monitored_barrier", "gloo"): _gloo_monitored_barrier,
     ("send", "gloo"): _p2p, ("send", "nccl"): _p2p,
     ("recv", "gloo"): _p2p, ("recv", "nccl"): _p2p,
+}
+
+#: Ops whose algorithm differs from their family's on a backend, looked up first.
+_OP_BUILDERS: dict[tuple[str, str], Callable[[int, int, int | None], _Built]] = {
+    ("reduce_scatter", "gloo"): _gloo_reduce_scatter_list,
 }

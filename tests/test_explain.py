@@ -145,6 +145,15 @@ def test_reduce_scatter_single_on_gloo_is_an_all_reduce():
     assert "6" in ex.explain("reduce_scatter_single").how["gloo"]
 
 
+def test_reduce_scatter_list_form_on_gloo_is_one_all_reduce_per_block():
+    """ProcessGroupGloo::reduce_scatter all-reduces each block apart: n rings, 24 steps at 4."""
+    en, pt = (ex.explain("reduce_scatter", lang).how["gloo"] for lang in ("en", "pt"))
+    assert "one all_reduce per block" in en and "24 steps at n = 4" in en
+    assert "um all_reduce por bloco" in pt and "24 passos com n = 4" in pt
+    for op in ("reduce_scatter_single", "reduce_scatter_tensor"):
+        assert "per block" not in ex.explain(op).how["gloo"]
+
+
 @pytest.mark.parametrize("op", ["send", "recv", "isend", "irecv", "send_object_list",
                                 "recv_object_list"])
 def test_point_to_point_tips_mention_the_lazy_first_transfer(op):

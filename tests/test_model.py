@@ -52,6 +52,23 @@ def test_p2p_pairs_kth_send_with_kth_recv():
     assert (t.op, t.group, t.seq, t.size) == ("send", (0, 1), 2, 32)
     assert t.time_ns == 300 - 50
     assert m.transfers == 1 and len(m._p2p["rank"]) == 1  # send #1 still waits for its recv
+    assert t.t_recv_end == T0_NS + 300
+
+
+def test_a_transfer_knows_when_its_data_arrived_even_if_the_sender_returned_later():
+    g = {0: ("0", (0, 1))}
+    m = Model(FakeClock())
+    m.new_instances = []
+    m.apply([op_batch(0, [{"id": 0, "op": "send", "seq": 1, "peer": 1, "bytes_in": 32,
+                           "t_start": T0_NS, "t_end": T0_NS + 900}], g),
+             op_batch(1, [{"id": 0, "op": "recv", "seq": 1, "peer": 0, "bytes_out": 32,
+                           "t_start": T0_NS + 10, "t_end": T0_NS + 400}], g)])
+    (t,) = m.new_instances
+    assert (t.t_last_start, t.t_recv_end, t.t_end) == (T0_NS + 10, T0_NS + 400, T0_NS + 900)
+    all_reduce = [{"id": 1, "op": "all_reduce", "seq": 1, "bytes_in": 8, "t_start": T0_NS,
+                   "t_end": T0_NS + 50}]
+    m.apply([op_batch(0, all_reduce, g), op_batch(1, all_reduce, g)])
+    assert m.new_instances[-1].op == "all_reduce" and m.new_instances[-1].t_recv_end is None
 
 
 def test_recv_of_unknown_source_never_matches():

@@ -19,6 +19,7 @@ def _numbers(text: str) -> list[str]:
 
 def test_tables_cover_every_builder_and_object_note():
     assert set(schedule_notes._NOTES) == set(schedules._BUILDERS)
+    assert set(schedule_notes._OP_NOTES) == set(schedules._OP_BUILDERS)
     assert set(schedule_notes._OBJECT) == set(schedules._OBJECT_NOTE)
 
 

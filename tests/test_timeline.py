@@ -22,6 +22,7 @@ from commviz.tui.timeline import (
     lane_runs,
     paced_window_s,
     render_lanes,
+    title,
 )
 from commviz.viewer import model as model_mod
 from commviz.viewer.model import InFlight, Model, Segment
@@ -185,6 +186,18 @@ def test_an_empty_window_draws_blank_lanes_and_the_axis() -> None:
     assert lines[2].plain.split() == ["-2s", "-1.5s", "-1s", "-0.5s", "now"]
     (axis,) = render_lanes({}, [], T0_NS, T0_NS + 2 * S, 40)
     assert axis.plain.endswith("now")
+
+
+@pytest.mark.parametrize(("lang", "name"), [("en", "Timeline"), ("pt", "Linha do tempo")])
+def test_the_title_reads_as_a_legend_of_the_lanes_glyphs(lang: str, name: str) -> None:
+    """Each glyph the lanes draw, once, before its meaning; none is the "·" separator that
+    made "Timeline · ░ waiting ... · history dropped" read as a status."""
+    text = title(lang)
+    assert text.startswith(f"{name}  {WAIT} ") and "·" not in text
+    assert len({WAIT, SOLID, UNKNOWN}) == 3
+    assert all(text.count(glyph) == 1 for glyph in (WAIT, SOLID, UNKNOWN))
+    dropped = "history dropped" if lang == "en" else "histórico descartado"
+    assert text.endswith(f"  {UNKNOWN} {dropped}")
 
 
 def test_columns_before_the_history_horizon_are_marked_unknown() -> None:

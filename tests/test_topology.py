@@ -246,6 +246,31 @@ def test_transfers_one_after_the_other_stay_apart() -> None:
     assert [len(frame_at(a, clock, t).transfers) for t in (0.1, 0.7, 1.3)] == [1, 1, 1]
 
 
+def test_a_chain_of_dependent_sends_is_replayed_one_after_another() -> None:
+    """A pipeline: every stage posts its receive at once, but stage k sends only after its
+    receive from stage k-1 ended, so the data moves hop after hop (the trial saw all three
+    drawn as "3 sends at once")."""
+    clock, a = animator()
+    for k in range(3):  # k -> k+1: the receive posted at 0, the send once k has received
+        a.enqueue(Instance("send", (k, k + 1), 1, 4096, 0, k * 1100, k * 1100 + 1000,
+                           "float32", None, None), None)
+    shown = [frame_at(a, clock, t) for t in (0.1, 0.7, 1.3)]
+    assert [[(t.src, t.dst) for t in f.transfers] for f in shown] == [[(0, 1)], [(1, 2)],
+                                                                     [(2, 3)]]
+    assert not any("at once" in f.label for f in shown)
+
+
+def test_a_sender_returning_late_does_not_make_the_next_hop_simultaneous() -> None:
+    """Seen on a loaded machine: stage 0's send returned after stage 1 had received and was
+    already sending on; the data of 0 -> 1 had arrived, so the hops stay apart."""
+    clock, a = animator()
+    a.enqueue(Instance("send", (0, 1), 1, 4096, 0, 0, 3000, "float32", None, None,
+                       t_recv_end=1000), None)
+    a.enqueue(Instance("send", (1, 2), 1, 4096, 0, 1100, 2000, "float32", None, None,
+                       t_recv_end=2000), None)
+    assert [len(frame_at(a, clock, t).transfers) for t in (0.1, 0.7)] == [1, 1]
+
+
 def test_lag_is_the_time_to_drain_the_queue() -> None:
     clock, a = animator()
     inst = coll()

@@ -410,6 +410,32 @@ async def test_question_mark_lists_every_key_and_escape_closes_it() -> None:
         assert not isinstance(app.screen, HelpScreen) and app.is_running
 
 
+def _help_text(app: CommvizApp) -> str:
+    return "\n".join(strip.text for strip in app.screen.query_one(Static).render_lines(
+        Region(0, 0, 70, 14)))
+
+
+@sync
+async def test_help_lists_only_the_keys_that_work_in_this_session() -> None:
+    """Watching a job (commviz run/watch): no step gate, nothing to restart; a demo has both."""
+    watching = make_app(FakeSession())
+    async with watching.run_test(size=SIZE) as pilot:
+        await pilot.press("question_mark")
+        await pilot.pause()
+        text = _help_text(watching)
+        assert "Quit" in text and "Hold the replay" in text and "Speed" in text
+        assert "Pause" not in text and "Next step" not in text and "Restart" not in text
+        assert "space" not in text and not any(line.split()[:1] == ["n"]
+                                               for line in text.splitlines())
+    demo = CommvizApp(FakeSession(), FakeRanks(), "t", lang="en", controller=FakeController(),
+                      restart=FakeRanks)
+    async with demo.run_test(size=SIZE) as pilot:
+        await pilot.press("question_mark")
+        await pilot.pause()
+        text = _help_text(demo)
+        assert "Pause" in text and "Next step" in text and "Restart" in text
+
+
 class FakeController:
     """What the app uses of control.Controller: its state, toggle() and step()."""
 
@@ -965,11 +991,16 @@ def test_the_load_column_draws_gpu_utilization_memory_and_power_or_the_cpu_label
 
 
 def test_a_transfer_is_set_against_its_pairs_first_one_which_also_connected() -> None:
+    """NCCL connects a pair lazily, on its first transfer (knowledge/collectives.md)."""
+    from commviz import protocol
     from commviz.tui import render
 
     session = FakeSession()
-    session.feed(scripted_send_recv(world=4, steps=3))
+    session.feed([gpu_heartbeat(r, 4) for r in range(4)]
+                 + [m for m in scripted_send_recv(world=4, steps=3)
+                    if not isinstance(m, protocol.Heartbeat)])
     model = session.model
+    assert model.ranks[0].backend == "nccl"
     pair = model.recent[-1].group
     assert model.recent[-1].seq == 3 and pair in model.first_transfer_ns
     first = next(i for i in model.recent if i.group == pair and i.seq == 1)
@@ -978,6 +1009,23 @@ def test_a_transfer_is_set_against_its_pairs_first_one_which_also_connected() ->
     assert f"The first transfer {pair[0]} → {pair[1]} took {first.time_ns / 1e6:.1f} ms" in text
     frame_of_first = type("F", (), {"instance": first, "step": 0})()
     assert "its time includes setting up" in render.phases(model, "en", frame_of_first).plain
+    assert "criou a conexão" in render.phases(model, "pt").plain
+
+
+def test_on_gloo_a_first_transfer_is_not_said_to_connect() -> None:
+    """gloo connects every pair when the process group is created, not on first use."""
+    from commviz.tui import render
+
+    session = FakeSession()
+    session.feed(scripted_send_recv(world=4, steps=3))
+    model = session.model
+    first = next(i for i in model.recent if i.seq == 1)
+    frame_of_first = type("F", (), {"instance": first, "step": 0})()
+    for lang in ("en", "pt"):
+        for frame in (None, frame_of_first):
+            text = render.phases(model, lang, frame).plain
+            assert "send: rank" in text and "lazy" not in text and "conex" not in text
+            assert "connection" not in text
 
 
 @sync

@@ -79,16 +79,25 @@ class _Entry:
         return max(1, len(self.schedule.steps)) if self.schedule is not None else 1
 
     def joins(self, inst: Instance) -> bool:
-        """Whether p2p transfer ``inst`` belongs with this entry's: the same op, in flight at
-        the same time, between a pair of ranks not in it yet (the next step of a ring reuses
-        the pairs: it is the next frame)."""
+        """Whether p2p transfer ``inst`` belongs with this entry's: the same op, moving data
+        at the same time, between a pair of ranks not in it yet (the next step of a ring reuses
+        the pairs: it is the next frame).
+
+        Data moves only once both sides are inside, from the later start until the receive
+        ends: a receive posted early, or a sender returning late, does not make a chain of
+        dependent sends (a pipeline) simultaneous."""
         if self.schedule is not None or self.count > 1 or self.instance.op not in protocol.P2P \
                 or inst.op != self.instance.op:
             return False
         members = self.members
         return (inst.group not in {i.group for i in members}
-                and inst.t_first_start < max(i.t_end for i in members)
-                and inst.t_end > min(i.t_first_start for i in members))
+                and inst.t_last_start < max(_arrived(i) for i in members)
+                and _arrived(inst) > min(i.t_last_start for i in members))
+
+
+def _arrived(transfer: Instance) -> int:
+    """When a transfer's data had arrived: its receive's end (the end, if not known)."""
+    return transfer.t_end if transfer.t_recv_end is None else transfer.t_recv_end
 
 
 class Animator:

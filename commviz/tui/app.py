@@ -34,7 +34,7 @@ from . import render
 from .animation import Animator
 from .help import HelpScreen
 from .oplog import Line, OpLog
-from .timeline import Timeline, legend
+from .timeline import Timeline, title
 from .topology import Topology
 
 FRAME_S = 1 / 30
@@ -71,10 +71,13 @@ class CommvizApp(App):
         Binding("question_mark", "help", "Help", key_display="?", id="help"),
         Binding("ctrl+c", "quit", "Quit", show=False, priority=True),
     ]
-    # Keys listed by the help screen: (key as shown, UI string key in explain.UI)
-    HELP = [("space", "pause"), ("n", "next step"), ("+ / -", "speed"),
-            ("p", "hold replay"), ("r", "restart"), ("v", "next view"), ("q, ctrl+c", "quit"),
-            ("?", "help"), ("ctrl+p", "command palette")]
+    # Keys listed by the help screen: (key as shown, UI string key in explain.UI, the action
+    # whose check_action says whether the key works in this session; None: it always does,
+    # v too, whose text says it is for a narrow terminal)
+    HELP = [("space", "pause", "toggle_play"), ("n", "next step", "step"),
+            ("+ / -", "speed", None), ("p", "hold replay", None), ("r", "restart", "restart"),
+            ("v", "next view", None), ("q, ctrl+c", "quit", None), ("?", "help", None),
+            ("ctrl+p", "command palette", None)]
     # The command palette's own entries: (action, UI string key of its title, key)
     PALETTE = [("toggle_play", "pause", "space"), ("step", "next step", "n"),
                ("faster", "faster", "+"), ("slower", "slower", "-"),
@@ -156,7 +159,7 @@ class CommvizApp(App):
         self.query_one(Topology).lang = self.query_one(Timeline).lang = self.lang
         self.query_one("#ranks").border_title = ui("ranks").lower()
         self.query_one("#topology").border_title = ui("replay")
-        self.query_one("#timeline").border_title = f"{ui('timeline')} · {legend(self.lang)}"
+        self.query_one("#timeline").border_title = title(self.lang)
         self.query_one("#log").border_title = ui("completed operations")
         self.query_one("#stats").border_title = ui("stats title")
         self.query_one("#phases").border_title = ui("inside")
@@ -454,7 +457,8 @@ class CommvizApp(App):
         self.refresh_view()
 
     def action_help(self) -> None:
-        keys = [(key, explain.ui(name, self.lang)) for key, name in self.HELP]
+        keys = [(key, explain.ui(name, self.lang)) for key, name, action in self.HELP
+                if action is None or self.check_action(action, ())]
         self.push_screen(HelpScreen(keys, explain.ui("help", self.lang)))
 
 

@@ -293,6 +293,11 @@ def phases(model: Model, lang: str = "en", frame: AnimFrame | None = None,
                    style="bold")
         out.append(f"{explain.ui('measured', lang)}  "
                    f"{explain.number(f'{inst.time_ns / 1e3:.1f}', lang)} us\n")
+        # NCCL connects a pair on its first transfer (lazily); gloo connected every pair
+        # when the process group was created, so there its first transfer set nothing up
+        if _backend_of(model, inst.group) != "nccl":
+            out.rstrip()  # the panel's height is its text's: no blank line at the end
+            return out
         first = model.first_transfer_ns.get((src, dst))
         if inst.seq == 1:
             out.append(explain.ui("first transfer", lang), style="italic")

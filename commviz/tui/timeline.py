@@ -30,12 +30,14 @@ from .. import explain, protocol
 from ..protocol import PhaseSpan
 from ..viewer.model import InFlight, Instance, Model, Segment
 
-WAIT, SOLID, UNKNOWN = "░", "█", "·"
+WAIT, SOLID, UNKNOWN = "░", "█", "╌"
 
 
-def legend(lang: str = "en") -> str:
-    """What the lanes' characters mean, in ``lang``."""
-    return (f"{WAIT} {explain.ui('legend waiting', lang)}  "
+def title(lang: str = "en") -> str:
+    """The panel's title: its name, then what the lanes' characters mean, in ``lang``. No
+    separator glyph in it: a "·" between name and legend read as a status, not a key."""
+    return (f"{explain.ui('timeline', lang)}  "
+            f"{WAIT} {explain.ui('legend waiting', lang)}  "
             f"{SOLID} {explain.ui('legend transferring', lang)}  "
             f"{UNKNOWN} {explain.ui('legend dropped', lang)}")
 

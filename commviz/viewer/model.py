@@ -132,6 +132,8 @@ class Instance:
     root: int | None = None  # global rank of a rooted collective's root
     site: tuple[str, int] | None = None  # the program's file and line that made the call
     ddp: bool = False  # issued by DistributedDataParallel (a gradient bucket, a broadcast)
+    # a p2p transfer's receive end: its data has arrived (the sender may return later)
+    t_recv_end: int | None = None
 
     @property
     def time_ns(self) -> int:
@@ -670,7 +672,8 @@ class Model:
                              np.maximum(rows["t_end"][s_ok], rows["t_end"][r_ok]),
                              rows["dtype"][s_ok], rows["parent"][s_ok],
                              np.full(len(r_ok), -1), rows["site"][s_ok], rows["flags"][s_ok],
-                             transfers=np.stack([src[r_ok], dst[r_ok]], axis=1))
+                             transfers=np.stack([src[r_ok], dst[r_ok]], axis=1),
+                             recv_end=rows["t_end"][r_ok])
             if self.on_transfers is not None:
                 self.on_transfers(_take(rows, recv_i), _take(rows, send_i))
             both = np.r_[recv_i, send_i]
@@ -681,7 +684,7 @@ class Model:
         return self._bounded(_take(rows, keep))
 
     def _record(self, ops, gkeys, seqs, ns, sizes, first, last, end, dtypes, parents, roots,
-                sites, flags, transfers) -> None:
+                sites, flags, transfers, recv_end=None) -> None:
         count = len(ops)
         if transfers is None:
             self.instances += count
@@ -710,6 +713,7 @@ class Model:
         tail = slice(None) if collect else slice(-RECENT_MAX, None)
         made = []
         ddp = (flags & protocol.FLAG_DDP) != 0
+        arrived = None if recv_end is None else recv_end[tail].tolist()
         for i, (op, seq, size, f, la, e, dt, par, root, site, by_ddp) in enumerate(zip(
                 *(a[tail].tolist() for a in (ops, seqs, sizes, first, last, end, dtypes,
                                              parents, roots, sites, ddp)))):
@@ -720,7 +724,8 @@ class Model:
             made.append(Instance(protocol.OPS[op], group, seq, size, f, la, e,
                                  None if dt == protocol.NO_CODE else protocol.DTYPES[dt],
                                  None if par == protocol.NO_CODE else protocol.OPS[par],
-                                 None if root < 0 else root, self.sites[site], by_ddp))
+                                 None if root < 0 else root, self.sites[site], by_ddp,
+                                 None if arrived is None else arrived[i]))
         made.sort(key=lambda inst: inst.t_end)
         self.recent.extend(made)
         if collect:
