@@ -1,4 +1,5 @@
-"""The one-line ``Schedule.note`` in English or Brazilian Portuguese.
+"""The one-line ``Schedule.note``, the algorithm's name and the step labels, in English or
+Brazilian Portuguese.
 
 ``schedules`` writes each note in English, inline in its builders, and stays stdlib-only and
 language-free. The teaching UI is bilingual, so this module keeps, next to each English note,
@@ -10,6 +11,8 @@ every op, backend and group size; if a note changes in ``schedules`` without thi
 """
 
 from __future__ import annotations
+
+import re
 
 from commviz.schedules import (
     MONITORED_BARRIER_BYTES,
@@ -183,8 +186,7 @@ def note(s: Schedule, lang: str) -> str:
     English is ``s.note`` itself. Portuguese is given only while this module's English for the
     same facts still matches ``s.note``; otherwise the English note is returned.
     """
-    if lang not in LANGS:
-        raise ValueError(f"unknown lang {lang!r}; known: {', '.join(LANGS)}")
+    _check(lang)
     if lang == "en":
         return s.note
     try:
@@ -193,3 +195,58 @@ def note(s: Schedule, lang: str) -> str:
     except (KeyError, ValueError):  # a family or backend this table does not know yet
         pass
     return s.note
+
+
+# Schedule.algorithm -> Portuguese; an algorithm missing here is shown in English
+_ALGORITHMS_PT = {
+    "ring": "anel",
+    "allreduce + slice": "allreduce + recorte",
+    "allreduce per block": "um allreduce por bloco",
+    "binomial tree": "árvore binomial",
+    "chain": "cadeia",
+    "ring reduce-scatter + gather": "reduce-scatter em anel + gather",
+    "flat": "direto à raiz",
+    "grouped send/recv": "send/recv agrupados",
+    "pairwise": "aos pares",
+    "dissemination": "disseminação",
+    "ring all_reduce": "all_reduce em anel",
+    "flat (rank 0 coordinates)": "direto (o rank 0 coordena)",
+    "direct": "direto",
+}
+
+# the words of Step.label (a word, then a number: "tree 0", "pair +1"); ring labels such as
+# RS1 and AG2 and block prefixes such as "b0 " read the same in both languages
+_STEP_WORDS_PT = {
+    "tree": "árvore",
+    "pipe": "etapa",
+    "to root": "à raiz",
+    "pair": "par",
+    "round": "rodada",
+    "check in": "chegada",
+    "release": "liberação",
+    "send": "envio",
+    "gather": "gather",
+    "scatter": "scatter",
+}
+_STEP_WORD = re.compile(r"^(b\d+ )?([a-z][a-z ]*?)( [+]?\d+)?$")
+
+
+def algorithm(s: Schedule, lang: str) -> str:
+    """The name of the algorithm ``s`` draws, in ``lang``."""
+    _check(lang)
+    return s.algorithm if lang == "en" else _ALGORITHMS_PT.get(s.algorithm, s.algorithm)
+
+
+def step_label(label: str, lang: str) -> str:
+    """A ``Step.label`` in ``lang``: its word translated, its numbers kept."""
+    _check(lang)
+    found = _STEP_WORD.match(label)
+    if lang == "en" or found is None:
+        return label
+    block, word, number = found.groups()
+    return f"{block or ''}{_STEP_WORDS_PT.get(word, word)}{number or ''}"
+
+
+def _check(lang: str) -> None:
+    if lang not in LANGS:
+        raise ValueError(f"unknown lang {lang!r}; known: {', '.join(LANGS)}")

@@ -65,3 +65,28 @@ def test_a_changed_english_note_falls_back_to_english():
 def test_unknown_lang():
     with pytest.raises(ValueError, match="lang"):
         note(schedule("all_reduce", "gloo", 4, 1000), "fr")
+
+
+@pytest.mark.parametrize("n", [2, 4, 5])
+@pytest.mark.parametrize(("op", "backend"), CASES)
+def test_every_algorithm_and_step_word_has_its_portuguese(op, backend, n):
+    s = schedule(op, backend, n, 1000, root=0)
+    assert s.algorithm in schedule_notes._ALGORITHMS_PT
+    for step in s.steps:
+        word = schedule_notes._STEP_WORD.match(step.label)
+        assert word is None or word.group(2) in schedule_notes._STEP_WORDS_PT, step.label
+        assert _numbers(schedule_notes.step_label(step.label, "pt")) == _numbers(step.label)
+
+
+def test_step_labels_in_portuguese_keep_their_numbers_and_ring_names():
+    words = {label: schedule_notes.step_label(label, "pt")
+             for label in ("tree 0", "pair +2", "round 1", "to root", "check in", "RS1",
+                           "b3 AG0", "pipe 12")}
+    assert words == {"tree 0": "árvore 0", "pair +2": "par +2", "round 1": "rodada 1",
+                     "to root": "à raiz", "check in": "chegada", "RS1": "RS1",
+                     "b3 AG0": "b3 AG0", "pipe 12": "etapa 12"}
+    assert schedule_notes.step_label("tree 0", "en") == "tree 0"
+    assert schedule_notes.algorithm(schedule("broadcast", "gloo", 4, 8, root=0), "pt") \
+        == "árvore binomial"
+    with pytest.raises(ValueError, match="lang"):
+        schedule_notes.step_label("tree 0", "fr")

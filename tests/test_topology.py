@@ -124,6 +124,8 @@ def test_transfers_use_the_groups_global_ranks() -> None:
     a.enqueue(inst, sched(inst))
     f = frame_at(a, clock, 0.0)
     assert f.step_label == "tree 0" and [(t.src, t.dst) for t in f.transfers] == [(6, 7)]
+    assert frame_label(f, "pt") == \
+        "broadcast · esquemático: árvore binomial do gloo, passo árvore 0 (1 de 2)"
     f = frame_at(a, clock, 0.6)  # the binomial tree doubles the holders
     assert sorted((t.src, t.dst) for t in f.transfers) == [(6, 4), (7, 5)]
 

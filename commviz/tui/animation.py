@@ -18,7 +18,7 @@ import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from .. import explain, protocol, schedules
+from .. import explain, protocol, schedule_notes, schedules
 from ..schedules import Schedule, Transfer
 from ..viewer.model import Instance
 from ..viewer.text import human_bytes
@@ -272,12 +272,13 @@ def label(inst: Instance, sched: Schedule | None, count: int, step: int,
             return f"{inst.op}{times} {src} -> {dst}, " \
                 f"{explain.number(human_bytes(inst.size), lang)}"
         return f"{inst.op}{times}: {ui('backend unknown')}"
-    algorithm = ui("algorithm").format(backend=sched.backend, algorithm=sched.algorithm)
+    algorithm = ui("algorithm").format(backend=sched.backend,
+                                       algorithm=schedule_notes.algorithm(sched, lang))
     if not sched.steps:
         return f"{inst.op}{times} · {algorithm}: {ui('nothing moves')}"
     kind = ui("schematic label") if sched.schematic else ""
-    where = ui("step of").format(label=sched.steps[step].label, k=step + 1,
-                                 n=len(sched.steps))
+    where = ui("step of").format(label=schedule_notes.step_label(sched.steps[step].label, lang),
+                                 k=step + 1, n=len(sched.steps))
     return f"{inst.op}{times} · {kind}{algorithm}, {where}"
 
 

@@ -313,8 +313,8 @@ def phases(model: Model, lang: str = "en", frame: AnimFrame | None = None,
         sched = schedules.schedule(inst.op, backend, n, inst.size, _root_of(inst))
     except ValueError as exc:
         return Text(f"{inst.op}: {exc}", style="dim")
-    algorithm = explain.ui("algorithm", lang).format(backend=backend,
-                                                     algorithm=sched.algorithm)
+    algorithm = explain.ui("algorithm", lang).format(
+        backend=backend, algorithm=schedule_notes.algorithm(sched, lang))
     out.append(f"{inst.op} · {algorithm} · {n} ranks · "
                f"S = {_bytes(inst.size, lang)}\n", style="bold")
     times = f"{explain.ui('time', lang)} {inst.time_ns / 1e3:.1f} us · " \
@@ -382,7 +382,8 @@ def _steps(out: Text, sched: schedules.Schedule, ranks: tuple[int, ...], current
     """Many ranks: the steps as a list (the grid would not fit)."""
     for k in _window(len(sched.steps), current):
         step = sched.steps[k]
-        out.append(f"{step.label:>6} ", style="bold reverse" if k == current else "bold cyan")
+        label = schedule_notes.step_label(step.label, lang)
+        out.append(f"{label:>6} ", style="bold reverse" if k == current else "bold cyan")
         if len(step.transfers) > MAX_TRANSFERS_LISTED:
             out.append(explain.ui_n("transfers", len(step.transfers), lang) + "\n")
         else:
@@ -429,14 +430,16 @@ def _grid(out: Text, sched: schedules.Schedule, ranks: tuple[int, ...], current:
         row(explain.ui("start", lang), "", states[0], "dim")
     for k in shown:
         step = sched.steps[k]
-        row(step.label, _sends(step, ranks) if listed else "", states[k + 1],
+        row(schedule_notes.step_label(step.label, lang), _sends(step, ranks) if listed else "",
+            states[k + 1],
             "bold reverse" if k == current else "bold cyan")
 
 
 def _grid_widths(sched: schedules.Schedule, ranks: tuple[int, ...],
                  lang: str) -> tuple[int, int]:
     """The buffers grid's width without the transfers column, and its label column's."""
-    label_w = max([6, len(explain.ui("start", lang))] + [len(s.label) for s in sched.steps])
+    label_w = max([6, len(explain.ui("start", lang))]
+                  + [len(schedule_notes.step_label(s.label, lang)) for s in sched.steps])
     width = max(sched.chunks, len(f"r{max(ranks)}"))
     return label_w + 1 + len(ranks) * (width + 1), label_w
 
