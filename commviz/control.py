@@ -8,6 +8,10 @@ so the state is re-sent rather than events. Rank side, a ``StepGate`` (the demo 
 ``play`` or ``allow >= s``. Every rank waits for the same permission, so the next
 collective happens on cue.
 
+While the TUI's replay is behind, the viewer also holds playing ranks (``hold``): they are
+told ``step`` until the replay catches up, so slowing the replay down slows the demo rather
+than leaving its operations unseen.
+
 Gates report each step they start on a PUSH socket (``{"v": 1, "k": "at", "rank", "step"}``).
 That is how ``pause()`` knows the step in progress, and how a step that one rank started
 just before it heard ``pause`` is granted to every rank: ``allow`` never falls below a
@@ -47,12 +51,20 @@ Mode = Literal["play", "step"]
 
 @dataclass(frozen=True)
 class ControlState:
-    """What the ranks are told; ``reached``: the highest step any rank reported starting."""
+    """What the ranks are told; ``reached``: the highest step any rank reported starting.
+    ``held``: the viewer holds playing ranks while its replay catches up (they are told
+    ``step``, the person's mode stays ``play``)."""
 
     mode: Mode
     allow: int      # the highest step ranks may start in step mode (-1: none yet)
     epoch: int      # counts changes of mode or allow; a repeat carries the same epoch
     reached: int = -1
+    held: bool = False
+
+    @property
+    def told(self) -> Mode:
+        """The mode the ranks are told."""
+        return "step" if self.held else self.mode
 
 
 def _unpack(data: bytes) -> dict | None:
@@ -165,12 +177,22 @@ class Controller:
         else:
             self._change(lambda s: (s.mode, s.allow + 1))
 
+    def hold(self, on: bool) -> None:
+        """Hold the ranks after the step in progress while the replay catches up (``on``), or
+        let them go on again; a paused demo stays paused either way."""
+        with self._lock:
+            s = self._state
+            if on != s.held:
+                allow = max(s.allow, s.reached) if on and s.mode == "play" else s.allow
+                self._state = ControlState(s.mode, allow, s.epoch + 1, s.reached, on)
+                self._dirty = True
+
     def restart(self) -> None:
         """New ranks count their steps from 0 again: forget what the old ones reached (a
         paused demo stays paused, waiting at its first step)."""
         with self._lock:
             s = self._state
-            self._state = ControlState(s.mode, -1, s.epoch + 1)
+            self._state = ControlState(s.mode, -1, s.epoch + 1, held=s.held)
             self._dirty = True
 
     def close(self) -> None:
@@ -183,16 +205,16 @@ class Controller:
             s = self._state
             mode, allow = new(s)
             if (mode, allow) != (s.mode, s.allow):
-                self._state = ControlState(mode, allow, s.epoch + 1, s.reached)
+                self._state = ControlState(mode, allow, s.epoch + 1, s.reached, s.held)
                 self._dirty = True
 
     def _started(self, step: int) -> None:
         with self._lock:
             s = self._state
             allow, epoch = s.allow, s.epoch
-            if s.mode == "step" and step > allow:  # started before it heard pause: grant it
+            if s.told == "step" and step > allow:  # started before it heard pause: grant it
                 allow, epoch, self._dirty = step, epoch + 1, True
-            self._state = ControlState(s.mode, allow, epoch, max(s.reached, step))
+            self._state = ControlState(s.mode, allow, epoch, max(s.reached, step), s.held)
 
     def _run(self) -> None:
         next_publish = 0.0
@@ -213,7 +235,7 @@ class Controller:
                 s = self._state
             if due:
                 try:
-                    self._pub.send(encode_control(s.mode, s.allow, s.epoch), zmq.NOBLOCK)
+                    self._pub.send(encode_control(s.told, s.allow, s.epoch), zmq.NOBLOCK)
                 except zmq.Again:
                     pass
                 next_publish = now + self._republish_s

@@ -195,6 +195,34 @@ def test_pause_holds_the_ranks_after_the_step_in_progress(make):
     assert held.released()
 
 
+def test_a_hold_stops_playing_ranks_after_their_step_until_it_is_lifted(make):
+    ctl = make(Controller)
+    gate = gate_for(make, ctl)
+    assert Waiter(gate, 0).released()
+    assert eventually(lambda: ctl.state.reached == 0)
+    ctl.hold(True)
+    assert ctl.state.held and not ctl.paused and ctl.state.allow == 0
+    time.sleep(0.2)  # the hold reaches the rank while it runs step 0
+    held = Waiter(gate, 1)
+    assert held.held()
+    ctl.hold(False)
+    assert held.released() and ctl.state.told == "play"
+
+
+def test_lifting_a_hold_leaves_a_paused_demo_paused(make):
+    ctl = make(Controller, paused=True)
+    gate = gate_for(make, ctl)
+    ctl.hold(True)
+    ctl.play()  # space while the replay catches up: still held
+    waiter = Waiter(gate, 0)
+    assert waiter.held()
+    ctl.pause()
+    ctl.hold(False)
+    assert ctl.paused and waiter.held()
+    ctl.step()
+    assert waiter.released()
+
+
 def test_a_step_started_before_pause_was_heard_is_granted_to_every_rank(make):
     """Rank 1 started step 4 while playing; the pause said allow=-1: rank 0 may start step 4
     too (else rank 1 would wait in step 4's collective for a rank held at the gate)."""

@@ -40,7 +40,7 @@ from textual.pilot import Pilot
 from textual.widgets import Static
 
 from commviz import protocol
-from commviz.control import ControlState
+from commviz.control import Controller, ControlState
 from commviz.tui import app as app_module
 from commviz.tui.app import FRAME_S, CommvizApp
 from commviz.tui.help import HelpScreen
@@ -452,6 +452,39 @@ class FakeController:
         self.calls.append("step")
         self.state = ControlState("step", self.state.allow + 1, self.state.epoch + 1,
                                   self.state.reached)
+
+    def hold(self, on: bool) -> None:
+        self.state = dataclasses.replace(self.state, held=on)
+
+
+@sync
+async def test_a_playing_demo_waits_for_its_replay_to_catch_up() -> None:
+    """Slow motion slows the demo: while the replay is still showing what they did, the ranks
+    are held after their step (user trial: a 24-step reduce_scatter fell 20 s behind)."""
+    session = FakeSession()
+    session.feed(heartbeats(4) + scripted_all_reduce(world=4, steps=3))
+    controller = Controller()
+    try:
+        app = CommvizApp(session, None, "t", lang="en", controller=controller,
+                         clock=session.clock, wall_ns=session.clock.wall_ns)
+        async with app.run_test(size=SIZE) as pilot:
+            await frame(pilot)
+            assert controller.state.held and not controller.paused
+            assert controller.state.told == "step"
+            status = panel(app, "#status")
+            assert "▶ Playing · space: Pause · the ranks wait for the replay" in status
+            session.clock.advance(60.0)  # the replay has shown all three
+            await frame(pilot)
+            assert not controller.state.held and controller.state.told == "play"
+            assert "wait for the replay" not in panel(app, "#status")
+            session.feed(scripted_all_reduce(world=4, steps=3, first=3))
+            await frame(pilot)
+            assert controller.state.held
+            await pilot.press("p")  # a held replay: the ranks go on, the display waits
+            await frame(pilot)
+            assert not controller.state.held and "replay held (p)" in panel(app, "#status")
+    finally:
+        controller.close()
 
 
 @sync

@@ -211,6 +211,8 @@ class CommvizApp(App):
         new = [model.recent[-i] for i in range(arrived, 0, -1)] if arrived > 0 else []
         topology.update_from(model, new)
         topology.animator.missed(done - self._shown - arrived)
+        if self.controller is not None:  # a demo waits for its replay, unless that is held
+            self.controller.hold(topology.animator.busy and not topology.animator.paused)
         self._new.extend(new[-LOG_LINES_PER_FRAME:])
         self._skipped += done - self._shown - min(arrived, LOG_LINES_PER_FRAME)
         self._shown = done
@@ -330,8 +332,9 @@ class CommvizApp(App):
         held = f" · {explain.ui('replay held', self.lang)}" \
             if self.query_one(Topology).animator.paused else ""
         if state.mode == "play":
+            waits = f" · {explain.ui('waiting for replay', self.lang)}" if state.held else ""
             return f"▶ {explain.ui('playing', self.lang)} · {explain.ui('space', self.lang)}: " \
-                f"{explain.ui('pause', self.lang)}{held}"
+                f"{explain.ui('pause', self.lang)}{waits}{held}"
         waiting = f" · n: {explain.ui('next step', self.lang)} ({state.allow + 2})" \
             if state.reached >= state.allow else ""
         return f"⏸ {explain.ui('paused', self.lang)}{waiting}{held}"
