@@ -157,7 +157,17 @@ class RankProcess:
         for line in lines:
             if line.startswith("commviz-rank-error: "):
                 return line.removeprefix("commviz-rank-error: ")
-        return telling_line(lines) or f"exit code {self.returncode}"
+        return telling_line(lines) or _without_words(self.returncode)
+
+
+def _without_words(returncode: int | None) -> str:
+    """What a rank that wrote no error said by its exit: the signal that killed it."""
+    if returncode is not None and returncode < 0:
+        try:
+            return f"killed by {signal.Signals(-returncode).name}, no error written"
+        except ValueError:
+            pass
+    return "no error written in its log"
 
 
 # "RuntimeError: boom", "[rank1]: ValueError: x", "KeyboardInterrupt"

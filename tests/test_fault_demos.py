@@ -86,7 +86,8 @@ def test_crash_names_the_lost_rank(procs, tmp_path):
     rc, out, lines = _run(procs, tmp_path, "crash", 8)
     victim = WORLD // 2
     assert rc == 1, out
-    assert re.search(rf"^rank {victim} failed \(exit -9\)", out, re.M), out
+    assert re.search(rf"^rank {victim} failed \(exit -9\): killed by SIGKILL, no error written$",
+                     out, re.M), out
     lost = _diags(lines, "lost_rank")
     assert [f["ranks"] for f in lost] == [[victim]], lines
     beats = [x["t_ns"] for x in lines if x.get("kind") == "tel" and x["rank"] == victim]

@@ -180,6 +180,13 @@ def test_an_inflight_op_is_a_waiting_bar_growing_to_now() -> None:
     assert INFLIGHT_STYLE in style_at(r1, 3 + 19)
 
 
+def test_an_op_a_rank_left_inside_ends_where_the_rank_said_goodbye() -> None:
+    op = InFlight(1, "all_reduce", (0, 1), 3, -1, T0_NS + 1 * S)
+    r0, r1, _ = render_lanes({0: [], 1: []}, [op], T0_NS, T0_NS + 4 * S, 23,
+                             exits={1: T0_NS + 2 * S})
+    assert lane(r1) == " " * 5 + WAIT * 5 + " " * 10
+
+
 def test_an_empty_window_draws_blank_lanes_and_the_axis() -> None:
     lines = render_lanes({0: [], 1: []}, [], T0_NS, T0_NS + 2 * S, 40)
     assert [line.plain for line in lines[:2]] == ["r0" + " " * 38, "r1" + " " * 38]

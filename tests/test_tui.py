@@ -240,6 +240,32 @@ async def test_the_timeline_stops_at_the_runs_end_once_every_rank_has_left() -> 
 
 
 @sync
+async def test_ranks_stopped_inside_an_op_stop_waiting_there_and_the_timeline_ends() -> None:
+    """The crash demo: rank 2 died unheard, the others were stopped inside the next
+    all_reduce; their waiting bars grew to the right edge for ever (user trial)."""
+    session = FakeSession()
+    session.feed(heartbeats(4) + scripted_all_reduce(world=4))
+    session.feed([inflight(r, "all_reduce", 4, T0_NS + 4 * STEP_NS) for r in (0, 1, 3)])
+    session.feed([bye(r, T0_NS + 5 * STEP_NS) for r in (0, 1, 3)])
+    from commviz.viewer.diagnose import LOST_CONFIRM_S, Diagnosis
+
+    diagnosis = Diagnosis(session.model, wall_ns=session.clock.wall_ns)
+    app = make_app(session)
+    async with app.run_test(size=SIZE) as pilot:
+        session.clock.advance(60)
+        diagnosis.update()
+        session.clock.advance(2 * LOST_CONFIRM_S)  # lost, once confirmed
+        diagnosis.update()
+        assert [f.ranks for f in session.model.findings() if f.type == "lost_rank"] == [(2,)]
+        await frame(pilot)
+        lines = panel(app, "#timeline").splitlines()
+        assert lines[-2].rstrip("│ ").endswith(" end"), lines
+        r0 = next(line for line in lines if line.lstrip("│ ").startswith("r0"))
+        assert r0.rstrip("│")[-1] == " " and "░" in r0, lines  # the wait stops at the exit
+
+
+
+@sync
 async def test_the_explanation_follows_the_op_and_the_language() -> None:
     session = FakeSession()
     session.feed(scripted_all_gather(world=4))

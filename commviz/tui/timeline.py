@@ -66,27 +66,32 @@ Lane = Sequence[Segment] | np.ndarray  # Segments, or the model's (n, 4) rows (M
 
 def render_lanes(segments_by_rank: Mapping[int, Lane], inflight: Iterable[InFlight],
                  t0_ns: int, t1_ns: int, width: int,
-                 horizon: Mapping[int, int] | None = None) -> list[Text]:
+                 horizon: Mapping[int, int] | None = None,
+                 exits: Mapping[int, int] | None = None) -> list[Text]:
     """One line per rank ("r0 " then its lane over [t0_ns, t1_ns]), then a time axis.
 
     A column shows whatever was going on during its slice of time: blank when idle, solid
     when transferring outweighs waiting, shaded otherwise. In-flight ops are waiting bars up
-    to t1_ns (now), in bold yellow. Columns before a rank's ``horizon`` whose ops were dropped
-    from the model's history show dots rather than a misleading idle.
+    to t1_ns (now; a rank's exit in ``exits`` if it left inside them), in bold yellow.
+    Columns before a rank's ``horizon`` whose ops were dropped from the model's history show
+    dots rather than a misleading idle.
     """
     return [Text.assemble(*runs)
-            for runs in lane_runs(segments_by_rank, inflight, t0_ns, t1_ns, width, horizon)]
+            for runs in lane_runs(segments_by_rank, inflight, t0_ns, t1_ns, width, horizon,
+                                  exits=exits)]
 
 
 def lane_runs(segments_by_rank: Mapping[int, Lane], inflight: Iterable[InFlight],
               t0_ns: int, t1_ns: int, width: int,
               horizon: Mapping[int, int] | None = None,
               phases: Mapping[int, Sequence[PhaseSpan]] | None = None,
-              lang: str = "en", ended: bool = False) -> list[list[tuple[str, str]]]:
+              lang: str = "en", ended: bool = False,
+              exits: Mapping[int, int] | None = None) -> list[list[tuple[str, str]]]:
     """``render_lanes`` as runs of (characters, style name), each line at most ``width``:
     what the widget turns into segments without building rich Text. A rank with compute
     phases (``commviz.phase``) gets a line of them under its lane, on the same time axis.
-    ``ended``: t1_ns is the run's end, not now, and the axis says so."""
+    ``ended``: t1_ns is the run's end, not now, and the axis says so. ``exits``: when ranks
+    that left said goodbye; an op they left inside is drawn up to then, not up to now."""
     running: dict[int, list[InFlight]] = {}
     for op in inflight:
         running.setdefault(op.rank, []).append(op)
@@ -97,7 +102,8 @@ def lane_runs(segments_by_rank: Mapping[int, Lane], inflight: Iterable[InFlight]
     cutoffs = horizon or {}
     lanes = _lanes([_rows(segments_by_rank.get(rank, ())) for rank in ranks],
                    [running.get(rank, ()) for rank in ranks], t0_ns, t1_ns, lane_w,
-                   [cutoffs.get(rank) for rank in ranks]) if lane_w else [[] for _ in ranks]
+                   [cutoffs.get(rank) for rank in ranks], exits or {}) \
+        if lane_w else [[] for _ in ranks]
     lines = []
     for rank, lane in zip(ranks, lanes):
         lines.append(_cut([(f"r{rank}".rjust(label_w - 1) + " ", "bold"), *lane], width))
@@ -156,7 +162,8 @@ def _rows(segments: Lane) -> np.ndarray:
 
 
 def _lanes(lanes: list[np.ndarray], running: list[Sequence[InFlight]], t0: int, t1: int,
-           width: int, cutoffs: list[int | None]) -> list[list[tuple[str, str]]]:
+           width: int, cutoffs: list[int | None],
+           exits: Mapping[int, int]) -> list[list[tuple[str, str]]]:
     """Every rank's lane as runs of (characters, style), all ranks at once: a few array
     operations a frame rather than a few per rank and op.
 
@@ -177,7 +184,8 @@ def _lanes(lanes: list[np.ndarray], running: list[Sequence[InFlight]], t0: int, 
     wait = _coverage(x[:, 0], x[:, 1], width, lane_of, n * n_codes)
     xfer = _coverage(x[:, 1], x[:, 2], width, lane_of, n * n_codes)
     wait, xfer = wait.reshape(n, n_codes, width), xfer.reshape(n, n_codes, width)
-    flying = np.array([(op.t_start, t1) for ops in running for op in ops], np.int64)
+    flying = np.array([(op.t_start, min(t1, exits.get(op.rank, t1)))
+                       for ops in running for op in ops], np.int64)
     x = np.clip((flying.reshape(-1, 2) - t0) * scale, 0, width)  # from its start to now
     inflight = _coverage(x[:, 0], x[:, 1], width,
                          np.repeat(np.arange(n), [len(ops) for ops in running]), n)
@@ -304,7 +312,8 @@ class _Frame:
     t0_ns: int
     t1_ns: int
     phases: dict[int, list[PhaseSpan]]
-    ended: bool  # every rank said goodbye: t1_ns is just after the run's last op, not now
+    ended: bool  # every rank is gone: t1_ns is just after the run's last op, not now
+    exits: dict[int, int]  # when the ranks that said goodbye did
 
 
 class Timeline(Widget):
@@ -334,18 +343,24 @@ class Timeline(Widget):
         """Copy what the next frame draws. Call it under the session lock; drawing happens
         later, outside it."""
         window_ns = int(paced_window_s(model.recent, self.window_s) * 1e9)
-        # once every rank has said goodbye the window stops at the run's end: its last
-        # seconds stay on screen to be read, rather than scroll away into an empty lane
+        inflight = list(model.inflight.values())
         ranks = list(model.ranks.values())
-        last = max((s.last_end_ns for s in ranks), default=0)
-        ended = bool(ranks) and all(s.exited for s in ranks) and not model.inflight and last > 0
+        exits = {s.rank: s.exit_ns for s in ranks if s.exited and s.exit_ns}
+        # once every rank is gone (said goodbye, or found lost) the window stops at the run's
+        # end: its last seconds stay on screen to be read, rather than scroll away; an op a
+        # rank left inside ends there too
+        lost = {r for f in model.findings() if f.type == "lost_rank" for r in f.ranks}
+        last = max([s.last_end_ns for s in ranks]
+                   + [exits[op.rank] for op in inflight if op.rank in exits], default=0)
+        ended = bool(ranks) and last > 0 and all(s.rank in exits or s.rank in lost
+                                                 for s in ranks) \
+            and all(op.rank in exits or op.rank in lost for op in inflight)
         if ended:
             now_ns = min(now_ns, last + window_ns // END_MARGIN)
         since = now_ns - window_ns
         rows = self._rows()
-        self._frame = _Frame(model.lanes(since, now_ns), list(model.inflight.values()),
-                             dict(model.lane_horizon), since, now_ns, model.phases(since, now_ns),
-                             ended)
+        self._frame = _Frame(model.lanes(since, now_ns), inflight, dict(model.lane_horizon),
+                             since, now_ns, model.phases(since, now_ns), ended, exits)
         self._version += 1
         self.refresh(layout=self._rows() != rows)
 
@@ -372,7 +387,7 @@ class Timeline(Widget):
         if self._cached is None or self._cached[0] != key:
             f = self._frame
             lines = lane_runs(f.segments, f.inflight, f.t0_ns, f.t1_ns, width, f.horizon,
-                              f.phases, self.lang, f.ended)
+                              f.phases, self.lang, f.ended, f.exits)
             base = self.rich_style
             strips = [Strip([RichSegment(chars, _style(base, name)) for chars, name in runs])
                       .extend_cell_length(width, base) for runs in lines]

@@ -86,6 +86,7 @@ class RankState:
     device: str = "?"
     last_seen: float = 0.0
     exited: bool = False
+    exit_ns: int = 0  # when it said goodbye (wall ns, viewer's clock); 0 before
     dropped: int = 0
     ops: int = 0
     bytes_out: int = 0
@@ -280,6 +281,7 @@ class Model:
                 state = self._state_of(msg.rank, msg.inc)
                 if state is not None:  # a goodbye of a process never heard says nothing
                     state.exited, state.dropped, state.last_seen = True, msg.dropped, self.clock()
+                    state.exit_ns = msg.t_ns - self._offset_ns(state)
                     self._show_live(state)
             elif isinstance(msg, protocol.Phases):
                 state = self._state_of(msg.rank, msg.inc) or self._rank(msg.rank)
