@@ -1157,6 +1157,7 @@ _UI_PAIRS: dict[str, tuple[str, str]] = {
     "paused": ("Paused", "Pausado"),
     "playing": ("Playing", "Reproduzindo"),
     "replay held": ("replay held (p)", "replay segurado (p)"),
+    "demo ended": ("The demo has ended", "A demo terminou"),
     "waiting for replay": ("the ranks wait for the replay", "os ranks esperam o replay"),
     "pause": ("Pause", "Pausar"),
     "play": ("Play", "Reproduzir"),

@@ -482,6 +482,34 @@ class FakeController:
     def hold(self, on: bool) -> None:
         self.state = dataclasses.replace(self.state, held=on)
 
+    def restart(self) -> None:
+        self.calls.append("restart")
+
+
+@sync
+async def test_once_the_demo_has_ended_the_screen_says_so_and_offers_restart() -> None:
+    """It still read 'Playing · space: Pause' with every rank gone (user trial)."""
+    controller = FakeController()
+    controller.toggle()  # playing
+    ranks = FakeRanks(world=2)
+    app = CommvizApp(FakeSession(), ranks, "t", lang="en", controller=controller,
+                     restart=FakeRanks)
+    async with app.run_test(size=SIZE) as pilot:
+        await frame(pilot)
+        assert "▶ Playing" in panel(app, "#status")
+        ranks.end(0)
+        ranks.end(1)
+        await frame(pilot)
+        assert "■ The demo has ended · r: Restart · q: Quit" in panel(app, "#status")
+        await pilot.press("space")
+        await pilot.press("n")
+        assert controller.calls == ["toggle"]  # nothing left to pause or step
+        await pilot.press("r")
+        await frame(pilot)
+        assert "▶ Playing" in panel(app, "#status")
+        await pilot.press("space")
+        assert controller.calls == ["toggle", "restart", "toggle"]
+
 
 @sync
 async def test_a_playing_demo_waits_for_its_replay_to_catch_up() -> None:

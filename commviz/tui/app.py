@@ -328,6 +328,12 @@ class CommvizApp(App):
 
     def _control_line(self) -> str:
         """The ranks' state (playing, paused), and the replay's when it is held apart."""
+        if self._ended:
+            again = f" · r: {explain.ui('restart', self.lang)}" \
+                if self._restart is not None and getattr(self.session, "recorder", None) is None \
+                else ""
+            return f"■ {explain.ui('demo ended', self.lang)}{again} · q: " \
+                f"{explain.ui('quit', self.lang)}"
         state = self.controller.state  # type: ignore[union-attr]
         held = f" · {explain.ui('replay held', self.lang)}" \
             if self.query_one(Topology).animator.paused else ""
@@ -360,9 +366,11 @@ class CommvizApp(App):
         if self.ranks.failed() and self.ranks.running():
             self._events.append(("stopping others", {}))
             self.ranks.stop()
-        if self._output is not None and not self.ranks.running() and not self._ended:
+        if not self._ended and not self.ranks.running():
             self._ended = True  # the screen stays, to be read: q quits
-            self._events.append(("job ended", {}))
+            if self._output is not None:
+                self._events.append(("job ended", {}))
+            self.refresh_bindings()  # pause and step have nothing left to hold
 
     async def action_quit(self) -> None:
         self.exit()
@@ -370,7 +378,7 @@ class CommvizApp(App):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """Pause and step exist only for a demo, whose ranks wait at a real step barrier."""
         if action in ("toggle_play", "step"):
-            return self.controller is not None
+            return self.controller is not None and not self._ended
         if action == "restart":
             return self._restart is not None
         if action == "next_view":
@@ -408,6 +416,8 @@ class CommvizApp(App):
         self.query_one(Topology).restart()
         self.query_one("#log", OpLog).clear()
         self.ranks = self._restart()
+        self._ended = False
+        self.refresh_bindings()
         self.refresh_view()
 
     def action_next_view(self) -> None:
