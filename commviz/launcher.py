@@ -156,7 +156,7 @@ class RankProcess:
             return "no log"
         for line in lines:
             if line.startswith("commviz-rank-error: "):
-                return line.removeprefix("commviz-rank-error: ")
+                return _readable(line.removeprefix("commviz-rank-error: "))
         return telling_line(lines) or _without_words(self.returncode)
 
 
@@ -170,6 +170,15 @@ def _without_words(returncode: int | None) -> str:
     return "no error written in its log"
 
 
+# where in gloo's or NCCL's C++ sources an error was raised: "[/__w/.../unbound_buffer.cc:78] "
+_SOURCE_LOCATION = re.compile(r"\[[^\]\s]+\.(?:cc|cpp|cu|c|h|hpp):\d+\]\s*")
+
+
+def _readable(line: str) -> str:
+    """An error line without the C++ source location a backend puts in it."""
+    return _SOURCE_LOCATION.sub("", line)
+
+
 # "RuntimeError: boom", "[rank1]: ValueError: x", "KeyboardInterrupt"
 _EXCEPTION_LINE = re.compile(r"^(?:\[rank\d+\]:\s*)?([A-Za-z_][\w.]*(?:Error|Exception|Exit|"
                              r"Interrupt|Failure)\b(?::.*)?)$")
@@ -180,12 +189,14 @@ _LAUNCHER_ERRORS = ("torch.distributed.elastic.multiprocessing.errors.ChildFaile
 def telling_line(lines: list[str]) -> str | None:
     """The line of a failed process's output that says why: the first exception raised in it
     (the cause: the other ranks' errors, a launcher's summary come after), else the last line
-    with a word in it (not a rule such as torchrun's ``=====``); None when there is none."""
+    with a word in it (not a rule such as torchrun's ``=====``); None when there is none. A
+    backend's C++ source location is left out of it."""
     for line in lines:
         match = _EXCEPTION_LINE.match(line.strip())
         if match and not match.group(1).startswith(_LAUNCHER_ERRORS):
-            return match.group(1)
-    return next((line.strip() for line in reversed(lines) if re.search(r"\w", line)), None)
+            return _readable(match.group(1))
+    last = next((line.strip() for line in reversed(lines) if re.search(r"\w", line)), None)
+    return None if last is None else _readable(last)
 
 
 class Ranks:

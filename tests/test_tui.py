@@ -576,6 +576,26 @@ async def test_at_80x24_a_demo_of_four_ranks_shows_every_rank() -> None:
 
 
 @sync
+async def test_at_80x24_the_viewer_panel_keeps_its_newest_lines_and_the_ranks_their_rows() -> None:
+    """The hang demo at 80x24: three ranks failed with long timeout errors, the viewer panel
+    grew until the ranks panel had no row left (user trial)."""
+    session = FakeSession()
+    session.feed(heartbeats(3) + scripted_all_reduce(world=3))
+    ranks = FakeRanks(world=3)
+    app = CommvizApp(session, ranks, "t", lang="en", controller=FakeController(),
+                     clock=session.clock, wall_ns=session.clock.wall_ns)
+    async with app.run_test(size=(80, 24)) as pilot:
+        for r in range(3):
+            ranks.end(r, 1, f"RuntimeError: rank {r} timed out waiting 6000ms for a send "
+                            "operation to complete after the others had left")
+        await frame(pilot)
+        assert all(rank_row(app, r) for r in range(3))
+        status = panel(app, "#status")
+        assert "rank 2 failed (exit 1)" in status and "left" in status, status
+        assert len(status.splitlines()) == app_module.NARROW_STATUS_ROWS + 2
+
+
+@sync
 async def test_a_finding_that_ended_with_its_job_is_no_all_clear() -> None:
     """The mismatch demo, once its ranks are gone: the finding ended with the job, unresolved.
     It showed with a tick, and the verdict said 'no ... mismatch' (user trial)."""

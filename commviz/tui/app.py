@@ -51,6 +51,7 @@ LOG_LINES_PER_FRAME = 20  # more than this per frame is unreadable, and costs a 
 REPLAY_STEP_S = 0.3  # one schematic step of the replay; + and - change it
 SLOW_FRAME_S = 0.5  # statistics and the teaching panels: redrawn at most twice a second
 FINDINGS_LINGER_S = 10.0  # the findings panel stays this long after the last one ended
+NARROW_STATUS_ROWS = 6  # the viewer panel on a narrow terminal: its newest rows, if it has more
 RESTART_SETTLE_S = 0.15  # after stopping the ranks: time for their last messages to land
 
 
@@ -313,6 +314,11 @@ class CommvizApp(App):
         events = [self._event(key, fields) for key, fields in self._events[-8:]]
         status = "\n".join([status, *events])
         shown = Text(status)  # not markup: [brackets]
+        width = self.query_one("#status").content_region.width
+        if self.screen.has_class("-narrow") and width > 0:  # bounded there: the newest rows
+            rows = shown.wrap(self.console, width)
+            if len(rows) > NARROW_STATUS_ROWS:
+                shown = Text("\n").join(rows[-NARROW_STATUS_ROWS:])
         self._show("#status", shown, _height_key(shown))  # its lines wrap: a longer one may too
 
     def _show(self, selector: str, renderable: Any, height_key: int | None) -> None:
