@@ -38,15 +38,17 @@ def _t(en: str, pt: str) -> dict[str, str]:
 # --- Tips shared by several ops ------------------------------------------------------------
 
 _TIP_FIRST_P2P = _t(
-    """The first transfer between two ranks is slower than the ones after it: NCCL sets up
-    the connection to a new peer lazily, so the first send/recv blocks until the peer posts
-    its matching call, and the very first recv holds the host until the data has arrived.
-    Later calls only wait until the work is queued. Warm up before you time anything.""",
-    """A primeira transferência entre dois ranks é mais lenta que as seguintes: o NCCL só
-    cria a conexão com um peer novo sob demanda (lazy), então o primeiro send/recv fica
+    """On NCCL the first transfer between two ranks is slower than the ones after it: NCCL
+    sets up the connection to a new peer lazily, so the first send/recv blocks until the peer
+    posts its matching call, and the very first recv holds the host until the data has
+    arrived. Later calls only wait until the work is queued (gloo connects every pair when
+    the group is created). Warm up before you time anything.""",
+    """No NCCL a primeira transferência entre dois ranks é mais lenta que as seguintes: o
+    NCCL só cria a conexão com um peer novo sob demanda (lazy), então o primeiro send/recv fica
     parado até o outro lado postar a chamada correspondente, e o primeiríssimo recv chega a
     segurar o host até os dados chegarem. Depois disso, as chamadas só esperam o trabalho
-    entrar na fila. Faça um aquecimento antes de cronometrar qualquer coisa.""",
+    entrar na fila (o gloo conecta todos os pares ao criar o grupo). Faça um aquecimento
+    antes de cronometrar qualquer coisa.""",
 )
 _TIP_WAIT_SYNC = _t(
     """On NCCL, request.wait() does not stop the CPU: it makes the current CUDA stream wait
