@@ -46,6 +46,15 @@ def test_columns_stay_aligned_for_the_longest_names():
     assert "8 ranks" in lines[3] and "3 ranks" in lines[5] and "100,101 " in lines[4]
 
 
+def test_the_tuis_log_shortens_a_long_name_so_its_columns_stay_aligned():
+    """FSDP's reduce_scatter_single pushed its line's columns right of the others' (user
+    trial)."""
+    lines = [text.instance_line(_inst(op, (0, 1, 2, 3), 7, 0, 1), T)
+             for op in ("reduce_scatter_single", "all_gather_into_tensor", "all_reduce")]
+    assert len({line.index("#") for line in lines}) == 1, lines
+    assert " reduce_…single " in lines[0] and " all_gat…tensor " in lines[1]
+
+
 def test_lines_come_in_time_order_on_the_clock_of_the_first_message():
     """A round's transfers and collectives (and subgroups') came out each in its own order,
     timed from the first printed op's start: -0.001 s below 0.008 s."""

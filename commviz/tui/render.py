@@ -248,17 +248,8 @@ class StatsTable:
         for head, width in zip(self.heads[1:], widths[1:]):
             table.add_column(head, justify="right", no_wrap=True, min_width=width)
         for row in self.rows:
-            table.add_row(_shorten_middle(row[0], room), *row[1:])
+            table.add_row(text.shorten_middle(row[0], room), *row[1:])
         yield table
-
-
-def _shorten_middle(name: str, room: int) -> str:
-    """``name`` in at most ``room`` columns: its head, an ellipsis, its last word."""
-    if len(name) <= room:
-        return name
-    tail = name[name.rfind("_") + 1:] if "_" in name else ""
-    tail = tail[:max(0, (room - 1) // 2)]
-    return name[:max(1, room - 1 - len(tail))] + "…" + tail
 
 
 def _bytes(n: float, lang: str) -> str:

@@ -30,7 +30,7 @@ def ranks_phrase(ranks: list[int]) -> str:
 
 # widths of the op, ranks and sequence-number columns: headless, wide enough for every op
 # (all_gather_into_tensor, reduce_scatter_single), "9999 -> 9998", "0,1,2,3,4,5" and 7 digits;
-# the TUI's narrow log keeps compact ones, where a long name pushes the rest of its line right
+# the TUI's log keeps compact ones: a longer name is shortened in its middle (reduce_…single)
 COLUMNS = (max(map(len, OPS)), 12, 7)
 LOG_COLUMNS = (14, 9, 5)
 
@@ -41,6 +41,16 @@ def instance_header(lang: str = "en") -> str:
     ui = functools.partial(explain.ui, lang=lang)
     return (f"{ui('head end'):>9}  {'op':<{op_w}} {'ranks':<{who_w}} {'seq':<{seq_w + 1}} "
             f"{ui('head size'):>9}  {ui('head times')}")
+
+
+def shorten_middle(name: str, room: int) -> str:
+    """``name`` in at most ``room`` columns: its head, an ellipsis, its last word
+    ("reduce_…single")."""
+    if len(name) <= room:
+        return name
+    tail = name[name.rfind("_") + 1:] if "_" in name else ""
+    tail = tail[:max(0, (room - 1) // 2)]
+    return name[:max(1, room - 1 - len(tail))] + "…" + tail
 
 
 def instance_line(inst: Instance, t0_ns: int,
@@ -69,7 +79,8 @@ def instance_line(inst: Instance, t0_ns: int,
     parent = "  " + ui("in parent").format(inst.parent) if inst.parent else ""
     if inst.ddp:
         parent += "  " + ui("by ddp")
-    head = f"{num(f'{when:8.3f}')}s  {inst.op:<{op_w}} "
+    op = shorten_middle(inst.op, op_w)  # the columns after it stay in line
+    head = f"{num(f'{when:8.3f}')}s  {op:<{op_w}} "
     size = f"{num(human_bytes(inst.size)):>9}"
     line = (f"{head}{who:<{who_w}} #{inst.seq:<{seq_w}} {size}  {ui('time')} "
             f"{num(f'{inst.time_ns / 1e3:8.1f}')} us  {ui('log skew')} "
@@ -78,7 +89,7 @@ def instance_line(inst: Instance, t0_ns: int,
         return line
     # times in their own units, one space between columns; then columns left out, a
     # collective's ranks (the ranks panel lists them) before a transfer's size
-    head = f"{num(f'{when:.3f}'):>8}s {inst.op:<{op_w}} "
+    head = f"{num(f'{when:.3f}'):>8}s {op:<{op_w}} "
     times = (f"{ui('time')} {num(_duration(inst.time_ns)):>7} "
              f"{ui('log skew')} {num(_duration(inst.skew_ns)):>7}{parent}")
     for keep_who, keep_size in ((True, True), (p2p, not p2p), (p2p, False)):
