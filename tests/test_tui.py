@@ -45,6 +45,7 @@ from commviz.tui import app as app_module
 from commviz.tui.app import FRAME_S, CommvizApp
 from commviz.tui.help import HelpScreen
 from commviz.tui.oplog import OpLog, line_text
+from commviz.tui.timeline import Timeline
 from commviz.tui.topology import Topology
 
 SIZE = (160, 48)
@@ -237,6 +238,38 @@ async def test_the_timeline_stops_at_the_runs_end_once_every_rank_has_left() -> 
         app.action_switch_lang()
         await frame(pilot)
         assert panel(app, "#timeline").splitlines()[-2].rstrip("│ ").endswith(" fim")
+
+
+@sync
+async def test_z_zooms_the_timeline_onto_the_latest_step_and_shift_z_back_out() -> None:
+    """A DDP step takes milliseconds in a window of seconds: zoomed, the timeline holds the
+    latest activity in view, where backward and its bucket all-reduces can be told apart."""
+    session = FakeSession()
+    session.feed(heartbeats(4) + scripted_all_reduce(world=4))
+    app = make_app(session)
+    async with app.run_test(size=SIZE) as pilot:
+        session.clock.advance(60.0)  # the ops are a minute old: gone from an unzoomed view
+        await frame(pilot)
+        assert not _lanes_drawn(app)
+        assert app.query_one("#timeline").border_subtitle == "zoom: auto · z/Z"
+        for _ in range(7):  # from 2 s: 1 s, 500 ms ... down to 10 ms
+            await pilot.press("z")
+        await frame(pilot)
+        lines = panel(app, "#timeline").splitlines()
+        assert app.query_one(Timeline).zoom_s == 0.01
+        assert "zoom: 10 ms · z/Z" in lines[-1] and lines[-2].rstrip("│ ").endswith(" latest")
+        assert _lanes_drawn(app) and "-4ms" in lines[-2], lines
+        for _ in range(8):
+            await pilot.press("Z")
+        await frame(pilot)
+        assert app.query_one(Timeline).zoom_s is None and not _lanes_drawn(app)
+        assert panel(app, "#timeline").splitlines()[-2].rstrip("│ ").endswith(" now")
+
+
+def _lanes_drawn(app: CommvizApp) -> bool:
+    lanes = [line for line in panel(app, "#timeline").splitlines()
+             if line.lstrip("│ ").startswith("r")]
+    return any("█" in lane or "░" in lane for lane in lanes)
 
 
 @sync

@@ -68,6 +68,8 @@ class CommvizApp(App):
         Binding("plus", "faster", "Faster", key_display="+", id="faster"),
         Binding("minus", "slower", "Slower", key_display="-", id="slower"),
         Binding("p", "replay_pause", "Hold replay", id="replay_pause"),
+        Binding("z", "zoom_in", "Zoom", id="zoom_in"),
+        Binding("Z", "zoom_out", "Zoom out", id="zoom_out", show=False),
         Binding("r", "restart", "Restart", id="restart"),
         Binding("question_mark", "help", "Help", key_display="?", id="help"),
         Binding("ctrl+c", "quit", "Quit", show=False, priority=True),
@@ -76,13 +78,15 @@ class CommvizApp(App):
     # whose check_action says whether the key works in this session; None: it always does,
     # v too, whose text says it is for a narrow terminal)
     HELP = [("space", "pause", "toggle_play"), ("n", "next step", "step"),
-            ("+ / -", "speed", None), ("p", "hold replay", None), ("r", "restart", "restart"),
+            ("+ / -", "speed", None), ("p", "hold replay", None),
+            ("z / Z", "zoom timeline", None), ("r", "restart", "restart"),
             ("v", "next view", None), ("q, ctrl+c", "quit", None), ("?", "help", None),
             ("ctrl+p", "command palette", None)]
     # The command palette's own entries: (action, UI string key of its title, key)
     PALETTE = [("toggle_play", "pause", "space"), ("step", "next step", "n"),
                ("faster", "faster", "+"), ("slower", "slower", "-"),
-               ("replay_pause", "hold replay", "p"), ("restart", "restart", "r"),
+               ("replay_pause", "hold replay", "p"), ("zoom_in", "zoom in", "z"),
+               ("zoom_out", "zoom out", "Z"), ("restart", "restart", "r"),
                ("switch_lang", "language", ""), ("next_view", "next view", "v"),
                ("help", "help", "?")]
     # What `v` turns through below 120 columns, where one panel group fits at a time
@@ -161,6 +165,8 @@ class CommvizApp(App):
         self.query_one("#ranks").border_title = ui("ranks").lower()
         self.query_one("#topology").border_title = ui("replay")
         self.query_one("#timeline").border_title = title(self.lang)
+        self.query_one("#timeline").border_subtitle = _zoom_subtitle(
+            self.query_one(Timeline).zoom_s, self.lang)
         self.query_one("#log").border_title = ui("completed operations")
         self.query_one("#stats").border_title = ui("stats title")
         self.query_one("#phases").border_title = ui("inside")
@@ -389,6 +395,8 @@ class CommvizApp(App):
             return self._restart is not None
         if action == "next_view":
             return self.screen.has_class("-narrow")
+        if action in ("zoom_in", "zoom_out"):  # where the timeline is on screen
+            return not self.screen.has_class("-narrow") or self._view == "replay"
         return True
 
     def action_toggle_play(self) -> None:
@@ -432,6 +440,7 @@ class CommvizApp(App):
         self._view = views[(views.index(self._view) + 1) % len(views)]
         for view in views:
             self.screen.set_class(view == self._view and view != views[0], f"-view-{view}")
+        self.refresh_bindings()  # z zooms the timeline where it shows
         self.notify(explain.ui(f"view {self._view}", self.lang), timeout=2)
 
     def on_resize(self) -> None:
@@ -442,6 +451,17 @@ class CommvizApp(App):
 
     def action_slower(self) -> None:
         self.query_one(Topology).slower()
+
+    def action_zoom_in(self) -> None:
+        self._zoom(self.query_one(Timeline).zoom_in())
+
+    def action_zoom_out(self) -> None:
+        self._zoom(self.query_one(Timeline).zoom_out())
+
+    def _zoom(self, zoom_s: float | None) -> None:
+        """The timeline's new window: in its subtitle from the next frame on."""
+        self.query_one("#timeline").border_subtitle = _zoom_subtitle(zoom_s, self.lang)
+        self.refresh_view(0)
 
     def action_replay_pause(self) -> None:
         """Hold the animation only: a training job is never paused, only its display."""
@@ -487,6 +507,13 @@ def _fit(model: Any) -> costmodel.Fit | None:
     if len(backends) != 1:
         return None
     return costmodel.fit_stats(model.stats_table(), backends.pop())
+
+
+def _zoom_subtitle(zoom_s: float | None, lang: str) -> str:
+    """'zoom: auto · z/Z', or the window zoomed to ('zoom: 50 ms · z/Z')."""
+    window = explain.ui("zoom auto", lang) if zoom_s is None else \
+        explain.number(text.duration(zoom_s * 1e9), lang)
+    return explain.ui("zoom", lang).format(window=window)
 
 
 def _height_key(renderable: Any) -> int | None:

@@ -85,13 +85,14 @@ def lane_runs(segments_by_rank: Mapping[int, Lane], inflight: Iterable[InFlight]
               t0_ns: int, t1_ns: int, width: int,
               horizon: Mapping[int, int] | None = None,
               phases: Mapping[int, Sequence[PhaseSpan]] | None = None,
-              lang: str = "en", ended: bool = False,
+              lang: str = "en", right: str = "now",
               exits: Mapping[int, int] | None = None) -> list[list[tuple[str, str]]]:
     """``render_lanes`` as runs of (characters, style name), each line at most ``width``:
     what the widget turns into segments without building rich Text. A rank with compute
     phases (``commviz.phase``) gets a line of them under its lane, on the same time axis.
-    ``ended``: t1_ns is the run's end, not now, and the axis says so. ``exits``: when ranks
-    that left said goodbye; an op they left inside is drawn up to then, not up to now."""
+    ``right``: what t1_ns is, for the axis' right end (a UI string: "now", "timeline end",
+    "latest"). ``exits``: when ranks that left said goodbye; an op they left inside is drawn
+    up to then, not up to now."""
     running: dict[int, list[InFlight]] = {}
     for op in inflight:
         running.setdefault(op.rank, []).append(op)
@@ -110,8 +111,7 @@ def lane_runs(segments_by_rank: Mapping[int, Lane], inflight: Iterable[InFlight]
         if phases and phases.get(rank) and lane_w:
             lines.append(_cut([(" " * label_w, ""),
                                *_phase_runs(phases[rank], t0_ns, t1_ns, lane_w)], width))
-    lines.append(_cut([(" " * label_w + _axis(t1_ns - t0_ns, lane_w, lang,
-                                              "timeline end" if ended else "now"), "dim")],
+    lines.append(_cut([(" " * label_w + _axis(t1_ns - t0_ns, lane_w, lang, right), "dim")],
                       width))
     return lines
 
@@ -254,6 +254,7 @@ _NICE = (1, 2, 5)  # ticks every 1, 2 or 5 x 10^k of the axis's unit: labels rea
 GAP = 3  # columns at least between two labels
 MAX_TICKS = 8  # fewer, when their labels do not fit
 END_MARGIN = 20  # an ended run's window closes 1/20 of its width after its last op
+ZOOMS_S = (0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0)  # z and Z
 
 
 def _axis(window_ns: int, width: int, lang: str = "en", right: str = "now") -> str:
@@ -312,15 +313,15 @@ class _Frame:
     t0_ns: int
     t1_ns: int
     phases: dict[int, list[PhaseSpan]]
-    ended: bool  # every rank is gone: t1_ns is just after the run's last op, not now
+    right: str  # what t1_ns is: "now", "timeline end" (every rank is gone), "latest" (zoom)
     exits: dict[int, int]  # when the ranks that said goodbye did
 
 
 class Timeline(Widget):
-    """Swimlanes of the last ``window_s`` seconds at least (``paced_window_s``); fed by
-    ``update_from`` once per app frame.
-
-    A new ``window_s`` shows from the next frame the app feeds.
+    """Swimlanes of the last ``window_s`` seconds at least (``paced_window_s``), or of the
+    window the person zoomed to (``zoom_in``, ``zoom_out``), which ends at the latest activity
+    rather than now: a zoomed view holds the last training step still to be read. Fed by
+    ``update_from`` once per app frame; a new window shows from the next frame the app feeds.
     """
 
     DEFAULT_CSS = """
@@ -338,11 +339,31 @@ class Timeline(Widget):
         self._version = 0
         self._cached: tuple[tuple, list[Strip]] | None = None
         self.lang = "en"  # of the time axis; the app sets it
+        self.zoom_s: float | None = None  # the window zoomed to; None: paced_window_s
+        self._paced_s = self.window_s  # the window paced_window_s gave the last frame
+
+    def zoom_in(self) -> float | None:
+        """A shorter window: the next zoom below the one shown; returns the new zoom."""
+        shown = self._shown_s()
+        self.zoom_s = max((z for z in ZOOMS_S if z < shown * 0.99), default=ZOOMS_S[0])
+        return self.zoom_s
+
+    def zoom_out(self) -> float | None:
+        """A longer window, back to the paced one (None) once it would show as much."""
+        if self.zoom_s is not None:
+            wider = min((z for z in ZOOMS_S if z > self.zoom_s * 1.01), default=None)
+            self.zoom_s = None if wider is None or wider >= self._paced_s else wider
+        return self.zoom_s
+
+    def _shown_s(self) -> float:
+        f = self._frame
+        return self.zoom_s or ((f.t1_ns - f.t0_ns) / 1e9 if f is not None else self.window_s)
 
     def update_from(self, model: Model, now_ns: int) -> None:
         """Copy what the next frame draws. Call it under the session lock; drawing happens
         later, outside it."""
-        window_ns = int(paced_window_s(model.recent, self.window_s) * 1e9)
+        self._paced_s = paced_window_s(model.recent, self.window_s)
+        window_ns = int((self.zoom_s or self._paced_s) * 1e9)
         inflight = list(model.inflight.values())
         ranks = list(model.ranks.values())
         exits = {s.rank: s.exit_ns for s in ranks if s.exited and s.exit_ns}
@@ -355,12 +376,17 @@ class Timeline(Widget):
         ended = bool(ranks) and last > 0 and all(s.rank in exits or s.rank in lost
                                                  for s in ranks) \
             and all(op.rank in exits or op.rank in lost for op in inflight)
+        right = "now"
         if ended:
-            now_ns = min(now_ns, last + window_ns // END_MARGIN)
+            now_ns, right = min(now_ns, last + window_ns // END_MARGIN), "timeline end"
+        elif self.zoom_s is not None:  # zoomed: the latest activity stays in view, to be read
+            latest = max([last, model.last_phase_end_ns()] + [op.t_start for op in inflight])
+            if 0 < latest + window_ns // END_MARGIN < now_ns:
+                now_ns, right = latest + window_ns // END_MARGIN, "latest"
         since = now_ns - window_ns
         rows = self._rows()
         self._frame = _Frame(model.lanes(since, now_ns), inflight, dict(model.lane_horizon),
-                             since, now_ns, model.phases(since, now_ns), ended, exits)
+                             since, now_ns, model.phases(since, now_ns), right, exits)
         self._version += 1
         self.refresh(layout=self._rows() != rows)
 
@@ -387,7 +413,7 @@ class Timeline(Widget):
         if self._cached is None or self._cached[0] != key:
             f = self._frame
             lines = lane_runs(f.segments, f.inflight, f.t0_ns, f.t1_ns, width, f.horizon,
-                              f.phases, self.lang, f.ended, f.exits)
+                              f.phases, self.lang, f.right, f.exits)
             base = self.rich_style
             strips = [Strip([RichSegment(chars, _style(base, name)) for chars, name in runs])
                       .extend_cell_length(width, base) for runs in lines]

@@ -397,6 +397,10 @@ class Model:
                                key=lambda s: (s.t_start, s.depth))
         return out
 
+    def last_phase_end_ns(self) -> int:
+        """When the latest compute phase any rank reported ended (0: none)."""
+        return max((spans[-1].t_end for spans in self._phases.values() if spans), default=0)
+
     def gpu_links(self) -> dict[tuple[int, int], str]:
         """How the GPUs of two ranks on one host are joined, as ``nvidia-smi topo -m`` labels
         it: ``NV#`` (that many NVLinks), else the PCIe path (PIX, PXB, PHB, NODE, SYS), or

@@ -90,8 +90,8 @@ def instance_line(inst: Instance, t0_ns: int,
     # times in their own units, one space between columns; then columns left out, a
     # collective's ranks (the ranks panel lists them) before a transfer's size
     head = f"{num(f'{when:.3f}'):>8}s {op:<{op_w}} "
-    times = (f"{ui('time')} {num(_duration(inst.time_ns)):>7} "
-             f"{ui('log skew')} {num(_duration(inst.skew_ns)):>7}{parent}")
+    times = (f"{ui('time')} {num(duration(inst.time_ns)):>7} "
+             f"{ui('log skew')} {num(duration(inst.skew_ns)):>7}{parent}")
     for keep_who, keep_size in ((True, True), (p2p, not p2p), (p2p, False)):
         line = (head + (f"{who:<{who_w}} " if keep_who else "") + f"#{inst.seq:<{seq_w}} "
                 + (f"{size} " if keep_size else "") + times)
@@ -100,7 +100,7 @@ def instance_line(inst: Instance, t0_ns: int,
     return line
 
 
-def _duration(ns: float) -> str:
+def duration(ns: float) -> str:
     """Three significant digits in the unit that suits: 850 us, 7.14 ms, 1.2 s (999.7 us
     reads 1 ms, not 1e+03 us)."""
     unit, scale = next((u, f) for u, f in (("s", 1e9), ("ms", 1e6), ("us", 1e3))
