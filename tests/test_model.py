@@ -176,7 +176,12 @@ def test_a_collective_that_failed_or_mixed_ops_is_no_instance():
     assert [i.seq for i in m.new_instances] == [1] and [i.seq for i in m.recent] == [1]
     assert [row["count"] for row in m.stats_table()] == [1]
     assert seen == [12]  # the diagnosis still sees all three rounds
-    assert all(len(m.lanes(T0_NS, T0_NS + 8_000_000)[r]) == 3 for r in range(4))
+    lanes = m.lanes(T0_NS, T0_NS + 8_000_000)
+    assert all(len(lanes[r]) == 3 for r in range(4))
+    # the failed and the mixed rounds waited until they ended: no transfer drawn (it read
+    # as 6 s of transferring); the good one transferred from its last arrival
+    assert all(lanes[r][1][2] == lanes[r][1][3] and lanes[r][2][2] == lanes[r][2][3]
+               and lanes[r][0][2] < lanes[r][0][3] for r in range(4)), lanes
 
 
 def test_a_transfer_that_failed_is_no_instance():

@@ -626,11 +626,14 @@ class Model:
         if self.on_collectives is not None:
             self.on_collectives(_take(rows, member), np.r_[0, np.cumsum(counts[complete])[:-1]])
         last_all = np.maximum.reduceat(rows["t_start"], starts)
-        self._note_segments(rows["rank"][member], rows["op"][member], rows["t_start"][member],
-                            np.repeat(last_all, counts)[member], rows["t_end"][member])
         failed = np.bitwise_or.reduceat(rows["flags"] & protocol.FLAG_FAILED, starts) != 0
         mixed = np.minimum.reduceat(rows["op"], starts) != np.maximum.reduceat(rows["op"], starts)
         wrong = complete & (failed | mixed)
+        # an instance that failed, or whose ranks called different ops, waited until it ended:
+        # its lanes show no transfer
+        ready = np.where(np.repeat(wrong, counts), rows["t_end"], np.repeat(last_all, counts))
+        self._note_segments(rows["rank"][member], rows["op"][member], rows["t_start"][member],
+                            ready[member], rows["t_end"][member])
         if wrong.any():
             self.failed += int(wrong.sum())
             complete = complete & ~wrong
