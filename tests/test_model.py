@@ -197,6 +197,27 @@ def test_a_transfer_that_failed_is_no_instance():
     assert (m.transfers, m.failed, m.stats_table()) == (0, 1, [])
 
 
+def test_a_record_that_failed_unmatched_still_shows_its_wait_on_the_lanes():
+    """The hang demo: rank 2's recv from 0 failed after 6 s, its send never posted; ranks 0
+    and 1 failed in an all_reduce rank 2 never joined. Their waits vanished from the
+    timeline once the ops were no longer in flight."""
+    from commviz import protocol
+
+    m = Model(FakeClock())
+    failed = protocol.FLAG_FAILED
+    recv = op_batch(2, [{"id": 1, "op": "recv", "seq": 1, "peer": 0, "bytes_out": 64,
+                         "t_start": T0_NS, "t_end": T0_NS + 6_000, "flags": failed}], G4)
+    stuck = [op_batch(r, [_coll(r, 3, start=10, end=6_010, flags=failed)], G4) for r in (0, 1)]
+    m.apply([recv, *stuck])
+    lanes = m.lanes(T0_NS, T0_NS + 10_000)
+    assert [lanes[r].tolist() for r in (0, 1, 2)] == [
+        [[protocol.OP_CODE["all_reduce"], T0_NS + 10, T0_NS + 6_010, T0_NS + 6_010]]] * 2 + [
+        [[protocol.OP_CODE["recv"], T0_NS, T0_NS + 6_000, T0_NS + 6_000]]]
+    # the failed ranks' records counted once on the lanes when the instance completes
+    m.apply([op_batch(r, [_coll(r, 3, start=20, end=6_020)], G4) for r in (2, 3)])
+    assert [len(m.lanes(T0_NS, T0_NS + 10_000)[r]) for r in range(4)] == [1, 1, 2, 1]
+
+
 def test_pending_is_bounded(monkeypatch):
     monkeypatch.setattr(model_mod, "PENDING_MAX", 10)
     m = Model(FakeClock())

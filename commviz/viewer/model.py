@@ -569,6 +569,11 @@ class Model:
             return
         self.records += len(rows["rank"])
         self._count_per_rank(rows)
+        failed = _failed(rows)  # waited until it failed: on the lanes now, matched or not
+        if failed.any():
+            self._note_segments(rows["rank"][failed], rows["op"][failed],
+                                rows["t_start"][failed], rows["t_end"][failed],
+                                rows["t_end"][failed])
         p2p = _P2P_CODES[rows["op"]]
         self._p2p = self._match_p2p(_concat(self._p2p, _take(rows, p2p)))
         self._coll = self._match_collectives(_concat(self._coll, _take(rows, ~p2p)))
@@ -630,10 +635,11 @@ class Model:
         mixed = np.minimum.reduceat(rows["op"], starts) != np.maximum.reduceat(rows["op"], starts)
         wrong = complete & (failed | mixed)
         # an instance that failed, or whose ranks called different ops, waited until it ended:
-        # its lanes show no transfer
+        # its lanes show no transfer (a record that failed itself is on them already)
         ready = np.where(np.repeat(wrong, counts), rows["t_end"], np.repeat(last_all, counts))
-        self._note_segments(rows["rank"][member], rows["op"][member], rows["t_start"][member],
-                            ready[member], rows["t_end"][member])
+        noted = member & ~_failed(rows)
+        self._note_segments(rows["rank"][noted], rows["op"][noted], rows["t_start"][noted],
+                            ready[noted], rows["t_end"][noted])
         if wrong.any():
             self.failed += int(wrong.sum())
             complete = complete & ~wrong
@@ -685,10 +691,15 @@ class Model:
                              recv_end=rows["t_end"][r_ok])
             if self.on_transfers is not None:
                 self.on_transfers(_take(rows, recv_i), _take(rows, send_i))
+            # a pair that failed waited until it ended; a record that failed itself is on
+            # the lanes already
             both = np.r_[recv_i, send_i]
             ready = np.maximum(rows["t_start"][send_i], rows["t_start"][recv_i])
+            ready = np.where(np.r_[ok, ok], np.r_[ready, ready], rows["t_end"][both])
+            keep = ~_failed(rows)[both]
+            both = both[keep]
             self._note_segments(rows["rank"][both], rows["op"][both], rows["t_start"][both],
-                                np.r_[ready, ready], rows["t_end"][both])
+                                ready[keep], rows["t_end"][both])
         keep = np.repeat(~complete, counts)
         return self._bounded(_take(rows, keep))
 
@@ -789,6 +800,11 @@ def _empty_rows() -> dict[str, np.ndarray]:
     for k in ("op", "parent", "dtype", "flags"):
         rows[k] = np.zeros(0, dtype=np.uint8)
     return rows
+
+
+def _failed(rows: dict[str, np.ndarray]) -> np.ndarray:
+    """The records that failed (their op raised or timed out)."""
+    return (rows["flags"] & protocol.FLAG_FAILED) != 0
 
 
 def _take(rows: dict[str, np.ndarray], index: np.ndarray) -> dict[str, np.ndarray]:
