@@ -145,6 +145,7 @@ def read(path: str | Path, findings: list[dict] | None = None) -> Iterator[proto
                                  f"supported (this commviz reads version {VERSION})")
         pending: list[dict] = []
         ranks: dict[tuple[int, int], dict] = {}  # identities by (rank, inc)
+        with_ops: set[tuple[int, int]] = set()  # (rank, inc) of every op line
         for lineno, line in enumerate(f, start=2):
             try:
                 obj = json.loads(line)
@@ -179,7 +180,16 @@ def read(path: str | Path, findings: list[dict] | None = None) -> Iterator[proto
                 yield _topology(obj, f"{path}:{lineno}")
             elif kind == "diag" and findings is not None:
                 findings.append({k: v for k, v in obj.items() if k != "kind"})
+            if kind == "op":
+                with_ops.add((obj["rank"], obj.get("inc", 0)))
         yield from _batches(pending)
+        # a rank's ops come before its ``rank`` line when they ran before its first heartbeat
+        # (that waits for a clock round trip): a recording cut in between still counts them,
+        # as ranks of the job of the last rank named
+        last = list(ranks.values())[-1] if ranks else {}
+        for rank, inc in sorted(with_ops - ranks.keys()):
+            yield protocol.Heartbeat(rank, last.get("world", 0), "?", 0, "?", "?", 0, 0, {}, (),
+                                     inc, last.get("job", ""))
 
 
 def _identity(obj: dict, t_ns: int, dropped: int, clock: tuple) -> protocol.Heartbeat:
