@@ -155,6 +155,17 @@ def test_a_bind_address_without_its_scheme_says_what_it_must_look_like(procs, co
     assert result.stdout == ""
 
 
+@pytest.mark.parametrize("port", ["65535", "99999"])
+def test_a_port_out_of_range_is_refused_before_zeromq_wraps_it(port):
+    """99999 was taken as 34463 (99999 - 65536) and announced as 99999; 65535 failed on a
+    port 65536 the user never typed."""
+    from commviz.viewer.transport import BindError, Receiver
+
+    with pytest.raises(BindError, match=f"tcp://127.0.0.1:{port}: the port must be at most "
+                                        "65534, since the clock channel takes the port after it"):
+        Receiver(f"tcp://127.0.0.1:{port}")
+
+
 @pytest.mark.parametrize("command", ["watch", "run"])
 @pytest.mark.parametrize("holder", ["tcp", "zmq"])
 def test_a_port_in_use_says_how_to_pick_another(procs, holder, command):

@@ -37,6 +37,7 @@ class AddressInUse(BindError):
 
 # what a viewer binds: tcp://HOST:PORT (PORT * or 0: a free one), or a local ipc:// path
 _ADDRESS = re.compile(r"tcp://\S+:(\d+|\*)|ipc://\S+")
+MAX_PORT = 65534  # the highest the viewer can take: its clock channel takes the next one
 
 
 class Receiver:
@@ -47,6 +48,10 @@ class Receiver:
         if not _ADDRESS.fullmatch(bind):
             raise BindError(f"{bind!r} is not an address to listen on: it must look like "
                             "tcp://HOST:PORT, e.g. tcp://127.0.0.1:5555")
+        port = bind.rsplit(":", 1)[1]
+        if bind.startswith("tcp://") and port != "*" and int(port) > MAX_PORT:
+            raise BindError(f"{bind}: the port must be at most {MAX_PORT}, since the clock "
+                            "channel takes the port after it")
         server_keys = self._server_keys(bind, keys)
         self._ctx = zmq.Context()
         self._auth = keys_.authenticator(self._ctx, server_keys) if server_keys else None
