@@ -1284,7 +1284,7 @@ _UI_PAIRS: dict[str, tuple[str, str]] = {
     "s/step": ("{} s/step", "{} s/passo"),
     "behind": ("{n} waiting, {s} s behind", "{n} na fila, {s} s de atraso"),
     "skipped": ("{n} skipped", "{n} pulada|{n} puladas"),
-    "paused short": ("paused", "pausado"),
+    "paused short": ("replay held", "replay segurado"),
     # the ranks panel
     "col rank": ("rank", "rank"),
     "col host": ("host", "host"),

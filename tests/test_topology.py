@@ -172,7 +172,7 @@ def test_pause_holds_the_frame() -> None:
     a.enqueue(inst, sched(inst))
     held = frame_at(a, clock, 0.3)
     a.paused = True
-    assert frame_at(a, clock, 50.0) == held and "paused" in a.summary()
+    assert frame_at(a, clock, 50.0) == held and "replay held" in a.summary()
     a.paused = False
     f = frame_at(a, clock, 50.3)
     assert (f.step, f.progress) == (1, pytest.approx(0.0))
@@ -610,7 +610,7 @@ def test_widget_animates_the_instances_fed_to_it() -> None:
             clock.advance(30)
             topo.tick()
             await pilot.pause()
-            assert "step RS1 (2 of 6)" in shown(topo)[0] and "paused" in shown(topo)[-1]
+            assert "step RS1 (2 of 6)" in shown(topo)[0] and "replay held" in shown(topo)[-1]
             assert not topo.animating  # no redraws while paused
             assert topo.toggle_pause() is False
 

@@ -512,6 +512,10 @@ class FakeController:
         self.state = ControlState("step", self.state.allow + 1, self.state.epoch + 1,
                                   self.state.reached)
 
+    @property
+    def paused(self) -> bool:
+        return self.state.mode == "step"
+
     def hold(self, on: bool) -> None:
         self.state = dataclasses.replace(self.state, held=on)
 
@@ -581,15 +585,20 @@ async def test_space_and_n_drive_the_demo_step_gate() -> None:
     async with app.run_test(size=SIZE) as pilot:
         await frame(pilot)
         assert "Paused · n: Next step (1)" in panel(app, "#status")
+        assert "⏸ Paused" in panel(app, "#header")
         await pilot.press("n")
         await pilot.press("n")
         await pilot.press("space")
         await frame(pilot)
         assert controller.calls == ["step", "step", "toggle"]
         assert "Playing" in panel(app, "#status") and "replay held" not in panel(app, "#status")
+        assert "Paused" not in panel(app, "#header")
         await pilot.press("p")  # the replay alone: the ranks play on, and the line says both
         await frame(pilot)
         assert "▶ Playing · space: Pause · replay held (p)" in panel(app, "#status")
+        # the header said "paused" here, while the ranks ran on (user trial)
+        header = panel(app, "#header")
+        assert "replay held" in header and "aused" not in header, header
 
 
 @sync

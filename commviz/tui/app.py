@@ -252,7 +252,10 @@ class CommvizApp(App):
                                    getattr(self.session, "nccl", None))
             self._show("#phases", phases, _height_key(phases))
         # not App.sub_title: setting that reactive repaints the whole screen every frame
-        header = f"{self.title} — {self.sub_title} · {topology.animator.summary(self.lang)}"
+        paused = self.controller is not None and self.controller.paused and not self._ended
+        header = f"{self.title} — {self.sub_title} · " \
+            + (f"⏸ {explain.ui('paused', self.lang)} · " if paused else "") \
+            + topology.animator.summary(self.lang)
         self._show("#header", Text(header, style="bold"), 0)
 
     def _refresh_ranks(self, model: Any, now: float) -> None:
