@@ -717,3 +717,11 @@ def test_ranks_a_finding_names_are_red_and_its_links_dashed():
     red = [span for line in lines for span in line.spans if "red" in str(span.style)]
     assert any("reverse" in str(span.style) for span in red)  # rank 2's label
     assert not [ch for line in render_topology(4, None, 60, 20) for ch in line.plain if ch == "╌"]
+
+
+def test_a_findings_name_on_screen_has_no_underscore() -> None:
+    """'⚠ lost_rank: silent 3s' showed the recording's identifier (user trial)."""
+    from commviz.tui.render import finding_name
+
+    assert [finding_name("lost_rank", lang) for lang in ("en", "pt")] == \
+        ["lost rank", "rank perdido"]

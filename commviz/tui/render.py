@@ -36,9 +36,9 @@ RANK_COLUMNS = (("col rank", 4, True), ("col host", 8, False), ("col device", 6,
 
 
 def finding_name(kind: str, lang: str) -> str:
-    """A finding's type as the screen names it: its own name in English (``hang``), its
-    title in Portuguese (``travamento``)."""
-    return kind if lang == "en" else findings_text.TITLES[kind][lang].lower()
+    """A finding's type as the screen names it: its own name in English (``hang``, ``lost
+    rank``), its title in Portuguese (``travamento``)."""
+    return kind.replace("_", " ") if lang == "en" else findings_text.TITLES[kind][lang].lower()
 
 
 def ranks_table(model: Model, now: float, now_ns: int | None = None,
