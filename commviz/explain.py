@@ -392,7 +392,7 @@ _ENTRIES: dict[str, dict[str, Any]] = {
                you when it wraps the model.""",
                """Faça broadcast dos pesos iniciais (ou carregue o checkpoint no rank 0 e faça
                broadcast dele) para todas as réplicas começarem iguais; o
-               DistributedDataParallel já faz isso sozinho ao embrulhar o modelo."""),
+               DistributedDataParallel já faz isso sozinho ao envolver o modelo."""),
             _TIP_NCCL_DEBUG,
         ),
     },
@@ -1326,7 +1326,7 @@ _UI_PAIRS: dict[str, tuple[str, str]] = {
     "and more": (" and {n} more", " e mais {n}"),
     "each": ("{size} each", "{size} cada"),
     "sizes from to": ("{low} to {high}", "de {low} a {high}"),
-    "adds into": (" adds into (reduce)  ", " soma no seu (reduce)  "),
+    "adds into": (" adds into (reduce)  ", " soma ao que já tem (reduce)  "),
     "copies": (" copies", " copia"),
     "adds short": (" reduce ", " soma "),
     "copies short": (" copy", " cópia"),
@@ -1340,13 +1340,13 @@ _UI_PAIRS: dict[str, tuple[str, str]] = {
     "by ddp": ("(by DDP)", "(pelo DDP)"),
     # the headless viewer's lines and summary (commviz/viewer/headless.py, text.py)
     "banner demo": ("commviz demo {op}: {n} ranks, {why}; viewer at {addr}",
-                    "commviz demo {op}: {n} ranks, {why}; viewer em {addr}"),
+                    "commviz demo {op}: {n} ranks, {why}; visualizador em {addr}"),
     "banner watch": ("commviz watch: listening on {addr} (ranks: COMMVIZ_ADDR={addr}{keys}); "
                      "Ctrl-C to stop",
                      "commviz watch: escutando em {addr} (ranks: COMMVIZ_ADDR={addr}{keys}); "
                      "Ctrl-C para parar"),
     "banner run": ("viewer at {addr}; running {cmd} (Ctrl-C stops it)",
-                   "viewer em {addr}; rodando {cmd} (Ctrl-C o para)"),
+                   "visualizador em {addr}; rodando {cmd} (Ctrl-C para o job)"),
     "rank joined": ("rank {rank}/{world} joined: {host} pid {pid} {backend} {device}",
                     "rank {rank}/{world} entrou: {host} pid {pid} {backend} {device}"),
     "job joined": ("job {job}: {ranks} joined",
@@ -1425,6 +1425,7 @@ _UI_PAIRS: dict[str, tuple[str, str]] = {
     "key faster": ("Faster", "Mais rápido"),
     "key slower": ("Slower", "Mais devagar"),
     "key replay_pause": ("Hold replay", "Segurar replay"),
+    "key": ("key", "tecla"),
     "key zoom_in": ("Zoom", "Zoom"),
     "key zoom_out": ("Zoom out", "Afastar"),
     "key restart": ("Restart", "Reiniciar"),

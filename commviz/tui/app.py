@@ -477,7 +477,8 @@ class CommvizApp(App):
             yield command if pt is None else command._replace(title=pt[0], help=pt[1])
         for action, name, key in self.PALETTE:
             if self.check_action(action, ()):
-                title, help_text = explain.ui(name, self.lang), f"key: {key}"
+                title = explain.ui(name, self.lang)
+                help_text = f"{explain.ui('key', self.lang)}: {key}"
                 if action == "switch_lang":
                     title = f"{title}: {'Português' if self.lang == 'en' else 'English'}"
                     help_text = explain.ui("language help", self.lang)
