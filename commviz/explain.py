@@ -28,6 +28,7 @@ class Explanation:
     how: dict[str, str]
     when: str
     tips: tuple[str, ...]
+    nccl_tips: frozenset[str] = frozenset()  # those of ``tips`` that only NCCL users can act on
 
 
 def _t(en: str, pt: str) -> dict[str, str]:
@@ -82,6 +83,7 @@ _TIP_NCCL_DEBUG = _t(
     detalhe) para ver os anéis que o NCCL montou, o transporte de cada ligação (P2P/IPC, SHM,
     NET/IB, NET/Socket) e, no rank 0, o algoritmo e o protocolo escolhidos a cada chamada.""",
 )
+_NCCL_TIPS = (_TIP_WAIT_SYNC, _TIP_NCCL_DEBUG)  # not shown beside another backend's demo
 _TIP_NETWORK = _t(
     """At scale the network, not the GPU, sets the pace: a few microseconds lost on each
     exchange add up over thousands of steps and ranks. InfiniBand, or a carefully tuned RoCE
@@ -1118,6 +1120,8 @@ def _build(op: str, lang: str) -> Explanation:
         how={backend: text[lang] for backend, text in entry["how"].items()},
         when=entry["when"][lang],
         tips=tuple(tip[lang] for tip in entry["tips"]),
+        nccl_tips=frozenset(tip[lang] for tip in entry["tips"]
+                            if any(tip is nccl for nccl in _NCCL_TIPS)),
     )
 
 

@@ -255,3 +255,22 @@ def test_counts_take_the_singular_or_the_plural_and_portuguese_numbers_a_decimal
     assert ex.number("0.53 s", "pt") == "0,53 s" and ex.number("0.53 s") == "0.53 s"
     assert ex.gpu_note("NVML unavailable (OSError)", "pt") == "NVML indisponível (OSError)"
     assert ex.gpu_note("something new", "pt") == "something new"
+
+
+def test_nccl_only_tips_are_left_out_beside_a_gloo_demo():
+    """'Run with NCCL_DEBUG=INFO ...' under a gloo broadcast: nothing a student can do with it
+    (user trial). Shown for NCCL, and when the backend is not known."""
+    from rich.text import Text
+
+    from commviz.tui.render import _explained
+
+    broadcast = ex.explain("broadcast", "pt")
+    assert any("NCCL_DEBUG" in tip for tip in broadcast.nccl_tips)
+    assert all(tip in broadcast.tips for tip in broadcast.nccl_tips)
+    shown = {}
+    for backend in ("gloo", "nccl", None):
+        out = Text()
+        _explained(out, broadcast, backend, "pt")
+        shown[backend] = out.plain
+    assert "NCCL_DEBUG" not in shown["gloo"] and "árvore binomial" in shown["gloo"]
+    assert "NCCL_DEBUG" in shown["nccl"] and "NCCL_DEBUG" in shown[None]

@@ -486,7 +486,8 @@ def _explained(out: Text, ex: explain.Explanation, backend: str | None, lang: st
     out.append(f"{explain.ui('when', lang)}: ", style="bold cyan")
     out.append(ex.when + "\n")
     for tip in ex.tips:
-        out.append("• " + tip + "\n", style="italic")
+        if backend in (None, "nccl") or tip not in ex.nccl_tips:
+            out.append("• " + tip + "\n", style="italic")
 
 
 FINDINGS_HISTORY = 3  # ended findings listed under the live ones
