@@ -1400,7 +1400,7 @@ _UI_PAIRS: dict[str, tuple[str, str]] = {
                     "estatísticas (colunas do nccl-tests, GB/s)"),
     "viewer": ("viewer", "visualizador"),
     "col size": ("size", "tamanho"),
-    "col count": ("count", "vezes"),
+    "col count": ("calls", "chamadas"),
     # the viewer panel
     "listening on": ("listening on {}", "escutando em {}"),
     "op records": ("{n} op record|{n} op records", "{n} registro de op|{n} registros de op"),

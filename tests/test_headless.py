@@ -141,7 +141,7 @@ def test_headless_lines_speak_the_language_asked():
              "time_p99_us": 833.0, "skew_p50_us": 13.8, "algbw_gbps": 0.00656,
              "busbw_gbps": 0.00656}]
     table = text.stats_table(rows, "pt").splitlines()
-    assert table[0].split() == ["op", "ranks", "tamanho", "(B)", "vezes", "p50", "(us)", "p99",
+    assert table[0].split() == ["op", "ranks", "tamanho", "(B)", "chamadas", "p50", "(us)", "p99",
                                 "(us)", "defasagem", "(us)", "algbw", "busbw"], table
     assert table[2].split()[3:] == ["3", "624.8", "833.0", "13.8", "0.00656", "0.00656"]
     # the longer Portuguese heads widen their columns: the numbers stay under them
