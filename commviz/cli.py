@@ -290,8 +290,9 @@ def _stats(args: argparse.Namespace) -> int:
 
     model = Model()
     findings: list[dict] = []
+    cut: list[int] = []
     try:
-        for batch in _chunks(recording.read(args.file, findings)):
+        for batch in _chunks(recording.read(args.file, findings, cut)):
             model.apply(batch)
     except FileNotFoundError:
         raise recording.RecordingError(f"{args.file}: no such file") from None
@@ -305,6 +306,9 @@ def _stats(args: argparse.Namespace) -> int:
             raise
         raise recording.RecordingError(f"{args.file}: malformed op line ({exc!r})") from None
     rows = model.stats_table()
+    if cut:  # what a killed viewer leaves: everything before it is whole
+        print(f"commviz: note: {args.file}:{cut[0]}: the last line is cut short (the viewer "
+              "was stopped while writing it): left out", file=sys.stderr)
     if args.json:
         print(json.dumps({"file": args.file, "records": model.records,
                           "instances": model.instances, "transfers": model.transfers,

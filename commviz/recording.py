@@ -129,9 +129,11 @@ def op_dicts(batch: protocol.OpBatch) -> list[dict[str, Any]]:
     return out
 
 
-def read(path: str | Path, findings: list[dict] | None = None) -> Iterator[protocol.Message]:
+def read(path: str | Path, findings: list[dict] | None = None,
+         cut: list[int] | None = None) -> Iterator[protocol.Message]:
     """Messages equivalent to what was recorded, for the same model the live viewer uses;
-    the live diagnosis's findings (``diag`` lines, without their kind) go to ``findings``."""
+    the live diagnosis's findings (``diag`` lines, without their kind) go to ``findings``,
+    the number of a last line cut short (a viewer killed while writing it) to ``cut``."""
     with open(path, encoding="utf-8") as f:
         first = f.readline()
         try:
@@ -152,6 +154,8 @@ def read(path: str | Path, findings: list[dict] | None = None) -> Iterator[proto
             except json.JSONDecodeError:
                 if line.endswith("\n"):
                     raise RecordingError(f"{path}:{lineno}: not JSON") from None
+                if cut is not None:
+                    cut.append(lineno)
                 break  # a last line cut short by a killed viewer
             if not isinstance(obj, dict):
                 raise RecordingError(f"{path}:{lineno}: not a JSON object")

@@ -382,6 +382,8 @@ def test_stats_of_a_truncated_recording(procs, demo_run, tmp_path):
     assert data["rows"][0]["count"] == 4
     table = procs.commviz("stats", str(cut))
     assert table.returncode == 0 and "9 op records, 4 collective instances" in table.stdout
+    assert table.stderr == f"commviz: note: {cut}:{last_op + 1}: the last line is cut short " \
+        "(the viewer was stopped while writing it): left out\n"
 
     whole_lines = tmp_path / "no-summary.jsonl"  # cut exactly after a line: nothing lost
     whole_lines.write_text("".join(text[:last_op + 1]))
