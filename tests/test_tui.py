@@ -266,6 +266,25 @@ async def test_z_zooms_the_timeline_onto_the_latest_step_and_shift_z_back_out() 
         assert panel(app, "#timeline").splitlines()[-2].rstrip("│ ").endswith(" now")
 
 
+@sync
+async def test_while_a_demo_is_paused_the_timeline_holds_its_latest_step() -> None:
+    """--paused, then n: within seconds the one operation scrolled out of the window and the
+    student looked at empty lanes while the demo waited for the next n (user trial)."""
+    session = FakeSession()
+    session.feed(heartbeats(4) + scripted_all_reduce(world=4))
+    controller = FakeController()  # paused
+    app = CommvizApp(session, None, "t", lang="en", controller=controller,
+                     clock=session.clock, wall_ns=session.clock.wall_ns)
+    async with app.run_test(size=SIZE) as pilot:
+        session.clock.advance(60.0)
+        await frame(pilot)
+        assert _lanes_drawn(app)
+        assert panel(app, "#timeline").splitlines()[-2].rstrip("│ ").endswith(" latest")
+        await pilot.press("space")  # playing: the window follows now again
+        await frame(pilot)
+        assert not _lanes_drawn(app)
+
+
 def _lanes_drawn(app: CommvizApp) -> bool:
     lanes = [line for line in panel(app, "#timeline").splitlines()
              if line.lstrip("│ ").startswith("r")]

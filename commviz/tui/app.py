@@ -202,7 +202,8 @@ class CommvizApp(App):
             model, now = self.session.model, self._clock()
             self._refresh_replay(model, now, slow=part in (None, PARTS - 1))
             if part in (None, 0):
-                self.query_one(Timeline).update_from(model, self._wall_ns())
+                paused = self.controller is not None and self.controller.paused
+                self.query_one(Timeline).update_from(model, self._wall_ns(), paused)
             if part in (None, 1):
                 self._refresh_ranks(model, now)
             if part in (None, 2):

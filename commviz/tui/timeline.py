@@ -359,9 +359,10 @@ class Timeline(Widget):
         f = self._frame
         return self.zoom_s or ((f.t1_ns - f.t0_ns) / 1e9 if f is not None else self.window_s)
 
-    def update_from(self, model: Model, now_ns: int) -> None:
+    def update_from(self, model: Model, now_ns: int, paused: bool = False) -> None:
         """Copy what the next frame draws. Call it under the session lock; drawing happens
-        later, outside it."""
+        later, outside it. ``paused``: the demo's ranks wait for a key, so the window holds
+        the latest activity, as a zoomed one does, rather than scroll it away."""
         self._paced_s = paced_window_s(model.recent, self.window_s)
         window_ns = int((self.zoom_s or self._paced_s) * 1e9)
         inflight = list(model.inflight.values())
@@ -379,7 +380,7 @@ class Timeline(Widget):
         right = "now"
         if ended:
             now_ns, right = min(now_ns, last + window_ns // END_MARGIN), "timeline end"
-        elif self.zoom_s is not None:  # zoomed: the latest activity stays in view, to be read
+        elif self.zoom_s is not None or paused:  # the latest activity stays in view
             latest = max([last, model.last_phase_end_ns()] + [op.t_start for op in inflight])
             if 0 < latest + window_ns // END_MARGIN < now_ns:
                 now_ns, right = latest + window_ns // END_MARGIN, "latest"
