@@ -316,7 +316,6 @@ async def test_ranks_stopped_inside_an_op_stop_waiting_there_and_the_timeline_en
         assert r0.rstrip("│")[-1] == " " and "░" in r0, lines  # the wait stops at the exit
 
 
-
 @sync
 async def test_the_explanation_follows_the_op_and_the_language() -> None:
     session = FakeSession()
@@ -324,9 +323,28 @@ async def test_the_explanation_follows_the_op_and_the_language() -> None:
     app = make_app(session, lang="pt")
     async with app.run_test(size=SIZE) as pilot:
         await frame(pilot)
+        assert "Explicação" in panel(app, "#explain-box")  # the scrolling box's title
         text = panel(app, "#explain")
-        assert "Explicação" in text and "all_gather:" in text
+        assert "all_gather:" in text
         assert "Como os dados se movem (gloo)" in text and "(nccl)" not in text
+
+
+@sync
+async def test_a_long_explanation_scrolls_in_its_box_and_starts_at_its_top() -> None:
+    """gloo's reduce_scatter at 4 ranks: its 24 steps took the room and the explanation was
+    its title alone, with no way to read on (user trial)."""
+    session = FakeSession()
+    session.feed(heartbeats(4) + scripted_collective("reduce_scatter", world=4, steps=2,
+                                                     nbytes=1 << 20))
+    app = make_app(session, lang="pt")
+    async with app.run_test(size=SIZE) as pilot:
+        await frame(pilot)
+        box = app.query_one("#explain-box")
+        assert box.size.height >= 6 and box.max_scroll_y > 0 and box.can_focus
+        box.focus()
+        await pilot.press("pagedown")
+        await pilot.pause()
+        assert box.scroll_y > 0
 
 
 @sync

@@ -22,7 +22,7 @@ from textual import screen as textual_screen
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.command import CommandPalette
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
@@ -141,7 +141,8 @@ class CommvizApp(App):
                 yield Static(id="stats")
                 yield Static(id="findings")
                 yield Static(id="phases")
-                yield Static(id="explain")
+                with VerticalScroll(id="explain-box"):  # a long one scrolls (tab, arrows)
+                    yield Static(id="explain")
                 yield Static(id="status")
         yield Footer()
 
@@ -171,7 +172,7 @@ class CommvizApp(App):
         self.query_one("#stats").border_title = ui("stats title")
         self.query_one("#phases").border_title = ui("inside")
         self.query_one("#source").border_title = ui("source")
-        self.query_one("#explain").border_title = ui("explanation")
+        self.query_one("#explain-box").border_title = ui("explanation")
         self.query_one("#status").border_title = ui("viewer")
         self.query_one("#findings").border_title = ui("findings")
         self.query_one("#output").border_title = ui("job output")
@@ -245,6 +246,7 @@ class CommvizApp(App):
                 else:
                     explanation = render.explanation(model, shown, self.lang)
                 self._show("#explain", explanation, _height_key(explanation))
+                self.query_one("#explain-box").scroll_home(animate=False)  # a new one: its top
                 source = render.source(shown, self.lang)
                 self._show("#source", source, _height_key(source))
         if slow_tick or replayed != self._replayed:  # follows the replay step by step

@@ -256,7 +256,7 @@ def _bytes(n: float, lang: str) -> str:
     return explain.number(text.human_bytes(n), lang)
 
 
-MAX_STEPS_SHOWN = 12
+MAX_STEPS_SHOWN = 8  # around the current one: the explanation below keeps its rows
 MAX_SENDS_LISTED = 4   # ranks up to which each step's transfers are listed beside the grid
 MAX_GRID_RANKS = 6     # ranks up to which the buffers grid fits the panel
 GRID_MAX_W = 62        # the panel's inner width at 160 columns: a wider grid would wrap
