@@ -25,8 +25,10 @@ from ..viewer.text import human_bytes
 
 #: Seconds per step the speed control moves between, each a doubling of the previous.
 SPEEDS = (0.15, 0.3, 0.6, 1.2, 2.4)
-#: Entries (an entry may stand for a "×N" run) that may wait before the queue collapses runs.
-MAX_WAITING = 8
+#: Entries (an entry may stand for a "×N" run) that may wait before the queue collapses runs:
+#: room for one step of the objects demo (five object collectives and their inner calls),
+#: which a demo that waits for its replay queues at once.
+MAX_WAITING = 16
 
 
 @dataclass(frozen=True)
