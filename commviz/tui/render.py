@@ -308,8 +308,8 @@ def phases(model: Model, lang: str = "en", frame: AnimFrame | None = None,
         backend=backend, algorithm=schedule_notes.algorithm(sched, lang))
     out.append(f"{inst.op} · {algorithm} · {n} ranks · "
                f"S = {_bytes(inst.size, lang)}\n", style="bold")
-    times = f"{explain.ui('time', lang)} {inst.time_ns / 1e3:.1f} us · " \
-        f"{explain.ui('log skew', lang)} {inst.skew_ns / 1e3:.1f} us"
+    times = f"{explain.ui('time', lang)} {text.duration(inst.time_ns)} · " \
+        f"{explain.ui('log skew', lang)} {text.duration(inst.skew_ns)}"
     out.append(f"{explain.ui('measured', lang)}  {explain.number(times, lang)}\n")
     _cost_line(out, sched, inst, fit, lang)
     if backend == "nccl" and nccl is not None:

@@ -83,8 +83,8 @@ def instance_line(inst: Instance, t0_ns: int,
     head = f"{num(f'{when:8.3f}')}s  {op:<{op_w}} "
     size = f"{num(human_bytes(inst.size)):>9}"
     line = (f"{head}{who:<{who_w}} #{inst.seq:<{seq_w}} {size}  {ui('time')} "
-            f"{num(f'{inst.time_ns / 1e3:8.1f}')} us  {ui('log skew')} "
-            f"{num(f'{inst.skew_ns / 1e3:7.1f}')} us{parent}")
+            f"{num(duration(inst.time_ns)):>8}  {ui('log skew')} "
+            f"{num(duration(inst.skew_ns)):>8}{parent}")
     if width is None or len(line) <= width:
         return line
     # times in their own units, one space between columns; then columns left out, a
