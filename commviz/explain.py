@@ -1390,11 +1390,14 @@ _UI_PAIRS: dict[str, tuple[str, str]] = {
     "transfers": ("{n} transfer|{n} transfers", "{n} transferência|{n} transferências"),
     "predicted vs": ("{predicted} us vs {measured} us", "{predicted} us; medido {measured} us"),
     "fit line": ("α {alpha} us/step, β {beta}, ", "α {alpha} us/passo, β {beta}, "),
-    "fit no beta": ("α {alpha} us/step; no bandwidth shows at these sizes (latency-bound), ",
-                    "α {alpha} us/passo; nenhuma banda aparece nesses tamanhos (limitado pela "
-                    "latência), "),
-    "fit no alpha": ("β {beta}; no time per step shows (bandwidth-bound), ",
-                     "β {beta}; nenhum tempo por passo aparece (limitado pela banda), "),
+    "fit no beta": ("α {alpha} us/step; bandwidth not measurable, the sizes are too small "
+                    "(latency-bound), ",
+                    "α {alpha} us/passo; banda não mensurável, os tamanhos são pequenos demais "
+                    "(limitado pela latência), "),
+    "fit no alpha": ("β {beta}; time per step not measurable, the sizes are too large "
+                     "(bandwidth-bound), ",
+                     "β {beta}; tempo por passo não mensurável, os tamanhos são grandes demais "
+                     "(limitado pela banda), "),
     # panel titles
     "stats title": ("statistics (nccl-tests columns, GB/s)",
                     "estatísticas (colunas do nccl-tests, GB/s)"),

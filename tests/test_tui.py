@@ -1021,10 +1021,12 @@ def test_the_phases_panel_sets_the_cost_model_against_the_measured_time() -> Non
     assert "α 50 us/step, β 1 GB/s, fitted on this run's 3 kinds of operation" in text
     # a term the fit left out is said to be unmeasurable, not shown as ∞ or 0 (user trial)
     latency = render.phases(session.model, "en", None, Fit(50e-6, math.inf, 3)).plain
-    assert "α 50 us/step; no bandwidth shows at these sizes (latency-bound)" in latency
+    assert "α 50 us/step; bandwidth not measurable, the sizes are too small (latency-bound)" \
+        in latency
     assert "∞" not in latency
     bandwidth = render.phases(session.model, "pt", None, Fit(0.0, 1e9, 3)).plain
-    assert "β 1 GB/s; nenhum tempo por passo aparece (limitado pela banda)" in bandwidth
+    assert "β 1 GB/s; tempo por passo não mensurável, os tamanhos são grandes demais " \
+        "(limitado pela banda)" in bandwidth
     assert "α 0" not in bandwidth
     assert "AG2" in render.phases(session.model, "pt").plain
     assert "cada rank envia até 1,5 MiB em 6 passos" in render.phases(session.model, "pt").plain
@@ -1144,9 +1146,11 @@ async def test_v_turns_a_narrow_screen_through_every_panel_group() -> None:
                                             "#main OpLog") if w.display and w.region.height}
 
         assert {"ranks", "log", "stats", "status"} <= shown() and "phases" not in shown()
+        assert panel(app, "#header").startswith("[Ranks, log and numbers · v] commviz")
         await pilot.press("v")
         await frame(pilot)
         assert {"topology", "timeline"} <= shown() and "ranks" not in shown()
+        assert panel(app, "#header").startswith("[Replay and timeline · v]")  # which, said
         await pilot.press("v")
         await frame(pilot)
         assert shown() == {"phases"} and "RS0" in panel(app, "#phases")

@@ -259,6 +259,8 @@ class CommvizApp(App):
         header = f"{self.title} — {self.sub_title} · " \
             + (f"⏸ {explain.ui('paused', self.lang)} · " if paused else "") \
             + topology.animator.summary(self.lang)
+        if self.screen.has_class("-narrow"):  # which panels `v` shows now, first: it is cut
+            header = f"[{explain.ui(f'view {self._view}', self.lang)} · v] {header}"
         self._show("#header", Text(header, style="bold"), 0)
 
     def _refresh_ranks(self, model: Any, now: float) -> None:
