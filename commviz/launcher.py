@@ -186,11 +186,43 @@ _EXCEPTION_LINE = re.compile(r"^(?:\[rank\d+\]:\s*)?([A-Za-z_][\w.]*(?:Error|Exc
 _LAUNCHER_ERRORS = ("torch.distributed.elastic.multiprocessing.errors.ChildFailedError",)
 
 
+# torchrun's summary: "Root Cause (first observed failure):", then "rank      : 1 (local_rank:
+# 1)" and "exitcode  : -9 (pid: 123)  (SIGKILL)" among its fields
+_ROOT_CAUSE = "Root Cause (first observed failure):"
+_ROOT_FIELD = re.compile(r"^\s*(rank|exitcode)\s*:\s*(-?\d+)")
+
+
+def _killed_root_cause(lines: list[str]) -> str | None:
+    """torchrun's root cause when a signal killed that rank: it wrote no exception of its own,
+    and the first one in the output is another rank's broken connection."""
+    try:
+        start = next(i for i, line in enumerate(lines) if line.strip() == _ROOT_CAUSE)
+    except StopIteration:
+        return None
+    fields = {}
+    for line in lines[start + 1:start + 8]:
+        found = _ROOT_FIELD.match(line)
+        if found:
+            fields.setdefault(found.group(1), int(found.group(2)))
+    code, rank = fields.get("exitcode", 0), fields.get("rank")
+    if code >= 0 or rank is None:
+        return None
+    try:
+        name = signal.Signals(-code).name
+    except ValueError:
+        name = f"signal {-code}"
+    return f"rank {rank} was killed by {name} (torchrun's root cause)"
+
+
 def telling_line(lines: list[str]) -> str | None:
     """The line of a failed process's output that says why: the first exception raised in it
     (the cause: the other ranks' errors, a launcher's summary come after), else the last line
     with a word in it (not a rule such as torchrun's ``=====``); None when there is none. A
-    backend's C++ source location is left out of it."""
+    backend's C++ source location is left out of it. When torchrun's summary names a rank a
+    signal killed as the root cause, that says why."""
+    killed = _killed_root_cause(lines)
+    if killed is not None:
+        return killed
     for line in lines:
         match = _EXCEPTION_LINE.match(line.strip())
         if match and not match.group(1).startswith(_LAUNCHER_ERRORS):

@@ -300,6 +300,15 @@ def test_a_failed_jobs_line_is_the_exception_that_caused_it():
                          "KeyboardInterrupt"]) == "KeyboardInterrupt"
     assert telling_line(["some output", "=" * 60, ""]) == "some output"
     assert telling_line(["", "----"]) is None
+    # a rank killed by a signal writes nothing: the first exception is another rank's broken
+    # connection, and torchrun's root cause says what happened (user trial)
+    killed = ["[rank0]: RuntimeError: Connection closed by peer [127.0.0.1]:42",
+              "Root Cause (first observed failure):", "[0]:", "  time      : 2026-12-01",
+              "  host      : localhost", "  rank      : 1 (local_rank: 1)",
+              "  exitcode  : -9 (pid: 19908)  (SIGKILL)", "  error_file: <N/A>"]
+    assert telling_line(killed) == "rank 1 was killed by SIGKILL (torchrun's root cause)"
+    assert telling_line(killed[:-2] + ["  exitcode  : 1 (pid: 19908)"]) == \
+        "RuntimeError: Connection closed by peer [127.0.0.1]:42"
     assert telling_line(["RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/"
                          "tcp/unbound_buffer.cc:78] Timed out waiting 6000ms for recv operation "
                          "to complete"]) == \
