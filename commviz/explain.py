@@ -440,10 +440,10 @@ _ENTRIES: dict[str, dict[str, Any]] = {
         "when": _t(
             """Averaging gradients in data parallelism and any global figure every rank needs
             (loss, norm, counters). Prefer it to reduce + broadcast: one op, and each rank
-            sends only about 2(n - 1)/n of the buffer.""",
+            sends only about 2(n-1)/n of the buffer.""",
             """Média de gradientes no paralelismo de dados e qualquer número global de que
             todo rank precisa (loss, norma, contadores). É melhor que reduce + broadcast: uma
-            operação só, e cada rank envia só cerca de 2(n - 1)/n do buffer.""",
+            operação só, e cada rank envia só cerca de 2(n-1)/n do buffer.""",
         ),
         "tips": (_TIP_DDP, _TIP_REDUCE_OPS, _TIP_NETWORK, _TIP_NCCL_DEBUG),
     },
@@ -512,10 +512,10 @@ _ENTRIES: dict[str, dict[str, Any]] = {
             "nccl": _t(
                 """A ring of n - 1 steps in the order logged at init: step 0 sends the rank's
                 own block to the next rank and later steps forward what arrived, so each rank
-                sends (n - 1)/n of the final size.""",
+                sends (n-1)/n of the final size.""",
                 """Um anel de n - 1 passos na ordem registrada no init: o passo 0 envia o
                 bloco do próprio rank para o seguinte e os passos seguintes repassam o que
-                chegou, então cada rank envia (n - 1)/n do tamanho final.""",
+                chegou, então cada rank envia (n-1)/n do tamanho final.""",
             ),
         },
         "when": _t(
@@ -622,12 +622,12 @@ _ENTRIES: dict[str, dict[str, Any]] = {
                 runs one all_reduce per block, n all_reduces of one block each (the ring
                 toward rank - 1, 2(n - 1) steps each: 24 steps at n = 4), and rank r keeps
                 block r. It moves as many bytes as one all_reduce of the whole input, not the
-                (n - 1)/n of a true reduce-scatter.""",
+                (n-1)/n of a true reduce-scatter.""",
                 """O gloo não tem algoritmo próprio de reduce-scatter: nesta forma com lista o
                 PyTorch roda um all_reduce por bloco, n all_reduces de um bloco cada (o anel
                 na direção do rank - 1, 2(n - 1) passos cada: 24 passos com n = 4), e o rank
                 r guarda o bloco r. A operação move tantos bytes quanto um all_reduce da
-                entrada inteira, e não os (n - 1)/n de um reduce-scatter de verdade.""",
+                entrada inteira, e não os (n-1)/n de um reduce-scatter de verdade.""",
             ),
             "nccl": _t(
                 """A ring of n - 1 steps: at each step a rank adds its contribution to the
