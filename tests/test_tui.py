@@ -267,6 +267,15 @@ async def test_z_zooms_the_timeline_onto_the_latest_step_and_shift_z_back_out() 
 
 
 @sync
+async def test_a_paused_demo_before_its_first_op_keeps_the_timeline_at_now() -> None:
+    app = CommvizApp(FakeSession(), None, "t", lang="en", controller=FakeController())
+    async with app.run_test(size=SIZE) as pilot:
+        await frame(pilot)
+        axis = panel(app, "#timeline").splitlines()[-2]
+        assert axis.rstrip("│ ").endswith(" now"), axis  # nothing happened yet: no "latest"
+
+
+@sync
 async def test_while_a_demo_is_paused_the_timeline_holds_its_latest_step() -> None:
     """--paused, then n: within seconds the one operation scrolled out of the window and the
     student looked at empty lanes while the demo waited for the next n (user trial)."""

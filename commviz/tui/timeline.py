@@ -382,7 +382,7 @@ class Timeline(Widget):
             now_ns, right = min(now_ns, last + window_ns // END_MARGIN), "timeline end"
         elif self.zoom_s is not None or paused:  # the latest activity stays in view
             latest = max([last, model.last_phase_end_ns()] + [op.t_start for op in inflight])
-            if 0 < latest + window_ns // END_MARGIN < now_ns:
+            if latest > 0 and latest + window_ns // END_MARGIN < now_ns:
                 now_ns, right = latest + window_ns // END_MARGIN, "latest"
         since = now_ns - window_ns
         rows = self._rows()
