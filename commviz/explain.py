@@ -1120,8 +1120,7 @@ def _build(op: str, lang: str) -> Explanation:
         how={backend: text[lang] for backend, text in entry["how"].items()},
         when=entry["when"][lang],
         tips=tuple(tip[lang] for tip in entry["tips"]),
-        nccl_tips=frozenset(tip[lang] for tip in entry["tips"]
-                            if any(tip is nccl for nccl in _NCCL_TIPS)),
+        nccl_tips=frozenset(tip[lang] for tip in entry["tips"] if tip in _NCCL_TIPS),
     )
 
 
@@ -1288,7 +1287,7 @@ _UI_PAIRS: dict[str, tuple[str, str]] = {
     "s/step": ("{} s/step", "{} s/passo"),
     "behind": ("{n} waiting, {s} s behind", "{n} na fila, {s} s de atraso"),
     "skipped": ("{n} skipped", "{n} pulada|{n} puladas"),
-    "paused short": ("replay held", "replay segurado"),
+    "replay held short": ("replay held", "replay segurado"),
     # the ranks panel
     "col rank": ("rank", "rank"),
     "col host": ("host", "host"),

@@ -190,7 +190,7 @@ def read(path: str | Path, findings: list[dict] | None = None,
         # a rank's ops come before its ``rank`` line when they ran before its first heartbeat
         # (that waits for a clock round trip): a recording cut in between still counts them,
         # as ranks of the job of the last rank named
-        last = list(ranks.values())[-1] if ranks else {}
+        last = next(reversed(ranks.values()), {})
         for rank, inc in sorted(with_ops - ranks.keys()):
             yield protocol.Heartbeat(rank, last.get("world", 0), "?", 0, "?", "?", 0, 0, {}, (),
                                      inc, last.get("job", ""))

@@ -212,7 +212,7 @@ class Animator:
         ui = functools.partial(explain.ui, lang=lang)
         parts = [ui("s/step").format(explain.number(f"{self.step_s:g}", lang))]
         if self.paused:
-            parts.insert(0, ui("paused short"))
+            parts.insert(0, ui("replay held short"))
         if self.waiting:
             parts.append(ui("behind").format(n=self.waiting,
                                              s=explain.number(f"{self.lag_s:.1f}", lang)))

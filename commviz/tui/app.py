@@ -346,12 +346,16 @@ class CommvizApp(App):
         self._height_keys[selector] = height_key
         self.query_one(selector, Static).update(renderable, layout=layout)
 
+    @property
+    def _recording(self) -> bool:
+        """Whether the session records: a recording holds one run, so no restart."""
+        return getattr(self.session, "recorder", None) is not None
+
     def _control_line(self) -> str:
         """The ranks' state (playing, paused), and the replay's when it is held apart."""
         if self._ended:
             again = f" · r: {explain.ui('restart', self.lang)}" \
-                if self._restart is not None and getattr(self.session, "recorder", None) is None \
-                else ""
+                if self._restart is not None and not self._recording else ""
             return f"■ {explain.ui('demo ended', self.lang)}{again} · q: " \
                 f"{explain.ui('quit', self.lang)}"
         state = self.controller.state  # type: ignore[union-attr]
@@ -421,7 +425,7 @@ class CommvizApp(App):
         """Stop the demo's ranks and start new ones on an empty screen."""
         if self._restart is None:
             return
-        if getattr(self.session, "recorder", None) is not None:
+        if self._recording:
             self.notify(explain.ui("no restart recording", self.lang), severity="warning")
             return
         if self.ranks is not None:

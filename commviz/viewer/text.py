@@ -82,16 +82,15 @@ def instance_line(inst: Instance, t0_ns: int,
     op = shorten_middle(inst.op, op_w)  # the columns after it stay in line
     head = f"{num(f'{when:8.3f}')}s  {op:<{op_w}} "
     size = f"{num(human_bytes(inst.size)):>9}"
-    line = (f"{head}{who:<{who_w}} #{inst.seq:<{seq_w}} {size}  {ui('time')} "
-            f"{num(duration(inst.time_ns)):>8}  {ui('log skew')} "
-            f"{num(duration(inst.skew_ns)):>8}{parent}")
+    took, skew = num(duration(inst.time_ns)), num(duration(inst.skew_ns))
+    line = (f"{head}{who:<{who_w}} #{inst.seq:<{seq_w}} {size}  {ui('time')} {took:>8}  "
+            f"{ui('log skew')} {skew:>8}{parent}")
     if width is None or len(line) <= width:
         return line
-    # times in their own units, one space between columns; then columns left out, a
-    # collective's ranks (the ranks panel lists them) before a transfer's size
+    # one space between columns; then columns left out, a collective's ranks (the ranks
+    # panel lists them) before a transfer's size
     head = f"{num(f'{when:.3f}'):>8}s {op:<{op_w}} "
-    times = (f"{ui('time')} {num(duration(inst.time_ns)):>7} "
-             f"{ui('log skew')} {num(duration(inst.skew_ns)):>7}{parent}")
+    times = f"{ui('time')} {took:>7} {ui('log skew')} {skew:>7}{parent}"
     for keep_who, keep_size in ((True, True), (p2p, not p2p), (p2p, False)):
         line = (head + (f"{who:<{who_w}} " if keep_who else "") + f"#{inst.seq:<{seq_w}} "
                 + (f"{size} " if keep_size else "") + times)
