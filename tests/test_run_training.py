@@ -42,8 +42,11 @@ def train(procs, tmp_path):
         job = [str(JOBS / script), *args]
         for wrap in (TORCHRUN[1:], ["-m", "commviz", "run", "--headless", "--record",
                                     str(tmp_path / "run.jsonl"), "--", *TORCHRUN]):
-            proc = procs.start(*wrap, *job)
-            rc = proc.finish(120)
+            for attempt in range(2):
+                proc = procs.start(*wrap, *job)
+                rc = proc.finish(120)
+                if rc == 0 or attempt or not _torn_down_badly(proc):
+                    break
             assert rc == 0, f"{wrap[:4]}\n{proc.stdout}\n{proc.stderr}"
             runs.append(proc.out)
         plain, under = runs
@@ -54,6 +57,15 @@ def train(procs, tmp_path):
 
     yield _train
     assert not _tagged(procs.tag), "job processes left behind"
+
+
+def _torn_down_badly(proc) -> bool:
+    """gloo's teardown race: every rank printed its final line, then one aborted while the
+    process group was destroyed ("terminate called without an active exception"). Seen once
+    in CI under load, in the plain torchrun run, with no commviz in it: torch's, not what
+    these tests check, so such a run is run once more."""
+    return (len(_lines(proc.out)[1]) == WORLD
+            and "terminate called without an active exception" in proc.stderr)
 
 
 def _in_step(rec: dict, steps: list[dict]) -> int:
