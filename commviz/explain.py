@@ -1387,11 +1387,11 @@ _UI_PAIRS: dict[str, tuple[str, str]] = {
     "backend not known": ("{op}: the ranks' backend is not known yet",
                           "{op}: o backend dos ranks ainda não é conhecido"),
     "transfers": ("{n} transfer|{n} transfers", "{n} transferência|{n} transferências"),
-    "predicted vs": ("{predicted} us vs {measured} us", "{predicted} us; medido {measured} us"),
-    "fit line": ("α {alpha} us/step, β {beta}, ", "α {alpha} us/passo, β {beta}, "),
-    "fit no beta": ("α {alpha} us/step; bandwidth not measurable, the sizes are too small "
+    "predicted vs": ("{predicted} µs vs {measured} µs", "{predicted} µs; medido {measured} µs"),
+    "fit line": ("α {alpha} µs/step, β {beta}, ", "α {alpha} µs/passo, β {beta}, "),
+    "fit no beta": ("α {alpha} µs/step; bandwidth not measurable, the sizes are too small "
                     "(latency-bound), ",
-                    "α {alpha} us/passo; banda não mensurável, os tamanhos são pequenos demais "
+                    "α {alpha} µs/passo; banda não mensurável, os tamanhos são pequenos demais "
                     "(limitado pela latência), "),
     "fit no alpha": ("β {beta}; time per step not measurable, the sizes are too large "
                      "(bandwidth-bound), ",

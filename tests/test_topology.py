@@ -411,7 +411,7 @@ def test_reductions_and_copies_have_their_own_colours() -> None:
 
 def test_the_second_title_line_says_what_was_measured_and_what_is_simplified() -> None:
     lines = render_topology(4, gloo_all_reduce_frame(0.5), W, H)
-    assert lines[1].plain.startswith("took 1.0 ms · gloo ring all_reduce (sends to rank-1)")
+    assert lines[1].plain.startswith("took 1 ms · gloo ring all_reduce (sends to rank-1)")
 
 
 def test_states_are_drawn_next_to_their_ranks() -> None:

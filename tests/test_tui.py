@@ -187,7 +187,7 @@ async def test_the_replayed_collective_is_drawn_step_by_step_with_its_buffers() 
         assert "RS0 0→3 c1  1→0 c2  2→1 c3  3→2 c0  1121 1112 2111 1211" in text
         assert "AG2 0→3 c2  1→0 c3  2→1 c0  3→2 c1  4444 4444 4444 4444" in text
         assert "each rank sends up to 1.5 MiB in 6 steps" in text  # 2(n-1)/n x S
-        assert "time 250 us · skew 30 us" in text  # measured: the instance replayed
+        assert "time 250 µs · skew 30 µs" in text  # measured: the instance replayed
 
 
 @sync
@@ -383,7 +383,7 @@ async def test_new_instances_appear_in_the_log_after_a_frame() -> None:
             await pilot.pause(FRAME_S)
         lines = log_lines(app)
         assert [line.split("#")[1].split()[0] for line in lines] == ["0", "1", "2"]
-        assert "16.0 KiB" in lines[2] and "time   350 us" in lines[2]
+        assert "16.0 KiB" in lines[2] and "time   350 µs" in lines[2]
         assert lines[1].startswith("   0.001s  ")
 
         # a frame with nothing new writes nothing
@@ -1026,11 +1026,11 @@ def test_the_phases_panel_sets_the_cost_model_against_the_measured_time() -> Non
     inst = session.model.recent[-1]
     text = render.phases(session.model, "en", None, Fit(50e-6, 1e9, 3)).plain
     # 6 steps x 50 us + 1.5 MiB / 1 GB/s = 300 + 1572.864 us
-    assert "predicted 1873 us vs 350 us" in text and f"{inst.time_ns / 1e3:.0f}" == "350"
-    assert "α 50 us/step, β 1 GB/s, fitted on this run's 3 kinds of operation" in text
+    assert "predicted 1873 µs vs 350 µs" in text and f"{inst.time_ns / 1e3:.0f}" == "350"
+    assert "α 50 µs/step, β 1 GB/s, fitted on this run's 3 kinds of operation" in text
     # a term the fit left out is said to be unmeasurable, not shown as ∞ or 0 (user trial)
     latency = render.phases(session.model, "en", None, Fit(50e-6, math.inf, 3)).plain
-    assert "α 50 us/step; bandwidth not measurable, the sizes are too small (latency-bound)" \
+    assert "α 50 µs/step; bandwidth not measurable, the sizes are too small (latency-bound)" \
         in latency
     assert "∞" not in latency
     bandwidth = render.phases(session.model, "pt", None, Fit(0.0, 1e9, 3)).plain
@@ -1407,11 +1407,11 @@ async def test_at_80x24_each_log_line_fits_with_its_skew(lang: str) -> None:
         skew = explain.ui("log skew", lang)
         for row in rows:
             assert len(row) == 80 and row.endswith("│")
-            assert re.search(rf"#\d .* {skew} +[\d,.]+ (us|ms|s) *│$", row), row
+            assert re.search(rf"#\d .* {skew} +[\d,.]+ (µs|ms|s) *│$", row), row
         await pilot.resize_terminal(160, 48)  # wide again: the same lines, in full
         await pilot.pause()
         rows = [row for row in panel(app, "#log").splitlines()[1:-1] if row.strip("│ ")]
-        assert all("0,1,2,3" in row and re.search(rf"{skew} +[\d,.]+ us *│$", row)
+        assert all("0,1,2,3" in row and re.search(rf"{skew} +[\d,.]+ µs *│$", row)
                    for row in rows), rows
 
 

@@ -223,7 +223,7 @@ def stats_table(model: Model, lang: str = "en") -> StatsTable:
              f"{row['time_p50_us']:.0f}", explain.number(gbps_text(row["algbw_gbps"]), lang),
              explain.number(gbps_text(row["busbw_gbps"]), lang))
             for row in model.latest_stats(STATS_ROWS)]
-    return StatsTable(("op", "n", size, count, "p50 us", "algbw", "busbw"), rows)
+    return StatsTable(("op", "n", size, count, "p50 µs", "algbw", "busbw"), rows)
 
 
 class StatsTable:
@@ -283,7 +283,7 @@ def phases(model: Model, lang: str = "en", frame: AnimFrame | None = None,
         out.append(f"{inst.op}: rank {src} → rank {dst}, {_bytes(inst.size, lang)}\n",
                    style="bold")
         out.append(f"{explain.ui('measured', lang)}  "
-                   f"{explain.number(f'{inst.time_ns / 1e3:.1f}', lang)} us\n")
+                   f"{explain.number(f'{inst.time_ns / 1e3:.1f}', lang)} µs\n")
         # NCCL connects a pair on its first transfer (lazily); gloo connected every pair
         # when the process group was created, so there its first transfer set nothing up
         if _backend_of(model, inst.group) != "nccl":

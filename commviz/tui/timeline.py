@@ -29,6 +29,7 @@ from textual.widget import Widget
 from .. import explain, protocol
 from ..protocol import PhaseSpan
 from ..viewer.model import InFlight, Instance, Model, Segment
+from ..viewer.text import MICROSECONDS, TIME_UNITS
 
 WAIT, SOLID, UNKNOWN = "░", "█", "╌"
 
@@ -249,7 +250,6 @@ def paced_window_s(recent: Sequence[Instance], minimum_s: float) -> float:
     return min(MAX_WINDOW_S, max(minimum_s, PACE_WINDOWS * gap))
 
 
-_UNITS = (("s", 1e9), ("ms", 1e6), ("us", 1e3))
 _NICE = (1, 2, 5)  # ticks every 1, 2 or 5 x 10^k of the axis's unit: labels read -6s, -4s
 GAP = 3  # columns at least between two labels
 MAX_TICKS = 8  # fewer, when their labels do not fit
@@ -266,7 +266,7 @@ def _axis(window_ns: int, width: int, lang: str = "en", right: str = "now") -> s
         return " " * width
     cells = [" "] * (width - len(now)) + list(now)
     end = width - len(now) - 1  # labels end before this column, a space before "now"
-    unit, scale = next(u for u in _UNITS if window_ns >= u[1] or u[0] == "us")
+    unit, scale = next(u for u in TIME_UNITS if window_ns >= u[1] or u[0] == MICROSECONDS)
     for exponent in range(-3, 4):  # the smallest round step whose labels do not touch
         for mantissa in _NICE:
             if window_ns / scale > MAX_TICKS * mantissa * 10.0 ** exponent:

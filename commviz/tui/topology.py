@@ -31,7 +31,7 @@ from textual.widget import Widget
 from .. import explain, schedule_notes, schedules
 from ..schedules import Schedule, Transfer
 from ..viewer.model import Instance, Model
-from ..viewer.text import human_bytes
+from ..viewer.text import duration, human_bytes
 from .animation import Animator, AnimFrame, frame_label, plan
 from .render import SILENT_AFTER_S, finding_name
 
@@ -307,19 +307,13 @@ def _titles(frame: AnimFrame | None, rows: int, lang: str) -> list[Text]:
     out = [Text(frame_label(frame, lang), style="bold")]
     if rows > 1:
         took = explain.ui("took", lang).format(
-            explain.number(_duration(frame.instance.time_ns), lang))
+            explain.number(duration(frame.instance.time_ns), lang))
         if frame.count > 1:
             took += explain.ui("the first", lang)
         note = schedule_notes.note(frame.schedule, lang) if frame.schedule is not None else \
             explain.ui("real transfer", lang)
         out.append(Text(f"{took} · {note}", style="dim italic"))
     return out
-
-
-def _duration(ns: int) -> str:
-    if ns >= 1_000_000:
-        return f"{ns / 1e6:.1f} ms"
-    return f"{ns / 1e3:.0f} us"
 
 
 def _draw_path(canvas: _Canvas, path: Path, progress: float, still: bool, p2p: bool,

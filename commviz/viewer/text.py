@@ -99,11 +99,15 @@ def instance_line(inst: Instance, t0_ns: int,
     return line
 
 
+MICROSECONDS = "µs"  # on screen; the stats table keeps nccl-tests' "(us)" for programs
+TIME_UNITS = (("s", 1e9), ("ms", 1e6), (MICROSECONDS, 1e3))
+
+
 def duration(ns: float) -> str:
-    """Three significant digits in the unit that suits: 850 us, 7.14 ms, 1.2 s (999.7 us
-    reads 1 ms, not 1e+03 us)."""
-    unit, scale = next((u, f) for u, f in (("s", 1e9), ("ms", 1e6), ("us", 1e3))
-                       if ns >= f * 0.9995 or u == "us")
+    """Three significant digits in the unit that suits: 850 µs, 7.14 ms, 1.2 s (999.7 µs
+    reads 1 ms, not 1e+03 µs)."""
+    unit, scale = next((u, f) for u, f in TIME_UNITS
+                       if ns >= f * 0.9995 or u == MICROSECONDS)
     return f"{ns / scale:.3g} {unit}"
 
 
