@@ -39,7 +39,7 @@ from textual.geometry import Region
 from textual.pilot import Pilot
 from textual.widgets import Static
 
-from commviz import protocol
+from commviz import explain, protocol
 from commviz.control import Controller, ControlState
 from commviz.tui import app as app_module
 from commviz.tui.app import FRAME_S, CommvizApp
@@ -1140,6 +1140,34 @@ async def test_ctrl_p_opens_the_palette_and_its_language_entry_works() -> None:
         await pilot.press("enter")
         await pilot.pause(0.3)
         assert app.lang == "pt" and not isinstance(app.screen, CommandPalette)
+
+
+@pytest.mark.parametrize("lang", ["en", "pt"])
+@sync
+async def test_at_80x24_the_footer_shows_every_key_of_a_demo(lang: str) -> None:
+    """At 80 columns the footer cut off `p`, `z`, `r` and even `?` (user trial): there it
+    packs short labels, `+/-` as one, without the palette's key; wide again, the long ones."""
+    app = CommvizApp(FakeSession(), None, "t", lang=lang, controller=FakeController(),
+                     restart=FakeRanks)
+
+    def footer() -> str:
+        return screen_text(app).splitlines()[-1]
+
+    async with app.run_test(size=(80, 24)) as pilot:
+        await frame(pilot)
+        await pilot.press("v")  # the replay and the timeline: z zooms there
+        await frame(pilot)
+        keys = re.findall(r"(\S+) [^ ]+", footer())
+        assert keys == ["q", "v", "?", "space", "n", "+/-", "p", "z", "r"], footer()
+        assert len(footer().rstrip()) <= 80 and "^p" not in footer()
+        await pilot.resize_terminal(160, 48)
+        await frame(pilot)
+        wide = footer()
+        assert "- " + explain.ui("key slower", lang) in wide and "^p" in wide, wide
+        assert " v " not in wide  # everything is on screen: no views to turn
+        await pilot.resize_terminal(80, 24)
+        await frame(pilot)
+        assert re.findall(r"(\S+) [^ ]+", footer())[:2] == ["q", "v"], footer()
 
 
 @sync

@@ -18,6 +18,7 @@ from typing import Any
 
 from rich.table import Table
 from rich.text import Text
+from textual import events
 from textual import screen as textual_screen
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
@@ -51,6 +52,7 @@ LOG_LINES_PER_FRAME = 20  # more than this per frame is unreadable, and costs a 
 REPLAY_STEP_S = 0.3  # one schematic step of the replay; + and - change it
 SLOW_FRAME_S = 0.5  # statistics and the teaching panels: redrawn at most twice a second
 FINDINGS_LINGER_S = 10.0  # the findings panel stays this long after the last one ended
+SHORT_KEYS = ("pause", "step", "faster", "replay_pause")  # "key <id> short": narrow footer
 NARROW_STATUS_ROWS = 6  # the viewer panel on a narrow terminal: its newest rows, if it has more
 RESTART_SETTLE_S = 0.15  # after stopping the ranks: time for their last messages to land
 
@@ -63,6 +65,7 @@ class CommvizApp(App):
     BINDINGS = [
         Binding("q", "quit", "Quit", id="quit"),
         Binding("v", "next_view", "View", id="view"),  # narrow only: first, so the footer has it
+        Binding("question_mark", "help", "Help", key_display="?", id="help"),
         Binding("space", "toggle_play", "Pause/resume", id="pause"),
         Binding("n", "step", "Next step", id="step"),
         Binding("plus", "faster", "Faster", key_display="+", id="faster"),
@@ -71,7 +74,6 @@ class CommvizApp(App):
         Binding("z", "zoom_in", "Zoom", id="zoom_in"),
         Binding("Z", "zoom_out", "Zoom out", id="zoom_out", show=False),
         Binding("r", "restart", "Restart", id="restart"),
-        Binding("question_mark", "help", "Help", key_display="?", id="help"),
         Binding("ctrl+c", "quit", "Quit", show=False, priority=True),
     ]
     # Keys listed by the help screen: (key as shown, UI string key in explain.UI, the action
@@ -113,6 +115,7 @@ class CommvizApp(App):
         self._skipped = 0     # ... and how many more there were than a frame shows
         self._ended = False
         self._view = self.NARROW_VIEWS[0]
+        self._narrow = False  # below the width breakpoint, as of the last resize
         self._title = title if callable(title) else lambda lang: title
         self._clock, self._wall_ns = clock, wall_ns
         self._shown = 0
@@ -177,11 +180,28 @@ class CommvizApp(App):
         self.query_one("#findings").border_title = ui("findings")
         self.query_one("#output").border_title = ui("job output")
         self.screen.set_class(self._output is not None, "-job")
+        self._label_keys()
+
+    def _label_keys(self) -> None:
+        """The footer's descriptions (Textual's palette's too), in the language; shorter on a
+        narrow terminal, where `+` stands for `+/-`, so that every key fits in 80 columns."""
+        narrow = self._narrow
+        ui = functools.partial(explain.ui, lang=self.lang)
+
+        def label(b: Binding) -> Binding:
+            if b.action == "command_palette":
+                return dataclasses.replace(b, description=ui("key palette"))
+            if not b.id:
+                return b
+            short = narrow and b.id in SHORT_KEYS
+            return dataclasses.replace(
+                b, description=ui(f"key {b.id} short" if short else f"key {b.id}"),
+                key_display=("+/-" if narrow else "+") if b.id == "faster" else b.key_display,
+                show=not narrow if b.id == "slower" else b.show)
+
         bindings = self._bindings.key_to_bindings
-        for key, group in bindings.items():  # the footer's descriptions, Textual's palette's too
-            bindings[key] = [dataclasses.replace(b, description=ui(f"key {b.id}")) if b.id else
-                             dataclasses.replace(b, description=ui("key palette"))
-                             if b.action == "command_palette" else b for b in group]
+        for key, group in bindings.items():
+            bindings[key] = [label(b) for b in group]
         self.refresh_bindings()
 
     def _tick(self) -> None:
@@ -406,9 +426,9 @@ class CommvizApp(App):
         if action == "restart":
             return self._restart is not None
         if action == "next_view":
-            return self.screen.has_class("-narrow")
+            return self._narrow
         if action in ("zoom_in", "zoom_out"):  # where the timeline is on screen
-            return not self.screen.has_class("-narrow") or self._view == "replay"
+            return not self._narrow or self._view == "replay"
         return True
 
     def action_toggle_play(self) -> None:
@@ -455,8 +475,15 @@ class CommvizApp(App):
         self.refresh_bindings()  # z zooms the timeline where it shows
         self.notify(explain.ui(f"view {self._view}", self.lang), timeout=2)
 
-    def on_resize(self) -> None:
-        self.refresh_bindings()  # `v` exists below the breakpoint only
+    def on_resize(self, event: events.Resize) -> None:
+        """`v` exists below the breakpoint only; there the footer packs shorter labels closer
+        and leaves out the command palette's key."""
+        narrow = event.size.width < self.HORIZONTAL_BREAKPOINTS[1][0]  # the screen's: later
+        footer = self.query_one(Footer)
+        footer.compact, footer.show_command_palette = narrow, not narrow
+        if narrow != self._narrow:
+            self._narrow = narrow
+            self._label_keys()
 
     def action_faster(self) -> None:
         self.query_one(Topology).faster()
