@@ -1188,6 +1188,7 @@ async def test_v_turns_a_narrow_screen_through_every_panel_group() -> None:
         await frame(pilot)
         assert {"topology", "timeline"} <= shown() and "ranks" not in shown()
         assert panel(app, "#header").startswith("[Replay and timeline · v]")  # which, said
+        assert not app._notifications  # there only: a toast covered the ring's bottom row
         await pilot.press("v")
         await frame(pilot)
         assert shown() == {"phases"} and "RS0" in panel(app, "#phases")

@@ -473,7 +473,7 @@ class CommvizApp(App):
         for view in views:
             self.screen.set_class(view == self._view and view != views[0], f"-view-{view}")
         self.refresh_bindings()  # z zooms the timeline where it shows
-        self.notify(explain.ui(f"view {self._view}", self.lang), timeout=2)
+        self.refresh_view()  # the header names the view (a toast covered the ring's bottom)
 
     def on_resize(self, event: events.Resize) -> None:
         """`v` exists below the breakpoint only; there the footer packs shorter labels closer
