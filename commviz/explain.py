@@ -119,9 +119,9 @@ _TIP_SCATTER_FREE = _t(
 )
 _TIP_ROOT_LINK = _t(
     """Every byte goes in or out through the root's link, which becomes the bottleneck as
-    the group grows: n - 1 messages share that one link while the others sit idle.""",
+    the group grows: n-1 messages share that one link while the others sit idle.""",
     """Todos os bytes entram ou saem pela ligação do root, que vira o gargalo conforme o
-    grupo cresce: n - 1 mensagens dividem essa única ligação enquanto as outras ficam
+    grupo cresce: n-1 mensagens dividem essa única ligação enquanto as outras ficam
     ociosas.""",
 )
 _TIP_PICKLE = _t(
@@ -362,11 +362,11 @@ _ENTRIES: dict[str, dict[str, Any]] = {
         ),
         "how": {
             "gloo": _t(
-                """A binomial tree over virtual ranks v = (rank - src) mod n: in step 0 v0
+                """A binomial tree over virtual ranks v = (rank-src) mod n: in step 0 v0
                 sends to v1, in step 1 v0 sends to v2 while v1 sends to v3, and so on; the
                 holders double each step and the whole buffer moves at every hop, so about
                 log2(n) steps.""",
-                """Uma árvore binomial sobre ranks virtuais v = (rank - src) mod n: no passo
+                """Uma árvore binomial sobre ranks virtuais v = (rank-src) mod n: no passo
                 0 o v0 envia para o v1, no passo 1 o v0 envia para o v2 enquanto o v1 envia
                 para o v3, e assim por diante; quem já tem os dados dobra a cada passo e o
                 buffer inteiro viaja em cada salto, então são cerca de log2(n) passos.""",
@@ -374,18 +374,18 @@ _ENTRIES: dict[str, dict[str, Any]] = {
             "nccl": _t(
                 """A pipelined chain along the ring, starting at the root (root 0:
                 0 -> 1 -> 2 -> 3). The buffer is cut into chunks and at step t hop h carries
-                chunk t - h, so m chunks take m + n - 2 steps and every link stays busy.""",
+                chunk t-h, so m chunks take m+n-2 steps and every link stays busy.""",
                 """Uma cadeia em pipeline ao longo do anel, começando no root (root 0:
                 0 -> 1 -> 2 -> 3). O buffer é cortado em pedaços e, no passo t, o salto h
-                leva o pedaço t - h; assim m pedaços levam m + n - 2 passos e todas as
+                leva o pedaço t-h; assim m pedaços levam m+n-2 passos e todas as
                 ligações ficam ocupadas.""",
             ),
         },
         "when": _t(
             """Distributing initial weights, hyperparameters or a random seed from one rank
-            to all. Cheaper and simpler than n - 1 sends from the root.""",
+            to all. Cheaper and simpler than n-1 sends from the root.""",
             """Para distribuir pesos iniciais, hiperparâmetros ou uma semente aleatória de um
-            rank para todos. Sai mais barato e mais simples que n - 1 sends a partir do
+            rank para todos. Sai mais barato e mais simples que n-1 sends a partir do
             root.""",
         ),
         "tips": (
@@ -412,25 +412,25 @@ _ENTRIES: dict[str, dict[str, Any]] = {
         ),
         "how": {
             "gloo": _t(
-                """A ring in which each rank sends to its previous neighbour (rank - 1) and
-                receives from the next one (rank + 1). The buffer is split into n chunks:
-                n - 1 reduce-scatter steps leave rank r owning finished chunk r, then n - 1
-                all-gather steps pass the finished chunks around, 2(n - 1) steps in all, each
+                """A ring in which each rank sends to its previous neighbour (rank-1) and
+                receives from the next one (rank+1). The buffer is split into n chunks:
+                n-1 reduce-scatter steps leave rank r owning finished chunk r, then n-1
+                all-gather steps pass the finished chunks around, 2(n-1) steps in all, each
                 chunk pipelined in at least two segments.""",
-                """Um anel (ring) em que cada rank envia para o vizinho anterior (rank - 1) e
-                recebe do seguinte (rank + 1). O buffer é dividido em n pedaços: n - 1 passos
-                de reduce-scatter deixam o rank r com o pedaço r pronto, depois n - 1 passos
-                de all-gather fazem os pedaços prontos circularem, 2(n - 1) passos no total,
+                """Um anel (ring) em que cada rank envia para o vizinho anterior (rank-1) e
+                recebe do seguinte (rank+1). O buffer é dividido em n pedaços: n-1 passos
+                de reduce-scatter deixam o rank r com o pedaço r pronto, depois n-1 passos
+                de all-gather fazem os pedaços prontos circularem, 2(n-1) passos no total,
                 cada pedaço em pelo menos dois segmentos.""",
             ),
             "nccl": _t(
                 """Usually a ring in the order NCCL logged at init, each rank sending to the
-                next: one fused pass of 2(n - 1) steps, a reduce-scatter followed by an
+                next: one fused pass of 2(n-1) steps, a reduce-scatter followed by an
                 all-gather of the finished chunks. For some sizes NCCL picks a tree instead
                 (reduce up, broadcast down; a double binary tree across nodes, a chain inside
                 a node), or NVLS/CollNet on hardware that has them.""",
                 """Em geral um anel na ordem que o NCCL registrou no init, cada rank enviando
-                para o seguinte: uma passada fundida de 2(n - 1) passos, um reduce-scatter
+                para o seguinte: uma passada fundida de 2(n-1) passos, um reduce-scatter
                 seguido de um all-gather dos pedaços prontos. Para alguns tamanhos o NCCL
                 escolhe uma árvore (reduz subindo, distribui descendo; árvore binária dupla
                 entre nós, cadeia dentro de um nó), ou NVLS/CollNet no hardware que
@@ -460,9 +460,9 @@ _ENTRIES: dict[str, dict[str, Any]] = {
         ),
         "how": {
             "gloo": _t(
-                """A ring reduce-scatter in which each rank sends toward rank - 1; then every
+                """A ring reduce-scatter in which each rank sends toward rank-1; then every
                 rank sends its finished chunk to dst.""",
-                """Um reduce-scatter em anel, com cada rank enviando na direção do rank - 1;
+                """Um reduce-scatter em anel, com cada rank enviando na direção do rank-1;
                 depois cada rank manda o seu pedaço pronto para o dst.""",
             ),
             "nccl": _t(
@@ -502,18 +502,18 @@ _ENTRIES: dict[str, dict[str, Any]] = {
         ),
         "how": {
             "gloo": _t(
-                """A ring that sends to rank + 1: in the first step each rank passes its own
-                block to the next, then it forwards the block it just received, n - 1 steps
+                """A ring that sends to rank+1: in the first step each rank passes its own
+                block to the next, then it forwards the block it just received, n-1 steps
                 in all; each block travels in two halves.""",
-                """Um anel que envia para o rank + 1: no primeiro passo cada rank passa o
+                """Um anel que envia para o rank+1: no primeiro passo cada rank passa o
                 próprio bloco para o seguinte e depois repassa o bloco que acabou de receber,
-                n - 1 passos no total; cada bloco viaja em duas metades.""",
+                n-1 passos no total; cada bloco viaja em duas metades.""",
             ),
             "nccl": _t(
-                """A ring of n - 1 steps in the order logged at init: step 0 sends the rank's
+                """A ring of n-1 steps in the order logged at init: step 0 sends the rank's
                 own block to the next rank and later steps forward what arrived, so each rank
                 sends (n-1)/n of the final size.""",
-                """Um anel de n - 1 passos na ordem registrada no init: o passo 0 envia o
+                """Um anel de n-1 passos na ordem registrada no init: o passo 0 envia o
                 bloco do próprio rank para o seguinte e os passos seguintes repassam o que
                 chegou, então cada rank envia (n-1)/n do tamanho final.""",
             ),
@@ -547,10 +547,10 @@ _ENTRIES: dict[str, dict[str, Any]] = {
         ),
         "how": {
             "gloo": _t(
-                """Flat: dst posts n - 1 receives at once and every other rank sends its
+                """Flat: dst posts n-1 receives at once and every other rank sends its
                 tensor straight to dst; nothing is relayed, so dst's link carries all the
                 traffic.""",
-                """Plano: o dst posta n - 1 recebimentos de uma vez e cada um dos outros ranks
+                """Plano: o dst posta n-1 recebimentos de uma vez e cada um dos outros ranks
                 envia o seu tensor direto para ele; nada é repassado, então a ligação do dst
                 carrega todo o tráfego.""",
             ),
@@ -583,9 +583,9 @@ _ENTRIES: dict[str, dict[str, Any]] = {
         ),
         "how": {
             "gloo": _t(
-                """Flat: src posts n - 1 sends at once, one per rank, and each other rank
+                """Flat: src posts n-1 sends at once, one per rank, and each other rank
                 posts one receive; src copies its own block locally.""",
-                """Plano: o src posta n - 1 envios de uma vez, um por rank, e cada um dos
+                """Plano: o src posta n-1 envios de uma vez, um por rank, e cada um dos
                 outros posta um recebimento; o src copia o próprio bloco localmente.""",
             ),
             "nccl": _t(
@@ -620,21 +620,21 @@ _ENTRIES: dict[str, dict[str, Any]] = {
             "gloo": _t(
                 """gloo has no reduce-scatter algorithm of its own: for this list form PyTorch
                 runs one all_reduce per block, n all_reduces of one block each (the ring
-                toward rank - 1, 2(n - 1) steps each: 24 steps at n = 4), and rank r keeps
+                toward rank-1, 2(n-1) steps each: 24 steps at n=4), and rank r keeps
                 block r. It moves as many bytes as one all_reduce of the whole input, not the
                 (n-1)/n of a true reduce-scatter.""",
                 """O gloo não tem algoritmo próprio de reduce-scatter: nesta forma com lista o
                 PyTorch roda um all_reduce por bloco, n all_reduces de um bloco cada (o anel
-                na direção do rank - 1, 2(n - 1) passos cada: 24 passos com n = 4), e o rank
+                na direção do rank-1, 2(n-1) passos cada: 24 passos com n=4), e o rank
                 r guarda o bloco r. A operação move tantos bytes quanto um all_reduce da
                 entrada inteira, e não os (n-1)/n de um reduce-scatter de verdade.""",
             ),
             "nccl": _t(
-                """A ring of n - 1 steps: at each step a rank adds its contribution to the
+                """A ring of n-1 steps: at each step a rank adds its contribution to the
                 partial sum it received and passes it on, so each block gains one
                 contribution per hop; at the end rank r adds its own input to block r and
                 holds the result.""",
-                """Um anel de n - 1 passos: a cada passo o rank soma a sua contribuição à
+                """Um anel de n-1 passos: a cada passo o rank soma a sua contribuição à
                 soma parcial que recebeu e a repassa, então cada bloco ganha uma contribuição
                 por salto; no fim o rank r soma a própria entrada ao bloco r e fica com o
                 resultado.""",
@@ -651,8 +651,8 @@ _ENTRIES: dict[str, dict[str, Any]] = {
         "tips": (
             _t("""On gloo a reduce_scatter costs as much as an all_reduce, so measure there
                only to learn the semantics; the savings appear on NCCL.""",
-               """No gloo um reduce_scatter custa tanto quanto um all_reduce, então use as
-               medições ali só para aprender a semântica; a economia aparece no NCCL."""),
+               """No gloo um reduce_scatter custa tanto quanto um all_reduce, então use essas
+               medições só para aprender a semântica; a economia aparece no NCCL."""),
             _TIP_REDUCE_OPS, _TIP_NCCL_DEBUG,
         ),
     },
@@ -670,17 +670,17 @@ _ENTRIES: dict[str, dict[str, Any]] = {
         ),
         "how": {
             "gloo": _t(
-                """All n - 1 sends (to rank + i) and all n - 1 receives (from rank - i) are
+                """All n-1 sends (to rank+i) and all n-1 receives (from rank-i) are
                 posted at once, so every pair exchanges directly and in parallel.""",
-                """Os n - 1 envios (para o rank + i) e os n - 1 recebimentos (do rank - i) são
+                """Os n-1 envios (para o rank+i) e os n-1 recebimentos (do rank-i) são
                 postados de uma vez, então cada par troca dados diretamente e em
                 paralelo.""",
             ),
             "nccl": _t(
-                """No dedicated kernel: PyTorch issues one NCCL group of n - 1 sends and n - 1
+                """No dedicated kernel: PyTorch issues one NCCL group of n-1 sends and n-1
                 receives, one per peer, so all pairs exchange concurrently over their own
                 links.""",
-                """Sem kernel dedicado: o PyTorch emite um grupo NCCL com n - 1 envios e n - 1
+                """Sem kernel dedicado: o PyTorch emite um grupo NCCL com n-1 envios e n-1
                 recebimentos, um por peer, e todos os pares trocam dados ao mesmo tempo pelas
                 suas próprias ligações.""",
             ),
@@ -709,11 +709,11 @@ _ENTRIES: dict[str, dict[str, Any]] = {
         ),
         "how": {
             "gloo": _t(
-                """Dissemination: in round k each rank sends a tiny message to rank + 2^k and
-                waits for one from rank - 2^k (distances 1, 2, 4...), so after about log2(n)
+                """Dissemination: in round k each rank sends a tiny message to rank+2^k and
+                waits for one from rank-2^k (distances 1, 2, 4...), so after about log2(n)
                 rounds every rank knows that all have arrived.""",
                 """Disseminação: na rodada k cada rank envia uma mensagem minúscula para o
-                rank + 2^k e espera uma do rank - 2^k (distâncias 1, 2, 4...), então depois de
+                rank+2^k e espera uma do rank-2^k (distâncias 1, 2, 4...), então depois de
                 cerca de log2(n) rodadas todo rank sabe que todos chegaram.""",
             ),
             "nccl": _t(
@@ -804,9 +804,9 @@ _ENTRIES: dict[str, dict[str, Any]] = {
         ),
         "how": {
             "gloo": _t(
-                """Both inner all_gathers run gloo's ring toward rank + 1 on CPU byte
+                """Both inner all_gathers run gloo's ring toward rank+1 on CPU byte
                 tensors.""",
-                """Os dois all_gathers internos rodam o anel do gloo na direção do rank + 1,
+                """Os dois all_gathers internos rodam o anel do gloo na direção do rank+1,
                 com tensores de bytes na CPU.""",
             ),
             "nccl": _t(
@@ -1011,11 +1011,11 @@ _TIP_SINGLE_NAME = _t(
 # The single-tensor reduce-scatter on gloo (also reached through reduce_scatter_tensor).
 _RS_SINGLE_HOW = {
     "gloo": _t(
-        """gloo runs one full all_reduce of the input (the ring toward rank - 1, 2(n - 1)
-        steps) and each rank keeps slice r: 6 steps at n = 4 where a true reduce-scatter
+        """gloo runs one full all_reduce of the input (the ring toward rank-1, 2(n-1)
+        steps) and each rank keeps slice r: 6 steps at n=4 where a true reduce-scatter
         needs 3.""",
-        """O gloo roda um all_reduce completo da entrada (o anel na direção do rank - 1,
-        2(n - 1) passos) e cada rank guarda a fatia r: 6 passos com n = 4, onde um
+        """O gloo roda um all_reduce completo da entrada (o anel na direção do rank-1,
+        2(n-1) passos) e cada rank guarda a fatia r: 6 passos com n=4, onde um
         reduce-scatter de verdade precisaria de 3.""",
     ),
 }
@@ -1272,7 +1272,7 @@ _UI_PAIRS: dict[str, tuple[str, str]] = {
     "no operation yet": ("No operation completed yet", "Nenhuma operação concluída ainda"),
     # the explanation panel before a demo's first operation
     "before paused": ("Paused before the first step: n runs one step, space plays.",
-                      "Pausado antes do primeiro passo: n executa um passo, espaço reproduz."),
+                      "Pausado antes do primeiro passo: n executa um passo, espaço continua."),
     "before playing": ("Starting: space pauses the ranks, then n runs one step at a time.",
                        "Começando: espaço pausa os ranks, e então n executa um passo por vez."),
     "next op": ("About to run: {op}", "Prestes a executar: {op}"),
@@ -1426,7 +1426,7 @@ _UI_PAIRS: dict[str, tuple[str, str]] = {
     # the footer
     "key quit": ("Quit", "Sair"),
     "key view": ("View", "Visão"),
-    "key pause": ("Pause/resume", "Pausar/seguir"),
+    "key pause": ("Pause/resume", "Pausar/continuar"),
     "key step": ("Next step", "Próximo passo"),
     "key faster": ("Faster", "Mais rápido"),
     "key slower": ("Slower", "Mais devagar"),

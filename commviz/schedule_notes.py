@@ -124,11 +124,11 @@ _NOTES: dict[tuple[str, str], tuple[str, str]] = {
 _OP_NOTES: dict[tuple[str, str], tuple[str, str]] = {
     ("reduce_scatter", "gloo"): (
         "gloo reduce_scatter (list form) runs n ring all_reduces, one per block (2(n-1) steps "
-        "each), drawn one after another, and each rank keeps block[rank]; chunk b*n+c is part "
+        "each), drawn one after another, and each rank r keeps block r; chunk b*n+c is part "
         "c of block b; segments drawn as one",
         "o reduce_scatter do gloo (forma com lista) roda n all_reduces em anel, um por bloco "
-        "(2(n-1) passos cada), desenhados um depois do outro, e cada rank fica com "
-        "block[rank]; o pedaço b*n+c é a parte c do bloco b; segmentos desenhados como um só"),
+        "(2(n-1) passos cada), desenhados um depois do outro, e cada rank r fica com "
+        "o bloco r; o pedaço b*n+c é a parte c do bloco b; segmentos desenhados como um só"),
 }
 
 _ONE_RANK = ("one rank: nothing moves", "um rank só: nada se move")
@@ -200,8 +200,8 @@ def note(s: Schedule, lang: str) -> str:
 # Schedule.algorithm -> Portuguese; an algorithm missing here is shown in English
 _ALGORITHMS_PT = {
     "ring": "anel",
-    "allreduce + slice": "allreduce + recorte",
-    "allreduce per block": "um allreduce por bloco",
+    "all_reduce + slice": "all_reduce + recorte",
+    "all_reduce per block": "um all_reduce por bloco",
     "binomial tree": "árvore binomial",
     "chain": "cadeia",
     "ring reduce-scatter + gather": "reduce-scatter em anel + gather",

@@ -298,7 +298,7 @@ def _nccl_all_gather(n: int, size: int, root: int | None) -> _Built:
 def _gloo_reduce_scatter(n: int, size: int, root: int | None) -> _Built:
     """gloo has no reduce-scatter kernel: for the one-tensor forms (reduce_scatter_single and
     reduce_scatter_tensor) PyTorch all-reduces the whole input once and keeps a slice."""
-    return ("allreduce + slice", n, _gloo_all_reduce_steps(n, split(size, n)),
+    return ("all_reduce + slice", n, _gloo_all_reduce_steps(n, split(size, n)),
             "gloo reduce_scatter runs the full ring all_reduce (2(n-1) steps) and each rank "
             "keeps chunk[rank]; segments drawn as one")
 
@@ -312,9 +312,9 @@ def _gloo_reduce_scatter_list(n: int, size: int, root: int | None) -> _Built:
         for step in _gloo_all_reduce_steps(n, split(block, n)):
             moved = tuple(replace(t, chunk=b * n + t.chunk) for t in step.transfers)
             steps.append(Step(f"b{b} {step.label}", moved))
-    return ("allreduce per block", n * n, steps,
+    return ("all_reduce per block", n * n, steps,
             "gloo reduce_scatter (list form) runs n ring all_reduces, one per block "
-            "(2(n-1) steps each), drawn one after another, and each rank keeps block[rank]; "
+            "(2(n-1) steps each), drawn one after another, and each rank r keeps block r; "
             "chunk b*n+c is part c of block b; segments drawn as one")
 
 

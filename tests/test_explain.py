@@ -120,15 +120,15 @@ def test_ui_strings_exist_in_both_languages():
 def test_gloo_all_reduce_is_a_ring_toward_the_previous_rank():
     en = ex.explain("all_reduce", "en").how["gloo"]
     pt = ex.explain("all_reduce", "pt").how["gloo"]
-    assert "ring" in en and "previous" in en and "rank - 1" in en and "2(n - 1)" in en
-    assert "anel" in pt and "anterior" in pt and "rank - 1" in pt and "2(n - 1)" in pt
+    assert "ring" in en and "previous" in en and "rank-1" in en and "2(n-1)" in en
+    assert "anel" in pt and "anterior" in pt and "rank-1" in pt and "2(n-1)" in pt
     # and the opposite direction is not claimed for gloo's all_reduce
-    assert "sends to rank + 1" not in en
+    assert "sends to rank+1" not in en
 
 
 def test_gloo_all_gather_goes_the_other_way():
-    assert "rank + 1" in ex.explain("all_gather", "en").how["gloo"]
-    assert "rank + 1" in ex.explain("all_gather", "pt").how["gloo"]
+    assert "rank+1" in ex.explain("all_gather", "en").how["gloo"]
+    assert "rank+1" in ex.explain("all_gather", "pt").how["gloo"]
 
 
 def test_broadcast_gloo_tree_nccl_chain():
@@ -148,8 +148,8 @@ def test_reduce_scatter_single_on_gloo_is_an_all_reduce():
 def test_reduce_scatter_list_form_on_gloo_is_one_all_reduce_per_block():
     """ProcessGroupGloo::reduce_scatter all-reduces each block apart: n rings, 24 steps at 4."""
     en, pt = (ex.explain("reduce_scatter", lang).how["gloo"] for lang in ("en", "pt"))
-    assert "one all_reduce per block" in en and "24 steps at n = 4" in en
-    assert "um all_reduce por bloco" in pt and "24 passos com n = 4" in pt
+    assert "one all_reduce per block" in en and "24 steps at n=4" in en
+    assert "um all_reduce por bloco" in pt and "24 passos com n=4" in pt
     for op in ("reduce_scatter_single", "reduce_scatter_tensor"):
         assert "per block" not in ex.explain(op).how["gloo"]
 
@@ -274,3 +274,12 @@ def test_nccl_only_tips_are_left_out_beside_a_gloo_demo():
         shown[backend] = out.plain
     assert "NCCL_DEBUG" not in shown["gloo"] and "árvore binomial" in shown["gloo"]
     assert "NCCL_DEBUG" in shown["nccl"] and "NCCL_DEBUG" in shown[None]
+
+
+@pytest.mark.parametrize("lang", ex.LANGS)
+def test_no_formula_has_a_space_the_panel_could_wrap_at(lang):
+    """'n -⏎1' and 'rank⏎+ i' were wrapped across lines (user trial): a formula is one word."""
+    spaced = re.compile(r"\b(n|rank|r|t|m|2\(n) [-+=] (1|i|h|n|src|\d)")
+    found = [m.group(0) for op in protocol.OPS for text in _texts(ex.explain(op, lang))
+             for m in spaced.finditer(text)]
+    assert not found, found

@@ -206,7 +206,7 @@ def test_gloo_reduce_scatter_keeps_chunk_after_full_allreduce():
     for n in NS:
         for op in ("reduce_scatter_tensor", "reduce_scatter_single"):
             s = schedule(op, "gloo", n, S(n))
-            assert s.algorithm == "allreduce + slice" and len(s.steps) == 2 * (n - 1)
+            assert s.algorithm == "all_reduce + slice" and len(s.steps) == 2 * (n - 1)
             assert all(holdings(s)[-1][r][r] == frozenset(range(n)) for r in range(n))
 
 
@@ -214,7 +214,7 @@ def test_gloo_reduce_scatter_list_form_is_one_all_reduce_per_block():
     """Flight Recorder on 4 gloo ranks shows four all_reduces of one block each."""
     for n in NS:
         s = schedule("reduce_scatter", "gloo", n, S(n))
-        assert s.algorithm == "allreduce per block" and s.chunks == n * n
+        assert s.algorithm == "all_reduce per block" and s.chunks == n * n
         assert len(s.steps) == n * 2 * (n - 1)
         ring = schedule("all_reduce", "gloo", n, S(n) // n)
         for b in range(n):  # block b's ring is gloo's all_reduce of one block, parts b*n + c

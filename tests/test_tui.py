@@ -1158,7 +1158,8 @@ async def test_at_80x24_the_footer_shows_every_key_of_a_demo(lang: str) -> None:
         await pilot.press("v")  # the replay and the timeline: z zooms there
         await frame(pilot)
         keys = re.findall(r"(\S+) [^ ]+", footer())
-        assert keys == ["q", "v", "?", "space", "n", "+/-", "p", "z", "r"], footer()
+        assert keys == ["q", "v", "?", explain.ui("space", lang), "n", "+/-", "p", "z", "r"], \
+            footer()
         assert len(footer().rstrip()) <= 80 and "^p" not in footer()
         await pilot.resize_terminal(160, 48)
         await frame(pilot)

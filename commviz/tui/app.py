@@ -183,8 +183,9 @@ class CommvizApp(App):
         self._label_keys()
 
     def _label_keys(self) -> None:
-        """The footer's descriptions (Textual's palette's too), in the language; shorter on a
-        narrow terminal, where `+` stands for `+/-`, so that every key fits in 80 columns."""
+        """The footer's keys and descriptions (Textual's palette's too), in the language;
+        shorter on a narrow terminal, where `+` stands for `+/-`, so that every key fits in
+        80 columns."""
         narrow = self._narrow
         ui = functools.partial(explain.ui, lang=self.lang)
 
@@ -196,7 +197,8 @@ class CommvizApp(App):
             short = narrow and b.id in SHORT_KEYS
             return dataclasses.replace(
                 b, description=ui(f"key {b.id} short" if short else f"key {b.id}"),
-                key_display=("+/-" if narrow else "+") if b.id == "faster" else b.key_display,
+                key_display=("+/-" if narrow else "+") if b.id == "faster" else
+                ui("space") if b.id == "pause" else b.key_display,
                 show=not narrow if b.id == "slower" else b.show)
 
         bindings = self._bindings.key_to_bindings
