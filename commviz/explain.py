@@ -1326,6 +1326,8 @@ _UI_PAIRS: dict[str, tuple[str, str]] = {
     "nothing moves": ("nothing moves", "nada se move"),
     "at once": ("{n} {op}s at once{times}: {pairs}, {size}",
                 "{n} {op} ao mesmo tempo{times}: {pairs}, {size}"),
+    "round": ("{n} {op}s in one round (each pair's #{seq}){times}: {pairs}, {size}",
+              "{n} {op} numa rodada (o nº {seq} de cada par){times}: {pairs}, {size}"),
     "and more": (" and {n} more", " e mais {n}"),
     "each": ("{size} each", "{size} cada"),
     "sizes from to": ("{low} to {high}", "de {low} a {high}"),

@@ -19,7 +19,7 @@ from textual.geometry import Region
 
 from commviz import schedules
 from commviz.schedules import Transfer
-from commviz.tui.animation import SPEEDS, Animator, AnimFrame, frame_label, plan
+from commviz.tui.animation import GATHER_S, SPEEDS, Animator, AnimFrame, frame_label, plan
 from commviz.tui.topology import (
     MARKER,
     NVLINK_CELLS,
@@ -133,11 +133,12 @@ def test_transfers_use_the_groups_global_ranks() -> None:
 def test_a_p2p_transfer_is_one_hop_between_its_real_ranks() -> None:
     clock, a = animator()
     a.enqueue(p2p(2, 3, "isend"), None)
-    f = frame_at(a, clock, 0.15)
+    assert a.frame() is None and a.busy  # the rest of its round may still be arriving
+    f = frame_at(a, clock, GATHER_S + 0.15)
     assert f.label == "isend 2 -> 3, 8.0 KiB" and "schematic" not in f.label
     assert f.steps == 1 and f.p2p and f.progress == pytest.approx(0.25)
     assert f.transfers == (Transfer(2, 3, 0, 8192, False),)
-    assert frame_at(a, clock, 0.6).done
+    assert frame_at(a, clock, GATHER_S + 0.6).done
 
 
 def test_an_op_without_a_known_backend_is_labelled_not_drawn() -> None:
@@ -181,7 +182,7 @@ def test_pause_holds_the_frame() -> None:
 def test_a_new_instance_after_an_idle_spell_starts_at_its_beginning() -> None:
     clock, a = animator()
     a.enqueue(p2p(), None)
-    frame_at(a, clock, 10.0)
+    assert frame_at(a, clock, 10.0).done
     second = coll(seq=2)
     a.enqueue(second, sched(second))
     f = frame_at(a, clock, 10.0)
@@ -231,12 +232,13 @@ def test_transfers_in_flight_together_are_replayed_together() -> None:
         t = step * 400_000
         for r in range(3):  # three isends, overlapping in time
             a.enqueue(_hop(r, (r + 1) % 3, t + r * 1000, t + 500_000), None)
-    f = frame_at(a, clock, 0.1)
-    assert f.label == "3 isends at once: 0 -> 1, 1 -> 2, 2 -> 0, 4.0 KiB each"
-    assert frame_label(f, "pt") == "3 isend ao mesmo tempo: 0 -> 1, 1 -> 2, 2 -> 0, 4,0 KiB cada"
+    f = frame_at(a, clock, GATHER_S + 0.1)
+    assert f.label == "3 isends in one round (each pair's #1): 0 -> 1, 1 -> 2, 2 -> 0, 4.0 KiB each"
+    assert frame_label(f, "pt") == \
+        "3 isend numa rodada (o nº 1 de cada par): 0 -> 1, 1 -> 2, 2 -> 0, 4,0 KiB cada"
     assert sorted((t.src, t.dst) for t in f.transfers) == [(0, 1), (1, 2), (2, 0)]
     assert a.waiting == 6 and a.shown == 3 and a.skipped == 0
-    f = frame_at(a, clock, 0.7)
+    f = frame_at(a, clock, GATHER_S + 0.7)
     assert len(f.transfers) == 3 and a.waiting == 3
 
 
@@ -245,7 +247,8 @@ def test_transfers_one_after_the_other_stay_apart() -> None:
     a.enqueue(_hop(0, 1, 0, 1000), None)
     a.enqueue(_hop(1, 2, 2000, 3000), None)  # starts after the first ended
     a.enqueue(_hop(2, 0, 2500, 3500, op="send"), None)  # another op: not drawn with it
-    assert [len(frame_at(a, clock, t).transfers) for t in (0.1, 0.7, 1.3)] == [1, 1, 1]
+    assert [len(frame_at(a, clock, GATHER_S + t).transfers) for t in (0.1, 0.7, 1.3)] == \
+        [1, 1, 1]
 
 
 def test_a_chain_of_dependent_sends_is_replayed_one_after_another() -> None:
@@ -256,10 +259,10 @@ def test_a_chain_of_dependent_sends_is_replayed_one_after_another() -> None:
     for k in range(3):  # k -> k+1: the receive posted at 0, the send once k has received
         a.enqueue(Instance("send", (k, k + 1), 1, 4096, 0, k * 1100, k * 1100 + 1000,
                            "float32", None, None), None)
-    shown = [frame_at(a, clock, t) for t in (0.1, 0.7, 1.3)]
+    shown = [frame_at(a, clock, GATHER_S + t) for t in (0.1, 0.7, 1.3)]
     assert [[(t.src, t.dst) for t in f.transfers] for f in shown] == [[(0, 1)], [(1, 2)],
                                                                      [(2, 3)]]
-    assert not any("at once" in f.label for f in shown)
+    assert not any("at once" in f.label or "round" in f.label for f in shown)
 
 
 def test_a_sender_returning_late_does_not_make_the_next_hop_simultaneous() -> None:
@@ -270,7 +273,39 @@ def test_a_sender_returning_late_does_not_make_the_next_hop_simultaneous() -> No
                        t_recv_end=1000), None)
     a.enqueue(Instance("send", (1, 2), 1, 4096, 0, 1100, 2000, "float32", None, None,
                        t_recv_end=2000), None)
-    assert [len(frame_at(a, clock, t).transfers) for t in (0.1, 0.7)] == [1, 1]
+    assert [len(frame_at(a, clock, GATHER_S + t).transfers) for t in (0.1, 0.7)] == [1, 1]
+
+
+def test_a_rings_steps_are_replayed_as_rounds_whatever_order_they_arrive_in() -> None:
+    """A hand-written ring on a loaded machine: the ranks' records reach the viewer one rank's
+    batch after another, so the transfers complete pair by pair (0 -> 1 for every step, then
+    1 -> 2 ...), and a step's transfers need not overlap in time. The trial saw half steps
+    and runs of one pair's sends; each frame is now one step, the k-th transfer on every
+    pair."""
+    clock, a = animator(max_waiting=16)
+    pairs = [(0, 1), (1, 2), (2, 3), (3, 0)]
+    for src, dst in pairs:
+        for k in range(1, 7):
+            t = k * 1_000_000 + src * 300_000  # rank r's send of step k, after rank r-1's
+            a.enqueue(Instance("isend", (src, dst), k, 256, t, t, t + 100_000, "float32",
+                               None, None), None)
+            assert counts_add_up(a)
+    shown = [frame_at(a, clock, GATHER_S + 0.1 + 0.6 * k) for k in range(6)]
+    assert [sorted((t.src, t.dst) for t in f.transfers) for f in shown] == [sorted(pairs)] * 6
+    assert [f.instance.seq for f in shown] == [1, 2, 3, 4, 5, 6]
+    assert shown[2].label == \
+        "4 isends in one round (each pair's #3): 0 -> 1, 1 -> 2, 2 -> 3, 3 -> 0, 256 B each"
+    assert a.skipped == 0 and counts_add_up(a)
+
+
+def test_a_round_still_arriving_is_not_drawn_until_its_transfers_had_time_to_come() -> None:
+    clock, a = animator()
+    a.enqueue(_hop(0, 1, 0, 1000), None)
+    clock.t = GATHER_S / 2
+    a.enqueue(_hop(1, 0, 0, 1000), None)  # a pairwise exchange: 0 -> 1 and 1 -> 0
+    assert a.frame() is None
+    f = frame_at(a, clock, GATHER_S + 0.1)
+    assert sorted((t.src, t.dst) for t in f.transfers) == [(0, 1), (1, 0)]
 
 
 def test_lag_is_the_time_to_drain_the_queue() -> None:

@@ -42,6 +42,7 @@ from textual.widgets import Static
 from commviz import explain, protocol
 from commviz.control import Controller, ControlState
 from commviz.tui import app as app_module
+from commviz.tui.animation import GATHER_S
 from commviz.tui.app import FRAME_S, CommvizApp
 from commviz.tui.help import HelpScreen
 from commviz.tui.oplog import OpLog, line_text
@@ -794,7 +795,15 @@ SCENARIOS = {"all_gather": _all_gather, "all_reduce": _all_reduce, "broadcast": 
 @pytest.mark.parametrize("scenario", list(SCENARIOS))
 def test_snapshot(snap_compare, scenario: str, size: tuple[int, int]) -> None:
     session, title = SCENARIOS[scenario]()
-    assert snap_compare(make_app(session, title=title), terminal_size=size)
+
+    async def gathered(pilot: Pilot) -> None:
+        """Transfers are drawn once the rest of their round had time to arrive."""
+        await frame(pilot)
+        session.clock.t += GATHER_S
+        await frame(pilot)
+
+    assert snap_compare(make_app(session, title=title), terminal_size=size,
+                        run_before=gathered if scenario == "send_recv" else None)
 
 
 def _gpus() -> tuple[FakeSession, str]:

@@ -7,6 +7,9 @@ but nothing disappears silently: runs of identical instances collapse into one a
 marked "×N", and when even that is not enough the oldest waiting entries are skipped and
 counted. ``enqueued == shown + skipped + waiting`` holds at every moment.
 
+Point-to-point transfers arrive pair by pair (each rank's records come in its own batches),
+so each waits ``GATHER_S`` for the rest of its round before it is drawn.
+
 Time comes from an injected clock and frames are computed from elapsed time, never from how
 often ``frame`` is called, so a slow terminal shows the same animation with fewer frames.
 """
@@ -15,6 +18,7 @@ from __future__ import annotations
 
 import collections
 import functools
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -29,6 +33,10 @@ SPEEDS = (0.15, 0.3, 0.6, 1.2, 2.4)
 #: room for one step of the objects demo (five object collectives and their inner calls),
 #: which a demo that waits for its replay queues at once.
 MAX_WAITING = 16
+#: Seconds a p2p transfer waits before it is drawn, for the other transfers of its round to
+#: arrive: each rank sends its records every 50 ms, so a ring step's four transfers reach the
+#: viewer over up to about two of those ticks, one rank's batch after another.
+GATHER_S = 0.2
 
 
 @dataclass(frozen=True)
@@ -45,6 +53,7 @@ class AnimFrame:
     label: str            # the title: op, count, schematic or not, step k of n
     transfers: tuple[Transfer, ...]
     done: bool            # the queue is empty: the last step is held, complete
+    round: bool = False   # p2p transfers drawn together as one round (_Entry.round)
 
     @property
     def p2p(self) -> bool:
@@ -56,9 +65,14 @@ class _Entry:
     instance: Instance
     schedule: Schedule | None
     count: int = 1  # times it is repeated: a collapsed run of identical entries ("×N")
-    # p2p transfers that were in flight together with ``instance`` (a hand-written ring's
-    # step): drawn in the same frame, as the backend moved them
+    # p2p transfers drawn in the same frame as ``instance``: those of its round (below), or
+    # those that were in flight together with it, as the backend moved them
     together: list[Instance] = field(default_factory=list)
+    # p2p: the transfers numbered ``instance.seq`` on their pairs, gathered while they arrive
+    # (a hand-written ring's step k is the k-th transfer on each of its pairs); drawn as one
+    # round if they close, every rank sending once and receiving once, else taken apart
+    gathering: bool = False
+    since: float = 0.0  # when its first transfer arrived
 
     @property
     def key(self) -> tuple:
@@ -80,6 +94,22 @@ class _Entry:
     def steps(self) -> int:
         return max(1, len(self.schedule.steps)) if self.schedule is not None else 1
 
+    @property
+    def round(self) -> bool:
+        """Its transfers close a round: every rank among them sends once and receives once
+        (a ring's step, a pairwise exchange), so they are drawn together."""
+        senders = [i.group[0] for i in self.members]
+        return len(senders) > 1 and sorted(senders) == sorted(i.group[1] for i in self.members)
+
+    def gathers(self, inst: Instance) -> bool:
+        """Whether p2p transfer ``inst`` belongs to this gathering round: the same op and
+        number on its pair, from a rank that sends nothing in it yet to one that receives
+        nothing yet."""
+        members = self.members
+        return (self.gathering and inst.op == self.instance.op and inst.seq == self.instance.seq
+                and inst.group[0] not in {i.group[0] for i in members}
+                and inst.group[1] not in {i.group[1] for i in members})
+
     def joins(self, inst: Instance) -> bool:
         """Whether p2p transfer ``inst`` belongs with this entry's: the same op, moving data
         at the same time, between a pair of ranks not in it yet (the next step of a ring reuses
@@ -89,7 +119,7 @@ class _Entry:
         ends: a receive posted early, or a sender returning late, does not make a chain of
         dependent sends (a pipeline) simultaneous."""
         if self.schedule is not None or self.count > 1 or self.instance.op not in protocol.P2P \
-                or inst.op != self.instance.op:
+                or inst.op != self.instance.op or self.gathering:
             return False
         members = self.members
         return (inst.group not in {i.group for i in members}
@@ -124,19 +154,19 @@ class Animator:
 
     # ---- feeding ---------------------------------------------------------------------
     def enqueue(self, instance: Instance, schedule: Schedule | None) -> None:
-        """Queue one completed instance; ``schedule`` None draws it as a single hop."""
+        """Queue one completed instance; ``schedule`` None draws it as a single hop (a p2p
+        transfer: with the rest of its round, or with those in flight with it)."""
         now = self.clock()
         self._advance(now)
         self.enqueued += 1
-        if schedule is None and instance.op in protocol.P2P:
-            wave = self._pending[-1] if self._pending else \
-                self._current if self._current is not None and not self._finished() else None
-            if wave is not None and wave.joins(instance):
-                wave.together.append(instance)
-                self.shown += wave is self._current
+        p2p = schedule is None and instance.op in protocol.P2P
+        if p2p:
+            gathering = next((e for e in self._pending if e.gathers(instance)), None)
+            if gathering is not None:
+                gathering.together.append(instance)
                 return
-        entry = _Entry(instance, schedule)
-        if self._current is None or self._finished():
+        entry = _Entry(instance, schedule, gathering=p2p, since=now)
+        if not self._pending and (self._current is None or self._finished()) and not p2p:
             self._start(entry, now)
             return
         self._pending.append(entry)
@@ -156,7 +186,8 @@ class Animator:
         first instance of the run stands for it)."""
         merged: list[_Entry] = []
         for entry in self._pending:
-            if merged and merged[-1].key == entry.key:
+            if merged and merged[-1].key == entry.key and not entry.gathering \
+                    and not merged[-1].gathering:
                 merged[-1].count += entry.count
             else:
                 merged.append(entry)
@@ -192,7 +223,7 @@ class Animator:
     @property
     def busy(self) -> bool:
         """Something is animating or waiting (the widget redraws only then)."""
-        return self._current is not None and (not self._finished() or bool(self._pending))
+        return bool(self._pending) or self._current is not None and not self._finished()
 
     @property
     def waiting(self) -> int:
@@ -202,9 +233,7 @@ class Animator:
     @property
     def lag_s(self) -> float:
         """Seconds, at the current speed, until the display has shown everything queued."""
-        if self._current is None:
-            return 0.0
-        left = max(0.0, self._current.steps - self._pos)
+        left = 0.0 if self._current is None else max(0.0, self._current.steps - self._pos)
         return (left + sum(e.steps for e in self._pending)) * self.step_s
 
     def summary(self, lang: str = "en") -> str:
@@ -237,13 +266,38 @@ class Animator:
         """Play the time since the last call, moving on through the queue as steps end."""
         elapsed = max(0.0, now - self._last)
         self._last = now
-        if self._paused or self._current is None:
+        if self._paused:
             return
-        self._pos += elapsed / self.step_s
-        while self._finished() and self._pending:
-            extra = self._pos - self._current.steps  # time already spent on the next one
-            self._start(self._pending.popleft(), now)
+        if self._current is not None:
+            self._pos += elapsed / self.step_s
+        while (self._current is None or self._finished()) and self._pending:
+            entry = self._pending[0]
+            ready = entry.since + GATHER_S if entry.gathering else float("-inf")
+            if now < ready:
+                return  # its round may still be arriving
+            self._pending.popleft()
+            if entry.gathering:
+                entry = self._settle(entry)
+            # time already spent on it: since the one before ended, or since it was ready
+            done = self._pos - self._current.steps if self._current is not None else math.inf
+            extra = max(0.0, min(done, (now - ready) / self.step_s))
+            self._start(entry, now)
             self._pos = extra
+
+    def _settle(self, entry: _Entry) -> _Entry:
+        """A round gathered: drawn whole if it closed; else its transfers one after another,
+        those in flight together in one frame (returns the first, queues the others)."""
+        entry.gathering = False
+        if entry.round:
+            return entry
+        parts: list[_Entry] = []
+        for inst in sorted(entry.members, key=lambda i: i.t_last_start):
+            if parts and parts[-1].joins(inst):
+                parts[-1].together.append(inst)
+            else:
+                parts.append(_Entry(inst, None))
+        self._pending.extendleft(reversed(parts[1:]))
+        return parts[0]
 
     def _finished(self) -> bool:
         return self._current is not None and self._pos + 1e-9 >= self._current.steps
@@ -254,9 +308,11 @@ class Animator:
 
 
 def label(inst: Instance, sched: Schedule | None, count: int, step: int,
-          lang: str = "en", transfers: Sequence[Transfer] = ()) -> str:
+          lang: str = "en", transfers: Sequence[Transfer] = (), round_: bool = False) -> str:
     """A frame's title in ``lang``: op, count, schematic or not, step k of n; for p2p
-    transfers drawn together (``transfers``, more than one), how many and between whom."""
+    transfers drawn together (``transfers``, more than one), how many, between whom, and
+    whether they are one round (``round_``: the k-th transfer on each pair) or in flight at
+    once."""
     ui = functools.partial(explain.ui, lang=lang)
     times = f" ×{count}" if count > 1 else ""
     if sched is None and len(transfers) > 1:
@@ -266,8 +322,9 @@ def label(inst: Instance, sched: Schedule | None, count: int, step: int,
         sizes = sorted({t.nbytes for t in transfers})
         size = ui("each").format(size=human_bytes(sizes[0])) if len(sizes) == 1 else \
             ui("sizes from to").format(low=human_bytes(sizes[0]), high=human_bytes(sizes[-1]))
-        return ui("at once").format(n=len(transfers), op=inst.op, times=times, pairs=pairs,
-                                    size=explain.number(size, lang))
+        return ui("round" if round_ else "at once").format(
+            n=len(transfers), op=inst.op, seq=inst.seq, times=times, pairs=pairs,
+            size=explain.number(size, lang))
     if sched is None:
         if inst.op in protocol.P2P and len(inst.group) == 2:
             src, dst = inst.group
@@ -287,17 +344,17 @@ def label(inst: Instance, sched: Schedule | None, count: int, step: int,
 def frame_label(frame: AnimFrame, lang: str = "en") -> str:
     """``frame.label`` in ``lang``."""
     return label(frame.instance, frame.schedule, frame.count, frame.step, lang,
-                 frame.transfers if frame.schedule is None else ())
+                 frame.transfers if frame.schedule is None else (), frame.round)
 
 
 def _frame_of(entry: _Entry, step: int, progress: float, done: bool) -> AnimFrame:
     inst, sched = entry.instance, entry.schedule
     if sched is None and entry.together:
-        transfers = tuple(Transfer(i.group[0], i.group[1], 0, i.size, False)
-                          for i in entry.members)
+        members = sorted(entry.members, key=lambda i: i.group) if entry.round else entry.members
+        transfers = tuple(Transfer(i.group[0], i.group[1], 0, i.size, False) for i in members)
         return AnimFrame(inst, None, entry.count, 0, 1, "", progress,
-                         label(inst, None, entry.count, 0, transfers=transfers), transfers,
-                         done)
+                         label(inst, None, entry.count, 0, transfers=transfers,
+                               round_=entry.round), transfers, done, entry.round)
     title = label(inst, sched, entry.count, step)
     if sched is None:
         if inst.op in protocol.P2P and len(inst.group) == 2:
