@@ -195,10 +195,10 @@ class CommvizApp(App):
             if not b.id:
                 return b
             short = narrow and b.id in SHORT_KEYS
+            display = {"faster": "+/-" if narrow else "+", "pause": ui("space")}
             return dataclasses.replace(
                 b, description=ui(f"key {b.id} short" if short else f"key {b.id}"),
-                key_display=("+/-" if narrow else "+") if b.id == "faster" else
-                ui("space") if b.id == "pause" else b.key_display,
+                key_display=display.get(b.id, b.key_display),
                 show=not narrow if b.id == "slower" else b.show)
 
         bindings = self._bindings.key_to_bindings
