@@ -501,6 +501,37 @@ async def test_a_failed_rank_is_reported_and_the_others_stopped() -> None:
 
 
 @sync
+async def test_the_viewer_panel_counts_failed_ops_and_at_the_end_incomplete_ones() -> None:
+    """The trial's size mismatch: rank 1 failed in all_reduce #2, rank 0 died inside it and
+    sent no record; the counts line left that op out. Failed counts at once; an instance
+    half recorded without a failure is incomplete only once the job has ended (before, its
+    records may still come)."""
+    session = FakeSession()
+    g2 = {0: ("0", (0, 1))}
+
+    def rec(seq: int, flags: int = 0) -> dict[str, Any]:
+        return {"id": seq, "op": "all_reduce", "seq": seq, "bytes_in": 64, "bytes_out": 64,
+                "t_start": T0_NS + seq, "t_end": T0_NS + seq + 1, "flags": flags}
+
+    session.feed(heartbeats(2) + [op_batch(r, [rec(1)], g2) for r in (0, 1)]
+                 + [op_batch(1, [rec(2, protocol.FLAG_FAILED)], g2), op_batch(0, [rec(3)], g2)])
+    ranks = FakeRanks(world=2)
+    app = make_app(session, ranks)
+    async with app.run_test(size=SIZE) as pilot:
+        await frame(pilot)
+        status = panel(app, "#status")
+        assert "│ 1 failed operation  " in status, status
+        assert "incomplete" not in status
+        ranks.end(0, -6)
+        ranks.end(1, 1)
+        await frame(pilot)
+        assert "│ 1 failed operation · 1 left incomplete  " in panel(app, "#status")
+        app.lang = "pt"
+        await frame(pilot)
+        assert "│ 1 operação com falha · 1 ficou incompleta  " in panel(app, "#status")
+
+
+@sync
 async def test_question_mark_lists_every_key_and_escape_closes_it() -> None:
     app = make_app(FakeSession(), lang="pt")
     async with app.run_test(size=SIZE) as pilot:

@@ -329,10 +329,17 @@ class CommvizApp(App):
         ui, counted = functools.partial(explain.ui, lang=lang), \
             functools.partial(explain.ui_n, lang=lang)
         dropped = sum(s.dropped for s in model.ranks.values())
+        failed, unmatched = model.incomplete()
+        failed += model.failed
+        # as the summaries: a failed one at once (it cannot succeed now), an incomplete one
+        # once the job has ended (before, its records may still come); a line only then
+        left = " · ".join(counted(key, n) for key, n in (
+            ("failed ops", failed), ("incomplete ops", unmatched if self._ended else 0)) if n)
         status = (f"{ui('listening on').format(self.session.addr)}\n"
                   f"{counted('op records', model.records)} · "
                   f"{counted('collectives', model.instances)} · "
                   f"{counted('transfers', model.transfers)}\n"
+                  + (f"{left}\n" if left else "") +
                   f"{counted('rejected', self.session.rejected)} · "
                   f"{counted('dropped', dropped)}\n")
         unresolved = sum(f.unresolved for f in getattr(model.diagnosis, "history", ()))
