@@ -1301,6 +1301,7 @@ _UI_PAIRS: dict[str, tuple[str, str]] = {
     "state in": ("in {}", "em {}"),
     "state done": ("done {}", "concluiu {}"),
     "state idle": ("idle", "ocioso"),
+    "state not in": ("not in {}", "fora do {}"),
     "gpu links": ("GPU links: ", "enlaces entre GPUs: "),
     "pairs": ("×{n} pairs", "×{n} pares"),
     "no gpu on": ("no GPU on {who}: {note}{more}", "nenhuma GPU {who}: {note}{more}"),

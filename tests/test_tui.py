@@ -1346,7 +1346,7 @@ async def test_findings_are_named_in_their_panel_and_on_the_ranks_they_blame() -
         text = panel(app, "#findings")
         assert "⚠ hang" in text and "all_reduce #1" in text and "rank 3 missing" in text
         assert "Check:" in text and "diagnosis: 1 finding," in panel(app, "#status")
-        assert "⚠ hang:" in rank_row(app, 3) and "⚠" not in rank_row(app, 0)
+        assert "⚠ not in all_reduce #1" in rank_row(app, 3) and "⚠" not in rank_row(app, 0)
         topology = app.query_one("#topology")
         assert topology.flagged == {3} and set(topology.alerts) == {(0, 3), (1, 3), (2, 3)}
         assert "⚠ hang" in panel(app, "#topology") and "╌" in panel(app, "#topology")
@@ -1385,7 +1385,36 @@ async def test_on_a_narrow_terminal_a_finding_keeps_the_ranks_it_blames_in_view(
         assert app.query_one("#findings").display
         assert not app.query_one("#stats").display and not app.query_one("#log").display
         assert "⚠ hang" in panel(app, "#findings")
-        assert all(rank_row(app, r) for r in range(3)) and "⚠ hang" in rank_row(app, 3)
+        assert all(rank_row(app, r) for r in range(3)) and "⚠ not in #10" in rank_row(app, 3)
+
+
+@pytest.mark.parametrize("size", [SIZE, (80, 24)])
+@pytest.mark.parametrize("lang", ["en", "pt"])
+@sync
+async def test_a_rank_blamed_for_a_hang_reads_what_it_is_not_in(size, lang) -> None:
+    """The blamed rank read '⚠ hang: done all_redu…' (cut, and 'hang' beside 'done': user
+    trial). Idle, it reads what the finding says of it, whole in its column: the op when it
+    fits, else the sequence number."""
+    from commviz.viewer.diagnose import Diagnosis
+
+    session = FakeSession()
+    diag = Diagnosis(session.model, wall_ns=session.clock.wall_ns)
+    app = make_app(session, lang=lang)
+    async with app.run_test(size=size) as pilot:
+        session.feed(scripted_all_reduce(world=4))
+        _rank_3_never_comes(session, diag, seq=7)
+        await frame(pilot)
+        await pilot.pause()
+        row = rank_row(app, 3)
+        at, width = row.index("⚠"), app_module.render.RANK_COLUMNS[3][1]
+        assert row[at + width] == " " and "…" not in row[at:at + width], row
+        assert row[at:at + width].rstrip() == {"en": "⚠ not in all_reduce #7",
+                                               "pt": "⚠ fora do #7"}[lang], row
+        assert "done" not in row and "concluiu" not in row and "hang" not in row
+        # busy elsewhere, the rank keeps its own state beside the finding's name
+        session.feed([inflight(3, "broadcast", 1, T0_NS)])
+        await frame(pilot)
+        assert "in broadcast #1" in rank_row(app, 3) or "em broadcast #1" in rank_row(app, 3)
 
 
 @sync

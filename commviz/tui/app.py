@@ -286,7 +286,7 @@ class CommvizApp(App):
     def _refresh_ranks(self, model: Any, now: float) -> None:
         """The ranks and the live findings."""
         live = model.findings()
-        flagged = {r: f.type for f in live for r in f.ranks}
+        flagged = {r: f for f in live for r in f.ranks}
         width = self.query_one("#ranks").content_region.width or None  # None: not laid out
         ranks = render.ranks_table(model, now, self._wall_ns(), flagged, self.lang, width)
         self._show("#ranks", ranks, ranks.plain.count("\n"))

@@ -123,6 +123,7 @@ class Finding:
     about: str | None = None         # resolved: the type of the finding that ended
     duration_s: float | None = None  # resolved: how long the condition held
     unresolved: bool = False         # resolved: it did not clear, its job ended with it
+    op: str | None = None            # hang, failed: the op its ranks are missing from
 
     def text(self, lang: str = "en") -> str:
         """The line in ``lang``; Portuguese writes a quantity's decimals after a comma."""
@@ -507,7 +508,7 @@ class Diagnosis:
                    f"travado há {age:.1f} s")
                 + f": {_ranks(inside, 'pt')} dentro, {_ranks(missing, 'pt')} faltando "
                 f"({why_pt})",
-                ("hang", gkey, seq), now, wall, links=links))
+                ("hang", gkey, seq), now, wall, links=links, op=op))
         out += self._p2p_hangs(now, wall, waits, lost)
         out += self._deadlocks(now, wall, waits)
         return out
@@ -529,7 +530,7 @@ class Diagnosis:
             f"grupo {_group(group)} após {took:.1f} s: nenhum registro "
             f"{'do' if none else 'dos'} {_ranks(missing, 'pt').removeprefix('os ')} "
             f"para o #{seq} ({why_pt})",
-            ("hang", gkey, seq), now, wall, links=links)
+            ("hang", gkey, seq), now, wall, links=links, op=op)
 
     def _exited(self, rank: int) -> bool:
         s = self.model.ranks.get(rank)
@@ -618,7 +619,7 @@ class Diagnosis:
                                f"{what_en}: no record of it from rank {peer} ({en})",
                                f"{what_pt}: nenhum registro dele vindo do rank {peer} ({pt})",
                                _p2p_key((rank, op, peer, seq)), now, wall,
-                               links=((src, dst),)))
+                               links=((src, dst),), op="recv" if sending else "send"))
         return out
 
     def _deadlocks(self, now: float, wall: int, waits: dict[int, set[int]]) -> list[Finding]:
