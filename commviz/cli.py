@@ -306,18 +306,21 @@ def _stats(args: argparse.Namespace) -> int:
             raise
         raise recording.RecordingError(f"{args.file}: malformed op line ({exc!r})") from None
     rows = model.stats_table()
+    failed, unmatched = model.incomplete()  # the recording is over: they will not complete
+    failed += model.failed
     if cut:  # what a killed viewer leaves: everything before it is whole
         print(f"commviz: note: {args.file}:{cut[0]}: the last line is cut short (the viewer "
               "was stopped while writing it): left out", file=sys.stderr)
     if args.json:
         print(json.dumps({"file": args.file, "records": model.records,
                           "instances": model.instances, "transfers": model.transfers,
-                          "failed": model.failed, "rows": rows, "findings": findings},
+                          "failed": failed, "unmatched": unmatched, "rows": rows,
+                          "findings": findings},
                          indent=2))
     else:
         print(text.stats_table(rows))
         print("\n" + text.counts_line(model.records, model.instances, model.transfers,
-                                      model.failed))
+                                      failed, unmatched))
         if findings:
             print(f"\nfindings of the live diagnosis ({len(findings)}):")
             for f in findings:

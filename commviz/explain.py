@@ -1301,6 +1301,7 @@ _UI_PAIRS: dict[str, tuple[str, str]] = {
     "state in": ("in {}", "em {}"),
     "state done": ("done {}", "concluiu {}"),
     "state idle": ("idle", "ocioso"),
+    "state not in": ("not in {}", "fora do {}"),
     "gpu links": ("GPU links: ", "enlaces entre GPUs: "),
     "pairs": ("×{n} pairs", "×{n} pares"),
     "no gpu on": ("no GPU on {who}: {note}{more}", "nenhuma GPU {who}: {note}{more}"),
@@ -1367,7 +1368,13 @@ _UI_PAIRS: dict[str, tuple[str, str]] = {
     "counts": ("{records} op records, {instances} collective instances, {transfers} transfers",
                "{records} registros de op, {instances} instâncias de coletivas, "
                "{transfers} transferências"),
-    "counts failed": ("; {failed} failed, not counted", "; {failed} com falha, não contadas"),
+    "counts failed": ("; {n} failed, not counted",
+                      "; {n} com falha, não contada|; {n} com falha, não contadas"),
+    "counts unmatched": ("; {n} left incomplete (records missing from some of its ranks)|; "
+                         "{n} left incomplete (records missing from some of their ranks)",
+                         "; {n} ficou incompleta (faltam registros de alguns dos seus ranks)|"
+                         "; {n} ficaram incompletas (faltam registros de alguns dos seus "
+                         "ranks)"),
     "counts viewer": ("; {rejected} malformed messages rejected; {dropped} records dropped by "
                       "ranks",
                       "; {rejected} mensagens malformadas rejeitadas; {dropped} registros "
@@ -1409,6 +1416,9 @@ _UI_PAIRS: dict[str, tuple[str, str]] = {
     "listening on": ("listening on {}", "escutando em {}"),
     "op records": ("{n} op record|{n} op records", "{n} registro de op|{n} registros de op"),
     "collectives": ("{n} collective|{n} collectives", "{n} coletiva|{n} coletivas"),
+    "failed ops": ("{n} failed operation|{n} failed operations",
+                   "{n} operação com falha|{n} operações com falha"),
+    "incomplete ops": ("{n} left incomplete", "{n} ficou incompleta|{n} ficaram incompletas"),
     "rejected": ("{n} malformed message rejected|{n} malformed messages rejected",
                  "{n} mensagem malformada rejeitada|{n} mensagens malformadas rejeitadas"),
     "dropped": ("{n} record dropped by ranks|{n} records dropped by ranks",

@@ -353,7 +353,8 @@ def test_stats_tells_the_counts_and_the_recorded_findings(procs, demo_run, tmp_p
     with_findings.write_text("".join(lines[:-1]) + "".join(
         json.dumps({"kind": "diag", **f}) + "\n" for f in (found, ended)) + lines[-1])
     data = json.loads(procs.commviz("stats", str(with_findings), "--json").stdout)
-    assert (data["records"], data["instances"], data["transfers"], data["failed"]) == (10, 5, 0, 0)
+    assert (data["records"], data["instances"], data["transfers"], data["failed"],
+            data["unmatched"]) == (10, 5, 0, 0, 0)
     assert data["findings"] == [found, ended]
     table = procs.commviz("stats", str(with_findings)).stdout
     assert "findings of the live diagnosis (2):\n" \
@@ -364,9 +365,13 @@ def test_stats_tells_the_counts_and_the_recorded_findings(procs, demo_run, tmp_p
 def test_the_counts_line_sets_failed_operations_apart():
     from commviz.viewer import text
 
-    assert text.counts_line(12, 5, 1, 0) == "12 op records, 5 collective instances, 1 transfers"
-    assert text.counts_line(12, 5, 1, 2) == \
+    assert text.counts_line(12, 5, 1, 0, 0) == \
+        "12 op records, 5 collective instances, 1 transfers"
+    assert text.counts_line(12, 5, 1, 2, 0) == \
         "12 op records, 5 collective instances, 1 transfers; 2 failed, not counted"
+    assert text.counts_line(11, 5, 0, 1, 1) == \
+        "11 op records, 5 collective instances, 0 transfers; 1 failed, not counted; 1 left " \
+        "incomplete (records missing from some of its ranks)"
 
 
 def test_stats_of_a_truncated_recording(procs, demo_run, tmp_path):

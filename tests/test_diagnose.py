@@ -270,9 +270,9 @@ def test_hang_becomes_failed_when_the_waiters_fail_at_the_timeout():
     (f,) = diag.update()  # the same condition, now what it is: no "resolved" in between
     assert _types([f]) == [("failed", (3,), (0, 1, 2, 3), 1)]
     assert f.message.startswith("ranks 0,1,2 failed in all_reduce #1 in group 0-3 after 6.0 s: "
-                                "rank 3 never came (3: ")
+                                "no record from rank 3 for #1 (3: ")
     assert f.message_pt.startswith("os ranks 0,1,2 falharam em all_reduce #1 no grupo 0-3 após "
-                                   "6.0 s: rank 3 nunca chegou")
+                                   "6.0 s: nenhum registro do rank 3 para o #1")
     assert _types(diag.findings()) == [("failed", (3,), (0, 1, 2, 3), 1)]
     _tick(clock, model, 5, ranks=range(3))  # rank 3, still idle, then silent: words kept
     diag.update()
@@ -290,15 +290,39 @@ def test_failed_collective_whose_peer_exited_is_named_at_once_and_does_not_grow(
     model.apply([op_batch(0, [_rec(2, 100, 420, flags=8)], g2), bye(0)])
     (f,) = diag.update()
     assert _types([f]) == [("failed", (1,), (0, 1), 2)]
-    assert f.message == ("rank 0 failed in all_reduce #2 in group 0,1 after 0.3 s: rank 1 "
-                         "never came (1: exited)")
-    assert f.message_pt == ("rank 0 falhou em all_reduce #2 no grupo 0,1 após 0.3 s: rank 1 "
-                            "nunca chegou (1: já saiu)")
+    assert f.message == ("rank 0 failed in all_reduce #2 in group 0,1 after 0.3 s: no record "
+                         "from rank 1 for #2 (1: exited)")
+    assert f.message_pt == ("rank 0 falhou em all_reduce #2 no grupo 0,1 após 0.3 s: nenhum "
+                            "registro do rank 1 para o #2 (1: já saiu)")
     assert "hang" not in f.message
     for _ in range(3):
         clock.advance(5)
         assert diag.update() == []
         assert [g.message for g in diag.findings()] == [f.message]
+
+
+def test_failed_collective_whose_peer_crashed_unheard_says_only_what_is_known():
+    """The trial's size mismatch: rank 0 aborts inside all_reduce #2 (gloo: "Received data
+    size doesn't match expected size") before its emitter sends the record, rank 1 fails
+    (connection reset) and says goodbye. Rank 0 was inside: it is not said to have never
+    come, nor that its sizes differed (nothing shows it)."""
+    clock, model, diag = _setup(world=2)
+    g2 = {0: ("0", (0, 1))}
+    model.apply([op_batch(r, [_rec(1, 0, 1)], g2) for r in (0, 1)])
+    clock.advance(0.1)
+    model.apply([op_batch(1, [_rec(2, 100, 110, nbytes=8192, flags=8)], g2), bye(1)])
+    assert diag.update() == []  # rank 0's record may still be on its way
+    clock.advance(1.1)
+    (f,) = diag.update()
+    assert _types([f]) == [("failed", (0,), (0, 1), 2)]
+    assert "never" not in f.message and "mismatch" not in f.message
+    assert f.message == ("rank 1 failed in all_reduce #2 in group 0,1 after 0.0 s: no record "
+                         "from rank 0 for #2 (0: silent for 1.2 s, no goodbye: it may have "
+                         "crashed inside the call)")
+    assert f.text("pt") == ("rank 1 falhou em all_reduce #2 no grupo 0,1 após 0,0 s: nenhum "
+                            "registro do rank 0 para o #2 (0: em silêncio há 1,2 s, sem se "
+                            "despedir: pode ter caído dentro da chamada)")
+    assert "nunca" not in f.text("pt")
 
 
 def test_failed_collective_waits_a_second_for_a_missing_rank_still_reporting():
@@ -338,8 +362,8 @@ def test_failed_send_whose_peer_exited_is_no_live_wait():
     model.apply([bye(1), op_batch(0, [_rec(1, 0, 250, op="send", peer=1, flags=8)], g2)])
     (f,) = diag.update()
     assert _types([f]) == [("failed", (1,), (0, 1), 1)]
-    assert f.message == ("send 0 -> 1 #1 failed after 0.2 s waiting for its recv: rank 1 never "
-                         "posted it (exited)")
+    assert f.message == ("send 0 -> 1 #1 failed after 0.2 s waiting for its recv: no record of "
+                         "it from rank 1 (exited)")
     clock.advance(5)
     diag.update()
     assert diag.findings()[0].message == f.message
@@ -353,8 +377,8 @@ def test_p2p_recv_without_send_and_send_without_recv():
     found = diag.update()
     assert sorted(_types(found)) == [("hang", (0,), (0, 1), 1), ("hang", (3,), (2, 3), 1)]
     by_rank = {f.ranks: f.message for f in found}
-    assert by_rank[(0,)].startswith("recv at 1 from 0 #1 waits 1.1 s for its send: rank 0 "
-                                    "never posted it (no op yet)")
+    assert by_rank[(0,)].startswith("recv at 1 from 0 #1 waits 1.1 s for its send: no "
+                                    "record of it from rank 0 (no op yet)")
     assert by_rank[(3,)].startswith("send 2 -> 3 #1 waits 1.1 s for its recv")
     # rank 0 sends at last: the transfer completes, the recv's hang resolves
     model.apply([op_batch(0, [_rec(1, 1100, 1101, op="send", peer=1)], G4),

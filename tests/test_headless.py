@@ -146,6 +146,52 @@ def test_headless_lines_speak_the_language_asked():
     assert table[2].split()[3:] == ["3", "624.8", "833.0", "13.8", "0.00656", "0.00656"]
     # the longer Portuguese heads widen their columns: the numbers stay under them
     assert table[0].index("(us)", table[0].index("defasagem")) + 4 == table[2].index("13.8") + 4
-    assert text.counts_line(6, 3, 1, 2, "pt") == \
+    assert text.counts_line(6, 3, 1, 2, 0, "pt") == \
         "6 registros de op, 3 instâncias de coletivas, 1 transferências; 2 com falha, não contadas"
+    assert text.counts_line(6, 3, 1, 1, 1, "pt") == \
+        "6 registros de op, 3 instâncias de coletivas, 1 transferências; 1 com falha, não " \
+        "contada; 1 ficou incompleta (faltam registros de alguns dos seus ranks)"
     assert text.stats_table([], "pt").endswith("(nenhuma coletiva ou transferência concluída)")
+
+
+def test_every_summary_counts_an_instance_left_failed_or_incomplete(tmp_path, capsys):
+    """The trial's size mismatch: rank 1 failed in all_reduce #2, rank 0 aborted inside it
+    and sent no record. '3 op records, 1 collective instances' and a summary with
+    "failed": 0 left that record out of every count; the headless lines, the recording's
+    summary and `commviz stats` now give it as failed (and a half-recorded one that did not
+    fail as incomplete), the same in each."""
+    import json
+
+    from fakes import T0_NS, heartbeat, op_batch
+
+    from commviz import cli
+
+    g2 = {0: ("0", (0, 1))}
+
+    def rec(seq, flags=0, op="all_reduce", **kw):
+        return {"id": seq, "op": op, "seq": seq, "bytes_in": 4096, "bytes_out": 4096,
+                "t_start": T0_NS + seq, "t_end": T0_NS + seq + 1, "flags": flags, **kw}
+
+    messages = [heartbeat(0, 2), heartbeat(1, 2),
+                op_batch(0, [rec(1)], g2), op_batch(1, [rec(1), rec(2, protocol.FLAG_FAILED)], g2),
+                op_batch(0, [rec(3, op="send", peer=1)], g2)]  # its recv never recorded
+    path = tmp_path / "size.jsonl"
+    session = Session("tcp://127.0.0.1:*", record=path)
+    try:
+        session.model.apply(messages)
+        session.recorder.write(messages)
+        out = io.StringIO()
+        headless._Printer(session, out).summary()
+    finally:
+        session.close()
+    assert out.getvalue().strip().splitlines()[-1].startswith(
+        "4 op records, 1 collective instances, 0 transfers; 1 failed, not counted; 1 left "
+        "incomplete (records missing from some of its ranks); "), out.getvalue()
+    summary = json.loads(path.read_text(encoding="utf-8").splitlines()[-1])
+    assert (summary["kind"], summary["failed"], summary["unmatched"]) == ("summary", 1, 1)
+    assert cli.main(["stats", str(path), "--json"]) == 0
+    stats = json.loads(capsys.readouterr().out)
+    assert (stats["records"], stats["instances"], stats["failed"], stats["unmatched"]) == \
+        (4, 1, 1, 1)
+    assert cli.main(["stats", str(path)]) == 0
+    assert "; 1 failed, not counted; 1 left incomplete" in capsys.readouterr().out

@@ -218,6 +218,31 @@ def test_a_record_that_failed_unmatched_still_shows_its_wait_on_the_lanes():
     assert [len(m.lanes(T0_NS, T0_NS + 10_000)[r]) for r in range(4)] == [1, 1, 2, 1]
 
 
+def test_incomplete_counts_what_waits_for_records_failed_or_not():
+    """The trial's size mismatch: rank 1 failed in all_reduce #6, rank 0 (aborted inside
+    it) sent no record: that instance is failed, never silently dropped; one only half
+    recorded without a failure is incomplete; a lone failed send too; completed ones are
+    neither."""
+    from commviz import protocol
+
+    m = Model(FakeClock())
+    failed = protocol.FLAG_FAILED
+    assert m.incomplete() == (0, 0)
+    m.apply([op_batch(r, [_coll(r, 5)], G4) for r in range(4)])  # completed
+    m.apply([op_batch(1, [_coll(1, 6, flags=failed)], G4),  # failed, the others unheard
+             op_batch(2, [_coll(2, 6)], G4),  # same instance, a record that did not fail
+             op_batch(0, [_coll(0, 7)], G4), op_batch(3, [_coll(3, 7)], G4),  # half there
+             op_batch(0, [{"id": 9, "op": "send", "seq": 1, "peer": 1, "bytes_in": 64,
+                           "t_start": T0_NS, "t_end": T0_NS + 10, "flags": failed}], G4),
+             op_batch(2, [{"id": 9, "op": "recv", "seq": 1, "peer": 3, "bytes_out": 64,
+                           "t_start": T0_NS, "t_end": T0_NS + 10}], G4)])
+    assert (m.instances, m.failed) == (1, 0)
+    assert m.incomplete() == (2, 2)  # #6 and the send failed; #7 and the recv incomplete
+    # #6 completes, failed: counted by the model's ``failed`` instead, not twice
+    m.apply([op_batch(r, [_coll(r, 6)], G4) for r in (0, 3)])
+    assert (m.failed, m.incomplete()) == (1, (1, 2))
+
+
 def test_pending_is_bounded(monkeypatch):
     monkeypatch.setattr(model_mod, "PENDING_MAX", 10)
     m = Model(FakeClock())

@@ -502,6 +502,37 @@ async def test_a_failed_rank_is_reported_and_the_others_stopped() -> None:
 
 
 @sync
+async def test_the_viewer_panel_counts_failed_ops_and_at_the_end_incomplete_ones() -> None:
+    """The trial's size mismatch: rank 1 failed in all_reduce #2, rank 0 died inside it and
+    sent no record; the counts line left that op out. Failed counts at once; an instance
+    half recorded without a failure is incomplete only once the job has ended (before, its
+    records may still come)."""
+    session = FakeSession()
+    g2 = {0: ("0", (0, 1))}
+
+    def rec(seq: int, flags: int = 0) -> dict[str, Any]:
+        return {"id": seq, "op": "all_reduce", "seq": seq, "bytes_in": 64, "bytes_out": 64,
+                "t_start": T0_NS + seq, "t_end": T0_NS + seq + 1, "flags": flags}
+
+    session.feed(heartbeats(2) + [op_batch(r, [rec(1)], g2) for r in (0, 1)]
+                 + [op_batch(1, [rec(2, protocol.FLAG_FAILED)], g2), op_batch(0, [rec(3)], g2)])
+    ranks = FakeRanks(world=2)
+    app = make_app(session, ranks)
+    async with app.run_test(size=SIZE) as pilot:
+        await frame(pilot)
+        status = panel(app, "#status")
+        assert "│ 1 failed operation  " in status, status
+        assert "incomplete" not in status
+        ranks.end(0, -6)
+        ranks.end(1, 1)
+        await frame(pilot)
+        assert "│ 1 failed operation · 1 left incomplete  " in panel(app, "#status")
+        app.lang = "pt"
+        await frame(pilot)
+        assert "│ 1 operação com falha · 1 ficou incompleta  " in panel(app, "#status")
+
+
+@sync
 async def test_question_mark_lists_every_key_and_escape_closes_it() -> None:
     app = make_app(FakeSession(), lang="pt")
     async with app.run_test(size=SIZE) as pilot:
@@ -1325,7 +1356,7 @@ async def test_findings_are_named_in_their_panel_and_on_the_ranks_they_blame() -
         text = panel(app, "#findings")
         assert "⚠ hang" in text and "all_reduce #1" in text and "rank 3 missing" in text
         assert "Check:" in text and "diagnosis: 1 finding," in panel(app, "#status")
-        assert "⚠ hang:" in rank_row(app, 3) and "⚠" not in rank_row(app, 0)
+        assert "⚠ not in all_reduce #1" in rank_row(app, 3) and "⚠" not in rank_row(app, 0)
         topology = app.query_one("#topology")
         assert topology.flagged == {3} and set(topology.alerts) == {(0, 3), (1, 3), (2, 3)}
         assert "⚠ hang" in panel(app, "#topology") and "╌" in panel(app, "#topology")
@@ -1364,7 +1395,36 @@ async def test_on_a_narrow_terminal_a_finding_keeps_the_ranks_it_blames_in_view(
         assert app.query_one("#findings").display
         assert not app.query_one("#stats").display and not app.query_one("#log").display
         assert "⚠ hang" in panel(app, "#findings")
-        assert all(rank_row(app, r) for r in range(3)) and "⚠ hang" in rank_row(app, 3)
+        assert all(rank_row(app, r) for r in range(3)) and "⚠ not in #10" in rank_row(app, 3)
+
+
+@pytest.mark.parametrize("size", [SIZE, (80, 24)])
+@pytest.mark.parametrize("lang", ["en", "pt"])
+@sync
+async def test_a_rank_blamed_for_a_hang_reads_what_it_is_not_in(size, lang) -> None:
+    """The blamed rank read '⚠ hang: done all_redu…' (cut, and 'hang' beside 'done': user
+    trial). Idle, it reads what the finding says of it, whole in its column: the op when it
+    fits, else the sequence number."""
+    from commviz.viewer.diagnose import Diagnosis
+
+    session = FakeSession()
+    diag = Diagnosis(session.model, wall_ns=session.clock.wall_ns)
+    app = make_app(session, lang=lang)
+    async with app.run_test(size=size) as pilot:
+        session.feed(scripted_all_reduce(world=4))
+        _rank_3_never_comes(session, diag, seq=7)
+        await frame(pilot)
+        await pilot.pause()
+        row = rank_row(app, 3)
+        at, width = row.index("⚠"), app_module.render.RANK_COLUMNS[3][1]
+        assert row[at + width] == " " and "…" not in row[at:at + width], row
+        assert row[at:at + width].rstrip() == {"en": "⚠ not in all_reduce #7",
+                                               "pt": "⚠ fora do #7"}[lang], row
+        assert "done" not in row and "concluiu" not in row and "hang" not in row
+        # busy elsewhere, the rank keeps its own state beside the finding's name
+        session.feed([inflight(3, "broadcast", 1, T0_NS)])
+        await frame(pilot)
+        assert "in broadcast #1" in rank_row(app, 3) or "em broadcast #1" in rank_row(app, 3)
 
 
 @sync

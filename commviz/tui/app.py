@@ -288,7 +288,7 @@ class CommvizApp(App):
     def _refresh_ranks(self, model: Any, now: float) -> None:
         """The ranks and the live findings."""
         live = model.findings()
-        flagged = {r: f.type for f in live for r in f.ranks}
+        flagged = {r: f for f in live for r in f.ranks}
         width = self.query_one("#ranks").content_region.width or None  # None: not laid out
         ranks = render.ranks_table(model, now, self._wall_ns(), flagged, self.lang, width)
         self._show("#ranks", ranks, ranks.plain.count("\n"))
@@ -331,10 +331,17 @@ class CommvizApp(App):
         ui, counted = functools.partial(explain.ui, lang=lang), \
             functools.partial(explain.ui_n, lang=lang)
         dropped = sum(s.dropped for s in model.ranks.values())
+        failed, unmatched = model.incomplete()
+        failed += model.failed
+        # as the summaries: a failed one at once (it cannot succeed now), an incomplete one
+        # once the job has ended (before, its records may still come); a line only then
+        left = " · ".join(counted(key, n) for key, n in (
+            ("failed ops", failed), ("incomplete ops", unmatched if self._ended else 0)) if n)
         status = (f"{ui('listening on').format(self.session.addr)}\n"
                   f"{counted('op records', model.records)} · "
                   f"{counted('collectives', model.instances)} · "
                   f"{counted('transfers', model.transfers)}\n"
+                  + (f"{left}\n" if left else "") +
                   f"{counted('rejected', self.session.rejected)} · "
                   f"{counted('dropped', dropped)}\n")
         unresolved = sum(f.unresolved for f in getattr(model.diagnosis, "history", ()))

@@ -15,6 +15,7 @@ from rich.text import Text
 from .. import costmodel, explain, protocol, schedule_notes, schedules
 from ..bandwidth import gbps_text
 from ..viewer import findings_text, text
+from ..viewer.diagnose import Finding
 from ..viewer.model import HostClock, Instance, Model
 from .animation import AnimFrame
 
@@ -42,12 +43,12 @@ def finding_name(kind: str, lang: str) -> str:
 
 
 def ranks_table(model: Model, now: float, now_ns: int | None = None,
-                flagged: dict[int, str] | None = None, lang: str = "en",
+                flagged: dict[int, Finding] | None = None, lang: str = "en",
                 width: int | None = None) -> Text:
     """One line per rank in fixed-width columns: plain text lines are cheap to draw every
     frame, where a table would measure every cell again. A panel narrower than the columns
     (``width``) leaves out the byte counts first, then cuts the load with an ellipsis, never
-    a rank's state. ``flagged``: ranks a finding names, by its type."""
+    a rank's state. ``flagged``: ranks a finding names, with that finding."""
     now_ns = time.time_ns() if now_ns is None else now_ns
     ui = functools.partial(explain.ui, lang=lang)
     inflight: dict[int, list] = {}
@@ -64,6 +65,7 @@ def ranks_table(model: Model, now: float, now_ns: int | None = None,
         if clocks and rank == nodes[s.host][0]:  # several nodes: a line heads each
             out.append(_cut(node_line(clocks[s.host], nodes[s.host], lang), width) + "\n",
                        style="bold cyan")
+        idle = False
         if s.exited:
             state = Text(ui("state exited"), style="dim")
         elif now - s.last_seen > SILENT_AFTER_S:
@@ -75,11 +77,12 @@ def ranks_table(model: Model, now: float, now_ns: int | None = None,
             state = Text(ui("state in").format(f"{op.op} #{op.seq} {waited:.0f} ms"),
                          style="bold yellow")
         elif s.last_op:
-            state = Text(ui("state done").format(s.last_op), style="green")
+            state, idle = Text(ui("state done").format(s.last_op), style="green"), True
         else:
-            state = Text(ui("state idle"), style="dim")
+            state, idle = Text(ui("state idle"), style="dim"), True
         if flagged and rank in flagged:
-            state = Text(f"⚠ {finding_name(flagged[rank], lang)}: {state.plain}",
+            state = Text(_flagged(flagged[rank], state.plain, idle, lang,
+                                  widths[3] if len(widths) > 3 else RANK_COLUMNS[3][1]),
                          style="bold red")
         _row(out, widths, [Text(str(rank)), Text(s.host), Text(s.device), state, _load(s, lang),
                    Text(f"{_short(s.bytes_in, lang)}/{_short(s.bytes_out, lang)}")])
@@ -88,6 +91,20 @@ def ranks_table(model: Model, now: float, now_ns: int | None = None,
             out.append(_cut(" " * LINKS_AT + rates, width) + "\n", style="cyan")
     out.rstrip()
     return out
+
+
+def _flagged(f: Finding, state: str, idle: bool, lang: str, width: int) -> str:
+    """A flagged rank's state: the finding's name before it. A rank missing from the op of
+    a hang or a failed op reads what the finding says of it if idle ("not in all_reduce
+    #7": "hang: done all_reduce" read as a contradiction), else its own state (in another
+    op, silent): the findings panel names the finding, the name left no room for either."""
+    if not (f.type in ("hang", "failed") and f.op and f.seq is not None):
+        return f"⚠ {finding_name(f.type, lang)}: {state}"
+    if not idle:
+        return f"⚠ {state}"
+    not_in = explain.ui("state not in", lang)
+    full = f"⚠ {not_in.format(f'{f.op} #{f.seq}')}"
+    return full if len(full) <= width else f"⚠ {not_in.format(f'#{f.seq}')}"
 
 
 def node_line(clock: HostClock, ranks: list[int], lang: str = "en") -> str:

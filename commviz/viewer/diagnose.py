@@ -123,6 +123,7 @@ class Finding:
     about: str | None = None         # resolved: the type of the finding that ended
     duration_s: float | None = None  # resolved: how long the condition held
     unresolved: bool = False         # resolved: it did not clear, its job ended with it
+    op: str | None = None            # hang, failed: the op its ranks are missing from
 
     def text(self, lang: str = "en") -> str:
         """The line in ``lang``; Portuguese writes a quantity's decimals after a comma."""
@@ -507,7 +508,7 @@ class Diagnosis:
                    f"travado há {age:.1f} s")
                 + f": {_ranks(inside, 'pt')} dentro, {_ranks(missing, 'pt')} faltando "
                 f"({why_pt})",
-                ("hang", gkey, seq), now, wall, links=links))
+                ("hang", gkey, seq), now, wall, links=links, op=op))
         out += self._p2p_hangs(now, wall, waits, lost)
         out += self._deadlocks(now, wall, waits)
         return out
@@ -515,18 +516,21 @@ class Diagnosis:
     def _failed(self, gkey: int, seq: int, op: str, group: tuple[int, ...],
                 entries: dict[int, _Entry], missing: tuple[int, ...], why_en: str,
                 why_pt: str, now: float, wall: int, links: tuple) -> Finding:
-        """A collective that no rank waits in any more, some failed in, others never came to."""
+        """A collective that no rank waits in any more, some failed in, others sent no record
+        of: they never came, or died inside it before their record left (the emitter sends
+        every 50 ms), so the words claim neither."""
         failed = tuple(sorted(r for r, e in entries.items() if e.failed))
         took = max(entries[r].took for r in failed)
         one, none = len(failed) == 1, len(missing) == 1
         return Finding(
             "failed", missing, group, seq,
             f"{_ranks(failed)} failed in {op} #{seq} in group {_group(group)} after "
-            f"{took:.1f} s: {_ranks(missing)} never came ({why_en})",
+            f"{took:.1f} s: no record from {_ranks(missing)} for #{seq} ({why_en})",
             f"{_ranks(failed, 'pt')} {'falhou' if one else 'falharam'} em {op} #{seq} no "
-            f"grupo {_group(group)} após {took:.1f} s: {_ranks(missing, 'pt')} "
-            f"{'nunca chegou' if none else 'nunca chegaram'} ({why_pt})",
-            ("hang", gkey, seq), now, wall, links=links)
+            f"grupo {_group(group)} após {took:.1f} s: nenhum registro "
+            f"{'do' if none else 'dos'} {_ranks(missing, 'pt').removeprefix('os ')} "
+            f"para o #{seq} ({why_pt})",
+            ("hang", gkey, seq), now, wall, links=links, op=op)
 
     def _exited(self, rank: int) -> bool:
         s = self.model.ranks.get(rank)
@@ -560,7 +564,7 @@ class Diagnosis:
 
     def _p2p_hangs(self, now: float, wall: int, waits: dict[int, set[int]],
                    lost: set[int]) -> list[Finding]:
-        """Sends and receives that wait, or failed waiting, for a counterpart never posted."""
+        """Sends and receives that wait, or failed waiting, for a counterpart with no record."""
         rows = self.model.pending()[1]
         failed = np.flatnonzero((rows["flags"] & protocol.FLAG_FAILED) > 0)
         job_of = self.model.job_of
@@ -612,10 +616,10 @@ class Diagnosis:
             what_pt = (f"send {src} -> {dst} #{seq} {wait_pt} pelo recv"
                        if sending else f"recv em {dst} de {src} #{seq} {wait_pt} pelo send")
             out.append(Finding("hang" if took is None else "failed", (peer,), (src, dst), seq,
-                               f"{what_en}: rank {peer} never posted it ({en})",
-                               f"{what_pt}: o rank {peer} nunca o postou ({pt})",
+                               f"{what_en}: no record of it from rank {peer} ({en})",
+                               f"{what_pt}: nenhum registro dele vindo do rank {peer} ({pt})",
                                _p2p_key((rank, op, peer, seq)), now, wall,
-                               links=((src, dst),)))
+                               links=((src, dst),), op="recv" if sending else "send"))
         return out
 
     def _deadlocks(self, now: float, wall: int, waits: dict[int, set[int]]) -> list[Finding]:
@@ -792,8 +796,10 @@ class Diagnosis:
             return "exited", "já saiu"
         now = self.model.clock()
         silent = self._job_end(s.job, now) - s.last_seen  # stops where its job ended
-        if silent > LOST_AFTER_S:
-            return f"silent for {silent:.1f} s", f"em silêncio há {silent:.1f} s"
+        if silent > LOST_AFTER_S:  # no goodbye: what it did last is not known
+            return (f"silent for {silent:.1f} s, no goodbye: it may have crashed inside the "
+                    "call", f"em silêncio há {silent:.1f} s, sem se despedir: pode ter caído "
+                    "dentro da chamada")
         mine = [f for f in self.model.inflight.values() if f.rank == rank]
         if mine:
             f = min(mine, key=lambda f: f.seen)

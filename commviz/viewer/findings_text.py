@@ -45,21 +45,27 @@ ADVICE: dict[str, tuple[dict[str, str], dict[str, str]]] = {
     ),
     "failed": (
         _t("""An operation failed on some ranks (the backend raised an error) while other
-        ranks never entered it: typically one of them crashed or exited first and its peers
-        saw the connection close, or they were elsewhere for longer than the process group's
-        timeout. Nobody waits in it any more.""",
+        ranks sent no record of it: either they never entered it (one of them crashed or
+        exited first and its peers saw the connection close, or they were elsewhere for
+        longer than the process group's timeout), or they died inside it before their record
+        could leave. Nobody waits in it any more.""",
            """Uma operação falhou em alguns ranks (o backend levantou um erro) enquanto outros
-        nunca entraram nela: em geral um deles caiu ou saiu antes e os outros viram a
-        conexão fechar, ou eles estavam em outro lugar por mais tempo que o timeout do
-        process group. Ninguém espera mais nela."""),
-        _t("""The log of the ranks that never came (their exception, exit code or kill), then
+        ranks não enviaram nenhum registro dela: ou nunca entraram nela (um deles caiu ou
+        saiu antes e os outros viram a conexão fechar, ou estavam em outro lugar por mais
+        tempo que o timeout do process group), ou morreram dentro dela antes que o registro
+        saísse. Ninguém espera mais nela."""),
+        _t("""The log of the ranks with no record of it (their exception, exit code or kill:
+        gloo's "Received data size doesn't match expected size" or NCCL's "Message
+        truncated" there usually means the ranks passed tensors of different sizes), then
         the failed ranks' error: "connection closed by peer" points at a peer that died, a
         timeout at one that went another way (a collective inside an `if`, a different number
         of steps).""",
-           """O log dos ranks que nunca chegaram (a exceção, o código de saída ou quem os
-        matou), depois o erro dos ranks que falharam: "connection closed by peer" aponta para
-        um par que morreu, um timeout para um que seguiu outro caminho (um coletivo dentro de
-        um `if`, um número diferente de passos)."""),
+           """O log dos ranks sem registro dela (a exceção, o código de saída ou quem os
+        matou: "Received data size doesn't match expected size" do gloo ou "Message
+        truncated" do NCCL ali em geral quer dizer que os ranks passaram tensores de tamanhos
+        diferentes), depois o erro dos ranks que falharam: "connection closed by peer"
+        aponta para um par que morreu, um timeout para um que seguiu outro caminho (um
+        coletivo dentro de um `if`, um número diferente de passos)."""),
     ),
     "lost_rank": (
         _t("""A rank stopped reporting without saying goodbye: its process died (crash, out of

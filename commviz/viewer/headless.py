@@ -199,7 +199,7 @@ class _Printer:
         print(text.stats_table(self.session.model.stats_table(), self.lang), file=self.out)
         dropped = sum(s["dropped_by_ranks"].values())
         counts = text.counts_line(s["records"], s["instances"], s["transfers"], s["failed"],
-                                  self.lang)
+                                  s["unmatched"], self.lang)
         viewer = explain.ui("counts viewer", self.lang).format(
             rejected=s["rejected_messages"], dropped=dropped)
         print(f"\n{counts}{viewer}", file=self.out, flush=True)

@@ -356,6 +356,29 @@ class Model:
         """
         return self._coll, self._p2p
 
+    def incomplete(self) -> tuple[int, int]:
+        """Collective instances and transfers that some ranks' records are still waiting in:
+        (those a rank failed in, the others). A failed one can no longer succeed; the others
+        may still complete while their job runs, not once it has ended (a rank that died
+        inside the call sends no record). What a summary adds to ``failed``, and reports
+        beside it as unmatched."""
+        coll, p2p = self._coll, self._p2p
+        send = _SEND_CODES[p2p["op"]]
+        failed = unmatched = 0
+        for rows, key in ((coll, (coll["seq"], coll["gkey"])),
+                          (p2p, (p2p["seq"], np.where(send, p2p["peer"], p2p["rank"]),
+                                 np.where(send, p2p["rank"], p2p["peer"]),
+                                 self._group_jobs[p2p["gkey"]]))):
+            if not len(rows["rank"]):
+                continue
+            order = np.lexsort(key)  # as matched: (group, seq); (job, src, dst, seq)
+            cols = np.stack(key)[:, order]
+            starts = np.flatnonzero(np.r_[True, (cols[:, 1:] != cols[:, :-1]).any(axis=0)])
+            bad = np.logical_or.reduceat(_failed(rows)[order], starts)
+            failed += int(bad.sum())
+            unmatched += int((~bad).sum())
+        return failed, unmatched
+
     def sizes_of(self, rows: dict[str, np.ndarray]) -> np.ndarray:
         """nccl-tests' S of each row (of ``pending()`` or an observer's), in its own group."""
         return self._sizes(rows, self._group_sizes[rows["gkey"]])

@@ -155,8 +155,9 @@ class Session:
 
     def summary(self) -> dict:
         m = self.model
+        failed, unmatched = m.incomplete()  # the viewer closes: they will not complete now
         return {"records": m.records, "instances": m.instances, "transfers": m.transfers,
-                "failed": m.failed,
+                "failed": m.failed + failed, "unmatched": unmatched,
                 "rejected_messages": self.receiver.rejected,
                 "dropped_by_ranks": {r: s.dropped for r, s in sorted(m.ranks.items())},
                 "unmatched_pending": m.evicted}

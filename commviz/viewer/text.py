@@ -111,13 +111,17 @@ def duration(ns: float) -> str:
     return f"{ns / scale:.3g} {unit}"
 
 
-def counts_line(records: int, instances: int, transfers: int, failed: int,
+def counts_line(records: int, instances: int, transfers: int, failed: int, unmatched: int,
                 lang: str = "en") -> str:
     """What was seen, summed up; ``failed``: collectives and transfers that failed or whose
-    ranks disagreed, which the statistics leave out."""
+    ranks disagreed, which the statistics leave out; ``unmatched``: those left incomplete,
+    none of their records failed (``Model.incomplete``)."""
     line = explain.ui("counts", lang).format(records=records, instances=instances,
                                              transfers=transfers)
-    return line + explain.ui("counts failed", lang).format(failed=failed) if failed else line
+    for key, n in (("counts failed", failed), ("counts unmatched", unmatched)):
+        if n:
+            line += explain.ui_n(key, n, lang)
+    return line
 
 
 def stats_table(rows: list[dict], lang: str = "en") -> str:
