@@ -1376,6 +1376,10 @@ _UI_PAIRS: dict[str, tuple[str, str]] = {
     "job running": ("the job is still running", "o job ainda está rodando"),
     "job stopped": ("the job was stopped ({reason}); exit code {code}",
                     "o job foi parado ({reason}); código de saída {code}"),
+    # its {reason}: what made commviz stop it
+    "stop q": ("q in commviz", "q no commviz"),
+    "stop ctrl+c": ("Ctrl-C in commviz", "Ctrl-C no commviz"),
+    "stop signal": ("{signal} to commviz", "{signal} enviado ao commviz"),
     "job killed": ("the job was killed by {signal} (exit code {code})",
                    "o job foi morto por {signal} (código de saída {code})"),
     "job exited": ("the job exited with code {code}", "o job terminou com código {code}"),

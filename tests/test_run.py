@@ -219,8 +219,12 @@ def test_the_job_is_told_where_the_viewer_is(run, args, env, expected):
 
 
 @pytest.mark.timeout(60)
-def test_q_in_the_tui_stops_the_job_and_shows_its_last_lines(procs):
-    """The TUI in a pseudo-terminal, as a user runs it: `q` quits and ends the job."""
+@pytest.mark.parametrize(("key", "said", "code"), [
+    (b"q", "q in commviz", 130), (b"\x03", "Ctrl-C in commviz", 130),
+    (signal.SIGTERM, "SIGTERM to commviz", 143)])
+def test_q_in_the_tui_stops_the_job_and_shows_its_last_lines(procs, key, said, code):
+    """The TUI in a pseudo-terminal, as a user runs it: `q` (or Ctrl-C, or SIGTERM to
+    commviz) quits and ends the job, and the last line says which it was."""
     import os
     import pty
     import select
@@ -240,7 +244,10 @@ def test_q_in_the_tui_stops_the_job_and_shows_its_last_lines(procs):
                     break
             if quit_at is None and b"waiting for ranks" in screen \
                     and [p for p in _tagged(procs.tag) if p.pid != pid]:  # the job is up
-                os.write(fd, b"q")
+                if isinstance(key, bytes):
+                    os.write(fd, key)
+                else:
+                    os.kill(pid, key)
                 quit_at = time.monotonic()
         _, status = os.waitpid(pid, 0)
     finally:
@@ -249,10 +256,10 @@ def test_q_in_the_tui_stops_the_job_and_shows_its_last_lines(procs):
             os.waitpid(pid, 0)
         os.close(fd)
     assert quit_at is not None, screen[-2000:]
-    assert os.waitstatus_to_exitcode(status) == 130
+    assert os.waitstatus_to_exitcode(status) == code
     assert time.monotonic() - quit_at < 15
     text = screen.decode("utf-8", "replace")
-    assert "job up" in text and "the job was stopped (commviz quit); exit code 130" in text
+    assert "job up" in text and f"the job was stopped ({said}); exit code {code}" in text
     assert not _tagged(procs.tag)
 
 

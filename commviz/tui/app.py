@@ -29,6 +29,7 @@ from textual.widgets import Footer, Static
 
 from .. import costmodel, explain
 from ..control import Controller
+from ..job import JobAsRanks
 from ..launcher import Ranks
 from ..viewer import text
 from . import render
@@ -74,7 +75,7 @@ class CommvizApp(App):
         Binding("z", "zoom_in", "Zoom", id="zoom_in"),
         Binding("Z", "zoom_out", "Zoom out", id="zoom_out", show=False),
         Binding("r", "restart", "Restart", id="restart"),
-        Binding("ctrl+c", "quit", "Quit", show=False, priority=True),
+        Binding("ctrl+c", "quit('stop ctrl+c')", "Quit", show=False, priority=True),
     ]
     # Keys listed by the help screen: (key as shown, UI string key in explain.UI, the action
     # whose check_action says whether the key works in this session; None: it always does,
@@ -128,6 +129,8 @@ class CommvizApp(App):
         self._t0: int | None = None
         self._findings_until = float("-inf")  # the findings panel is shown until then
         self._events: list[tuple[str, dict[str, Any]]] = []  # (UI string key, its fields)
+        # why the app quit: (the signal it counts as, Job.stop's reason); run_app tells a job
+        self.quit_cause: tuple[int, str] = (signal.SIGINT, "stop q")
 
     def compose(self) -> ComposeResult:
         yield Static(id="header")
@@ -416,7 +419,9 @@ class CommvizApp(App):
                 self._events.append(("job ended", {}))
             self.refresh_bindings()  # pause and step have nothing left to hold
 
-    async def action_quit(self) -> None:
+    async def action_quit(self, why: str = "stop q") -> None:
+        """``why``: the UI string naming the key, for the job's end line (Job.stop)."""
+        self.quit_cause = (signal.SIGINT, why)
         self.exit()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
@@ -574,13 +579,19 @@ def run_app(session: Any, ranks: Ranks | None, title: str | Callable[[str], str]
     app = CommvizApp(session, ranks, title, lang=lang, controller=controller, restart=restart,
                      output=output, demo=demo)
     session.start()
-    previous = signal.signal(signal.SIGTERM, lambda signo, frame: app.exit())
+    def on_sigterm(signo: int, frame: Any) -> None:
+        app.quit_cause = (signal.SIGTERM, "stop signal")
+        app.exit()
+
+    previous = signal.signal(signal.SIGTERM, on_sigterm)
     try:
         app.run()
     finally:
         signal.signal(signal.SIGTERM, previous)
         ranks = app.ranks  # a restart replaced them
         ended: list[int] = []
+        if isinstance(ranks, JobAsRanks):
+            ranks.cause = app.quit_cause
         if ranks is not None:
             ranks.stop()
             if ranks.failed():

@@ -100,8 +100,7 @@ def run_job(session: Session, start: Callable[[], Job], out: TextIO = sys.stdout
                 _await_goodbyes(session, joined, printer)
         finally:
             if job is not None:  # stops it if interrupted; else ends only what is left of it
-                sig = interrupts.first or signal.SIGINT
-                job.stop(sig, f"{signal.Signals(sig).name} to commviz")
+                job.stop(interrupts.first or signal.SIGINT, "stop signal")
             session.close()
             if job is not None:
                 printer.flush()
