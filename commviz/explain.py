@@ -1418,6 +1418,11 @@ _UI_PAIRS: dict[str, tuple[str, str]] = {
     "waiting ranks": ("waiting for ranks to connect…", "aguardando os ranks se conectarem…"),
     "space": ("space", "espaço"),
     "rank failed": ("{who} failed (exit {code}): {line}", "{who} falhou (saída {code}): {line}"),
+    # after the screen closes: where the logs of a failed run are, the job's last lines
+    "rank logs kept": ("rank logs kept in {dir}", "logs dos ranks guardados em {dir}"),
+    "job output kept": ("the job's output kept in {dir}", "saída do job guardada em {dir}"),
+    "job tail": ("the job's last line of output:|the job's last {n} lines of output:",
+                 "a última linha de saída do job:|as últimas {n} linhas de saída do job:"),
     "rank finished": ("{who} finished", "{who} terminou"),
     "stopping others": ("stopping the other ranks", "parando os outros ranks"),
     "job ended": ("the job has ended · q quits", "o job terminou · q sai"),

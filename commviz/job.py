@@ -403,7 +403,7 @@ class JobAsRanks:
 
     rank = "job"
     who = "the job"
-    logs = "the job's output"  # what logdir holds, for "... kept in DIR"
+    logs = "job output kept"  # the UI string that says where logdir is
 
     def __init__(self, job: Job) -> None:
         self.job = job

@@ -44,7 +44,8 @@ def run(session: Session, ranks: Ranks | None = None, out: TextIO = sys.stdout,
             if ranks is not None:
                 for rp in ranks.poll():
                     if rp.returncode:
-                        print(f"{rp.who} failed (exit {rp.returncode}): {rp.error_line()}",
+                        print(explain.ui("rank failed", lang).format(
+                            who=rp.who, code=rp.returncode, line=rp.error_line()),
                               file=out, flush=True)
                 if ranks.failed():
                     code = 1
@@ -61,7 +62,7 @@ def run(session: Session, ranks: Ranks | None = None, out: TextIO = sys.stdout,
                 ranks.stop()
                 if ranks.failed():
                     code = 1
-                    print(f"{ranks.logs} kept in {ranks.logdir}", file=out)
+                    print(explain.ui(ranks.logs, lang).format(dir=ranks.logdir), file=out)
                 else:
                     ranks.cleanup_logs()
             # a watcher (no ranks of its own) names the ranks that went silent without a goodbye
