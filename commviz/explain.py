@@ -1423,6 +1423,15 @@ _UI_PAIRS: dict[str, tuple[str, str]] = {
     "job output kept": ("the job's output kept in {dir}", "saída do job guardada em {dir}"),
     "job tail": ("the job's last line of output:|the job's last {n} lines of output:",
                  "a última linha de saída do job:|as últimas {n} linhas de saída do job:"),
+    "job tail before stop": (
+        "the job's last line of output before the stop:|the job's last {n} lines of output "
+        "before the stop:",
+        "a última linha de saída do job antes de ser parado:|as últimas {n} linhas de saída "
+        "do job antes de ser parado:"),
+    "job tail left out": ("… {n} more line, written as it was being stopped, left out|… {n} "
+                          "more lines, written as it was being stopped, left out",
+                          "… mais {n} linha, escrita enquanto era parado, omitida|… mais {n} "
+                          "linhas, escritas enquanto era parado, omitidas"),
     "rank finished": ("{who} finished", "{who} terminou"),
     "stopping others": ("stopping the other ranks", "parando os outros ranks"),
     "job ended": ("the job has ended · q quits", "o job terminou · q sai"),

@@ -79,6 +79,7 @@ class OutputBuffer:
         self._lines: collections.deque[OutputLine] = collections.deque(maxlen=maxlen)
         self._lock = threading.Lock()
         self.total = 0  # lines ever appended
+        self.stopped_at: int | None = None  # lines appended before commviz began the stop
 
     def append(self, stream: str, text: str) -> None:
         with self._lock:
@@ -96,6 +97,20 @@ class OutputBuffer:
     def tail(self, count: int) -> list[OutputLine]:
         with self._lock:
             return list(self._lines)[-count:] if count > 0 else []
+
+    def mark_stop(self) -> None:
+        """commviz begins to stop the job: what it writes from now on is its reaction."""
+        with self._lock:
+            self.stopped_at = self.total
+
+    def closing(self, count: int) -> tuple[list[OutputLine], int]:
+        """The job's last ``count`` lines to show once it is over, and how many it wrote after
+        them: after the stop, when commviz stopped it (the tracebacks that an interrupt makes
+        torchrun and the ranks print would push the job's own last lines out), else none."""
+        with self._lock:
+            end = self.total if self.stopped_at is None else self.stopped_at
+            held = [line for line in self._lines if line.n <= end]
+            return (held[-count:] if count > 0 else []), self.total - end
 
 
 def job_env(addr: str | None, base: dict[str, str] | None = None) -> dict[str, str]:
@@ -233,6 +248,8 @@ class Job:
         """
         if self.proc.poll() is None:
             self.stopped_by, self.stop_reason = sig, reason
+            if self.output is not None:
+                self.output.mark_stop()
             self._killpg(signal.SIGINT)
             self._settle(INT_GRACE_S)
         self.close()

@@ -272,6 +272,10 @@ def test_q_in_the_tui_stops_the_job_and_shows_its_last_lines(procs, key, said, c
     assert rc == code
     assert time.monotonic() - quit_at < 15
     assert "job up" in text and f"the job was stopped ({said}); exit code {code}" in text
+    # the job's own last line, not the traceback the stop made it print
+    assert "the job's last line of output before the stop:\njob up\n" in text
+    assert "KeyboardInterrupt" not in text
+    assert re.search(r"… \d+ more lines, written as it was being stopped, left out", text)
     assert not _tagged(procs.tag)
 
 
@@ -371,6 +375,24 @@ def test_output_buffer_keeps_the_last_lines_and_says_what_is_new():
                                                               (5, "line 4")]
     assert [line.n for line in buf.since(4)] == [5]
     assert buf.since(5) == [] and [line.text for line in buf.tail(1)] == ["line 4"]
+
+
+def test_the_closing_lines_of_a_stopped_job_are_its_own_before_the_stop():
+    """What a job wrote after commviz began stopping it (its interrupt tracebacks) does not
+    push its own last lines out; a job that ended by itself shows its last lines, errors
+    and all."""
+    buf = OutputBuffer()
+    for i in range(30):
+        buf.append("stdout", f"step {i}")
+    assert ([line.text for line in buf.closing(3)[0]], buf.closing(3)[1]) == (
+        ["step 27", "step 28", "step 29"], 0)
+    buf.append("stdout", "rank 1 is stuck")
+    buf.mark_stop()
+    for i in range(25):
+        buf.append("stderr", f"Traceback line {i}")
+    lines, after = buf.closing(3)
+    assert [line.text for line in lines] == ["step 28", "step 29", "rank 1 is stuck"]
+    assert after == 25
 
 
 def test_captured_job_output_arrives_line_by_line_with_its_stream():

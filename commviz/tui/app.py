@@ -620,9 +620,14 @@ def run_app(session: Any, ranks: Ranks | None, title: str | Callable[[str], str]
 
 
 def _print_tail(output: Any, out: TextIO, lang: str) -> None:
-    """The job's last lines (``output``, a job.OutputBuffer) under a line of ``out``'s."""
-    tail = output.tail(TAIL_LINES)
+    """The job's last lines (``output``, a job.OutputBuffer) under a line of ``out``'s; of a
+    job commviz stopped, those before the stop, and how many came after."""
+    tail, after = output.closing(TAIL_LINES)
+    stopped = output.stopped_at is not None
     if tail:
-        print(explain.ui_n("job tail", len(tail), lang), file=out, flush=True)
+        head = "job tail before stop" if stopped else "job tail"
+        print(explain.ui_n(head, len(tail), lang), file=out, flush=True)
         sys.stdout.write("".join(f"{line.text}\n" for line in tail))
         sys.stdout.flush()
+    if after:
+        print(explain.ui_n("job tail left out", after, lang), file=out)
