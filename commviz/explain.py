@@ -1352,8 +1352,10 @@ _UI_PAIRS: dict[str, tuple[str, str]] = {
                    "visualizador em {addr}; rodando {cmd} (Ctrl-C para o job)"),
     "rank joined": ("rank {rank}/{world} joined: {host} pid {pid} {backend} {device}",
                     "rank {rank}/{world} entrou: {host} pid {pid} {backend} {device}"),
-    "job joined": ("job {job}: {ranks} joined",
-                   "job {job}: {ranks} entrou|job {job}: {ranks} entraram"),
+    "job rank joined": ("job {job}: rank {rank}/{world} joined: {host} pid {pid} {backend} "
+                        "{device}",
+                        "job {job}: rank {rank}/{world} entrou: {host} pid {pid} {backend} "
+                        "{device}"),
     "head end": ("end (s)", "fim (s)"),
     "head size": ("size", "tamanho"),
     "head times": ("time from the last arrival, skew of the arrivals",

@@ -163,14 +163,10 @@ class _Printer:
             joined = [s for members in model.jobs for r, s in sorted(members.items())
                       if (r, s.job) not in self.known]
             self.known.update((s.rank, s.job) for s in joined)
-        for job in sorted({s.job for s in joined if s.job > 1}):  # a job after the first
-            ranks = [s.rank for s in joined if s.job == job]
-            print(explain.ui_n("job joined", len(ranks), self.lang, job=job,
-                               ranks=text.ranks_phrase(ranks)), file=self.out)
-        for s in joined:
-            print(explain.ui("rank joined", self.lang).format(
-                rank=s.rank, world=s.world, host=s.host, pid=s.pid, backend=s.backend,
-                device=s.device), file=self.out)
+        for s in joined:  # one line per rank; a job after the first is named in it
+            print(explain.ui("job rank joined" if s.job > 1 else "rank joined", self.lang).format(
+                job=s.job, rank=s.rank, world=s.world, host=s.host, pid=s.pid,
+                backend=s.backend, device=s.device), file=self.out)
         if new and self.t0 is None:
             print(text.instance_header(self.lang), file=self.out)
             self.t0 = self.session.first_message_ns or min(i.t_end for i in new)
