@@ -241,18 +241,16 @@ def _run(args: argparse.Namespace) -> int:
         session.close()
         raise
     from .tui.app import run_app
+    from .viewer.headless import PREFIX, Prefixed
 
+    ours = Prefixed(sys.stdout, PREFIX)  # commviz's lines, beside the job's last ones
     try:
         run_app(session, ranks=JobAsRanks(job), title=f"run · {shlex.join(cmd)}"[:80],
-                lang=_lang(args), output=job.output)
+                lang=_lang(args), output=job.output, out=ours)
     finally:
         job.stop()  # done by run_app already, unless it failed to start
-    assert job.output is not None and job.exit_code is not None
-    tail = job.output.tail(20)
-    if tail:
-        print(f"[commviz] the job's last {len(tail)} lines of output:")
-        print("\n".join(line.text for line in tail))
-    print(f"[commviz] {job.describe_end(_lang(args))}")
+    assert job.exit_code is not None
+    print(job.describe_end(_lang(args)), file=ours, flush=True)
     return job.exit_code
 
 

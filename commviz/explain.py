@@ -1355,8 +1355,10 @@ _UI_PAIRS: dict[str, tuple[str, str]] = {
                    "visualizador em {addr}; rodando {cmd} (Ctrl-C para o job)"),
     "rank joined": ("rank {rank}/{world} joined: {host} pid {pid} {backend} {device}",
                     "rank {rank}/{world} entrou: {host} pid {pid} {backend} {device}"),
-    "job joined": ("job {job}: {ranks} joined",
-                   "job {job}: {ranks} entrou|job {job}: {ranks} entraram"),
+    "job rank joined": ("job {job}: rank {rank}/{world} joined: {host} pid {pid} {backend} "
+                        "{device}",
+                        "job {job}: rank {rank}/{world} entrou: {host} pid {pid} {backend} "
+                        "{device}"),
     "head end": ("end (s)", "fim (s)"),
     "head size": ("size", "tamanho"),
     "head times": ("time from the last arrival, skew of the arrivals",
@@ -1385,6 +1387,10 @@ _UI_PAIRS: dict[str, tuple[str, str]] = {
     "job running": ("the job is still running", "o job ainda está rodando"),
     "job stopped": ("the job was stopped ({reason}); exit code {code}",
                     "o job foi parado ({reason}); código de saída {code}"),
+    # its {reason}: what made commviz stop it
+    "stop q": ("q in commviz", "q no commviz"),
+    "stop ctrl+c": ("Ctrl-C in commviz", "Ctrl-C no commviz"),
+    "stop signal": ("{signal} to commviz", "{signal} enviado ao commviz"),
     "job killed": ("the job was killed by {signal} (exit code {code})",
                    "o job foi morto por {signal} (código de saída {code})"),
     "job exited": ("the job exited with code {code}", "o job terminou com código {code}"),
@@ -1426,6 +1432,20 @@ _UI_PAIRS: dict[str, tuple[str, str]] = {
     "waiting ranks": ("waiting for ranks to connect…", "aguardando os ranks se conectarem…"),
     "space": ("space", "espaço"),
     "rank failed": ("{who} failed (exit {code}): {line}", "{who} falhou (saída {code}): {line}"),
+    # after the screen closes: where the logs of a failed run are, the job's last lines
+    "rank logs kept": ("rank logs kept in {dir}", "logs dos ranks guardados em {dir}"),
+    "job output kept": ("the job's output kept in {dir}", "saída do job guardada em {dir}"),
+    "job tail": ("the job's last line of output:|the job's last {n} lines of output:",
+                 "a última linha de saída do job:|as últimas {n} linhas de saída do job:"),
+    "job tail before stop": (
+        "the job's last line of output before the stop:|the job's last {n} lines of output "
+        "before the stop:",
+        "a última linha de saída do job antes de ser parado:|as últimas {n} linhas de saída "
+        "do job antes de ser parado:"),
+    "job tail left out": ("… {n} more line, written as it was being stopped, left out|… {n} "
+                          "more lines, written as it was being stopped, left out",
+                          "… mais {n} linha, escrita enquanto era parado, omitida|… mais {n} "
+                          "linhas, escritas enquanto era parado, omitidas"),
     "rank finished": ("{who} finished", "{who} terminou"),
     "stopping others": ("stopping the other ranks", "parando os outros ranks"),
     "job ended": ("the job has ended · q quits", "o job terminou · q sai"),

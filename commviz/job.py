@@ -79,6 +79,7 @@ class OutputBuffer:
         self._lines: collections.deque[OutputLine] = collections.deque(maxlen=maxlen)
         self._lock = threading.Lock()
         self.total = 0  # lines ever appended
+        self.stopped_at: int | None = None  # lines appended before commviz began the stop
 
     def append(self, stream: str, text: str) -> None:
         with self._lock:
@@ -96,6 +97,20 @@ class OutputBuffer:
     def tail(self, count: int) -> list[OutputLine]:
         with self._lock:
             return list(self._lines)[-count:] if count > 0 else []
+
+    def mark_stop(self) -> None:
+        """commviz begins to stop the job: what it writes from now on is its reaction."""
+        with self._lock:
+            self.stopped_at = self.total
+
+    def closing(self, count: int) -> tuple[list[OutputLine], int]:
+        """The job's last ``count`` lines to show once it is over, and how many it wrote after
+        them: after the stop, when commviz stopped it (the tracebacks that an interrupt makes
+        torchrun and the ranks print would push the job's own last lines out), else none."""
+        with self._lock:
+            end = self.total if self.stopped_at is None else self.stopped_at
+            held = [line for line in self._lines if line.n <= end]
+            return (held[-count:] if count > 0 else []), self.total - end
 
 
 def job_env(addr: str | None, base: dict[str, str] | None = None) -> dict[str, str]:
@@ -208,7 +223,8 @@ class Job:
         if rc is None:
             return explain.ui("job running", lang)
         if self.stopped_by is not None:
-            return explain.ui("job stopped", lang).format(reason=self.stop_reason, code=code)
+            reason = explain.ui(self.stop_reason, lang).format(signal=_signame(self.stopped_by))
+            return explain.ui("job stopped", lang).format(reason=reason, code=code)
         if rc < 0:
             return explain.ui("job killed", lang).format(signal=_signame(-rc), code=code)
         return explain.ui("job exited", lang).format(code=rc)
@@ -220,17 +236,20 @@ class Job:
     def wait(self, timeout: float | None = None) -> int:
         return self.proc.wait(timeout)
 
-    def stop(self, sig: int = signal.SIGINT, reason: str = "commviz quit") -> None:
+    def stop(self, sig: int = signal.SIGINT, reason: str = "stop q") -> None:
         """End the job and every process it started; returns when none is left.
 
         SIGINT to the job's process group first (what Ctrl-C does in a shell: torchrun stops
         its workers), SIGTERM to every process of the job after INT_GRACE_S, SIGKILL after
         TERM_GRACE_S more. ``sig`` is the signal commviz got, or SIGINT for a quit (it sets
-        ``exit_code``), ``reason`` says which for describe_end(). A job that already ended
-        only has its leftovers ended.
+        ``exit_code``); ``reason``, the UI string that says which for describe_end(): "stop
+        signal" (the signal named), "stop q" or "stop ctrl+c" (keys of the TUI). A job that
+        already ended only has its leftovers ended.
         """
         if self.proc.poll() is None:
             self.stopped_by, self.stop_reason = sig, reason
+            if self.output is not None:
+                self.output.mark_stop()
             self._killpg(signal.SIGINT)
             self._settle(INT_GRACE_S)
         self.close()
@@ -374,8 +393,7 @@ def run_plain(cmd: list[str]) -> int:
                 except subprocess.TimeoutExpired:
                     continue
         finally:
-            sig = interrupts.first or signal.SIGINT
-            job.stop(sig, f"{signal.Signals(sig).name} to commviz")
+            job.stop(interrupts.first or signal.SIGINT, "stop signal")
     code = job.exit_code
     assert code is not None
     return code
@@ -402,11 +420,14 @@ class JobAsRanks:
 
     rank = "job"
     who = "the job"
-    logs = "the job's output"  # what logdir holds, for "... kept in DIR"
+    logs = "job output kept"  # the UI string that says where logdir is
 
     def __init__(self, job: Job) -> None:
         self.job = job
         self._reported = False
+        # what stop() tells the job made commviz stop it: (signal, Job.stop's reason); the TUI
+        # sets it when it quits for another cause than `q`
+        self.cause: tuple[int, str] = (signal.SIGINT, "stop q")
 
     @property
     def logdir(self) -> Path | None:
@@ -442,7 +463,7 @@ class JobAsRanks:
         return self.job.describe_end()
 
     def stop(self) -> None:
-        self.job.stop()
+        self.job.stop(*self.cause)
 
     def cleanup_logs(self) -> None:
         self.job.cleanup()

@@ -234,7 +234,7 @@ def telling_line(lines: list[str]) -> str | None:
 class Ranks:
     """The N rank processes of one demo run."""
 
-    logs = "rank logs"  # what logdir holds, for "... kept in DIR"
+    logs = "rank logs kept"  # the UI string that says where logdir is
 
     def __init__(self, demo: str, world: int, backend: str, viewer_addr: str, size: int,
                  iters: int | None, interval: float,

@@ -214,8 +214,8 @@ def test_headless_shows_each_job_joining(tmp_path):
     joined = [line for line in out.getvalue().splitlines() if "joined" in line]
     assert joined == ["rank 0/2 joined: node0 pid 11 gloo cpu",
                       "rank 1/2 joined: node0 pid 12 gloo cpu",
-                      "job 2: rank 1 joined", "rank 1/2 joined: node0 pid 22 gloo cpu",
-                      "job 2: rank 0 joined", "rank 0/2 joined: node0 pid 21 gloo cpu"]
+                      "job 2: rank 1/2 joined: node0 pid 22 gloo cpu",
+                      "job 2: rank 0/2 joined: node0 pid 21 gloo cpu"]
 
 
 def test_a_later_jobs_op_is_not_aged_by_an_earlier_jobs_op_of_the_same_id():

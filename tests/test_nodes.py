@@ -260,6 +260,34 @@ def test_a_rank_without_keys_is_told_and_never_heard(keydir, capfd, monkeypatch)
     assert "refused this rank" in capfd.readouterr().err
 
 
+def test_a_refused_rank_0_ends_with_why_it_was_not_heard(keydir, capfd, monkeypatch):
+    """The viewer answered, and refused: rank 0's line at exit says so, not that no viewer
+    ever answered (which sends the user looking for a viewer that is there)."""
+    from commviz.rank.emitter import Emitter
+
+    for var in (keys.ENV_KEYS, keys.ENV_SERVER_KEY, keys.ENV_CLIENT_KEY):
+        monkeypatch.delenv(var, raising=False)
+    session = Session(f"tcp://{_own_address()}:*", keys=keydir)
+    emitter = Emitter(session.addr, lambda: (0, 2, "gloo", "cpu"))
+    emitter.groups[0] = ("0", [0, 1])
+    emitter.sites[0] = ("x.py", 1)
+    try:
+        t = time.time_ns()
+        emitter.push([0, protocol.OP_CODE["all_reduce"], protocol.NO_CODE, 0, 1, -1, 16, 16,
+                      0, 0, t, t + 10, 0])
+        deadline = time.monotonic() + 1.5
+        while time.monotonic() < deadline:
+            session.poll(50)
+    finally:
+        emitter.close()
+        session.close()
+    err = capfd.readouterr().err
+    assert emitter.dropped >= 1
+    assert (f"the viewer at {session.addr} refused rank 0: its {emitter.dropped} records "
+            "were dropped") in err
+    assert "no viewer ever answered" not in err
+
+
 # ---- the commands, end to end --------------------------------------------------------------
 @pytest.mark.timeout(150)
 def test_watch_with_keys_and_a_job_on_another_node(procs, keydir):

@@ -16,6 +16,7 @@ import pytest
 import torch
 import torch.distributed as dist
 from ranks import run_ranks
+from torch.distributed import c10d_logger
 from torch.distributed import distributed_c10d as c10d
 
 import commviz
@@ -631,6 +632,33 @@ def test_hook_layout_installed_and_removed(hook_layout):
     """With torch 2.13 every decorated API function is hooked in place (only isend/irecv and
     monitored_barrier need the ProcessGroup layer); uninstrument() undoes either layout."""
     run_ranks(_layout, 1, hook_layout == "in_place")
+
+
+def _deprecation_warnings(rank, world):
+    import warnings
+
+    out = torch.zeros(2 * world)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        dist.all_gather_into_tensor(out, torch.ones(2))  #@warn_agit
+        dist.reduce_scatter_tensor(torch.zeros(2), torch.ones(2 * world))  #@warn_rst
+        dist.all_reduce(out)
+        commviz.uninstrument()
+        dist.all_gather_into_tensor(out, torch.ones(2))  # torch's own warning again
+    places = [(w.category, w.filename, w.lineno) for w in caught]
+    assert places[:2] == [(FutureWarning, THIS_FILE, line_of("warn_agit")),
+                          (FutureWarning, THIS_FILE, line_of("warn_rst"))], places
+    assert places[2][:2] == (FutureWarning, c10d_logger.__file__) and len(places) == 3, places
+
+
+def test_torchs_deprecation_warnings_name_the_programs_line(hook_layout):
+    """torch's @deprecated warns one frame above itself; in place, the hook is that frame:
+    moved up past it, a FutureWarning names the program's call, not commviz's hooks.py (the
+    hook's own code is unchanged: no cost on the calls). uninstrument() puts torch's back."""
+    if hook_layout != "in_place":
+        pytest.skip("module wrappers leave torch's functions alone: a function bound before "
+                    "instrument() would warn too far up, so its stacklevel is not moved")
+    run_ranks(_deprecation_warnings, 1)
 
 
 def _failed_install(rank, world):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import signal
 import sys
 import time
@@ -218,14 +219,16 @@ def test_the_job_is_told_where_the_viewer_is(run, args, env, expected):
     assert f"addr {fill(expected)}" in out
 
 
-@pytest.mark.timeout(60)
-def test_q_in_the_tui_stops_the_job_and_shows_its_last_lines(procs):
-    """The TUI in a pseudo-terminal, as a user runs it: `q` quits and ends the job."""
+def _in_a_terminal(procs, script: str, key: bytes | int,
+                   job_done: bool = False) -> tuple[int, str, float]:
+    """``commviz run -- python -c SCRIPT`` in a pseudo-terminal, as a user runs it: once the
+    TUI is up and the job is running (``job_done``: has ended), ``key`` is typed (bytes) or
+    sent to commviz (a signal). Returns commviz's exit code, what it wrote after leaving the
+    screen (lines, ``\\r\\n`` turned into ``\\n``) and when the key went."""
     import os
     import pty
     import select
 
-    script = "import time; print('job up', flush=True); time.sleep(60)"
     pid, fd = pty.fork()  # the child leads a new session: killpg below ends all of it
     if pid == 0:  # pragma: no cover - the child becomes commviz
         os.execve(PY, [PY, "-m", "commviz", "run", "--", PY, "-c", script],
@@ -239,8 +242,11 @@ def test_q_in_the_tui_stops_the_job_and_shows_its_last_lines(procs):
                 except OSError:  # the terminal closed: commviz ended
                     break
             if quit_at is None and b"waiting for ranks" in screen \
-                    and [p for p in _tagged(procs.tag) if p.pid != pid]:  # the job is up
-                os.write(fd, b"q")
+                    and bool([p for p in _tagged(procs.tag) if p.pid != pid]) != job_done:
+                if isinstance(key, bytes):
+                    os.write(fd, key)
+                else:
+                    os.kill(pid, key)
                 quit_at = time.monotonic()
         _, status = os.waitpid(pid, 0)
     finally:
@@ -249,10 +255,56 @@ def test_q_in_the_tui_stops_the_job_and_shows_its_last_lines(procs):
             os.waitpid(pid, 0)
         os.close(fd)
     assert quit_at is not None, screen[-2000:]
-    assert os.waitstatus_to_exitcode(status) == 130
+    after = screen.rsplit(b"\x1b[?1049l", 1)[-1]  # the screen left: commviz's last words
+    return (os.waitstatus_to_exitcode(status),
+            after.decode("utf-8", "replace").replace("\r\n", "\n"), quit_at)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(("key", "said", "code"), [
+    (b"q", "q in commviz", 130), (b"\x03", "Ctrl-C in commviz", 130),
+    (signal.SIGTERM, "SIGTERM to commviz", 143)])
+def test_q_in_the_tui_stops_the_job_and_shows_its_last_lines(procs, key, said, code):
+    """`q` (or Ctrl-C, or SIGTERM to commviz) quits the TUI and ends the job, and the last
+    line says which it was."""
+    script = "import time; print('job up', flush=True); time.sleep(60)"
+    rc, text, quit_at = _in_a_terminal(procs, script, key)
+    assert rc == code
     assert time.monotonic() - quit_at < 15
-    text = screen.decode("utf-8", "replace")
-    assert "job up" in text and "the job was stopped (commviz quit); exit code 130" in text
+    assert "job up" in text and f"the job was stopped ({said}); exit code {code}" in text
+    # the job's own last line, not the traceback the stop made it print
+    assert "the job's last line of output before the stop:\njob up\n" in text
+    assert "KeyboardInterrupt" not in text
+    assert re.search(r"… \d+ more lines, written as it was being stopped, left out", text)
+    assert not _tagged(procs.tag)
+
+
+@pytest.mark.timeout(60)
+def test_after_a_failed_tui_run_commviz_lines_are_prefixed_and_the_kept_log_comes_last(procs):
+    """The job's last 20 lines as it wrote them; every line of commviz's own behind
+    ``[commviz] ``, the kept log's below the job's lines, where it is not scrolled away."""
+    script = ("import sys\nfor i in range(30): print('job line', i)\n"
+              "sys.exit('the job gives up')")
+    rc, text, _ = _in_a_terminal(procs, script, b"q", job_done=True)
+    assert rc == 1
+    text = re.sub(r"\x1b\[[^a-zA-Z]*[a-zA-Z]", "", text)  # the terminal's modes, put back
+    lines = [line for line in text.split("\n") if line.strip()]
+    job = [line for line in lines if not line.startswith(PREFIX)]
+    ours = [line.removeprefix(PREFIX) for line in lines if line.startswith(PREFIX)]
+    # stdout and stderr come through two pipes: the stderr line may come anywhere near the end
+    written = {f"job line {i}" for i in range(30)} | {"the job gives up"}
+    assert len(job) == 20 and set(job) <= written and "job line 29" in job, lines
+    kept = re.fullmatch(r"the job's output kept in (\S+)", ours[-2])
+    assert kept, lines
+    try:
+        assert ours[0] == "the job failed (exit 1): the job gives up", lines
+        assert ours[1] == "the job's last 20 lines of output:", lines
+        assert lines.index(PREFIX + ours[-2]) > max(map(lines.index, job))
+        assert ours[-1] == "the job exited with code 1"
+        assert "job line 29" in (Path(kept.group(1)) / "job.log").read_text()
+    finally:
+        if Path(kept.group(1)).name.startswith("commviz-job-"):
+            shutil.rmtree(kept.group(1), ignore_errors=True)
     assert not _tagged(procs.tag)
 
 
@@ -323,6 +375,24 @@ def test_output_buffer_keeps_the_last_lines_and_says_what_is_new():
                                                               (5, "line 4")]
     assert [line.n for line in buf.since(4)] == [5]
     assert buf.since(5) == [] and [line.text for line in buf.tail(1)] == ["line 4"]
+
+
+def test_the_closing_lines_of_a_stopped_job_are_its_own_before_the_stop():
+    """What a job wrote after commviz began stopping it (its interrupt tracebacks) does not
+    push its own last lines out; a job that ended by itself shows its last lines, errors
+    and all."""
+    buf = OutputBuffer()
+    for i in range(30):
+        buf.append("stdout", f"step {i}")
+    assert ([line.text for line in buf.closing(3)[0]], buf.closing(3)[1]) == (
+        ["step 27", "step 28", "step 29"], 0)
+    buf.append("stdout", "rank 1 is stuck")
+    buf.mark_stop()
+    for i in range(25):
+        buf.append("stderr", f"Traceback line {i}")
+    lines, after = buf.closing(3)
+    assert [line.text for line in lines] == ["step 28", "step 29", "rank 1 is stuck"]
+    assert after == 25
 
 
 def test_captured_job_output_arrives_line_by_line_with_its_stream():

@@ -85,10 +85,10 @@ class _Link:
         self._mon = sock.get_monitor_socket(zmq.EVENT_HANDSHAKE_SUCCEEDED | _REFUSED
                                             | zmq.EVENT_DISCONNECTED | zmq.EVENT_CONNECT_RETRIED)
         self._sock = sock
-        self._warned = False
         self.connected = False
         self.ever_connected = False
-        self.refused = False
+        self.refused = False  # no viewer there, or one that will not hear this rank
+        self.denied = False   # a viewer there refused this rank's keys (or their absence)
         self._since = time.monotonic()
 
     def update(self) -> None:
@@ -105,8 +105,8 @@ class _Link:
                 self.refused = True
             elif event & _REFUSED:
                 self.refused = True
-                if not self._warned:  # once: the viewer is there but will not hear this rank
-                    self._warned = True
+                if not self.denied:  # once: the viewer is there but will not hear this rank
+                    self.denied = True
                     print(f"commviz: warning: the viewer at {self._addr} refused this rank "
                           f"(keys: {KEYS_HINT}); its records are dropped", file=sys.stderr)
 
@@ -124,6 +124,17 @@ class _Link:
     def close(self) -> None:
         self._sock.disable_monitor()
         self._mon.close(linger=0)
+
+
+def _never_heard(addr: str, dropped: int, denied: bool) -> str:
+    """Rank 0's line at exit when no viewer ever took its records: one line for the job (the
+    same line from every rank would only repeat it), saying why and what to do."""
+    if denied:  # each refused rank warned as it happened: this is the reminder at the end
+        return (f"commviz: the viewer at {addr} refused rank 0: its {dropped} records were "
+                f"dropped, as were those of every rank it refused (keys: {KEYS_HINT})")
+    return (f"commviz: no viewer ever answered at {addr}: the job's records were dropped "
+            f"({dropped} of them from rank 0; start `commviz watch` there, or check "
+            "COMMVIZ_ADDR)")
 
 
 class Emitter:
@@ -264,10 +275,8 @@ class Emitter:
             link.update()
             ident = self._identity()
             if self.dropped and not link.ever_connected and ident is not None and ident[0] == 0:
-                # once per job (rank 0): a viewer never started, or a mistyped COMMVIZ_ADDR
-                print(f"commviz: no viewer ever answered at {self.addr}: {self.dropped} records "
-                      "of rank 0 were dropped (start `commviz watch` there, or check "
-                      "COMMVIZ_ADDR)", file=sys.stderr, flush=True)
+                print(_never_heard(self.addr, self.dropped, link.denied), file=sys.stderr,
+                      flush=True)
             link.close()
             sock.close(linger=EXIT_LINGER_MS)
             ctx.term()

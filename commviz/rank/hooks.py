@@ -164,8 +164,13 @@ def _install(state: _State) -> None:
         orig = getattr(c10d, name)
         cell = _logger_cell(orig) if HOOK_IN_PLACE else None
         if cell is not None:
-            state.saved_cells.append((cell, cell.cell_contents))
-            cell.cell_contents = _api_hook(name, cell.cell_contents, depth=2)
+            real = cell.cell_contents
+            state.saved_cells.append((cell, real))
+            cell.cell_contents = _api_hook(name, real, depth=2)
+            level = _stacklevel_cell(real)
+            if level is not None:  # deprecated: its warning names the program's line
+                state.saved_cells.append((level, level.cell_contents))
+                level.cell_contents += 2  # past the hook and torch's @_exception_logger
             continue
         wrapper = _api_hook(name, orig, depth=1)
         wrapper.__commviz_original__ = orig  # type: ignore[attr-defined]
@@ -351,6 +356,20 @@ def _logger_cell(fn: Any) -> Any:
         return None
     cell = fn.__closure__[0]
     return cell if cell.cell_contents is getattr(fn, "__wrapped__", None) else None
+
+
+def _stacklevel_cell(fn: Any) -> Any:
+    """The closure cell holding the ``stacklevel`` of ``fn`` when ``fn`` is the wrapper that
+    ``@deprecated`` (typing_extensions', or warnings' in Python 3.13) puts around a deprecated
+    torch function; None otherwise. Its warning is issued that many frames above it: moved
+    up past the hook, it names the program's line, not commviz's. Done once, here, so that
+    the hook's hot path costs nothing more."""
+    code = getattr(fn, "__code__", None)
+    if (code is None or code.co_filename not in (typing_extensions.__file__, warnings.__file__)
+            or "stacklevel" not in code.co_freevars):
+        return None
+    cell = fn.__closure__[code.co_freevars.index("stacklevel")]
+    return cell if type(cell.cell_contents) is int else None
 
 
 def _names(inner: str, apis: list[Any]) -> tuple[str, str | None]:

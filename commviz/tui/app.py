@@ -12,9 +12,10 @@ import functools
 import gc
 import os
 import signal
+import sys
 import time
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, TextIO
 
 from rich.table import Table
 from rich.text import Text
@@ -29,6 +30,7 @@ from textual.widgets import Footer, Static
 
 from .. import costmodel, explain
 from ..control import Controller
+from ..job import JobAsRanks
 from ..launcher import Ranks
 from ..viewer import text
 from . import render
@@ -54,6 +56,7 @@ SLOW_FRAME_S = 0.5  # statistics and the teaching panels: redrawn at most twice 
 FINDINGS_LINGER_S = 10.0  # the findings panel stays this long after the last one ended
 SHORT_KEYS = ("pause", "step", "faster", "replay_pause")  # "key <id> short": narrow footer
 NARROW_STATUS_ROWS = 6  # the viewer panel on a narrow terminal: its newest rows, if it has more
+TAIL_LINES = 20  # of a job's output, printed when the screen closes
 RESTART_SETTLE_S = 0.15  # after stopping the ranks: time for their last messages to land
 
 
@@ -74,7 +77,7 @@ class CommvizApp(App):
         Binding("z", "zoom_in", "Zoom", id="zoom_in"),
         Binding("Z", "zoom_out", "Zoom out", id="zoom_out", show=False),
         Binding("r", "restart", "Restart", id="restart"),
-        Binding("ctrl+c", "quit", "Quit", show=False, priority=True),
+        Binding("ctrl+c", "quit('stop ctrl+c')", "Quit", show=False, priority=True),
     ]
     # Keys listed by the help screen: (key as shown, UI string key in explain.UI, the action
     # whose check_action says whether the key works in this session; None: it always does,
@@ -128,6 +131,8 @@ class CommvizApp(App):
         self._t0: int | None = None
         self._findings_until = float("-inf")  # the findings panel is shown until then
         self._events: list[tuple[str, dict[str, Any]]] = []  # (UI string key, its fields)
+        # why the app quit: (the signal it counts as, Job.stop's reason); run_app tells a job
+        self.quit_cause: tuple[int, str] = (signal.SIGINT, "stop q")
 
     def compose(self) -> ComposeResult:
         yield Static(id="header")
@@ -425,7 +430,9 @@ class CommvizApp(App):
                 self._events.append(("job ended", {}))
             self.refresh_bindings()  # pause and step have nothing left to hold
 
-    async def action_quit(self) -> None:
+    async def action_quit(self, why: str = "stop q") -> None:
+        """``why``: the UI string naming the key, for the job's end line (Job.stop)."""
+        self.quit_cause = (signal.SIGINT, why)
         self.exit()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
@@ -577,29 +584,59 @@ def _height_key(renderable: Any) -> int | None:
 def run_app(session: Any, ranks: Ranks | None, title: str | Callable[[str], str], lang: str,
             controller: Controller | None = None,
             restart: Callable[[], Ranks] | None = None, output: Any = None,
-            demo: str | None = None) -> int:
+            demo: str | None = None, out: TextIO | None = None) -> int:
     """Run the TUI until quit or SIGTERM; always stops the ranks and closes the session (the
-    caller closes the controller, after the ranks are stopped)."""
+    caller closes the controller, after the ranks are stopped). Then says how the run ended
+    on ``out`` (stdout; a job's run prefixes commviz's lines there): the failures, the
+    findings still holding, a job's last lines of ``output`` (written to stdout as the job
+    wrote them) and, last, where the logs of a failed run are kept."""
     app = CommvizApp(session, ranks, title, lang=lang, controller=controller, restart=restart,
                      output=output, demo=demo)
     session.start()
-    previous = signal.signal(signal.SIGTERM, lambda signo, frame: app.exit())
+
+    def on_sigterm(signo: int, frame: Any) -> None:
+        app.quit_cause = (signal.SIGTERM, "stop signal")
+        app.exit()
+
+    previous = signal.signal(signal.SIGTERM, on_sigterm)
     try:
         app.run()
     finally:
         signal.signal(signal.SIGTERM, previous)
+        out = out or sys.stdout
         ranks = app.ranks  # a restart replaced them
         ended: list[int] = []
+        if isinstance(ranks, JobAsRanks):
+            ranks.cause = app.quit_cause
         if ranks is not None:
             ranks.stop()
-            if ranks.failed():
-                print(f"{ranks.logs} kept in {ranks.logdir}")
-                for rp in ranks.failed():
-                    print(f"{rp.who} failed (exit {rp.returncode}): {rp.error_line()}")
-            else:
-                ranks.cleanup_logs()
+            for rp in ranks.failed():
+                print(app._event("rank failed", {"who": rp.who, "code": rp.returncode,
+                                                 "line": rp.error_line()}), file=out)
             ended = [rp.rank for rp in getattr(ranks, "procs", ()) if not rp.stopped]
         session.close(ended=ended)
         for finding in session.model.findings():  # what still held when the screen closed
-            print(f"!! {finding.type}: {finding.text(lang)}")
+            print(f"!! {finding.type}: {finding.text(lang)}", file=out)
+        if output is not None:
+            _print_tail(output, out, lang)
+        if ranks is not None:
+            if ranks.failed():  # last: the one line to copy, not scrolled away by the tail
+                print(explain.ui(ranks.logs, lang).format(dir=ranks.logdir), file=out)
+            else:
+                ranks.cleanup_logs()
+        out.flush()
     return 1 if ranks is not None and ranks.failed() else 0
+
+
+def _print_tail(output: Any, out: TextIO, lang: str) -> None:
+    """The job's last lines (``output``, a job.OutputBuffer) under a line of ``out``'s; of a
+    job commviz stopped, those before the stop, and how many came after."""
+    tail, after = output.closing(TAIL_LINES)
+    stopped = output.stopped_at is not None
+    if tail:
+        head = "job tail before stop" if stopped else "job tail"
+        print(explain.ui_n(head, len(tail), lang), file=out, flush=True)
+        sys.stdout.write("".join(f"{line.text}\n" for line in tail))
+        sys.stdout.flush()
+    if after:
+        print(explain.ui_n("job tail left out", after, lang), file=out)

@@ -44,7 +44,8 @@ def run(session: Session, ranks: Ranks | None = None, out: TextIO = sys.stdout,
             if ranks is not None:
                 for rp in ranks.poll():
                     if rp.returncode:
-                        print(f"{rp.who} failed (exit {rp.returncode}): {rp.error_line()}",
+                        print(explain.ui("rank failed", lang).format(
+                            who=rp.who, code=rp.returncode, line=rp.error_line()),
                               file=out, flush=True)
                 if ranks.failed():
                     code = 1
@@ -61,7 +62,7 @@ def run(session: Session, ranks: Ranks | None = None, out: TextIO = sys.stdout,
                 ranks.stop()
                 if ranks.failed():
                     code = 1
-                    print(f"{ranks.logs} kept in {ranks.logdir}", file=out)
+                    print(explain.ui(ranks.logs, lang).format(dir=ranks.logdir), file=out)
                 else:
                     ranks.cleanup_logs()
             # a watcher (no ranks of its own) names the ranks that went silent without a goodbye
@@ -100,8 +101,7 @@ def run_job(session: Session, start: Callable[[], Job], out: TextIO = sys.stdout
                 _await_goodbyes(session, joined, printer)
         finally:
             if job is not None:  # stops it if interrupted; else ends only what is left of it
-                sig = interrupts.first or signal.SIGINT
-                job.stop(sig, f"{signal.Signals(sig).name} to commviz")
+                job.stop(interrupts.first or signal.SIGINT, "stop signal")
             session.close()
             if job is not None:
                 printer.flush()
@@ -163,14 +163,10 @@ class _Printer:
             joined = [s for members in model.jobs for r, s in sorted(members.items())
                       if (r, s.job) not in self.known]
             self.known.update((s.rank, s.job) for s in joined)
-        for job in sorted({s.job for s in joined if s.job > 1}):  # a job after the first
-            ranks = [s.rank for s in joined if s.job == job]
-            print(explain.ui_n("job joined", len(ranks), self.lang, job=job,
-                               ranks=text.ranks_phrase(ranks)), file=self.out)
-        for s in joined:
-            print(explain.ui("rank joined", self.lang).format(
-                rank=s.rank, world=s.world, host=s.host, pid=s.pid, backend=s.backend,
-                device=s.device), file=self.out)
+        for s in joined:  # one line per rank; a job after the first is named in it
+            print(explain.ui("job rank joined" if s.job > 1 else "rank joined", self.lang).format(
+                job=s.job, rank=s.rank, world=s.world, host=s.host, pid=s.pid,
+                backend=s.backend, device=s.device), file=self.out)
         if new and self.t0 is None:
             print(text.instance_header(self.lang), file=self.out)
             self.t0 = self.session.first_message_ns or min(i.t_end for i in new)
