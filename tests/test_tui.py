@@ -206,21 +206,46 @@ async def test_the_source_panel_highlights_the_line_that_made_the_call(tmp_path)
         assert "line_7 " not in text and "line_17" not in text
 
 
+def _stats_rows(app: CommvizApp) -> list[list[str]]:
+    """The statistics panel's head and rows, as cells."""
+    return [line.strip("│ ").split() for line in panel(app, "#stats").splitlines()[1:-1]]
+
+
+@pytest.mark.parametrize("lang", ["en", "pt"])
+@pytest.mark.parametrize("width", [160, 120])
 @sync
-async def test_statistics_keep_their_numbers_whole_and_shorten_a_long_op_name() -> None:
+async def test_statistics_give_the_op_name_room_before_the_lesser_numbers(
+        lang: str, width: int) -> None:
+    """At 120 columns the rows read 'b…  2   8 B' (objects demo) or lost the op column
+    ('n  tamanho  chamadas', reduce_scatter in Portuguese), at 160 'reduce…scatte' (user
+    trial): the name keeps 14 columns at least (reduce_scatter whole, a longer name
+    shortened in its middle, its end telling _tensor from _single); algbw, then the group
+    size and the calls give way first; every number whole, busbw always there."""
     session = FakeSession()
     session.feed(scripted_collective("reduce_scatter_single", world=4, steps=2, nbytes=1 << 20)
                  + scripted_collective("reduce_scatter_tensor", world=4, steps=2, nbytes=4096,
-                                       first=2))
-    app = make_app(session)
-    async with app.run_test(size=SIZE) as pilot:
+                                       first=2)
+                 + scripted_collective("reduce_scatter", world=4, steps=2, nbytes=4096, first=4)
+                 + scripted_collective("broadcast_object_list", world=4, steps=2, nbytes=26,
+                                       first=6))
+    app = make_app(session, lang=lang)
+    async with app.run_test(size=(width, 40)) as pilot:
         await frame(pilot)
-        rows = [line.strip("│ ") for line in panel(app, "#stats").splitlines()[2:-1]]
-        # the end of the name tells the two apart; the bandwidths are whole numbers
-        names = [row.split()[0] for row in rows]
-        assert [(n[:7], n[-7:]) for n in names] == [("reduce_", "…tensor"), ("reduce_", "…single")]
-        assert all(re.fullmatch(r"\S+ +4 +[\d.]+ [KM]iB +2 +\d+ +[\d.]+ +[\d.]+", row)
-                   for row in rows), rows
+        head, *rows = _stats_rows(app)
+        names = sorted(row[0] for row in rows)
+        assert "reduce_scatter" in names and all(len(name) >= 14 for name in names), names
+        if (width, lang) == (160, "en"):  # room for every name whole
+            assert names == ["broadcast_object_list", "reduce_scatter", "reduce_scatter_single",
+                             "reduce_scatter_tensor"]
+        assert {n[-6:] for n in names if n.startswith("reduce_")} == {"single", "tensor",
+                                                                      "catter"}
+        assert head[0] == "op" and head[-1] == "busbw"
+        assert ("algbw" in head) == (width == 160), head
+        number = r"(\d+([.,]\d)? (B|KiB|MiB)|n/a|<?\d+([.,]\d+)?)"
+        for row in rows:
+            cells = " ".join(row[1:])
+            assert re.fullmatch(rf"({number} ?)+", cells), row
+            assert row[-1] == "n/a" or float(row[-1].replace(",", ".")) > 0
 
 
 @sync
