@@ -1412,6 +1412,7 @@ _UI_PAIRS: dict[str, tuple[str, str]] = {
     "dropped": ("{n} record dropped by ranks|{n} records dropped by ranks",
                 "{n} registro descartado pelos ranks|{n} registros descartados pelos ranks"),
     "waiting ranks": ("waiting for ranks to connect…", "aguardando os ranks se conectarem…"),
+    "no rank connected": ("no rank ever connected", "nenhum rank chegou a se conectar"),
     "space": ("space", "espaço"),
     "rank failed": ("{who} failed (exit {code}): {line}", "{who} falhou (saída {code}): {line}"),
     "rank finished": ("{who} finished", "{who} terminou"),

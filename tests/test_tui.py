@@ -390,6 +390,28 @@ async def test_waiting_for_ranks_before_any_message() -> None:
         assert log_lines(app) == []
 
 
+@pytest.mark.parametrize("lang", ["en", "pt"])
+@sync
+async def test_a_job_that_died_before_any_rank_connected_is_not_waited_for(lang: str) -> None:
+    """`commviz run -- python bad.py` (a syntax error): 'waiting for ranks to connect…' stood
+    above 'the job failed (exit 1)' (user trial). Once the job has ended the viewer says no
+    rank ever connected."""
+    from commviz.job import OutputBuffer
+
+    ui = functools.partial(explain.ui, lang=lang)
+    ranks = FakeRanks(world=1)
+    app = CommvizApp(FakeSession(), ranks, "run", output=OutputBuffer(), lang=lang)
+    async with app.run_test(size=SIZE) as pilot:
+        await frame(pilot)
+        assert ui("waiting ranks") in panel(app, "#status")
+        ranks.end("job", 1, "SyntaxError: invalid syntax")
+        await frame(pilot)
+        await frame(pilot)
+        status = panel(app, "#status")
+        assert "SyntaxError" in status and ui("no rank connected") in status
+        assert ui("waiting ranks") not in status
+
+
 @sync
 async def test_new_instances_appear_in_the_log_after_a_frame() -> None:
     session = FakeSession()

@@ -341,8 +341,8 @@ class CommvizApp(App):
         gpus = render.gpu_links_line(model, lang)  # NVML's links (drawn in the replay) or no GPU
         if gpus:
             status += "\n" + gpus
-        if not model.ranks:
-            status += "\n" + ui("waiting ranks")
+        if not model.ranks:  # once the ranks or the job have ended, nothing is awaited
+            status += "\n" + ui("no rank connected" if self._ended else "waiting ranks")
         if self.controller is not None:
             status += "\n" + self._control_line()
         events = [self._event(key, fields) for key, fields in self._events[-8:]]
