@@ -1412,6 +1412,8 @@ _UI_PAIRS: dict[str, tuple[str, str]] = {
     "dropped": ("{n} record dropped by ranks|{n} records dropped by ranks",
                 "{n} registro descartado pelos ranks|{n} registros descartados pelos ranks"),
     "waiting ranks": ("waiting for ranks to connect…", "aguardando os ranks se conectarem…"),
+    "findings more": ("more below: tab, then ↑↓", "mais abaixo: tab, depois ↑↓"),
+    "findings more here": ("more below: ↑↓", "mais abaixo: ↑↓"),
     "no rank connected": ("no rank ever connected", "nenhum rank chegou a se conectar"),
     "space": ("space", "espaço"),
     "rank failed": ("{who} failed (exit {code}): {line}", "{who} falhou (saída {code}): {line}"),

@@ -52,6 +52,9 @@ LOG_LINES_PER_FRAME = 20  # more than this per frame is unreadable, and costs a 
 REPLAY_STEP_S = 0.3  # one schematic step of the replay; + and - change it
 SLOW_FRAME_S = 0.5  # statistics and the teaching panels: redrawn at most twice a second
 FINDINGS_LINGER_S = 10.0  # the findings panel stays this long after the last one ended
+# The findings panel's height, border included (wide, narrow), unless the newest finding and
+# what to check for it need more, up to half the screen: the buffers grid keeps its rows
+FINDINGS_ROWS = (8, 7)
 SHORT_KEYS = ("pause", "step", "faster", "replay_pause")  # "key <id> short": narrow footer
 NARROW_STATUS_ROWS = 6  # the viewer panel on a narrow terminal: its newest rows, if it has more
 RESTART_SETTLE_S = 0.15  # after stopping the ranks: time for their last messages to land
@@ -142,7 +145,8 @@ class CommvizApp(App):
                 yield Static(id="source")
             with Vertical(id="right"):
                 yield Static(id="stats")
-                yield Static(id="findings")
+                with VerticalScroll(id="findings"):  # the rest of the advice: tab, arrows
+                    yield Static(id="findings-text")
                 yield Static(id="phases")
                 with VerticalScroll(id="explain-box"):  # a long one scrolls (tab, arrows)
                     yield Static(id="explain")
@@ -299,7 +303,24 @@ class CommvizApp(App):
             self.screen.set_class(shown, "-findings")
         if shown:
             findings = render.findings(model, self.lang)
-            self._show("#findings", findings, _height_key(findings))
+            self._show("#findings-text", findings, _height_key(findings))
+            self._fit_findings(render.findings_lead(model, self.lang))
+
+    def _fit_findings(self, lead: Text) -> None:
+        """The findings panel grows to show its lead whole (the advice was cut mid-sentence);
+        what is left below scrolls with ↑↓ once it has the focus (tab), as its subtitle says."""
+        panel = self.query_one("#findings", VerticalScroll)
+        width = self.query_one("#findings-text").content_region.width  # a scrollbar's less
+        if width <= 0:  # not laid out yet
+            return
+        lead = lead.copy()
+        lead.rstrip()  # no row for its last newline
+        rows = len(lead.wrap(self.console, width)) if lead else 0
+        panel.styles.max_height = min(max(FINDINGS_ROWS[self._narrow],
+                                          rows + panel.styles.gutter.height),
+                                      self.size.height // 2)
+        more = "findings more here" if panel.has_focus else "findings more"
+        panel.border_subtitle = explain.ui(more, self.lang) if panel.max_scroll_y > 0 else ""
 
     def _log_line(self, inst: Any, width: int | None) -> str:
         return text.instance_line(inst, self._t0, text.LOG_COLUMNS, self.lang, width)

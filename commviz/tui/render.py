@@ -511,18 +511,27 @@ def _explained(out: Text, ex: explain.Explanation, backend: str | None, lang: st
 FINDINGS_HISTORY = 3  # ended findings listed under the live ones
 
 
-def findings(model: Model, lang: str) -> Text:
-    """The live diagnosis: each finding that holds now (the newest with what to check, then
-    what it means), then the last few that ended."""
+def findings_lead(model: Model, lang: str) -> Text:
+    """The newest live finding and what to check for it, whole: the panel grows to show
+    this much at least (the most important text on screen while a job is in trouble)."""
     live = model.findings()
     out = Text()
-    for f in reversed(live):
-        out.append(f"⚠ {finding_name(f.type, lang)}  ", style="bold red")
-        out.append(f.text(lang) + "\n")
-    if live:  # what to check first: the panel is short, what the finding means can scroll
-        title, means, check = findings_text.advice(live[-1].type, lang)
+    if live:
+        _finding(out, live[-1], lang)
         out.append(f"{explain.ui('check', lang)}: ", style="bold")
-        out.append(check + "\n", style="italic")
+        out.append(findings_text.advice(live[-1].type, lang)[2] + "\n", style="italic")
+    return out
+
+
+def findings(model: Model, lang: str) -> Text:
+    """The live diagnosis: ``findings_lead``, then the other findings that hold now (newest
+    first), what the newest means, and the last few that ended."""
+    live = model.findings()
+    out = findings_lead(model, lang)
+    for f in reversed(live[:-1]):
+        _finding(out, f, lang)
+    if live:
+        title, means, _ = findings_text.advice(live[-1].type, lang)
         out.append(f"{title}: ", style="bold")
         out.append(means + "\n", style="italic")
     history = getattr(model.diagnosis, "history", ())
@@ -533,6 +542,11 @@ def findings(model: Model, lang: str) -> Text:
             out.append(f"✓ {f.text(lang)}\n", style="dim")
     out.rstrip()
     return out
+
+
+def _finding(out: Text, f: Any, lang: str) -> None:
+    out.append(f"⚠ {finding_name(f.type, lang)}  ", style="bold red")
+    out.append(f.text(lang) + "\n")
 
 
 SOURCE_CONTEXT = 4  # lines shown above and below the line that made the call
