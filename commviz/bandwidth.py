@@ -53,14 +53,18 @@ def gbps(size: float, seconds: float) -> float:
     return size / seconds / 1e9 if seconds > 0 else 0.0
 
 
+GBPS_FLOOR = 0.001  # GB/s (1 MB/s): a smaller figure prints as "<0.001"
+
+
 def gbps_text(value: float | None) -> str:
-    """A GB/s figure with three significant digits (the small ones of CPU demos too: 0.00123,
-    where nccl-tests' two decimals would print 0.00); "n/a" for None."""
+    """A GB/s figure in at most 7 characters, by one rule for every column: three significant
+    digits (0.00123: the small ones of CPU demos, where nccl-tests' two decimals would print
+    0.00), "<0.001" below 1 MB/s, "n/a" for None (nothing moved, or no bus factor)."""
     if value is None:
         return "n/a"
     value = float(f"{value:.3g}")  # rounded first: 0.9999 -> 1.00, not 1.000
     if value >= 100:
         return f"{value:.0f}"
-    if value < 1e-4:
-        return "<0.0001" if value > 0 else "0"
+    if value < GBPS_FLOOR:
+        return f"<{GBPS_FLOOR}" if value > 0 else "0"
     return f"{value:.{2 - math.floor(math.log10(value))}f}"

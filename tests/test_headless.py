@@ -120,6 +120,23 @@ def test_the_stats_table_lists_rows_by_op_ranks_and_size():
         ["broadcast", "4", "64"]]
 
 
+def test_the_stats_tables_bandwidths_share_one_format_under_their_unit():
+    """0.000873, <0.0001 and 0.00112 in one column, and no unit in the heads (user trial):
+    one floor for both columns, each head says GB/s; the numbers stay under their heads."""
+
+    def row(size, algbw, busbw):
+        return {"op": "all_reduce", "ranks": 4, "size": size, "count": 2, "time_p50_us": 9.0,
+                "time_p99_us": 9.0, "skew_p50_us": 0.0, "algbw_gbps": algbw,
+                "busbw_gbps": busbw}
+
+    lines = text.stats_table([row(64, 0.000873, 0.00004), row(4096, 0.00112, 0.00168)])
+    lines = lines.splitlines()
+    assert lines[0].split()[-4:] == ["algbw", "(GB/s)", "busbw", "(GB/s)"]
+    assert [line.split()[-2:] for line in lines[2:]] == [["<0.001", "<0.001"],
+                                                         ["0.00112", "0.00168"]]
+    assert {len(line) for line in lines} == {len(lines[0])}
+
+
 def test_headless_lines_speak_the_language_asked():
     """--lang pt: the header, the lines, the statistics and the counts in Portuguese (the
     source material's language); the table's numbers keep their decimal point for programs."""
@@ -142,7 +159,8 @@ def test_headless_lines_speak_the_language_asked():
              "busbw_gbps": 0.00656}]
     table = text.stats_table(rows, "pt").splitlines()
     assert table[0].split() == ["op", "ranks", "tamanho", "(B)", "chamadas", "p50", "(us)", "p99",
-                                "(us)", "defasagem", "(us)", "algbw", "busbw"], table
+                                "(us)", "defasagem", "(us)", "algbw", "(GB/s)", "busbw",
+                                "(GB/s)"], table
     assert table[2].split()[3:] == ["3", "624.8", "833.0", "13.8", "0.00656", "0.00656"]
     # the longer Portuguese heads widen their columns: the numbers stay under them
     assert table[0].index("(us)", table[0].index("defasagem")) + 4 == table[2].index("13.8") + 4

@@ -7,6 +7,7 @@ clock and asks for a frame (``tick``) rather than waiting for the widget's timer
 from __future__ import annotations
 
 import asyncio
+import functools
 import math
 import subprocess
 import sys
@@ -17,7 +18,7 @@ from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.geometry import Region
 
-from commviz import schedules
+from commviz import explain, schedules
 from commviz.schedules import Transfer
 from commviz.tui.animation import GATHER_S, SPEEDS, Animator, AnimFrame, frame_label, plan
 from commviz.tui.topology import (
@@ -450,11 +451,32 @@ def test_the_second_title_line_says_what_was_measured_and_what_is_simplified() -
 
 
 def test_states_are_drawn_next_to_their_ranks() -> None:
+    """Nothing replayed: each rank's state now."""
     states = {0: Text("in all_reduce", style="yellow"), 1: "idle", 2: "idle", 3: "exited"}
-    rows = canvas_rows(render_topology(4, gloo_all_reduce_frame(0.5), W, H, states))
+    rows = canvas_rows(render_topology(4, None, W, H, states))
     text = "\n".join(rows)
     assert "in all_reduce" in text and text.count("idle") == 2 and "exited" in text
     assert "in all_reduce" in rows[0]  # rank 0 is at the top: its state above it
+
+
+@pytest.mark.parametrize("lang", ["en", "pt"])
+def test_a_replayed_op_labels_its_ranks_with_their_part_in_it_not_their_state_now(
+        lang: str) -> None:
+    """The ranks read 'idle' while a transfer between them was animated (user trial): the
+    replay is of a past op, so its ranks are labelled with what they do in the step shown
+    (sends, receives), the others not at all; a rank that a finding names keeps its ⚠."""
+    ui = functools.partial(explain.ui, lang=lang)
+    live = {0: "idle", 1: "idle", 2: Text("⚠ hang", style="bold red"), 3: "idle"}
+    clock, a = animator()
+    a.enqueue(p2p(0, 3), None)
+    text = "\n".join(canvas_rows(render_topology(4, frame_at(a, clock, 0.3), W, H, live,
+                                                  flagged={2}, lang=lang)))
+    assert ui("state idle") not in text
+    assert text.count(ui("role sends")) == 1 and text.count(ui("role receives")) == 1
+    assert "⚠ hang" in text
+    both = "\n".join(canvas_rows(render_topology(4, gloo_all_reduce_frame(0.5), W, H, live,
+                                                  lang=lang)))
+    assert both.count(ui("role both")) == 4 and ui("state idle") not in both
 
 
 @pytest.mark.parametrize("size", [(94, 10), (80, 9), (60, 16)])
@@ -466,9 +488,9 @@ def test_no_arrow_or_marker_is_drawn_over_a_state(size: tuple[int, int]) -> None
         inst = coll(n=2)
         a.enqueue(inst, sched(inst))
         lines = render_topology(2, frame_at(a, clock, progress * 0.6), *size,
-                                {0: "idle", 1: "exited"})
+                                {0: "idle", 1: "⚠ lost rank"}, flagged={1})
         text = "\n".join(line.plain for line in lines)
-        assert "idle" in text and "exited" in text, text
+        assert "sends/receives" in text and "⚠ lost rank" in text, text
 
 
 def test_a_p2p_frame_draws_the_size_on_the_hop() -> None:
@@ -693,7 +715,8 @@ def test_widget_update_from_plans_with_the_ranks_backend() -> None:
             await pilot.pause()
             lines = shown(topo)
             assert "schematic: gloo ring, step RS0 (1 of 6)" in lines[0]
-            assert topo.n_ranks == 4 and "idle" in "".join(lines)
+            assert topo.n_ranks == 4 and {t.plain for t in topo.states.values()} == {"idle"}
+            assert "sends/receives" in "".join(lines)  # in the replayed op: its part in it
             assert topo.animator.enqueued == 2 and topo.animator.waiting == 1
 
     asyncio.run(run())

@@ -207,21 +207,46 @@ async def test_the_source_panel_highlights_the_line_that_made_the_call(tmp_path)
         assert "line_7 " not in text and "line_17" not in text
 
 
+def _stats_rows(app: CommvizApp) -> list[list[str]]:
+    """The statistics panel's head and rows, as cells."""
+    return [line.strip("│ ").split() for line in panel(app, "#stats").splitlines()[1:-1]]
+
+
+@pytest.mark.parametrize("lang", ["en", "pt"])
+@pytest.mark.parametrize("width", [160, 120])
 @sync
-async def test_statistics_keep_their_numbers_whole_and_shorten_a_long_op_name() -> None:
+async def test_statistics_give_the_op_name_room_before_the_lesser_numbers(
+        lang: str, width: int) -> None:
+    """At 120 columns the rows read 'b…  2   8 B' (objects demo) or lost the op column
+    ('n  tamanho  chamadas', reduce_scatter in Portuguese), at 160 'reduce…scatte' (user
+    trial): the name keeps 14 columns at least (reduce_scatter whole, a longer name
+    shortened in its middle, its end telling _tensor from _single); algbw, then the group
+    size and the calls give way first; every number whole, busbw always there."""
     session = FakeSession()
     session.feed(scripted_collective("reduce_scatter_single", world=4, steps=2, nbytes=1 << 20)
                  + scripted_collective("reduce_scatter_tensor", world=4, steps=2, nbytes=4096,
-                                       first=2))
-    app = make_app(session)
-    async with app.run_test(size=SIZE) as pilot:
+                                       first=2)
+                 + scripted_collective("reduce_scatter", world=4, steps=2, nbytes=4096, first=4)
+                 + scripted_collective("broadcast_object_list", world=4, steps=2, nbytes=26,
+                                       first=6))
+    app = make_app(session, lang=lang)
+    async with app.run_test(size=(width, 40)) as pilot:
         await frame(pilot)
-        rows = [line.strip("│ ") for line in panel(app, "#stats").splitlines()[2:-1]]
-        # the end of the name tells the two apart; the bandwidths are whole numbers
-        names = [row.split()[0] for row in rows]
-        assert [(n[:7], n[-7:]) for n in names] == [("reduce_", "…tensor"), ("reduce_", "…single")]
-        assert all(re.fullmatch(r"\S+ +4 +[\d.]+ [KM]iB +2 +\d+ +[\d.]+ +[\d.]+", row)
-                   for row in rows), rows
+        head, *rows = _stats_rows(app)
+        names = sorted(row[0] for row in rows)
+        assert "reduce_scatter" in names and all(len(name) >= 14 for name in names), names
+        if (width, lang) == (160, "en"):  # room for every name whole
+            assert names == ["broadcast_object_list", "reduce_scatter", "reduce_scatter_single",
+                             "reduce_scatter_tensor"]
+        assert {n[-6:] for n in names if n.startswith("reduce_")} == {"single", "tensor",
+                                                                      "catter"}
+        assert head[0] == "op" and head[-1] == "busbw"
+        assert ("algbw" in head) == (width == 160), head
+        number = r"(\d+([.,]\d)? (B|KiB|MiB)|n/a|<?\d+([.,]\d+)?)"
+        for row in rows:
+            cells = " ".join(row[1:])
+            assert re.fullmatch(rf"({number} ?)+", cells), row
+            assert row[-1] == "n/a" or float(row[-1].replace(",", ".")) > 0
 
 
 @sync
@@ -364,6 +389,28 @@ async def test_waiting_for_ranks_before_any_message() -> None:
         await pilot.pause()
         assert "waiting for ranks to connect" in panel(app, "#status")
         assert log_lines(app) == []
+
+
+@pytest.mark.parametrize("lang", ["en", "pt"])
+@sync
+async def test_a_job_that_died_before_any_rank_connected_is_not_waited_for(lang: str) -> None:
+    """`commviz run -- python bad.py` (a syntax error): 'waiting for ranks to connect…' stood
+    above 'the job failed (exit 1)' (user trial). Once the job has ended the viewer says no
+    rank ever connected."""
+    from commviz.job import OutputBuffer
+
+    ui = functools.partial(explain.ui, lang=lang)
+    ranks = FakeRanks(world=1)
+    app = CommvizApp(FakeSession(), ranks, "run", output=OutputBuffer(), lang=lang)
+    async with app.run_test(size=SIZE) as pilot:
+        await frame(pilot)
+        assert ui("waiting ranks") in panel(app, "#status")
+        ranks.end("job", 1, "SyntaxError: invalid syntax")
+        await frame(pilot)
+        await frame(pilot)
+        status = panel(app, "#status")
+        assert "SyntaxError" in status and ui("no rank connected") in status
+        assert ui("waiting ranks") not in status
 
 
 @sync
@@ -1353,7 +1400,7 @@ async def test_findings_are_named_in_their_panel_and_on_the_ranks_they_blame() -
         assert "diagnosis: no straggler, hang" in panel(app, "#status")
         _rank_3_never_comes(session, diag, seq=1)
         await frame(pilot)
-        text = panel(app, "#findings")
+        text = panel(app, "#findings-text")
         assert "⚠ hang" in text and "all_reduce #1" in text and "rank 3 missing" in text
         assert "Check:" in text and "diagnosis: 1 finding," in panel(app, "#status")
         assert "⚠ not in all_reduce #1" in rank_row(app, 3) and "⚠" not in rank_row(app, 0)
@@ -1368,7 +1415,7 @@ async def test_findings_are_named_in_their_panel_and_on_the_ranks_they_blame() -
         await frame(pilot)
         # what ended stays in view a while, then the panel goes
         assert app.query_one("#findings").display
-        text = panel(app, "#findings")
+        text = panel(app, "#findings-text")
         assert "✓ resolved after" in text and "⚠" not in text
         clock.advance(app_module.FINDINGS_LINGER_S - 0.5)
         await frame(pilot)
@@ -1394,7 +1441,7 @@ async def test_on_a_narrow_terminal_a_finding_keeps_the_ranks_it_blames_in_view(
         await pilot.pause()
         assert app.query_one("#findings").display
         assert not app.query_one("#stats").display and not app.query_one("#log").display
-        assert "⚠ hang" in panel(app, "#findings")
+        assert "⚠ hang" in panel(app, "#findings-text")
         assert all(rank_row(app, r) for r in range(3)) and "⚠ not in #10" in rank_row(app, 3)
 
 
@@ -1583,13 +1630,86 @@ async def test_a_finding_leaves_the_buffers_grid_whole_at_160x48(lang: str) -> N
         await frame(pilot)
         await pilot.pause()
         findings = app.query_one("#findings")
-        assert findings.display and "⚠" in panel(app, "#findings")
+        assert findings.display and "⚠" in panel(app, "#findings-text")
         grid = panel(app, "#phases")
         for step in ("RS0", "RS1", "RS2", "AG0", "AG1", "AG2"):
             assert re.search(rf"{step} .* (\d{{4}} ){{3}}\d{{4}}", grid), (step, grid)
         assert findings.max_scroll_y > 0  # the rest of the advice: a scroll away
         explanation = panel(app, "#explain").splitlines()
         assert len(explanation) >= 4 and explanation[1].strip("│ ")  # still says something
+
+
+def _crashed(session: FakeSession) -> None:
+    """The crash demo's findings (user trial): two failed operations and a deadlock."""
+    from commviz.viewer.diagnose import Diagnosis, Finding
+
+    Diagnosis(session.model, wall_ns=session.clock.wall_ns)
+    said = [("hang", "deadlock: rank 0 waits on 1 waits on 0",
+             "deadlock: o rank 0 espera o 1, que espera o 0"),
+            ("failed", "rank 0 failed in all_reduce #3 in group 0,1 after 6.0 s: rank 1 never "
+             "came (1: exited)", "o rank 0 falhou em all_reduce #3 no grupo 0,1 após 6.0 s: o "
+             "rank 1 nunca veio (1: saiu)"),
+            ("failed", "recv at 1 from 0 #1 failed after 6.0 s waiting for its send: rank 0 "
+             "never posted it (exited)", "recv em 1 de 0 #1 falhou após 6.0 s esperando o "
+             "send: o rank 0 nunca o postou (saiu)")]
+    live = [Finding(kind, (0, 1), (0, 1), 1, en, pt, (kind, i), 0.0, 0)
+            for i, (kind, en, pt) in enumerate(said)]
+    session.model.findings = lambda: live  # type: ignore[method-assign]
+
+
+def _words(panel_text: str) -> str:
+    """A panel's text, its wrapped lines joined."""
+    return " ".join(panel_text.split())
+
+
+def _on_screen(app: CommvizApp, selector: str) -> str:
+    """What a scrolling panel shows of its text now, inside its border."""
+    region = app.query_one(selector).scrollable_content_region  # no scrollbar
+    lines = screen_text(app).splitlines()[region.y:region.bottom]
+    return "\n".join(line[region.x:region.right] for line in lines)
+
+
+@pytest.mark.parametrize("lang", ["en", "pt"])
+@pytest.mark.parametrize("size", [SIZE, (80, 24)])
+@sync
+async def test_the_findings_panel_shows_what_to_check_whole_and_scrolls_to_the_rest(
+        lang: str, size: tuple[int, int]) -> None:
+    """The crash demo at 160x48: 'Check:' stopped at '…a timeout at one that went another
+    way (a collective inside an', and no key scrolled the panel (user trial). The newest
+    finding and what to check for it show whole, the panel grown to them; the rest (the
+    other findings, what it means) is below: ↓ scrolls to it once the panel has the focus
+    (tab), as its subtitle says."""
+    from commviz.viewer.findings_text import advice
+
+    session = FakeSession()
+    session.feed(heartbeats(4) + scripted_all_reduce(world=4))
+    _crashed(session)
+    title, means, check = advice("failed", lang)
+    app = make_app(session, lang=lang)
+    async with app.run_test(size=size) as pilot:
+        await frame(pilot)
+        await pilot.pause()
+        await frame(pilot)
+        await pilot.pause()
+        shown = _on_screen(app, "#findings")
+        assert f"{explain.ui('check', lang)}: {check}" in _words(shown), shown
+        assert means.split()[-1] not in _words(shown)
+        findings = app.query_one("#findings")
+        for _ in range(2):  # the focus goes round the panels that scroll
+            more = "findings more here" if findings.has_focus else "findings more"
+            assert findings.border_subtitle == explain.ui(more, lang)
+            if findings.has_focus:
+                break
+            await pilot.press("tab")
+            await frame(pilot)
+        await pilot.press("down", "end")
+        await pilot.wait_for_scheduled_animations()
+        assert means.split()[-1] in _words(_on_screen(app, "#findings"))
+        if size == SIZE:  # the buffers grid keeps every step beside it
+            grid = panel(app, "#phases")
+            assert all(step in grid for step in ("RS0", "RS2", "AG0", "AG2")), grid
+        else:  # the ranks it blames keep their rows
+            assert all(rank_row(app, r) for r in range(4))
 
 
 @sync

@@ -54,6 +54,9 @@ LOG_LINES_PER_FRAME = 20  # more than this per frame is unreadable, and costs a 
 REPLAY_STEP_S = 0.3  # one schematic step of the replay; + and - change it
 SLOW_FRAME_S = 0.5  # statistics and the teaching panels: redrawn at most twice a second
 FINDINGS_LINGER_S = 10.0  # the findings panel stays this long after the last one ended
+# The findings panel's height, border included (wide, narrow), unless the newest finding and
+# what to check for it need more, up to half the screen: the buffers grid keeps its rows
+FINDINGS_ROWS = (8, 7)
 SHORT_KEYS = ("pause", "step", "faster", "replay_pause")  # "key <id> short": narrow footer
 NARROW_STATUS_ROWS = 6  # the viewer panel on a narrow terminal: its newest rows, if it has more
 TAIL_LINES = 20  # of a job's output, printed when the screen closes
@@ -147,7 +150,8 @@ class CommvizApp(App):
                 yield Static(id="source")
             with Vertical(id="right"):
                 yield Static(id="stats")
-                yield Static(id="findings")
+                with VerticalScroll(id="findings"):  # the rest of the advice: tab, arrows
+                    yield Static(id="findings-text")
                 yield Static(id="phases")
                 with VerticalScroll(id="explain-box"):  # a long one scrolls (tab, arrows)
                     yield Static(id="explain")
@@ -306,7 +310,30 @@ class CommvizApp(App):
             self.screen.set_class(shown, "-findings")
         if shown:
             findings = render.findings(model, self.lang)
-            self._show("#findings", findings, _height_key(findings))
+            self._show("#findings-text", findings, _height_key(findings))
+            self._fit_findings(render.findings_lead(model, self.lang))
+
+    def _fit_findings(self, lead: Text) -> None:
+        """The findings panel grows to show its lead whole (the advice was cut mid-sentence);
+        what is left below scrolls with ↑↓ once it has the focus (tab), as its subtitle says."""
+        panel = self.query_one("#findings", VerticalScroll)
+        width = self.query_one("#findings-text").content_region.width  # a scrollbar's less
+        if width <= 0:  # not laid out yet
+            return
+        lead = lead.copy()
+        lead.rstrip()  # no row for its last newline
+        rows = len(lead.wrap(self.console, width)) if lead else 0
+        cap = self.size.height // 2
+        if self._narrow:  # stacked: the ranks the finding blames keep their rows above it
+            ranks = self.query_one("#ranks")
+            room = (self.size.height - 2 - self.query_one("#status").outer_size.height
+                    - ranks.styles.gutter.height
+                    - ranks.get_content_height(self.size, self.size, ranks.content_region.width))
+            cap = min(cap, max(FINDINGS_ROWS[True], room))
+        panel.styles.max_height = min(max(FINDINGS_ROWS[self._narrow],
+                                          rows + panel.styles.gutter.height), cap)
+        more = "findings more here" if panel.has_focus else "findings more"
+        panel.border_subtitle = explain.ui(more, self.lang) if panel.max_scroll_y > 0 else ""
 
     def _log_line(self, inst: Any, width: int | None) -> str:
         return text.instance_line(inst, self._t0, text.LOG_COLUMNS, self.lang, width)
@@ -355,8 +382,8 @@ class CommvizApp(App):
         gpus = render.gpu_links_line(model, lang)  # NVML's links (drawn in the replay) or no GPU
         if gpus:
             status += "\n" + gpus
-        if not model.ranks:
-            status += "\n" + ui("waiting ranks")
+        if not model.ranks:  # once the ranks or the job have ended, nothing is awaited
+            status += "\n" + ui("no rank connected" if self._ended else "waiting ranks")
         if self.controller is not None:
             status += "\n" + self._control_line()
         events = [self._event(key, fields) for key, fields in self._events[-8:]]

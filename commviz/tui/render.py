@@ -9,7 +9,6 @@ import os
 import time
 from typing import Any
 
-from rich.table import Table
 from rich.text import Text
 
 from .. import costmodel, explain, protocol, schedule_notes, schedules
@@ -243,10 +242,19 @@ def stats_table(model: Model, lang: str = "en") -> StatsTable:
     return StatsTable(("op", "n", size, count, "p50 µs", "algbw", "busbw"), rows)
 
 
+OP_MIN = 14  # "reduce_scatter" whole; a longer name shortened to it still reads: reduce_…tensor
+# How the statistics fit a panel, tried in turn: (columns' gap, columns left out, by index).
+# Two spaces only where every name fits whole; then one, then algbw (busbw is what
+# nccl-tests' users compare), the group size and the calls go before the name is cut
+# under OP_MIN. The numbers themselves are never cut.
+STATS_LAYOUTS = ((2, ()), (1, ()), (1, (5,)), (1, (5, 1)), (1, (5, 1, 3)))
+
+
 class StatsTable:
     """The statistics in nccl-tests' columns, laid out for the width they are drawn at: the
-    numbers are never cut; a long op name gives way, shortened in its middle so that its
-    end, which tells ``reduce_scatter_tensor`` from ``reduce_scatter_single``, stays."""
+    op name comes before the less important numbers (``STATS_LAYOUTS``); one still too
+    long is shortened in its middle, so that its end, which tells ``reduce_scatter_tensor``
+    from ``reduce_scatter_single``, stays."""
 
     def __init__(self, heads: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
         self.heads, self.rows = heads, rows
@@ -255,18 +263,28 @@ class StatsTable:
     def row_count(self) -> int:
         return len(self.rows)
 
+    def layout(self, width: int) -> tuple[int, list[int], list[int]]:
+        """The gap, the columns shown after the op's (indices) and every column's width at
+        ``width``, the op name's its room."""
+        widths = [max([len(head), *(len(row[i]) for row in self.rows)])
+                  for i, head in enumerate(self.heads)]
+        for gap, dropped in STATS_LAYOUTS:
+            shown = [i for i in range(1, len(widths)) if i not in dropped]
+            room = width - sum(widths[i] + gap for i in shown)
+            if room >= (widths[0] if gap > 1 else min(widths[0], OP_MIN)):
+                break
+        return gap, shown, [max(len("op"), room), *widths[1:]]
+
     def __rich_console__(self, console: Any, options: Any) -> Any:
-        widths = [max(len(head), *(len(row[i]) for row in self.rows)) if self.rows
-                  else len(head) for i, head in enumerate(self.heads)]
-        room = max(len("op"), options.max_width - sum(widths[1:]) - 2 * (len(widths) - 1))
-        table = Table(expand=True, box=None, pad_edge=False)
-        table.add_column(self.heads[0], justify="left", no_wrap=True, overflow="ellipsis",
-                         ratio=1)
-        for head, width in zip(self.heads[1:], widths[1:]):
-            table.add_column(head, justify="right", no_wrap=True, min_width=width)
-        for row in self.rows:
-            table.add_row(text.shorten_middle(row[0], room), *row[1:])
-        yield table
+        gap, shown, widths = self.layout(options.max_width)
+        room = widths[0]
+        out = Text(no_wrap=True, overflow="crop")
+        for k, row in enumerate([self.heads, *self.rows]):
+            line = f"{text.shorten_middle(row[0], room):<{room}}" + "".join(
+                " " * gap + f"{row[i]:>{widths[i]}}" for i in shown)
+            out.append(line + ("\n" if k < len(self.rows) else ""),
+                       style="bold" if k == 0 else "")
+        yield out
 
 
 def _bytes(n: float, lang: str) -> str:
@@ -510,18 +528,27 @@ def _explained(out: Text, ex: explain.Explanation, backend: str | None, lang: st
 FINDINGS_HISTORY = 3  # ended findings listed under the live ones
 
 
-def findings(model: Model, lang: str) -> Text:
-    """The live diagnosis: each finding that holds now (the newest with what to check, then
-    what it means), then the last few that ended."""
+def findings_lead(model: Model, lang: str) -> Text:
+    """The newest live finding and what to check for it, whole: the panel grows to show
+    this much at least (the most important text on screen while a job is in trouble)."""
     live = model.findings()
     out = Text()
-    for f in reversed(live):
-        out.append(f"⚠ {finding_name(f.type, lang)}  ", style="bold red")
-        out.append(f.text(lang) + "\n")
-    if live:  # what to check first: the panel is short, what the finding means can scroll
-        title, means, check = findings_text.advice(live[-1].type, lang)
+    if live:
+        _finding(out, live[-1], lang)
         out.append(f"{explain.ui('check', lang)}: ", style="bold")
-        out.append(check + "\n", style="italic")
+        out.append(findings_text.advice(live[-1].type, lang)[2] + "\n", style="italic")
+    return out
+
+
+def findings(model: Model, lang: str) -> Text:
+    """The live diagnosis: ``findings_lead``, then the other findings that hold now (newest
+    first), what the newest means, and the last few that ended."""
+    live = model.findings()
+    out = findings_lead(model, lang)
+    for f in reversed(live[:-1]):
+        _finding(out, f, lang)
+    if live:
+        title, means, _ = findings_text.advice(live[-1].type, lang)
         out.append(f"{title}: ", style="bold")
         out.append(means + "\n", style="italic")
     history = getattr(model.diagnosis, "history", ())
@@ -532,6 +559,11 @@ def findings(model: Model, lang: str) -> Text:
             out.append(f"✓ {f.text(lang)}\n", style="dim")
     out.rstrip()
     return out
+
+
+def _finding(out: Text, f: Any, lang: str) -> None:
+    out.append(f"⚠ {finding_name(f.type, lang)}  ", style="bold red")
+    out.append(f.text(lang) + "\n")
 
 
 SOURCE_CONTEXT = 4  # lines shown above and below the line that made the call

@@ -232,6 +232,8 @@ def render_topology(n_ranks: int, frame: AnimFrame | None, width: int, height: i
         path = path_of(Transfer(a, b, 0, 0, False), where)
         for cx, cy in path.cells if path is not None else ():
             canvas.put(cx, cy, ALERT, ALERT_STYLE, _PATH)
+    if states is not None and frame is not None:  # a past op: what each rank did in it
+        states = replay_roles(frame, states, flagged, lang)
     # a ring's states need about two free rows per rank on each side
     if states and (n > RING_MAX or n <= area_h - 4):
         _draw_states(canvas, where, states)
@@ -382,6 +384,22 @@ def _label_gpu_links(canvas: _Canvas, wires: list[tuple[Path, str]]) -> None:
         if spot is not None:
             canvas.put(*spot, kind, style, _KIND)
             labelled.add(kind)
+
+
+def replay_roles(frame: AnimFrame, live: Mapping[int, Text | str], flagged: Collection[int],
+                 lang: str = "en") -> dict[int, Text | str]:
+    """The ranks' labels while an op is replayed: each one's part in the step shown (sends,
+    receives, both; from its schedule, schematic as the transfers drawn), not its state now,
+    which is not the replayed op's ("idle" beside its own transfer); the other ranks have
+    none. A rank that a live finding names keeps its ⚠: an alert, not a state."""
+    sends, receives = {t.src for t in frame.transfers}, {t.dst for t in frame.transfers}
+    out: dict[int, Text | str] = {
+        r: Text(explain.ui("role both" if r in sends and r in receives else
+                           "role sends" if r in sends else "role receives", lang),
+                style="italic")
+        for r in sends | receives}
+    out.update({r: live[r] for r in flagged if r in live})
+    return out
 
 
 def _draw_states(canvas: _Canvas, where: Mapping[int, tuple[int, int]],

@@ -54,18 +54,16 @@ ADVICE: dict[str, tuple[dict[str, str], dict[str, str]]] = {
         saiu antes e os outros viram a conexão fechar, ou estavam em outro lugar por mais
         tempo que o timeout do process group), ou morreram dentro dela antes que o registro
         saísse. Ninguém espera mais nela."""),
-        _t("""The log of the ranks with no record of it (their exception, exit code or kill:
-        gloo's "Received data size doesn't match expected size" or NCCL's "Message
-        truncated" there usually means the ranks passed tensors of different sizes), then
-        the failed ranks' error: "connection closed by peer" points at a peer that died, a
-        timeout at one that went another way (a collective inside an `if`, a different number
-        of steps).""",
-           """O log dos ranks sem registro dela (a exceção, o código de saída ou quem os
-        matou: "Received data size doesn't match expected size" do gloo ou "Message
-        truncated" do NCCL ali em geral quer dizer que os ranks passaram tensores de tamanhos
-        diferentes), depois o erro dos ranks que falharam: "connection closed by peer"
-        aponta para um par que morreu, um timeout para um que seguiu outro caminho (um
-        coletivo dentro de um `if`, um número diferente de passos)."""),
+        _t("""The log of the ranks with no record of it (exception, exit code, kill; there
+        gloo's "Received data size doesn't match" or NCCL's "Message truncated" mean tensors
+        of different sizes), then the failed ranks' error: "connection closed by peer" points
+        at a peer that died, a timeout at one that went elsewhere (a collective inside an
+        `if`, another number of steps).""",
+           """O log dos ranks sem registro dela (exceção, código de saída, kill; ali
+        "Received data size doesn't match" do gloo ou "Message truncated" do NCCL indicam
+        tamanhos diferentes), depois o erro dos que falharam: "connection closed by peer"
+        aponta um par que morreu; um timeout, um que foi por outro caminho (coletivo dentro
+        de um `if`, outro número de passos)."""),
     ),
     "lost_rank": (
         _t("""A rank stopped reporting without saying goodbye: its process died (crash, out of

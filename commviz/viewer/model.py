@@ -198,11 +198,13 @@ class StatRow:
         skews = np.concatenate(self._skews) / 1e3
         p50 = float(np.percentile(times, 50))
         factor = bandwidth.bus_factor(self.op, self.n)
-        algbw = bandwidth.gbps(self.size, p50 / 1e6)
+        # a barrier moves no data: no bandwidth to speak of, rather than 0 GB/s
+        algbw = bandwidth.gbps(self.size, p50 / 1e6) if self.size else None
+        busbw = algbw * factor if algbw is not None and factor is not None else None
         return {"op": self.op, "ranks": self.n, "size": self.size, "count": self.count,
                 "time_p50_us": p50, "time_p99_us": float(np.percentile(times, 99)),
                 "skew_p50_us": float(np.percentile(skews, 50)),
-                "algbw_gbps": algbw, "busbw_gbps": algbw * factor if factor is not None else None}
+                "algbw_gbps": algbw, "busbw_gbps": busbw}
 
 
 class Model:

@@ -125,22 +125,22 @@ def counts_line(records: int, instances: int, transfers: int, failed: int, unmat
 
 
 def stats_table(rows: list[dict], lang: str = "en") -> str:
-    """nccl-tests-like columns: size, count, time, skew, algbw, busbw (GB/s = 1e9 B/s); rows
-    by op, ranks and size, as nccl-tests lists its sizes. Numbers keep their decimal point
-    in every language: the table is also read by programs."""
+    """nccl-tests-like columns: size, count, time, skew, algbw, busbw (GB/s = 1e9 B/s, each
+    head with its unit); rows by op, ranks and size, as nccl-tests lists its sizes. Numbers
+    keep their decimal point in every language: the table is also read by programs."""
     ui = functools.partial(explain.ui, lang=lang)
     size_w, count_w, skew_w = (max(w, len(ui(k))) for w, k in ((12, "stats size"),
                                                                  (7, "col count"),
                                                                  (10, "stats skew")))
     head = (f"{'op':<22} {'ranks':>5} {ui('stats size'):>{size_w}} {ui('col count'):>{count_w}} "
-            f"{'p50 (us)':>10} {'p99 (us)':>10} {ui('stats skew'):>{skew_w}} {'algbw':>8} "
-            f"{'busbw':>8}")
+            f"{'p50 (us)':>10} {'p99 (us)':>10} {ui('stats skew'):>{skew_w}} "
+            f"{'algbw (GB/s)':>12} {'busbw (GB/s)':>12}")
     lines = [head, "-" * len(head)]
     for r in sorted(rows, key=lambda r: (r["op"], r["ranks"], r["size"])):
         lines.append(f"{r['op']:<22} {r['ranks']:>5} {r['size']:>{size_w}} "
                      f"{r['count']:>{count_w}} {r['time_p50_us']:>10.1f} "
                      f"{r['time_p99_us']:>10.1f} {r['skew_p50_us']:>{skew_w}.1f} "
-                     f"{gbps_text(r['algbw_gbps']):>8} {gbps_text(r['busbw_gbps']):>8}")
+                     f"{gbps_text(r['algbw_gbps']):>12} {gbps_text(r['busbw_gbps']):>12}")
     if not rows:
         lines.append(ui("stats none"))
     return "\n".join(lines)
