@@ -222,7 +222,8 @@ def test_the_job_is_told_where_the_viewer_is(run, args, env, expected):
 def _in_a_terminal(procs, script: str, key: bytes | int,
                    job_done: bool = False) -> tuple[int, str, float]:
     """``commviz run -- python -c SCRIPT`` in a pseudo-terminal, as a user runs it: once the
-    TUI is up and the job is running (``job_done``: has ended), ``key`` is typed (bytes) or
+    TUI is up (its viewer panel drawn) and the job is running (``job_done``: has ended),
+    ``key`` is typed (bytes) or
     sent to commviz (a signal). Returns commviz's exit code, what it wrote after leaving the
     screen (lines, ``\\r\\n`` turned into ``\\n``) and when the key went."""
     import os
@@ -241,7 +242,8 @@ def _in_a_terminal(procs, script: str, key: bytes | int,
                     screen += os.read(fd, 65536)
                 except OSError:  # the terminal closed: commviz ended
                     break
-            if quit_at is None and b"waiting for ranks" in screen \
+            up = b"waiting for ranks" in screen or b"no rank ever connected" in screen
+            if quit_at is None and up \
                     and bool([p for p in _tagged(procs.tag) if p.pid != pid]) != job_done:
                 if isinstance(key, bytes):
                     os.write(fd, key)
