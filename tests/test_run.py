@@ -223,9 +223,9 @@ def _in_a_terminal(procs, script: str, key: bytes | int,
                    job_done: bool = False) -> tuple[int, str, float]:
     """``commviz run -- python -c SCRIPT`` in a pseudo-terminal, as a user runs it: once the
     TUI is up (its viewer panel drawn) and the job is running (``job_done``: has ended),
-    ``key`` is typed (bytes) or
-    sent to commviz (a signal). Returns commviz's exit code, what it wrote after leaving the
-    screen (lines, ``\\r\\n`` turned into ``\\n``) and when the key went."""
+    ``key`` is typed (bytes) or sent to commviz (a signal). Returns commviz's exit code,
+    what it wrote after leaving the screen (lines, ``\\r\\n`` turned into ``\\n``) and
+    when the key went."""
     import os
     import pty
     import select
