@@ -561,7 +561,7 @@ def findings(model: Model, lang: str) -> Text:
     return out
 
 
-def _finding(out: Text, f: Any, lang: str) -> None:
+def _finding(out: Text, f: Finding, lang: str) -> None:
     out.append(f"⚠ {finding_name(f.type, lang)}  ", style="bold red")
     out.append(f.text(lang) + "\n")
 
