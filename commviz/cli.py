@@ -101,6 +101,9 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 128 + signal.SIGPIPE
+    except KeyboardInterrupt:  # Ctrl-C before the viewer handles it (while starting up)
+        print("commviz: interrupted", file=sys.stderr)
+        return 128 + signal.SIGINT
 
 
 def _no_terminal_for_the_tui(args: argparse.Namespace) -> bool:

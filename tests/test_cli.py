@@ -564,3 +564,16 @@ def test_ctrl_c_stops_a_headless_demo_and_its_ranks(procs):
     assert not [pid for pid in rank_pids if psutil.pid_exists(pid)
                 and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
     assert not procs.ranks_left(grace=0)
+
+
+def test_ctrl_c_while_starting_up_is_one_line_not_a_traceback(monkeypatch, capsys):
+    """Ctrl-C in the first fraction of a second, before the viewer handles it, printed a
+    traceback out of an import (user trial)."""
+    from commviz import cli
+
+    def interrupted(args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "_stats", interrupted)
+    assert cli.main(["stats", "x.jsonl"]) == 128 + signal.SIGINT
+    assert capsys.readouterr().err == "commviz: interrupted\n"

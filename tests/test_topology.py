@@ -299,6 +299,24 @@ def test_a_rings_steps_are_replayed_as_rounds_whatever_order_they_arrive_in() ->
     assert a.skipped == 0 and counts_add_up(a)
 
 
+def test_a_batch_to_both_neighbours_is_one_round_and_sends_in_turn_keep_their_order() -> None:
+    """batch_isend_irecv to the left and the right was drawn as two rounds of four, split
+    differently each step; rank 0's sends to 1, 2, 3 in turn were replayed out of order, as
+    their records arrived (user trial)."""
+    clock, a = animator(max_waiting=16)
+    for src, dst in [(0, 1), (1, 2), (2, 3), (3, 0), (0, 3), (1, 0), (2, 1), (3, 2)]:
+        a.enqueue(Instance("isend", (src, dst), 7, 4096, 0, 0, 1000, "float32", None, None),
+                  None)
+    f = frame_at(a, clock, GATHER_S + 0.1)
+    assert len(f.transfers) == 8 and f.label.startswith("8 isends in one round (each pair's #7)")
+    clock, a = animator()
+    for dst, start in [(2, 2000), (3, 4000), (1, 0)]:  # arrived 0 -> 2, 0 -> 3, 0 -> 1
+        a.enqueue(Instance("send", (0, dst), 4, 64, start, start, start + 1000, "float32",
+                           None, None), None)
+    shown = [frame_at(a, clock, GATHER_S + t).transfers for t in (0.1, 0.7, 1.3)]
+    assert [(t[0].src, t[0].dst) for t in shown] == [(0, 1), (0, 2), (0, 3)]
+
+
 def test_a_round_still_arriving_is_not_drawn_until_its_transfers_had_time_to_come() -> None:
     clock, a = animator()
     a.enqueue(_hop(0, 1, 0, 1000), None)

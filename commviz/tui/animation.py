@@ -96,19 +96,17 @@ class _Entry:
 
     @property
     def round(self) -> bool:
-        """Its transfers close a round: every rank among them sends once and receives once
-        (a ring's step, a pairwise exchange), so they are drawn together."""
+        """Its transfers close a round: every rank among them sends as many as it receives
+        (a ring's step, a pairwise exchange, a batch to both neighbours), so they are drawn
+        together."""
         senders = [i.group[0] for i in self.members]
         return len(senders) > 1 and sorted(senders) == sorted(i.group[1] for i in self.members)
 
     def gathers(self, inst: Instance) -> bool:
         """Whether p2p transfer ``inst`` belongs to this gathering round: the same op and
-        number on its pair, from a rank that sends nothing in it yet to one that receives
-        nothing yet."""
-        members = self.members
+        number, on a pair not in it yet (a batch to both neighbours is one round)."""
         return (self.gathering and inst.op == self.instance.op and inst.seq == self.instance.seq
-                and inst.group[0] not in {i.group[0] for i in members}
-                and inst.group[1] not in {i.group[1] for i in members})
+                and inst.group not in {i.group for i in self.members})
 
     def joins(self, inst: Instance) -> bool:
         """Whether p2p transfer ``inst`` belongs with this entry's: the same op, moving data
