@@ -242,6 +242,13 @@ def test_simulated_nodes_offsets_skew_and_grouping(keydir):
     assert len(waits) == 12 * world and max(waits) < 100 * MS
 
 
+def _poll_for(session: Session, seconds: float) -> None:
+    """Let ``session`` take what reaches it for ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        session.poll(50)
+
+
 def test_a_rank_without_keys_is_told_and_never_heard(keydir, capfd, monkeypatch):
     from commviz.rank.emitter import Emitter
 
@@ -250,9 +257,7 @@ def test_a_rank_without_keys_is_told_and_never_heard(keydir, capfd, monkeypatch)
     session = Session(f"tcp://{_own_address()}:*", keys=keydir)
     emitter = Emitter(session.addr, lambda: (3, 4, "gloo", "cpu"))
     try:
-        deadline = time.monotonic() + 1.5
-        while time.monotonic() < deadline:
-            session.poll(50)
+        _poll_for(session, 1.5)
     finally:
         emitter.close()
         session.close()
@@ -275,9 +280,7 @@ def test_a_refused_rank_0_ends_with_why_it_was_not_heard(keydir, capfd, monkeypa
         t = time.time_ns()
         emitter.push([0, protocol.OP_CODE["all_reduce"], protocol.NO_CODE, 0, 1, -1, 16, 16,
                       0, 0, t, t + 10, 0])
-        deadline = time.monotonic() + 1.5
-        while time.monotonic() < deadline:
-            session.poll(50)
+        _poll_for(session, 1.5)
     finally:
         emitter.close()
         session.close()

@@ -117,7 +117,7 @@ class _Entry:
         ends: a receive posted early, or a sender returning late, does not make a chain of
         dependent sends (a pipeline) simultaneous."""
         if self.schedule is not None or self.count > 1 or self.instance.op not in protocol.P2P \
-                or inst.op != self.instance.op or self.gathering:
+                or inst.op != self.instance.op:
             return False
         members = self.members
         return (inst.group not in {i.group for i in members}
