@@ -74,9 +74,13 @@ def test_straggler_named_after_three_late_instances_with_lateness_and_waiting():
     assert _types([f]) == [("straggler", (2,), (0, 1, 2, 3), 3)]
     assert "rank 2 arrived last at all_reduce in group 0-3 3 times in a row" in f.message
     assert "on average 50 ms after the others" in f.message
-    # the three others waited about 50 ms each, three times: 0.45 s (+ the 0.1 ms offsets)
-    assert "waited 0.45 s" in f.message
+    # the three others waited about 50 ms each, three times: 0.45 s (+ the 0.1 ms offsets) of
+    # rank time, said so: they waited at the same time, 0.15 s of wall time (user trial: the
+    # sum read as wall time)
+    assert "who waited for it 0.15 s each on average (0.45 s of rank time in all)" in f.message
     assert "rank 2 chegou por último" in f.message_pt
+    assert "que esperaram por ele em média 0,15 s cada um (0,45 s de tempo de rank somados)" \
+        in f.text("pt")
     assert diag.findings() == [f] and model.findings() == [f]
     model.apply(_instance(4, late_rank=2, late_ms=50))
     assert diag.update() == []  # still the same finding, kept up to date
@@ -138,7 +142,7 @@ def test_a_rank_late_at_each_steps_first_collective_is_named_after_three_steps()
     assert "rank 2 arrived last at all_reduce in group 0-2 3 times in a row" in f.message
     assert "on average 300 ms after the others" in f.message
     # ranks 0 and 1 waited about 0.3 s each at each of the 3 steps
-    assert "who waited 1.80 s for it" in f.message
+    assert "who waited for it 0.90 s each on average (1.80 s of rank time in all)" in f.message
 
 
 def test_a_rank_late_once_at_each_of_different_collectives_is_no_straggler():
@@ -163,8 +167,8 @@ def test_overlapping_waits_are_counted_once():
     assert (f.type, f.ranks) == ("straggler", (2,))
     assert "arrived last at all_reduce in group 0-2 3 times in a row" in f.message
     # per step: rank 0 waited 300.5 ms, rank 1 300.4 ms (the sum would be 3.60 s)
-    assert "who waited 1.80 s for it" in f.message
-    assert "que esperaram 1.80 s por ele" in f.message_pt
+    assert "who waited for it 0.90 s each on average (1.80 s of rank time in all)" in f.message
+    assert "que esperaram por ele em média 0.90 s cada um (1.80 s de tempo de rank" in f.message_pt
 
 
 def test_lateness_is_judged_against_the_ops_own_duration():
@@ -269,10 +273,13 @@ def test_hang_becomes_failed_when_the_waiters_fail_at_the_timeout():
     model.apply([op_batch(r, [_rec(1, 0, 6000, flags=8)], G4) for r in range(3)])
     (f,) = diag.update()  # the same condition, now what it is: no "resolved" in between
     assert _types([f]) == [("failed", (3,), (0, 1, 2, 3), 1)]
-    assert f.message.startswith("ranks 0,1,2 failed in all_reduce #1 in group 0-3 after 6.0 s: "
-                                "no record from rank 3 for #1 (3: ")
-    assert f.message_pt.startswith("os ranks 0,1,2 falharam em all_reduce #1 no grupo 0-3 após "
-                                   "6.0 s: nenhum registro do rank 3 para o #1")
+    # the failure is the timeout ending the hang: said so, with the hang's advice
+    assert f.message == ("all_reduce #1 in group 0-3 hung until a timeout ended it after 6.0 s: "
+                         "ranks 0,1,2 failed in it waiting for rank 3 (3: no op yet)")
+    assert f.text("pt") == ("all_reduce #1 no grupo 0-3 ficou travado até um timeout encerrá-lo "
+                            "após 6,0 s: os ranks 0,1,2 falharam nele esperando pelo rank 3 (3: "
+                            "nenhuma operação ainda)")
+    assert f.hung and f.topic == "timeout"
     assert _types(diag.findings()) == [("failed", (3,), (0, 1, 2, 3), 1)]
     _tick(clock, model, 5, ranks=range(3))  # rank 3, still idle, then silent: words kept
     diag.update()
@@ -402,7 +409,10 @@ def test_p2p_deadlock_cycle():
     found = diag.update()
     assert ("hang", (0, 1), None, None) in _types(found)
     (cycle,) = [f for f in found if f.key[0] == "deadlock"]
-    assert cycle.message == "deadlock: rank 0 waits on 1 waits on 0"
+    assert cycle.message == ("deadlock: rank 0 (recv from 1 #1) waits on 1 (recv from 0 #1), "
+                             "which waits on 0")
+    assert cycle.text("pt") == ("deadlock (espera circular): rank 0 (recv de 1 #1) espera por 1 "
+                                "(recv de 0 #1), que espera por 0")
     assert set(cycle.links) == {(0, 1), (1, 0)}
 
 
@@ -414,10 +424,100 @@ def test_collective_and_p2p_waits_make_a_cycle():
     _tick(clock, model, 1.1)
     found = diag.update()
     assert sorted(_types(found), key=str) == sorted([
-        ("hang", (3,), (0, 1, 2, 3), 3), ("hang", (0,), (0, 3), 1), ("hang", (0, 3), None, None)],
+        ("hang", (3,), (0, 1, 2, 3), 3), ("hang", (0,), (0, 3), 1),
+        ("hang", (0, 3, 1, 2), None, None)],
         key=str)
     (hang,) = [f for f in found if f.key[0] == "hang"]
     assert "(3: in recv from 0 #1 for 1.1 s)" in hang.message
+
+
+def _hang_demo(clock, model, diag):
+    """The hang demo's deadlock, found: 0,1,2 wait in all_reduce #3 for 3, which waits in
+    recv #1 for 0."""
+    model.apply([_in_flight(r, 3, 0) for r in range(3)])
+    model.apply([_in_flight(3, 1, 0, op="recv", peer=0, op_id=9)])
+    _tick(clock, model, 1.1)
+    found = diag.update()
+    (cycle,) = [f for f in found if f.key[0] == "deadlock"]
+    return cycle
+
+
+def test_a_deadlock_names_each_ranks_op_and_the_ranks_waiting_on_it():
+    """User trial: 'deadlock: rank 0 waits on 3 waits on 0' left out ranks 1 and 2, which wait
+    in the all_reduce too, and what each waits in."""
+    cycle = _hang_demo(*_setup())
+    assert (cycle.type, cycle.ranks) == ("hang", (0, 3, 1, 2))
+    assert cycle.message == ("deadlock: rank 0 (all_reduce #3) waits on 3 (recv from 0 #1), "
+                             "which waits on 0; ranks 1,2 (all_reduce #3) wait on 3 too")
+    assert cycle.text("pt") == (
+        "deadlock (espera circular): rank 0 (all_reduce #3) espera por 3 (recv de 0 #1), que "
+        "espera por 0; os ranks 1,2 (all_reduce #3) também esperam por 3")
+    assert set(cycle.links) == {(0, 3), (3, 0), (1, 3), (2, 3)}
+
+
+def test_a_deadlock_ended_by_the_timeout_fails_as_its_hangs_do_and_they_name_it():
+    """User trial: after the timeout the deadlock stayed a live hang, and the failed recv said
+    rank 0 had 'exited' (it was in all_reduce #3 all along) with advice on data sizes."""
+    clock, model, diag = _setup()
+    _hang_demo(clock, model, diag)
+    _tick(clock, model, 4.9)
+    model.apply([op_batch(r, [_rec(3, 0, 6000, flags=8)], G4) for r in range(3)]
+                + [op_batch(3, [{**_rec(1, 0, 6000, op="recv", peer=0, flags=8), "id": 9}], G4)]
+                + [bye(r) for r in range(4)])
+    found = {f.key[0]: f for f in diag.update()}
+    assert {f.type for f in found.values()} == {"failed"}  # no "resolved" in between
+    coll, recv, cycle = found["hang"], found["hang-p2p"], found["deadlock"]
+    assert coll.message == ("all_reduce #3 in group 0-3 hung until a timeout ended it after "
+                            "6.0 s: ranks 0,1,2 failed in it waiting for rank 3 (3: in recv "
+                            "from 0 #1); cause: the deadlock of ranks 0,3")
+    assert recv.message == ("recv at 3 from 0 #1 hung until a timeout ended it after 6.0 s "
+                            "waiting for its send: no record of it from rank 0 (in all_reduce "
+                            "#3); cause: the deadlock of ranks 0,3")
+    assert recv.text("pt") == (
+        "recv em 3 de 0 #1 ficou travado até um timeout encerrá-lo após 6,0 s esperando pelo "
+        "send: nenhum registro dele vindo do rank 0 (em all_reduce #3); causa: o deadlock "
+        "(espera circular) dos ranks 0,3")
+    assert cycle.ranks == (0, 3, 1, 2)
+    assert cycle.message == ("deadlock, until a timeout ended it after 6.0 s: rank 0 "
+                             "(all_reduce #3) waited on 3 (recv from 0 #1), which waited on 0; "
+                             "ranks 1,2 (all_reduce #3) waited on 3 too")
+    assert cycle.text("pt").startswith(
+        "deadlock (espera circular), até um timeout encerrá-lo após 6,0 s: rank 0 (all_reduce "
+        "#3) esperava por 3 (recv de 0 #1), que esperava por 0; os ranks 1,2 (all_reduce #3) "
+        "também esperavam por 3")
+    assert all(f.hung and f.topic == "timeout" for f in found.values())
+    assert sorted(f.type for f in diag.findings()) == ["failed"] * 3
+    clock.advance(10)
+    assert diag.update() == []  # over: nothing more to say
+
+
+def test_a_deadlock_whose_ranks_exited_waiting_says_until_when():
+    clock, model, diag = _setup()
+    _hang_demo(clock, model, diag)
+    _tick(clock, model, 0.5)
+    model.apply([bye(r) for r in range(4)])  # e.g. stopped by a signal
+    clock.advance(5)
+    diag.update()
+    (cycle,) = [f for f in diag.findings() if f.key[0] == "deadlock"]
+    assert cycle.type == "hang"
+    assert cycle.message.startswith("deadlock, until the ranks exited: rank 0 (all_reduce #3) "
+                                    "waited on 3")
+    assert cycle.text("pt").startswith("deadlock (espera circular), até os ranks saírem: ")
+
+
+def test_findings_in_the_order_of_what_explains_what():
+    """User trial: the panel led with the newest finding, a failed recv, not the deadlock that
+    made it. Causes lead (deadlock, lost rank, mismatch), then hangs, failures, slow links,
+    stragglers; the newest first among findings of a kind."""
+    def f(kind, since, key=None):
+        return diagnose.Finding(kind, (0,), None, None, kind, kind, key or (kind, since),
+                                since, 0)
+
+    found = [f("straggler", 0), f("failed", 1), f("hang", 2), f("failed", 3, ("deadlock", (0, 1))),
+             f("slow", 4), f("mismatch", 5), f("lost_rank", 6), f("hang", 7)]
+    assert [(g.type, g.since) for g in diagnose.by_cause(found)] == [
+        ("failed", 3), ("lost_rank", 6), ("mismatch", 5), ("hang", 7), ("hang", 2),
+        ("failed", 1), ("slow", 4), ("straggler", 0)]
 
 
 # ---- lost rank -----------------------------------------------------------------------------

@@ -69,7 +69,7 @@ import re
 import time
 from collections.abc import Callable, Container, Iterable
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -124,6 +124,13 @@ class Finding:
     duration_s: float | None = None  # resolved: how long the condition held
     unresolved: bool = False         # resolved: it did not clear, its job ended with it
     op: str | None = None            # hang, failed: the op its ranks are missing from
+    hung: bool = False               # failed: found hung (or deadlocked) first, ended by a timeout
+
+    @property
+    def topic(self) -> str:
+        """Its entry in ``findings_text.ADVICE``: its type, or ``timeout`` for a failed op that
+        hung first (the failure is the timeout ending the hang, the hang's advice holds)."""
+        return "timeout" if self.hung else self.type
 
     def text(self, lang: str = "en") -> str:
         """The line in ``lang``; Portuguese writes a quantity's decimals after a comma."""
@@ -137,6 +144,20 @@ class Finding:
         if self.type == "resolved":
             rec.update(about=self.about, duration_s=self.duration_s)
         return rec
+
+
+# what explains what: a deadlock makes the hangs in it (and their failures at the timeout), a
+# lost rank the ops its peers wait or fail in, a mismatch the hang that follows; hangs and
+# failures cost the job more than a slow link or a straggler
+_CAUSES = ("deadlock", "lost_rank", "mismatch", "hang", "failed", "slow", "straggler")
+
+
+def by_cause(findings: Iterable[Finding]) -> list[Finding]:
+    """Findings in the order a reader should take them: causes before what they cause (see
+    ``_CAUSES``), and among findings of one kind the newest first."""
+    def kind(f: Finding) -> int:
+        return _CAUSES.index("deadlock" if f.key[0] == "deadlock" else f.type)
+    return sorted(findings, key=lambda f: (kind(f), -f.since))
 
 
 @dataclass
@@ -164,6 +185,16 @@ class _Waits:
         if end > start:
             self.total_ns[rank] = self.total_ns.get(rank, 0) + end - start
             self.end_ns[rank] = end
+
+
+class _Wait(NamedTuple):
+    """The op a rank waits in, for a deadlock's words; ``took``: seconds it was in it before
+    it failed, None while it waits."""
+
+    op: str
+    peer: int
+    seq: int
+    took: float | None
 
 
 @dataclass
@@ -204,6 +235,8 @@ class Diagnosis:
         self._left_silent: dict[int, float] = {}  # rank lost as its job ended -> silence then
         self._jobs: dict[tuple, set[int]] = {}  # finding key -> the jobs of its ranks
         self._completed: set[tuple] = set()  # hang keys whose instance completed since
+        # hang key -> what its missing ranks did while it hung, as its failure will say
+        self._hung: dict[tuple, tuple[str, str]] = {}
         self._replacements = 0  # of the model's replaced incarnations, those looked at
         self.history: collections.deque[Finding] = collections.deque(maxlen=HISTORY)
 
@@ -245,6 +278,7 @@ class Diagnosis:
                 events.append(_resolved(old, now, wall, max(jobs) if over else None))
         self._active = current
         self._completed = set()
+        self._hung = {k: v for k, v in self._hung.items() if k in current}
         self._seen = {k: v for k, v in self._seen.items() if k in self._touched}
         self.history.extend(events)
         return events
@@ -262,13 +296,15 @@ class Diagnosis:
                 en = f"rank {r} ended before it reported anything (it crashed or was killed)"
                 pt = f"rank {r} terminou antes de enviar qualquer coisa (caiu ou foi morto)"
             else:
-                en = f"rank {r} ended without saying goodbye (it crashed or was killed)"
-                pt = f"rank {r} terminou sem se despedir (caiu ou foi morto)"
+                last_en, last_pt = _last_record(s)
+                en = f"rank {r} ended without saying goodbye (it crashed or was killed){last_en}"
+                pt = f"rank {r} terminou sem se despedir (caiu ou foi morto){last_pt}"
             f = Finding("lost_rank", (r,), None, None, en, pt, key, now, wall)
             self._active[key] = self._ended[key] = f
             events.append(f)
         self.history.extend(events)
-        return events
+        # what the others failed in without them, now that they will not come
+        return events + (self.update() if events else [])
 
     def silent(self) -> list[int]:
         """Ranks neither gone with a goodbye nor heard from for LOST_AFTER_S."""
@@ -403,14 +439,16 @@ class Diagnosis:
             waits = self._waits.get((gkey, s.rank))
             avg = s.lateness_ns / s.late / 1e6
             waited = sum(waits.total_ns.values()) / 1e9 if waits else 0.0
+            each = waited / max(len(group) - 1, 1)  # they wait at once: the sum is no wall time
             out.append(Finding(
                 "straggler", (s.rank,), group, s.seq,
                 f"rank {s.rank} arrived last at {op} in group {_group(group)} {s.late} times "
-                f"in a row, on average {avg:.0f} ms after the others, who waited {waited:.2f} s "
-                "for it",
+                f"in a row, on average {avg:.0f} ms after the others, who waited for it "
+                f"{each:.2f} s each on average ({waited:.2f} s of rank time in all)",
                 f"rank {s.rank} chegou por último em {s.late} instâncias seguidas de {op} no "
                 f"grupo {_group(group)}, em média {avg:.0f} ms depois dos outros, que "
-                f"esperaram {waited:.2f} s por ele",
+                f"esperaram por ele em média {each:.2f} s cada um ({waited:.2f} s de tempo de "
+                "rank somados)",
                 ("straggler", gkey, s.rank), now, wall,
                 links=tuple((r, s.rank) for r in group if r != s.rank)))
         return out
@@ -460,6 +498,7 @@ class Diagnosis:
         """``lost``: ranks found lost in this update."""
         out: list[Finding] = []
         waits: dict[int, set[int]] = {}  # rank -> ranks it waits on, for deadlock cycles
+        where: dict[int, _Wait] = {}  # rank -> the op it waits in, for a deadlock's words
         for (gkey, seq), entries in unmatched.items():
             group, job = self.model.groups[gkey][1], self.model.job_of(gkey)
             # a rank never heard from is not missing: its reports are (a viewer started late,
@@ -471,7 +510,7 @@ class Diagnosis:
                 continue
             inside = tuple(sorted(entries))
             live = any(e.waiting for e in entries.values())
-            gone = all(self._exited(m) for m in missing)
+            gone = all(self._gone(m, lost) for m in missing)
             # < now: they all said goodbye, or their whole job is gone
             end = self._job_end(job, now, lost)
             until = min(self._until(inside + missing, now), end)
@@ -488,15 +527,16 @@ class Diagnosis:
             for r, e in entries.items():
                 if e.waiting or e.failed:
                     waits.setdefault(r, set()).update(missing)
-            doing = [self._doing(m, wall) for m in missing]
-            why_en = "; ".join(f"{m}: {en}" for m, (en, _) in zip(missing, doing))
-            why_pt = "; ".join(f"{m}: {pt}" for m, (_, pt) in zip(missing, doing))
+                    where.setdefault(r, _Wait(e.op, -1, seq, None if e.waiting else e.took))
+            why_en, why_pt = _why(missing, [self._doing(m, wall, lost) for m in missing])
             links = tuple((r, m) for r in inside for m in missing)
             if not live:
                 out.append(self._failed(gkey, seq, op, group, entries, missing, why_en,
                                         why_pt, now, wall, links))
                 continue
             ended = until < now
+            self._hung[("hang", gkey, seq)] = _why(
+                missing, [self._doing(m, wall, lost, timed=False) for m in missing])
             out.append(Finding(
                 "hang", missing, group, seq,
                 f"{op} #{seq} in group {_group(group)} "
@@ -509,8 +549,8 @@ class Diagnosis:
                 + f": {_ranks(inside, 'pt')} dentro, {_ranks(missing, 'pt')} faltando "
                 f"({why_pt})",
                 ("hang", gkey, seq), now, wall, links=links, op=op))
-        out += self._p2p_hangs(now, wall, waits, lost)
-        out += self._deadlocks(now, wall, waits)
+        out += self._p2p_hangs(now, wall, waits, where, lost)
+        out += self._deadlocks(now, wall, waits, where, lost)
         return out
 
     def _failed(self, gkey: int, seq: int, op: str, group: tuple[int, ...],
@@ -522,6 +562,19 @@ class Diagnosis:
         failed = tuple(sorted(r for r, e in entries.items() if e.failed))
         took = max(entries[r].took for r in failed)
         one, none = len(failed) == 1, len(missing) == 1
+        key = ("hang", gkey, seq)
+        if key in self._hung:  # the timeout ended a hang: say what it found, and its cause
+            (why_en, why_pt), (cause_en, cause_pt) = self._hung[key], self._cause(failed, missing)
+            return Finding(
+                "failed", missing, group, seq,
+                f"{op} #{seq} in group {_group(group)} hung until a timeout ended it after "
+                f"{took:.1f} s: {_ranks(failed)} failed in it waiting for {_ranks(missing)} "
+                f"({why_en}){cause_en}",
+                f"{op} #{seq} no grupo {_group(group)} ficou travado até um timeout encerrá-lo "
+                f"após {took:.1f} s: {_ranks(failed, 'pt')} {'falhou' if one else 'falharam'} "
+                f"nele esperando {'pelo' if none else 'pelos'} "
+                f"{_ranks(missing, 'pt').removeprefix('os ')} ({why_pt}){cause_pt}",
+                key, now, wall, links=links, op=op, hung=True)
         return Finding(
             "failed", missing, group, seq,
             f"{_ranks(failed)} failed in {op} #{seq} in group {_group(group)} after "
@@ -530,11 +583,27 @@ class Diagnosis:
             f"grupo {_group(group)} após {took:.1f} s: nenhum registro "
             f"{'do' if none else 'dos'} {_ranks(missing, 'pt').removeprefix('os ')} "
             f"para o #{seq} ({why_pt})",
-            ("hang", gkey, seq), now, wall, links=links, op=op)
+            key, now, wall, links=links, op=op)
+
+    def _cause(self, waiting: Iterable[int], missing: Iterable[int]) -> tuple[str, str]:
+        """The deadlock that ``waiting`` and ``missing`` were in, as a clause to append, in
+        (en, pt); empty if none was found."""
+        waiting, missing = set(waiting), set(missing)
+        for key in self._active:
+            if key[0] == "deadlock" and waiting & set(key[1]) and missing & set(key[1]):
+                ranks = ",".join(map(str, sorted(key[1])))  # a cycle: two ranks at least
+                return (f"; cause: the deadlock of ranks {ranks}",
+                        f"; causa: o deadlock (espera circular) dos ranks {ranks}")
+        return "", ""
 
     def _exited(self, rank: int) -> bool:
         s = self.model.ranks.get(rank)
         return s is not None and s.exited
+
+    def _gone(self, rank: int, lost: Container[int]) -> bool:
+        """Whether ``rank`` will not come: it said goodbye, or it is found lost (before, or
+        in ``lost``: this update)."""
+        return self._exited(rank) or rank in lost or ("lost_rank", rank) in self._active
 
     def _until(self, ranks: Iterable[int], now: float) -> float:
         """``now``, or when the last of ``ranks`` left if all of them said goodbye: how long
@@ -563,7 +632,7 @@ class Diagnosis:
         return min(now, max(s.last_seen for s in members.values()))
 
     def _p2p_hangs(self, now: float, wall: int, waits: dict[int, set[int]],
-                   lost: set[int]) -> list[Finding]:
+                   where: dict[int, _Wait], lost: set[int]) -> list[Finding]:
         """Sends and receives that wait, or failed waiting, for a counterpart with no record."""
         rows = self.model.pending()[1]
         failed = np.flatnonzero((rows["flags"] & protocol.FLAG_FAILED) > 0)
@@ -582,11 +651,11 @@ class Diagnosis:
         waiters = [(r, op, peer, seq, max(0.0, secs - (now - min(self._until((r, peer), now),
                                                                  ends[job]))), took, job)
                    for r, op, peer, seq, secs, took, job in waiters]
-        # a failed one is named at once if its peer has exited: that peer will not come; a
-        # live one as a collective's (see _hangs)
+        # a failed one is named at once if its peer has exited or is lost: that peer will not
+        # come; a live one as a collective's (see _hangs)
         old = [w for w, fresh in zip(waiters, known) if w[2] >= 0 and (
             _p2p_key(w) in self._active or fresh if w[5] is None
-            else w[4] >= HANG_AFTER_S or self._exited(w[2]))]
+            else w[4] >= HANG_AFTER_S or self._gone(w[2], lost))]
         if not old:
             return []
         posted = set(zip(rows["rank"].tolist(), _is_send(rows["op"]).tolist(),
@@ -601,9 +670,18 @@ class Diagnosis:
                 continue  # the other side is there: data is moving, however slowly
             src, dst = (rank, peer) if sending else (peer, rank)
             waits.setdefault(rank, set()).add(peer)
-            en, pt = self._doing(peer, wall)
+            where.setdefault(rank, _Wait(op, peer, seq, took))
+            key = _p2p_key((rank, op, peer, seq))
+            hung = self._hung.get(key) if took is not None else None
+            # the timeout ended a hang: what it found, not what the peer did since (exited)
+            en, pt = hung or self._doing(peer, wall, lost)
+            cause_en = cause_pt = ""
             ended = min(self._until((rank, peer), now), ends[job]) < now
-            if took is not None:
+            if hung is not None:
+                wait_en, wait_pt = f"hung until a timeout ended it after {took:.1f} s waiting", \
+                    f"ficou travado até um timeout encerrá-lo após {took:.1f} s esperando"
+                cause_en, cause_pt = self._cause((rank,), (peer,))
+            elif took is not None:
                 wait_en, wait_pt = f"failed after {took:.1f} s waiting", \
                     f"falhou após {took:.1f} s esperando"
             elif ended:
@@ -615,26 +693,42 @@ class Diagnosis:
                        if sending else f"recv at {dst} from {src} #{seq} {wait_en} for its send")
             what_pt = (f"send {src} -> {dst} #{seq} {wait_pt} pelo recv"
                        if sending else f"recv em {dst} de {src} #{seq} {wait_pt} pelo send")
+            if took is None:
+                self._hung[key] = self._doing(peer, wall, lost, timed=False)
             out.append(Finding("hang" if took is None else "failed", (peer,), (src, dst), seq,
-                               f"{what_en}: no record of it from rank {peer} ({en})",
-                               f"{what_pt}: nenhum registro dele vindo do rank {peer} ({pt})",
-                               _p2p_key((rank, op, peer, seq)), now, wall,
-                               links=((src, dst),), op="recv" if sending else "send"))
+                               f"{what_en}: no record of it from rank {peer} ({en}){cause_en}",
+                               f"{what_pt}: nenhum registro dele vindo do rank {peer} ({pt})"
+                               f"{cause_pt}", key, now, wall, links=((src, dst),),
+                               op="recv" if sending else "send", hung=hung is not None))
         return out
 
-    def _deadlocks(self, now: float, wall: int, waits: dict[int, set[int]]) -> list[Finding]:
-        out, seen = [], set()
-        for cycle in _cycles(waits):
-            if cycle in seen:
-                continue
-            seen.add(cycle)
-            chain = " waits on ".join(map(str, cycle + (cycle[0],)))
-            chain_pt = " espera por ".join(map(str, cycle + (cycle[0],)))
-            out.append(Finding("hang", cycle, None, None,
-                               f"deadlock: rank {chain}",
-                               f"deadlock (espera circular): rank {chain_pt}",
-                               ("deadlock", cycle), now, wall,
-                               links=tuple(zip(cycle, cycle[1:] + cycle[:1]))))
+    def _deadlocks(self, now: float, wall: int, waits: dict[int, set[int]],
+                   where: dict[int, _Wait], lost: set[int]) -> list[Finding]:
+        """Cycles of waits, with the ranks that wait on them. Once the timeout has failed
+        every wait of a cycle, it is a failed finding, as its hangs are; once its ranks are
+        gone, it says it lasted until then."""
+        out = []
+        for cycle in dict.fromkeys(_cycles(waits)):
+            behind = _behind(waits, cycle)
+            took = [where[r].took for r in cycle]
+            over = None not in took
+            job = self.model.ranks[cycle[0]].job if cycle[0] in self.model.ranks else 0
+            ended = min(self._until(cycle, now), self._job_end(job, now, lost)) < now
+            en, pt = _deadlock_words(cycle, behind, where, past=over or ended)
+            if over:
+                head_en = f"deadlock, until a timeout ended it after {max(took):.1f} s"
+                head_pt = ("deadlock (espera circular), até um timeout encerrá-lo após "
+                           f"{max(took):.1f} s")
+            elif ended:
+                head_en, head_pt = ("deadlock, until the ranks exited",
+                                    "deadlock (espera circular), até os ranks saírem")
+            else:
+                head_en, head_pt = "deadlock", "deadlock (espera circular)"
+            links = tuple(zip(cycle, cycle[1:] + cycle[:1])) + tuple(
+                (r, q) for r, on in behind.items() for q in sorted(on))
+            out.append(Finding("failed" if over else "hang", cycle + tuple(sorted(behind)),
+                               None, None, f"{head_en}: {en}", f"{head_pt}: {pt}",
+                               ("deadlock", cycle), now, wall, links=links, hung=over))
         return out
 
     def _lost(self, now: float, wall: int) -> list[Finding]:
@@ -651,15 +745,17 @@ class Diagnosis:
                 continue
             if now - self._quiet.setdefault(r, now) < LOST_CONFIRM_S:
                 continue
+            last_en, last_pt = _last_record(s)
             if left and latest - s.last_seen <= LOST_AFTER_S:  # its job ended around it
                 silent = self._left_silent.setdefault(r, silent)  # as found: the job is over
                 out.append(Finding(
                     "lost_rank", (r,), None, None,
                     f"rank {r} ended without saying goodbye (it crashed or was killed): "
-                    f"nothing from it for {silent:.1f} s, and {_ranks(left)} said goodbye",
+                    f"nothing from it for {silent:.1f} s, and {_ranks(left)} said goodbye"
+                    f"{last_en}",
                     f"rank {r} terminou sem se despedir (caiu ou foi morto): nada dele havia "
                     f"{silent:.1f} s, e {_ranks(left, 'pt')} "
-                    f"{'já se despediu' if len(left) == 1 else 'já se despediram'}",
+                    f"{'já se despediu' if len(left) == 1 else 'já se despediram'}{last_pt}",
                     ("lost_rank", r), now, wall))
                 continue
             stuck = sorted((f for f in self.model.inflight.values() if f.rank != r),
@@ -672,15 +768,15 @@ class Diagnosis:
             if by_rank:
                 tail_en = "; " + ", ".join(f"rank {q} is stuck in {_op(f)}"
                                            for q, f in by_rank.items())
-                tail_pt = "; " + ", ".join(f"rank {q} está preso em {_op(f)}"
+                tail_pt = "; " + ", ".join(f"rank {q} está preso em {_op(f, 'pt')}"
                                            for q, f in by_rank.items())
             out.append(Finding(
                 "lost_rank", (r,), shared.group if shared else None,
                 shared.seq if shared else None,
                 f"rank {r} is lost: nothing from it for {silent:.1f} s (process died or "
-                f"network broke){tail_en}",
+                f"network broke){last_en}{tail_en}",
                 f"rank {r} perdido: nada dele há {silent:.1f} s (o processo morreu ou a rede "
-                f"caiu){tail_pt}",
+                f"caiu){last_pt}{tail_pt}",
                 ("lost_rank", r), now, wall,
                 links=tuple((q, r) for q in by_rank)))
         return out
@@ -787,13 +883,18 @@ class Diagnosis:
         return out
 
     # ---- helpers ---------------------------------------------------------------------------
-    def _doing(self, rank: int, wall: int) -> tuple[str, str]:
-        """What a rank is doing instead, in (en, pt)."""
+    def _doing(self, rank: int, wall: int, lost: Container[int] = (),
+               timed: bool = True) -> tuple[str, str]:
+        """What a rank is doing instead, in (en, pt). ``lost``: ranks found lost in this
+        update; ``timed``: with how long (not in words kept once the wait is over)."""
         s = self.model.ranks.get(rank)
         if s is None:
             return "never reported", "nunca se reportou"
         if s.exited:
             return "exited", "já saiu"
+        if rank in lost or ("lost_rank", rank) in self._active:
+            last_en, last_pt = _last_record(s)
+            return f"lost, no goodbye{last_en}", f"perdido, sem se despedir{last_pt}"
         now = self.model.clock()
         silent = self._job_end(s.job, now) - s.last_seen  # stops where its job ended
         if silent > LOST_AFTER_S:  # no goodbye: what it did last is not known
@@ -804,9 +905,14 @@ class Diagnosis:
         if mine:
             f = min(mine, key=lambda f: f.seen)
             secs = self._age(f.rank, f.op_id, self.model.clock(), f.seen)
-            return (f"in {_op(f)} for {secs:.1f} s", f"em {_op(f)} há {secs:.1f} s")
+            if not timed:
+                return f"in {_op(f)}", f"em {_op(f, 'pt')}"
+            return (f"in {_op(f)} for {secs:.1f} s", f"em {_op(f, 'pt')} há {secs:.1f} s")
         if s.last_op is None:
             return "no op yet", "nenhuma operação ainda"
+        if not timed:
+            return (f"idle since its last op, {s.last_op}",
+                    f"ocioso desde a última operação, {s.last_op}")
         secs = (wall - s.last_end_ns) / 1e9
         return (f"idle since its last op, {s.last_op}, {secs:.1f} s ago",
                 f"ocioso desde a última operação, {s.last_op}, há {secs:.1f} s")
@@ -818,6 +924,13 @@ def _p2p_key(waiter: tuple) -> tuple:
     sending = op in protocol.SENDS
     src, dst = (rank, peer) if sending else (peer, rank)
     return ("hang-p2p", src, dst, seq, sending)
+
+
+def _why(ranks: Iterable[int], doing: list[tuple[str, str]]) -> tuple[str, str]:
+    """What each of ``ranks`` does, ``3: in recv from 0 #1; 5: exited``, in (en, pt)."""
+    ranks = list(ranks)
+    return ("; ".join(f"{r}: {en}" for r, (en, _) in zip(ranks, doing)),
+            "; ".join(f"{r}: {pt}" for r, (_, pt) in zip(ranks, doing)))
 
 
 def _make_room(table: dict) -> None:
@@ -879,6 +992,45 @@ def _majority(entries: dict[int, _Entry]) -> tuple:
     return max(sigs, key=lambda s: (counts[s], -sigs.index(s)))
 
 
+def _behind(waits: dict[int, set[int]], cycle: tuple[int, ...]) -> dict[int, set[int]]:
+    """The ranks outside ``cycle`` that wait on it, directly or through one another, each with
+    the ranks it waits on among the cycle's and theirs."""
+    reached = set(cycle)
+    grew = True
+    while grew:
+        new = {r for r, on in waits.items() if r not in reached and on & reached}
+        reached |= new
+        grew = bool(new)
+    return {r: waits[r] & reached for r in sorted(reached - set(cycle))}
+
+
+def _deadlock_words(cycle: tuple[int, ...], behind: dict[int, set[int]],
+                    where: dict[int, _Wait], past: bool) -> tuple[str, str]:
+    """``rank 0 (all_reduce #3) waits on 3 (recv from 0 #1), which waits on 0; ranks 1,2
+    (all_reduce #3) wait on 3 too``, in (en, pt); ``past``: in the past tense."""
+    def at(r: int, lang: str) -> str:
+        w = where[r]
+        return f"{r} ({_call_phrase(w.op, w.peer, w.seq, lang)})"
+
+    verb_en, verb_pt = ("waited", "esperava") if past else ("waits", "espera")
+    en = f"rank {at(cycle[0], 'en')} {verb_en} on " + "".join(
+        f"{at(r, 'en')}, which {verb_en} on " for r in cycle[1:]) + str(cycle[0])
+    pt = f"rank {at(cycle[0], 'pt')} {verb_pt} por " + "".join(
+        f"{at(r, 'pt')}, que {verb_pt} por " for r in cycle[1:]) + str(cycle[0])
+    alike: dict[tuple, list[int]] = {}  # the waiters in the same op on the same ranks
+    for r, on in behind.items():
+        alike.setdefault((tuple(sorted(on)), where[r][:3]), []).append(r)
+    for (on, _), ranks in alike.items():
+        targets, many = ",".join(map(str, on)), len(ranks) > 1
+        plural_en = "waited" if past else ("wait" if many else "waits")
+        plural_pt = verb_pt + ("m" if many else "")
+        en += f"; {_ranks(ranks)} ({_call_phrase(*where[ranks[0]][:3])}) {plural_en} on " \
+              f"{targets} too"
+        pt += f"; {_ranks(ranks, 'pt')} ({_call_phrase(*where[ranks[0]][:3], 'pt')}) também " \
+              f"{plural_pt} por {targets}"
+    return en, pt
+
+
 def _cycles(waits: dict[int, set[int]]) -> list[tuple[int, ...]]:
     """Simple cycles of the wait-for graph, each rotated to start at its lowest rank."""
     found = []
@@ -904,13 +1056,27 @@ def _call(e: _Entry) -> str:
     return f"{e.op} ({e.size} B{dtype})"
 
 
-def _op(f: Any) -> str:
-    """An in-flight op as a phrase: `all_reduce #3`, `recv from 0 #2`, `send to 1 #2`."""
-    if f.op in protocol.SENDS:
-        return f"{f.op} to {f.peer} #{f.seq}"
-    if f.op in protocol.RECVS:
-        return f"{f.op} from {f.peer} #{f.seq}"
-    return f"{f.op} #{f.seq}"
+def _op(f: Any, lang: str = "en") -> str:
+    """An in-flight op as a phrase (see ``_call_phrase``)."""
+    return _call_phrase(f.op, f.peer, f.seq, lang)
+
+
+def _call_phrase(op: str, peer: int, seq: int, lang: str = "en") -> str:
+    """An op as a phrase: `all_reduce #3`, `recv from 0 #2`, `send to 1 #2` (`de`, `para`)."""
+    if op in protocol.SENDS:
+        return f"{op} {'to' if lang == 'en' else 'para'} {peer} #{seq}"
+    if op in protocol.RECVS:
+        return f"{op} {'from' if lang == 'en' else 'de'} {peer} #{seq}"
+    return f"{op} #{seq}"
+
+
+def _last_record(s: Any) -> tuple[str, str]:
+    """A rank's last completed op, as a clause to append, in (en, pt); empty if it had none."""
+    if s is None or s.last_op is None:
+        return "", ""
+    call = (_call_phrase(s.last_op, s.last_peer, s.last_seq),
+            _call_phrase(s.last_op, s.last_peer, s.last_seq, "pt"))
+    return f"; its last record: {call[0]}", f"; seu último registro: {call[1]}"
 
 
 def _ranks(ranks: Iterable[int], lang: str = "en") -> str:

@@ -92,6 +92,8 @@ class RankState:
     bytes_out: int = 0
     bytes_in: int = 0
     last_op: str | None = None
+    last_seq: int = 0    # of last_op
+    last_peer: int = -1  # of last_op: a send's or receive's peer, else -1
     last_end_ns: int = 0
     job: int = 0  # the job generation of this incarnation (1, 2, ...); 0 before a heartbeat
     inc: int = 0  # its incarnation id (protocol ``inc``), 0 for a rank that sends none
@@ -624,6 +626,7 @@ class Model:
             last = int(np.flatnonzero(mine)[np.argmax(rows["t_end"][mine])])
             if rows["t_end"][last] >= state.last_end_ns:
                 state.last_op = protocol.OPS[rows["op"][last]]
+                state.last_seq, state.last_peer = int(rows["seq"][last]), int(rows["peer"][last])
                 state.last_end_ns = int(rows["t_end"][last])
 
     def _sizes(self, rows: dict[str, np.ndarray], n: np.ndarray) -> np.ndarray:
