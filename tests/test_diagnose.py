@@ -325,10 +325,11 @@ def test_failed_collective_whose_peer_crashed_unheard_says_only_what_is_known():
     assert "never" not in f.message and "mismatch" not in f.message
     assert f.message == ("rank 1 failed in all_reduce #2 in group 0,1 after 0.0 s: no record "
                          "from rank 0 for #2 (0: silent for 1.2 s, no goodbye: it may have "
-                         "crashed inside the call)")
+                         "crashed inside the call; its last record: all_reduce #1)")
     assert f.text("pt") == ("rank 1 falhou em all_reduce #2 no grupo 0,1 após 0,0 s: nenhum "
                             "registro do rank 0 para o #2 (0: em silêncio há 1,2 s, sem se "
-                            "despedir: pode ter caído dentro da chamada)")
+                            "despedir: pode ter caído dentro da chamada; seu último registro: "
+                            "all_reduce #1)")
     assert "nunca" not in f.text("pt")
 
 
@@ -578,6 +579,62 @@ def test_finish_names_ranks_that_ended_without_goodbye():
     clock.advance(10)
     assert diag.update() == []     # and held: the job is over, it is not "resolved"
     assert _types(diag.findings()) == [("lost_rank", (1,), None, None)]
+
+
+def _crash_demo(clock, model):
+    """The crash demo: rank 2 is killed after all_reduce #3; the others fail in #4 at once
+    (connection closed) and leave with a goodbye."""
+    for seq in (1, 2, 3):
+        model.apply(_instance(seq))
+    clock.advance(0.3)
+    model.apply([op_batch(r, [_rec(4, 4000, 4010, flags=8)], G4) for r in (0, 1, 3)]
+                + [bye(r) for r in (0, 1, 3)])
+
+
+CRASH_FAILED = ("ranks 0,1,3 failed in all_reduce #4 in group 0-3 after 0.0 s: no record from "
+                "rank 2 for #4 (2: lost, no goodbye; its last record: all_reduce #3)")
+
+
+def test_finish_names_where_a_lost_rank_left_its_peers():
+    """User trial (crash demo): '1 failed', and the only finding named rank 2, not where it
+    was last nor the all_reduce the others failed in without it."""
+    clock, model, diag = _setup()
+    _crash_demo(clock, model)
+    assert diag.update() == []  # rank 2's record of #4 may still be on its way
+    lost, failed = diag.finish(range(4))
+    assert (lost.type, lost.ranks) == ("lost_rank", (2,))
+    assert lost.message == ("rank 2 ended without saying goodbye (it crashed or was killed); "
+                            "its last record: all_reduce #3")
+    assert lost.text("pt") == ("rank 2 terminou sem se despedir (caiu ou foi morto); seu último "
+                               "registro: all_reduce #3")
+    assert _types([failed]) == [("failed", (2,), (0, 1, 2, 3), 4)]
+    assert failed.message == CRASH_FAILED and not failed.hung
+    assert failed.text("pt") == (
+        "os ranks 0,1,3 falharam em all_reduce #4 no grupo 0-3 após 0,0 s: nenhum registro do "
+        "rank 2 para o #4 (2: perdido, sem se despedir; seu último registro: all_reduce #3)")
+    assert [f.type for f in diagnose.by_cause(diag.findings())] == ["lost_rank", "failed"]
+
+
+def test_a_rank_found_lost_live_names_the_op_its_peers_failed_in_at_once():
+    """The same seen live (the TUI): once rank 2 is found lost, it will not come."""
+    clock, model, diag = _setup()
+    _crash_demo(clock, model)
+    found = []
+    for _ in range(15):
+        clock.advance(0.1)
+        found += diag.update()
+    assert _types(found) == [("lost_rank", (2,), None, None), ("failed", (2,), (0, 1, 2, 3), 4)]
+    assert found[0].message.endswith("ranks 0,1,3 said goodbye; its last record: all_reduce #3")
+    assert found[1].message == CRASH_FAILED
+
+
+def test_a_lost_ranks_last_record_names_a_peer():
+    clock, model, diag = _setup(world=2)
+    model.apply([op_batch(0, [_rec(2, 0, 1, op="send", peer=1)], G4),
+                 op_batch(1, [_rec(2, 0, 1, op="recv", peer=0)], G4), bye(0)])
+    (lost,) = diag.finish([0, 1])
+    assert lost.message.endswith("its last record: recv from 0 #2")
+    assert lost.text("pt").endswith("seu último registro: recv de 0 #2")
 
 
 def test_finish_names_a_rank_that_ended_before_reporting_anything():

@@ -52,7 +52,8 @@ def test_straggler_named_within_five_instances(procs, tmp_path):
     (f,) = _diags(lines)  # nothing else: no hang, no lost rank
     assert (f["type"], f["ranks"], f["group"]) == ("straggler", [WORLD - 1], GROUP)
     assert f["seq"] <= 5
-    assert re.search(r"on average (19\d|2\d\d) ms after the others", f["message"]), f
+    assert re.search(r"on average (19\d|2\d\d) ms after the others, who waited for it "
+                     r"[\d.]+ s each on average \([\d.]+ s of rank time in all\)", f["message"]), f
     detectable = max(op["t_end_ns"] for op in _ops(lines, f["seq"]))
     assert 0 <= f["t_ns"] - detectable < 2 * S
     assert f"!! straggler: rank {WORLD - 1} arrived last" in out
@@ -74,8 +75,16 @@ def test_hang_names_the_collective_and_the_missing_rank(procs, tmp_path):
     assert f["t_ns"] < min(op["t_end_ns"] for op in inside)  # named while the job still hung
     p2p = [f for f in _diags(lines, "hang") if f["group"] == [0, WORLD - 1]]
     assert [(f["ranks"], f["seq"]) for f in p2p] == [([0], 1)]
-    assert any(f["message"] == f"deadlock: rank 0 waits on {WORLD - 1} waits on 0"
-               for f in _diags(lines, "hang"))
+    assert [f["ranks"] for f in _diags(lines, "hang") if f["group"] is None] == [[0, 3, 1, 2]]
+    assert "deadlock: rank 0 (all_reduce #3) waits on 3 (recv from 0 #1), which waits on 0; " \
+        "ranks 1,2 (all_reduce #3) wait on 3 too" in out
+    # the timeout ends them all: each failure says so, and names the deadlock as the cause
+    failed = _diags(lines, "failed")
+    assert sorted(f["group"] or [] for f in failed) == [[], GROUP, [0, 3]], failed
+    assert all("until a timeout ended it after 6.0 s" in f["message"] for f in failed), failed
+    assert all("cause: the deadlock of ranks 0,3" in f["message"]
+               for f in failed if f["group"]), failed
+    assert "exited" not in "".join(f["message"] for f in failed)
     assert not _diags(lines, "resolved") and not _diags(lines, "lost_rank")
 
 
@@ -94,6 +103,17 @@ def test_crash_names_the_lost_rank(procs, tmp_path):
     detectable = max(beats) + diagnose.LOST_AFTER_S * S
     assert lost[0]["t_ns"] - detectable < 2 * S
     assert f"!! lost_rank: rank {victim}" in out
+    # where: the all_reduce the others failed in without it, after its last record
+    (failed,) = _diags(lines, "failed")
+    assert (failed["ranks"], failed["seq"]) == ([victim], 4), failed
+    assert failed["message"].startswith("ranks 0,1,3 failed in all_reduce #4 in group 0-3 ")
+    # (found lost by then, or still confirming: "silent for 1.1 s, no goodbye: it may have...")
+    assert re.search(rf"\({victim}: (lost|silent).*; its last record: all_reduce #3\)$",
+                     failed["message"]), failed
+    assert lost[0]["message"].endswith("its last record: all_reduce #3")
+    # the line of kept logs is the last of the end lines, after the findings
+    assert out.index("!! failed: ") < out.index("rank logs kept in ")
+    assert out.index("!! lost_rank: ") < out.index("rank logs kept in ")
     # the steps before the crash are whole: every rank's records reached the viewer
     assert re.search(r"^all_reduce\s+4\s+\d+\s+3\s", out, re.M), out
 

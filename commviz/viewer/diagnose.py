@@ -253,8 +253,9 @@ class Diagnosis:
         current: dict[tuple, Finding] = dict(self._ended)
         lost = self._lost(now, wall)
         gone = {f.ranks[0] for f in lost}
-        for found in (self._straggling(now, wall), self._hangs(now, wall, unmatched, gone),
-                      lost, self._mismatches(now, wall, unmatched), self._slow(now, wall)):
+        # a lost rank before what it leaves its peers in (a hang, a failed op)
+        for found in (self._straggling(now, wall), lost, self._hangs(now, wall, unmatched, gone),
+                      self._mismatches(now, wall, unmatched), self._slow(now, wall)):
             for f in found:
                 current.setdefault(f.key, f)
         events = self._replaced(now, wall)
@@ -892,15 +893,15 @@ class Diagnosis:
             return "never reported", "nunca se reportou"
         if s.exited:
             return "exited", "já saiu"
+        last_en, last_pt = _last_record(s)
         if rank in lost or ("lost_rank", rank) in self._active:
-            last_en, last_pt = _last_record(s)
             return f"lost, no goodbye{last_en}", f"perdido, sem se despedir{last_pt}"
         now = self.model.clock()
         silent = self._job_end(s.job, now) - s.last_seen  # stops where its job ended
         if silent > LOST_AFTER_S:  # no goodbye: what it did last is not known
             return (f"silent for {silent:.1f} s, no goodbye: it may have crashed inside the "
-                    "call", f"em silêncio há {silent:.1f} s, sem se despedir: pode ter caído "
-                    "dentro da chamada")
+                    f"call{last_en}", f"em silêncio há {silent:.1f} s, sem se despedir: pode "
+                    f"ter caído dentro da chamada{last_pt}")
         mine = [f for f in self.model.inflight.values() if f.rank == rank]
         if mine:
             f = min(mine, key=lambda f: f.seen)

@@ -60,15 +60,16 @@ def run(session: Session, ranks: Ranks | None = None, out: TextIO = sys.stdout,
         try:
             if ranks is not None:
                 ranks.stop()
+            # a watcher (no ranks of its own) names the ranks that went silent without a goodbye
+            session.close(ended=None if ranks is None else
+                          [rp.rank for rp in ranks.procs if not rp.stopped])
+            printer.flush()
+            if ranks is not None:  # the last of the end lines, after what the ranks left
                 if ranks.failed():
                     code = 1
                     print(explain.ui(ranks.logs, lang).format(dir=ranks.logdir), file=out)
                 else:
                     ranks.cleanup_logs()
-            # a watcher (no ranks of its own) names the ranks that went silent without a goodbye
-            session.close(ended=None if ranks is None else
-                          [rp.rank for rp in ranks.procs if not rp.stopped])
-            printer.flush()
             printer.summary()
         finally:
             for sig, handler in previous.items():
