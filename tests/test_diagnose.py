@@ -884,12 +884,21 @@ def test_findings_are_recorded_as_diag_lines_that_stats_skips(tmp_path):
     assert list(recording.read(path)) == []  # stats reads ops and ranks only
 
 
-@pytest.mark.parametrize("kind", diagnose.TYPES)
+@pytest.mark.parametrize("kind", diagnose.TYPES + ("timeout",))  # and Finding.topic's
 @pytest.mark.parametrize("lang", ["en", "pt"])
 def test_every_type_has_advice_in_both_languages(kind, lang):
     title, meaning, check = advice(kind, lang)
     assert title and len(meaning) > 40 and len(check) > 40
     assert advice(kind, "pt") != advice(kind, "en")
+
+
+def test_a_hang_ended_by_a_timeout_is_advised_on_the_hang_not_on_data_sizes():
+    """User trial: the failed recv of the hang demo came with gloo's "Received data size
+    doesn't match" to look for, irrelevant once the op had been found hung."""
+    _, meaning, check = advice("timeout")
+    assert "timeout" in meaning and "hang" in meaning
+    assert "data size" not in check and "different number of steps" in check
+    assert "Received data size" in advice("failed")[2]  # a failure that came as such keeps it
 
 
 def test_tables_stay_bounded_when_sizes_keep_changing(monkeypatch):

@@ -1652,8 +1652,8 @@ def _crashed(session: FakeSession) -> None:
             ("failed", "recv at 1 from 0 #1 failed after 6.0 s waiting for its send: rank 0 "
              "never posted it (exited)", "recv em 1 de 0 #1 falhou após 6.0 s esperando o "
              "send: o rank 0 nunca o postou (saiu)")]
-    live = [Finding(kind, (0, 1), (0, 1), 1, en, pt, (kind, i), 0.0, 0)
-            for i, (kind, en, pt) in enumerate(said)]
+    live = [Finding(kind, (0, 1), (0, 1), 1, en, pt, ("deadlock", (0, 1)) if i == 0 else (kind, i),
+                    0.0, 0) for i, (kind, en, pt) in enumerate(said)]
     session.model.findings = lambda: live  # type: ignore[method-assign]
 
 
@@ -1684,7 +1684,7 @@ async def test_the_findings_panel_shows_what_to_check_whole_and_scrolls_to_the_r
     session = FakeSession()
     session.feed(heartbeats(4) + scripted_all_reduce(world=4))
     _crashed(session)
-    title, means, check = advice("failed", lang)
+    title, means, check = advice("hang", lang)  # the deadlock leads: it explains the others
     app = make_app(session, lang=lang)
     async with app.run_test(size=size) as pilot:
         await frame(pilot)

@@ -14,7 +14,7 @@ from rich.text import Text
 from .. import costmodel, explain, protocol, schedule_notes, schedules
 from ..bandwidth import gbps_text
 from ..viewer import findings_text, text
-from ..viewer.diagnose import Finding
+from ..viewer.diagnose import Finding, by_cause
 from ..viewer.model import HostClock, Instance, Model
 from .animation import AnimFrame
 
@@ -529,26 +529,28 @@ FINDINGS_HISTORY = 3  # ended findings listed under the live ones
 
 
 def findings_lead(model: Model, lang: str) -> Text:
-    """The newest live finding and what to check for it, whole: the panel grows to show
-    this much at least (the most important text on screen while a job is in trouble)."""
-    live = model.findings()
+    """The finding that explains the others (``diagnose.by_cause``: a deadlock before the
+    hangs and failures it makes, a lost rank before what its peers fail in) and what to check
+    for it, whole: the panel grows to show this much at least (the most important text on
+    screen while a job is in trouble)."""
+    live = by_cause(model.findings())
     out = Text()
     if live:
-        _finding(out, live[-1], lang)
+        _finding(out, live[0], lang)
         out.append(f"{explain.ui('check', lang)}: ", style="bold")
-        out.append(findings_text.advice(live[-1].type, lang)[2] + "\n", style="italic")
+        out.append(findings_text.advice(live[0].topic, lang)[2] + "\n", style="italic")
     return out
 
 
 def findings(model: Model, lang: str) -> Text:
-    """The live diagnosis: ``findings_lead``, then the other findings that hold now (newest
-    first), what the newest means, and the last few that ended."""
-    live = model.findings()
+    """The live diagnosis: ``findings_lead``, then the other findings that hold now (in the
+    same order), what the lead means, and the last few that ended."""
+    live = by_cause(model.findings())
     out = findings_lead(model, lang)
-    for f in reversed(live[:-1]):
+    for f in live[1:]:
         _finding(out, f, lang)
     if live:
-        title, means, _ = findings_text.advice(live[-1].type, lang)
+        title, means, _ = findings_text.advice(live[0].topic, lang)
         out.append(f"{title}: ", style="bold")
         out.append(means + "\n", style="italic")
     history = getattr(model.diagnosis, "history", ())

@@ -65,6 +65,25 @@ ADVICE: dict[str, tuple[dict[str, str], dict[str, str]]] = {
         aponta um par que morreu; um timeout, um que foi por outro caminho (coletivo dentro
         de um `if`, outro número de passos)."""),
     ),
+    "timeout": (  # a failed op found hung (or deadlocked) first: Finding.topic
+        _t("""Ranks waited in an operation that could not complete (found as a hang or a
+        deadlock before it failed) until the process group's timeout made the backend raise:
+        the failure is the end of the hang, not a new fault, and its cause is the hang's.""",
+           """Ranks esperaram numa operação que não podia terminar (apontada antes como
+        travamento ou deadlock) até o timeout do process group fazer o backend levantar um
+        erro: a falha é o fim do travamento, não um defeito novo, e a causa é a do
+        travamento."""),
+        _t("""What the hang named: why the missing ranks were elsewhere (a collective inside an
+        `if` that depends on the rank or on the data, an early `continue`/`return`, a different
+        number of steps per rank); in a deadlock, the order in which each rank posts its sends,
+        receives and collectives. The timeout errors in the ranks' logs only say how long they
+        waited.""",
+           """O que o travamento apontou: por que os ranks que faltavam estavam em outro lugar
+        (um coletivo dentro de um `if` que depende do rank ou dos dados, um
+        `continue`/`return` antecipado, um número diferente de passos por rank); num deadlock,
+        a ordem em que cada rank posta seus sends, recvs e coletivos. Os erros de timeout nos
+        logs dos ranks só dizem quanto tempo eles esperaram."""),
+    ),
     "lost_rank": (
         _t("""A rank stopped reporting without saying goodbye: its process died (crash, out of
         memory, killed) or its network broke. Its peers are stuck in whatever they share
@@ -118,6 +137,7 @@ TITLES: dict[str, dict[str, str]] = {
     "straggler": {"en": "Straggler", "pt": "Rank atrasado"},
     "hang": {"en": "Hang", "pt": "Travamento"},
     "failed": {"en": "Failed operation", "pt": "Operação que falhou"},
+    "timeout": {"en": "Hang ended by a timeout", "pt": "Travamento encerrado por timeout"},
     "lost_rank": {"en": "Lost rank", "pt": "Rank perdido"},
     "mismatch": {"en": "Mismatch", "pt": "Incompatibilidade"},
     "slow": {"en": "Slow link", "pt": "Enlace lento"},
@@ -126,7 +146,8 @@ TITLES: dict[str, dict[str, str]] = {
 
 
 def advice(kind: str, lang: str = "en") -> tuple[str, str, str]:
-    """(title, what it means, what to check) for a finding type, in ``lang``."""
+    """(title, what it means, what to check) for a finding type or topic (``Finding.topic``),
+    in ``lang``."""
     if lang not in LANGS:
         raise ValueError(f"unknown language {lang!r}; available: {', '.join(LANGS)}")
     meaning, check = ADVICE[kind]
