@@ -18,23 +18,26 @@ Thresholds and why:
   the late one together); a single late arrival is noise. Once named, cleared only after 3
   instances in a row of that collective on time, so a rank late most of the time does not
   flicker. What the others waited for it is the union of their waits (per waiting rank):
-  DDP's bucket all_reduces overlap, and the same wait is not counted twice.
+  DDP's bucket all_reduces overlap, and the same wait is not counted twice. It is said per
+  waiting rank and summed as rank time: they wait at the same time, the sum is no wall time.
 * hang: an instance entered by some ranks and not others for more than 1 s (no healthy
   demo came near it in 10 minutes on a loaded 2-core machine: bench/false_findings.py),
   while someone still waits in it; the same for a send or receive whose counterpart never
-  came; cycles of such waits are deadlocks. How long an op has waited is counted on the
-  viewer's clock from when its in-flight record arrived (it is sent 20 ms after the op
-  began), not from the rank's t_start: hosts' clocks may disagree by more than the
-  threshold. Once every rank involved has said goodbye, or every rank of its job is gone
+  came; cycles of such waits are deadlocks, named with the op each of its ranks waits in and
+  the ranks that wait on them. How long an op has waited is counted on the viewer's clock
+  from when its in-flight record arrived (it is sent 20 ms after the op began), not from the
+  rank's t_start: hosts' clocks may disagree by more than the threshold. Once every rank involved has said goodbye, or every rank of its job is gone
   (said goodbye, replaced, or found lost), that count stops where the last one was heard
   from: a wait nobody is in any more does not grow, and no new hang is named in a job that
   is gone (nobody is left to wait).
 * failed: the same, once no rank waits in it any more and some failed in it (the backend
   raised: a peer closed the connection, the timeout): named with how long they were in it,
   at once if every missing rank has exited (it will not come), else after 1 s like a hang
-  (its record may still be on its way). Its key is the hang's, so a hang that ends in
-  failure becomes this finding, not a resolution; its words are kept as first found (what
-  the missing ranks did then), nothing in them counts on.
+  (its record may still be on its way); a missing rank found lost will not come either. Its
+  key is the hang's, so a hang that ends in failure becomes this finding, not a resolution,
+  and says the timeout ended the hang, with what the missing ranks did while it hung (they
+  may have exited since) and the deadlock that caused it; a deadlock whose every wait failed
+  becomes one too. Its words are kept as first found, nothing in them counts on.
 * lost rank: no message for 2 heartbeat intervals (the emitter beats every 0.5 s) while
   another rank kept reporting for that long after it went quiet, still so 0.2 s later:
   when every rank falls silent at once the viewer or the whole machine stalled (or the job
