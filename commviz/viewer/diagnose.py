@@ -26,10 +26,11 @@ Thresholds and why:
   came; cycles of such waits are deadlocks, named with the op each of its ranks waits in and
   the ranks that wait on them. How long an op has waited is counted on the viewer's clock
   from when its in-flight record arrived (it is sent 20 ms after the op began), not from the
-  rank's t_start: hosts' clocks may disagree by more than the threshold. Once every rank involved has said goodbye, or every rank of its job is gone
-  (said goodbye, replaced, or found lost), that count stops where the last one was heard
-  from: a wait nobody is in any more does not grow, and no new hang is named in a job that
-  is gone (nobody is left to wait).
+  rank's t_start: hosts' clocks may disagree by more than the threshold. Once every rank
+  involved has said goodbye, or every rank of its job is gone (said goodbye, replaced, or
+  found lost), that count stops where the last one was heard from: a wait nobody is in any
+  more does not grow, and no new hang is named in a job that is gone (nobody is left to
+  wait).
 * failed: the same, once no rank waits in it any more and some failed in it (the backend
   raised: a peer closed the connection, the timeout): named with how long they were in it,
   at once if every missing rank has exited (it will not come), else after 1 s like a hang
