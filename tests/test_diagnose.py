@@ -628,6 +628,30 @@ def test_a_rank_found_lost_live_names_the_op_its_peers_failed_in_at_once():
     assert found[1].message == CRASH_FAILED
 
 
+def test_a_rank_stopped_inside_the_op_its_peers_failed_in_does_not_keep_it_a_hang():
+    """The crash demo in the TUI: the launcher stops rank 0 inside all_reduce #4 (in flight,
+    then a goodbye) while 1 and 3 failed in it: nothing waits in it any more, it failed; rank
+    0, gone, is not 'stuck in all_reduce #4', and the silence stops growing with the job."""
+    clock, model, diag = _setup()
+    for seq in (1, 2, 3):
+        model.apply(_instance(seq))
+    clock.advance(0.3)
+    model.apply([op_batch(r, [_rec(4, 4000, 4010, flags=8)], G4) for r in (1, 3)]
+                + [_in_flight(0, 4, 4000, op_id=4), bye(1), bye(3)])
+    clock.advance(1.0)
+    model.apply([bye(0)])
+    found = []
+    for _ in range(15):
+        clock.advance(0.1)
+        found += diag.update()
+    assert _types(found) == [("failed", (2,), (0, 1, 2, 3), 4), ("lost_rank", (2,), None, None)]
+    assert found[0].message.startswith("ranks 1,3 failed in all_reduce #4 in group 0-3 after ")
+    assert "stuck" not in found[1].message
+    clock.advance(10)
+    diag.update()
+    assert [f.message for f in diag.findings()] == [f.message for f in found]
+
+
 def test_a_lost_ranks_last_record_names_a_peer():
     clock, model, diag = _setup(world=2)
     model.apply([op_batch(0, [_rec(2, 0, 1, op="send", peer=1)], G4),

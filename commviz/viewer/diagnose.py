@@ -514,7 +514,10 @@ class Diagnosis:
             if not missing or not any(e.waiting or e.failed for e in entries.values()):
                 continue
             inside = tuple(sorted(entries))
-            live = any(e.waiting for e in entries.values())
+            # a rank that said goodbye inside it (stopped there) waits no more: with others
+            # failed in it, it is a failed op
+            failing = any(e.failed for e in entries.values())
+            live = any(e.waiting and not (failing and self._exited(r)) for r, e in entries.items())
             gone = all(self._gone(m, lost) for m in missing)
             # < now: they all said goodbye, or their whole job is gone
             end = self._job_end(job, now, lost)
@@ -763,8 +766,10 @@ class Diagnosis:
                     f"{'já se despediu' if len(left) == 1 else 'já se despediram'}{last_pt}",
                     ("lost_rank", r), now, wall))
                 continue
-            stuck = sorted((f for f in self.model.inflight.values() if f.rank != r),
-                           key=lambda f: f.seen)
+            if self._job_end(s.job, now, (r,)) < now:  # its job is over: the silence as found
+                silent = self._left_silent.setdefault(r, silent)
+            stuck = sorted((f for f in self.model.inflight.values()
+                            if f.rank != r and not self._exited(f.rank)), key=lambda f: f.seen)
             by_rank: dict[int, Any] = {}
             for f in stuck:
                 by_rank.setdefault(f.rank, f)
