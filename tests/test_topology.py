@@ -317,6 +317,35 @@ def test_a_batch_to_both_neighbours_is_one_round_and_sends_in_turn_keep_their_or
     assert [(t[0].src, t[0].dst) for t in shown] == [(0, 1), (0, 2), (0, 3)]
 
 
+def test_a_ring_on_pairs_used_before_is_replayed_as_rounds() -> None:
+    """The tour (`commviz demo all`): rank 0's sends to 1, 2, 3 number 0 -> 1 #1 to #3, so
+    its ring's isends on 0 -> 1 are #4 to #6 while the other pairs' are #1 to #3; the trial
+    saw the ring's steps replayed hop by hop. A round takes each pair's next transfer."""
+    clock, a = animator(max_waiting=16)
+    for dst in (1, 2, 3):  # the last step of the sends: each in turn, one frame each
+        t = 3_000_000 + dst * 1000
+        a.enqueue(Instance("send", (0, dst), 3, 4096, t, t, t + 500, "float32", None, None),
+                  None)
+    for k in range(1, 4):
+        for src in (2, 3, 0, 1):  # arriving one rank's batch after another
+            t = 10_000_000 + k * 1_000_000 + src * 1000
+            seq = k + 3 if src == 0 else k
+            a.enqueue(Instance("isend", (src, (src + 1) % 4), seq, 4096, t, t, t + 500,
+                               "float32", None, None), None)
+    shown = [frame_at(a, clock, GATHER_S + 0.1 + 0.6 * k) for k in range(6)]
+    assert [f.instance.op for f in shown] == ["send"] * 3 + ["isend"] * 3
+    ring = shown[3:]
+    assert [sorted((t.src, t.dst) for t in f.transfers) for f in ring] == \
+        [[(0, 1), (1, 2), (2, 3), (3, 0)]] * 3
+    assert [sorted(i.seq for i in f.members) for f in ring] == [[k, k, k, k + 3]
+                                                                 for k in (1, 2, 3)]
+    assert ring[1].label == "4 isends in one round (each pair's next, #2 to #5): " \
+        "0 -> 1, 1 -> 2, 2 -> 3, 3 -> 0, 4.0 KiB each"
+    assert frame_label(ring[1], "pt") == "4 isend numa rodada (o próximo de cada par, " \
+        "nº 2 a 5): 0 -> 1, 1 -> 2, 2 -> 3, 3 -> 0, 4,0 KiB cada"
+    assert counts_add_up(a) and a.skipped == 0
+
+
 def test_a_round_still_arriving_is_not_drawn_until_its_transfers_had_time_to_come() -> None:
     clock, a = animator()
     a.enqueue(_hop(0, 1, 0, 1000), None)
