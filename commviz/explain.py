@@ -1332,9 +1332,9 @@ _UI_PAIRS: dict[str, tuple[str, str]] = {
                 "{n} {op} ao mesmo tempo{times}: {pairs}, {size}"),
     "round": ("{n} {op}s in one round (each pair's #{seq}){times}: {pairs}, {size}",
               "{n} {op} numa rodada (o nº {seq} de cada par){times}: {pairs}, {size}"),
-    "round numbered": ("{n} {op}s in one round (each pair's next, #{seq} to #{last}){times}: "
+    "round numbered": ("{n} {op}s in one round (each pair's next, #{seq}-#{last}){times}: "
                        "{pairs}, {size}",
-                       "{n} {op} numa rodada (o próximo de cada par, nº {seq} a {last}){times}: "
+                       "{n} {op} numa rodada (o próximo de cada par, nº {seq}-{last}){times}: "
                        "{pairs}, {size}"),
     "and more": (" and {n} more", " e mais {n}"),
     "each": ("{size} each", "{size} cada"),

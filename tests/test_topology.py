@@ -342,10 +342,10 @@ def test_a_ring_on_pairs_used_before_is_replayed_as_rounds() -> None:
         [[(0, 1), (1, 2), (2, 3), (3, 0)]] * 3
     assert [sorted(i.seq for i in f.members) for f in ring] == [[k, k, k, k + 3]
                                                                  for k in (1, 2, 3)]
-    assert ring[1].label == "4 isends in one round (each pair's next, #2 to #5): " \
+    assert ring[1].label == "4 isends in one round (each pair's next, #2-#5): " \
         "0 -> 1, 1 -> 2, 2 -> 3, 3 -> 0, 4.0 KiB each"
     assert frame_label(ring[1], "pt") == "4 isend numa rodada (o próximo de cada par, " \
-        "nº 2 a 5): 0 -> 1, 1 -> 2, 2 -> 3, 3 -> 0, 4,0 KiB cada"
+        "nº 2-5): 0 -> 1, 1 -> 2, 2 -> 3, 3 -> 0, 4,0 KiB cada"
     assert counts_add_up(a) and a.skipped == 0
 
 
