@@ -424,7 +424,7 @@ def replay_roles(frame: AnimFrame, live: Mapping[int, Text | str], flagged: Coll
 
 def _draw_states(canvas: _Canvas, where: Mapping[int, tuple[int, int]],
                  states: Mapping[int, Text | str],
-                 paths: Collection[tuple[int, int]] = ()) -> None:
+                 paths: Collection[tuple[int, int]]) -> None:
     """Each rank's state where it first fits with a blank cell either side: above or below
     its label away from the centre, then beside it (right, left), then towards the centre
     (where the transfers' paths run); off the ``paths``' cells where it can be, else over
