@@ -1332,6 +1332,10 @@ _UI_PAIRS: dict[str, tuple[str, str]] = {
                 "{n} {op} ao mesmo tempo{times}: {pairs}, {size}"),
     "round": ("{n} {op}s in one round (each pair's #{seq}){times}: {pairs}, {size}",
               "{n} {op} numa rodada (o nº {seq} de cada par){times}: {pairs}, {size}"),
+    "round numbered": ("{n} {op}s in one round (each pair's next, #{seq}-#{last}){times}: "
+                       "{pairs}, {size}",
+                       "{n} {op} numa rodada (o próximo de cada par, nº {seq}-{last}){times}: "
+                       "{pairs}, {size}"),
     "and more": (" and {n} more", " e mais {n}"),
     "each": ("{size} each", "{size} cada"),
     "sizes from to": ("{low} to {high}", "de {low} a {high}"),
@@ -1339,6 +1343,9 @@ _UI_PAIRS: dict[str, tuple[str, str]] = {
     "copies": (" copies", " copia"),
     "adds short": (" reduce ", " soma "),
     "copies short": (" copy", " cópia"),
+    "transfer": (" transfer (what the receiver does with it is not known)",
+                 " transferência (o que o receptor faz com ela não se sabe)"),
+    "transfer short": (" transfer", " transferência"),
     "do not fit": ("ranks {first}..{last} do not fit · ", "ranks {first}..{last} não cabem · "),
     "heatmap cell": ("{n} ranks a cell · ", "{n} ranks por célula · "),
     "heatmap": ("bytes sent row → column over the operation (schematic), this step coloured",

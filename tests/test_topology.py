@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import math
+import re
 import subprocess
 import sys
 
@@ -22,6 +23,7 @@ from commviz import explain, schedules
 from commviz.schedules import Transfer
 from commviz.tui.animation import GATHER_S, SPEEDS, Animator, AnimFrame, frame_label, plan
 from commviz.tui.topology import (
+    ALERT,
     MARKER,
     NVLINK_CELLS,
     NVLINK_STYLE,
@@ -35,6 +37,7 @@ from commviz.tui.topology import (
     path_of,
     rank_states,
     render_topology,
+    replay_roles,
 )
 from commviz.viewer.model import Instance, Model
 
@@ -317,6 +320,35 @@ def test_a_batch_to_both_neighbours_is_one_round_and_sends_in_turn_keep_their_or
     assert [(t[0].src, t[0].dst) for t in shown] == [(0, 1), (0, 2), (0, 3)]
 
 
+def test_a_ring_on_pairs_used_before_is_replayed_as_rounds() -> None:
+    """The tour (`commviz demo all`): rank 0's sends to 1, 2, 3 number 0 -> 1 #1 to #3, so
+    its ring's isends on 0 -> 1 are #4 to #6 while the other pairs' are #1 to #3; the trial
+    saw the ring's steps replayed hop by hop. A round takes each pair's next transfer."""
+    clock, a = animator(max_waiting=16)
+    for dst in (1, 2, 3):  # the last step of the sends: each in turn, one frame each
+        t = 3_000_000 + dst * 1000
+        a.enqueue(Instance("send", (0, dst), 3, 4096, t, t, t + 500, "float32", None, None),
+                  None)
+    for k in range(1, 4):
+        for src in (2, 3, 0, 1):  # arriving one rank's batch after another
+            t = 10_000_000 + k * 1_000_000 + src * 1000
+            seq = k + 3 if src == 0 else k
+            a.enqueue(Instance("isend", (src, (src + 1) % 4), seq, 4096, t, t, t + 500,
+                               "float32", None, None), None)
+    shown = [frame_at(a, clock, GATHER_S + 0.1 + 0.6 * k) for k in range(6)]
+    assert [f.instance.op for f in shown] == ["send"] * 3 + ["isend"] * 3
+    ring = shown[3:]
+    assert [sorted((t.src, t.dst) for t in f.transfers) for f in ring] == \
+        [[(0, 1), (1, 2), (2, 3), (3, 0)]] * 3
+    assert [sorted(i.seq for i in f.members) for f in ring] == [[k, k, k, k + 3]
+                                                                 for k in (1, 2, 3)]
+    assert ring[1].label == "4 isends in one round (each pair's next, #2-#5): " \
+        "0 -> 1, 1 -> 2, 2 -> 3, 3 -> 0, 4.0 KiB each"
+    assert frame_label(ring[1], "pt") == "4 isend numa rodada (o próximo de cada par, " \
+        "nº 2-5): 0 -> 1, 1 -> 2, 2 -> 3, 3 -> 0, 4,0 KiB cada"
+    assert counts_add_up(a) and a.skipped == 0
+
+
 def test_a_round_still_arriving_is_not_drawn_until_its_transfers_had_time_to_come() -> None:
     clock, a = animator()
     a.enqueue(_hop(0, 1, 0, 1000), None)
@@ -492,9 +524,42 @@ def test_a_replayed_op_labels_its_ranks_with_their_part_in_it_not_their_state_no
     assert ui("state idle") not in text
     assert text.count(ui("role sends")) == 1 and text.count(ui("role receives")) == 1
     assert "⚠ hang" in text
-    both = "\n".join(canvas_rows(render_topology(4, gloo_all_reduce_frame(0.5), W, H, live,
-                                                  lang=lang)))
-    assert both.count(ui("role both")) == 4 and ui("state idle") not in both
+
+
+def test_parts_are_named_only_where_the_ranks_parts_differ() -> None:
+    """A ring step of all_reduce labelled every rank "sends/receives": the labels crowded
+    its paths and said what the arrows say (user trial). A step whose ranks all take the same
+    part names none (a finding's ⚠ stays); one whose parts differ names each."""
+    live = {0: "idle", 1: "idle", 2: Text("⚠ hang", style="bold red"), 3: "idle"}
+    ring = gloo_all_reduce_frame(0.5)
+    assert replay_roles(ring, live, flagged={2}) == {2: live[2]}
+    text = "\n".join(canvas_rows(render_topology(4, ring, W, H, live, flagged={2})))
+    assert "sends" not in text and "receives" not in text and "⚠ hang" in text
+    clock, a = animator()  # a chain in flight together: 0 sends, 1 both, 2 receives
+    a.enqueue(_hop(0, 1, 0, 1000), None)
+    a.enqueue(_hop(1, 2, 500, 1500), None)
+    chain = frame_at(a, clock, GATHER_S + 0.1)
+    assert len(chain.transfers) == 2
+    assert {r: t.plain for r, t in replay_roles(chain, live, flagged=()).items()} == \
+        {0: "sends", 1: "sends/receives", 2: "receives"}
+
+
+def test_parts_are_placed_off_the_transfers_paths_where_there_is_room() -> None:
+    """NCCL's broadcast chain at 4 ranks, its third step (0 -> 1 -> 2 -> 3): rank 3's
+    "receives" was written across the path leaving it, while the row above it was free."""
+    inst = coll("broadcast", root=0)
+    clock, a = animator()
+    a.enqueue(inst, sched(inst, "nccl"))
+    f = frame_at(a, clock, 2.5 * 0.6)
+    assert f.step_label == "pipe 2"
+    rows = canvas_rows(render_topology(4, f, W, H, {r: "idle" for r in range(4)},
+                                       static=True))
+    where = layout(4, W, H - 3)
+    on_paths = {c for t in f.transfers for c in path_of(t, where).cells}  # type: ignore
+    (x, y), = [(m.start(), y) for y, row in enumerate(rows)
+               for m in re.finditer("(?<!/)receives", row)]
+    assert not on_paths & {(c, y) for c in range(x, x + len("receives"))}, "\n".join(rows)
+    assert y == where[3][1] - 1  # above rank 3
 
 
 @pytest.mark.parametrize("size", [(94, 10), (80, 9), (60, 16)])
@@ -503,12 +568,12 @@ def test_no_arrow_or_marker_is_drawn_over_a_state(size: tuple[int, int]) -> None
     and at every moment of the step both read whole (the trial saw `id↑e`, `exi●ed`)."""
     for progress in (0.05, 0.25, 0.5, 0.75, 0.95):
         clock, a = animator()
-        inst = coll(n=2)
+        inst = coll("broadcast", n=2, root=0)
         a.enqueue(inst, sched(inst))
         lines = render_topology(2, frame_at(a, clock, progress * 0.6), *size,
                                 {0: "idle", 1: "⚠ lost rank"}, flagged={1})
         text = "\n".join(line.plain for line in lines)
-        assert "sends/receives" in text and "⚠ lost rank" in text, text
+        assert "sends" in text and "⚠ lost rank" in text, text
 
 
 def test_a_p2p_frame_draws_the_size_on_the_hop() -> None:
@@ -734,7 +799,8 @@ def test_widget_update_from_plans_with_the_ranks_backend() -> None:
             lines = shown(topo)
             assert "schematic: gloo ring, step RS0 (1 of 6)" in lines[0]
             assert topo.n_ranks == 4 and {t.plain for t in topo.states.values()} == {"idle"}
-            assert "sends/receives" in "".join(lines)  # in the replayed op: its part in it
+            # a past op is replayed: not the states now, nor (a ring's step) the same part
+            assert "idle" not in "".join(lines) and "sends" not in "".join(lines[2:])
             assert topo.animator.enqueued == 2 and topo.animator.waiting == 1
 
     asyncio.run(run())
@@ -793,6 +859,46 @@ def test_ranks_a_finding_names_are_red_and_its_links_dashed():
     red = [span for line in lines for span in line.spans if "red" in str(span.style)]
     assert any("reverse" in str(span.style) for span in red)  # rank 2's label
     assert not [ch for line in render_topology(4, None, 60, 20) for ch in line.plain if ch == "╌"]
+
+
+def test_who_waits_on_whom_is_dashed_over_the_transfers_paths() -> None:
+    """hang: the red dashes between ranks 0 and 3 lay under the dots of the all_reduce
+    replayed; they were nowhere to be seen (user trial). They go over the transfer's dots,
+    along its line; the other transfers keep theirs."""
+    f = gloo_all_reduce_frame(0.5, done=True)  # RS0: 0 -> 3, 1 -> 0, 2 -> 1, 3 -> 2
+    lines = render_topology(4, f, W, H, alerts=[(3, 0)], flagged={0, 3})
+    rows = canvas_rows(lines)
+    path = path_of(Transfer(0, 3, 1, 1024, True), layout(4, W, H - 3))
+    assert path is not None
+    drawn = [rows[y][x] for x, y in path.cells]
+    assert drawn.count(ALERT) >= len(drawn) - 3, drawn  # all but the head and the chunk tag
+    assert drawn[-1] == path.head
+    red = [cell for row in cells_of(lines[2:-1]) for cell in row if cell[0] == ALERT]
+    assert red and all("red" in style for _, style in red)
+    assert "".join(rows).count(PATH) >= 3 * (len(drawn) - 3)  # the other three: dots
+
+
+@pytest.mark.parametrize("lang", ["en", "pt"])
+def test_a_p2p_transfer_claims_neither_adds_nor_copies(lang: str) -> None:
+    """ring_allreduce by hand: its isends were drawn cyan, "copies", though half of them the
+    receiver adds. What a program does with a received tensor is not reported: a p2p
+    transfer has a colour of its own, and the legend says only that it is a transfer."""
+    ui = functools.partial(explain.ui, lang=lang)
+    clock, a = animator()
+    a.enqueue(p2p(2, 3), None)
+    lines = render_topology(4, frame_at(a, clock, 0.3), 100, H, lang=lang)
+    styles = {style for row in cells_of(lines[2:-1]) for ch, style in row if ch.strip()
+              and not ch.isdigit() and ch not in "[]"}
+    assert any("yellow" in style for style in styles), styles
+    assert not any("cyan" in style or "green" in style for style in styles), styles
+    legend = lines[-1].plain
+    assert ui("transfer").strip() in legend and ui("copies").strip() not in legend
+    assert "yellow" in str(lines[-1].spans[0].style)
+    narrow = render_topology(4, frame_at(a, clock, 0.3), 40, H, status="0.6 s/step",
+                             lang=lang)[-1].plain
+    assert narrow.startswith(MARKER + ui("transfer short")) and narrow.endswith("0.6 s/step")
+    collective = render_topology(4, gloo_all_reduce_frame(0.5), 100, H, lang=lang)[-1].plain
+    assert ui("adds into").strip() in collective and ui("copies").strip() in collective
 
 
 def test_a_findings_name_on_screen_has_no_underscore() -> None:

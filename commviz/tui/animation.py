@@ -54,6 +54,8 @@ class AnimFrame:
     transfers: tuple[Transfer, ...]
     done: bool            # the queue is empty: the last step is held, complete
     round: bool = False   # p2p transfers drawn together as one round (_Entry.round)
+    # p2p transfers drawn together: each one's instance, in the order of ``transfers``
+    members: tuple[Instance, ...] = ()
 
     @property
     def p2p(self) -> bool:
@@ -68,9 +70,9 @@ class _Entry:
     # p2p transfers drawn in the same frame as ``instance``: those of its round (below), or
     # those that were in flight together with it, as the backend moved them
     together: list[Instance] = field(default_factory=list)
-    # p2p: the transfers numbered ``instance.seq`` on their pairs, gathered while they arrive
-    # (a hand-written ring's step k is the k-th transfer on each of its pairs); drawn as one
-    # round if they close, every rank sending once and receiving once, else taken apart
+    # p2p: the next transfer of each pair, gathered while they arrive (a hand-written ring's
+    # step k is the k-th transfer on each of its pairs); drawn as one round if they close,
+    # every rank sending as many as it receives, else taken apart
     gathering: bool = False
     since: float = 0.0  # when its first transfer arrived
 
@@ -103,9 +105,11 @@ class _Entry:
         return len(senders) > 1 and sorted(senders) == sorted(i.group[1] for i in self.members)
 
     def gathers(self, inst: Instance) -> bool:
-        """Whether p2p transfer ``inst`` belongs to this gathering round: the same op and
-        number, on a pair not in it yet (a batch to both neighbours is one round)."""
-        return (self.gathering and inst.op == self.instance.op and inst.seq == self.instance.seq
+        """Whether p2p transfer ``inst`` may join this gathering round: the same op, on a pair
+        not in it yet (a batch to both neighbours is one round). Its number need not be the
+        round's: a pair used before (the tour's sends from rank 0, then its ring) counts on
+        from there, so the first round still gathering without the pair takes it."""
+        return (self.gathering and inst.op == self.instance.op
                 and inst.group not in {i.group for i in self.members})
 
     def joins(self, inst: Instance) -> bool:
@@ -306,23 +310,24 @@ class Animator:
 
 
 def label(inst: Instance, sched: Schedule | None, count: int, step: int,
-          lang: str = "en", transfers: Sequence[Transfer] = (), round_: bool = False) -> str:
+          lang: str = "en", members: Sequence[Instance] = (), round_: bool = False) -> str:
     """A frame's title in ``lang``: op, count, schematic or not, step k of n; for p2p
-    transfers drawn together (``transfers``, more than one), how many, between whom, and
-    whether they are one round (``round_``: the k-th transfer on each pair) or in flight at
-    once."""
+    transfers drawn together (``members``, more than one), how many, between whom, and
+    whether they are one round (``round_``: the next transfer on each pair, its numbers
+    given) or in flight at once."""
     ui = functools.partial(explain.ui, lang=lang)
     times = f" ×{count}" if count > 1 else ""
-    if sched is None and len(transfers) > 1:
-        pairs = ", ".join(f"{t.src} -> {t.dst}" for t in transfers[:4])
-        if len(transfers) > 4:
-            pairs += ui("and more").format(n=len(transfers) - 4)
-        sizes = sorted({t.nbytes for t in transfers})
+    if sched is None and len(members) > 1:
+        pairs = ", ".join(f"{i.group[0]} -> {i.group[1]}" for i in members[:4])
+        if len(members) > 4:
+            pairs += ui("and more").format(n=len(members) - 4)
+        sizes = sorted({i.size for i in members})
         size = ui("each").format(size=human_bytes(sizes[0])) if len(sizes) == 1 else \
             ui("sizes from to").format(low=human_bytes(sizes[0]), high=human_bytes(sizes[-1]))
-        return ui("round" if round_ else "at once").format(
-            n=len(transfers), op=inst.op, seq=inst.seq, times=times, pairs=pairs,
-            size=explain.number(size, lang))
+        seqs = sorted({i.seq for i in members})
+        kind = "at once" if not round_ else "round" if len(seqs) == 1 else "round numbered"
+        return ui(kind).format(n=len(members), op=inst.op, seq=seqs[0], last=seqs[-1],
+                               times=times, pairs=pairs, size=explain.number(size, lang))
     if sched is None:
         if inst.op in protocol.P2P and len(inst.group) == 2:
             src, dst = inst.group
@@ -342,17 +347,18 @@ def label(inst: Instance, sched: Schedule | None, count: int, step: int,
 def frame_label(frame: AnimFrame, lang: str = "en") -> str:
     """``frame.label`` in ``lang``."""
     return label(frame.instance, frame.schedule, frame.count, frame.step, lang,
-                 frame.transfers if frame.schedule is None else (), frame.round)
+                 frame.members, frame.round)
 
 
 def _frame_of(entry: _Entry, step: int, progress: float, done: bool) -> AnimFrame:
     inst, sched = entry.instance, entry.schedule
     if sched is None and entry.together:
-        members = sorted(entry.members, key=lambda i: i.group) if entry.round else entry.members
+        members = tuple(sorted(entry.members, key=lambda i: i.group) if entry.round
+                        else entry.members)
         transfers = tuple(Transfer(i.group[0], i.group[1], 0, i.size, False) for i in members)
         return AnimFrame(inst, None, entry.count, 0, 1, "", progress,
-                         label(inst, None, entry.count, 0, transfers=transfers,
-                               round_=entry.round), transfers, done, entry.round)
+                         label(inst, None, entry.count, 0, members=members,
+                               round_=entry.round), transfers, done, entry.round, members)
     title = label(inst, sched, entry.count, step)
     if sched is None:
         if inst.op in protocol.P2P and len(inst.group) == 2:

@@ -7,8 +7,10 @@ who sends how much to whom.
 instances the app feeds it at human speed, and redraws at ``FPS`` only while something
 moves. Keys belong to the app: it binds them to ``faster``, ``slower`` and ``toggle_pause``.
 
-Colours say what the receiver does with a chunk: green adds it into its own (a reduction),
-cyan stores it (a copy). With ``app.animation_level == "none"`` every step is drawn whole
+Colours say what the receiver does with a collective's chunk: green adds it into its own (a
+reduction), cyan stores it (a copy); a point-to-point transfer is yellow, as what the program
+does with it is not known. The live diagnosis's links (who waits on whom) are red dashes over
+the transfers' paths. With ``app.animation_level == "none"`` every step is drawn whole
 and still: complete arrows, no moving marker. Under the transfers, ranks of one host whose
 GPUs NVML links are joined by a wire labelled as ``nvidia-smi topo -m`` labels it: heavy
 magenta for NVLink (``NV#``), dim and dashed for a PCIe path (PIX, PXB, PHB, NODE, SYS).
@@ -41,7 +43,7 @@ SHADES = " ░▒▓█"
 FPS = 20.0
 PATH, MARKER = "·", "●"
 ALERT, ALERT_STYLE = "╌", "red"
-REDUCE_STYLE, COPY_STYLE = "green", "cyan"
+REDUCE_STYLE, COPY_STYLE, TRANSFER_STYLE = "green", "cyan", "yellow"
 STATE_W = 14  # a rank's state is cut to this many cells
 # 8 arrowheads by direction, counter-clockwise from east (screen y grows downwards)
 ARROWS = "→↗↑↖←↙↓↘"
@@ -53,9 +55,9 @@ LINK_LABEL_AT = (0.3, 0.7, 0.5)  # where along a GPU link its kind goes, first t
 LABEL_ALL_MAX = 6  # GPU links up to which each is labelled; beyond, each kind once (NVSwitch)
 
 # Drawing layers: a cell takes a new character only from the same layer or one above. GPU
-# links lie under everything; their labels, placed beside states, stay above the transfers'
-# paths and keep chunk tags off them.
-_LINK, _PATH, _STATE, _KIND, _HEAD, _CHUNK, _MARK, _RANK = range(1, 9)
+# links lie under everything; the diagnosis's links over the transfers' paths; links' labels,
+# placed beside states, stay above the paths and keep chunk tags off them.
+_LINK, _PATH, _ALERT, _STATE, _KIND, _HEAD, _CHUNK, _MARK, _RANK = range(1, 10)
 
 
 # ----------------------------------------------------------------------------- layout
@@ -228,17 +230,15 @@ def render_topology(n_ranks: int, frame: AnimFrame | None, width: int, height: i
             "bold" if r in group or not group else "dim"
         canvas.put(label_span(r, x)[0], y, _label(r), style, _RANK)
     wires = _draw_gpu_links(canvas, where, gpu_links)
-    for a, b in alerts:
-        path = path_of(Transfer(a, b, 0, 0, False), where)
-        for cx, cy in path.cells if path is not None else ():
-            canvas.put(cx, cy, ALERT, ALERT_STYLE, _PATH)
+    paths = [path for path in (path_of(t, where) for t in transfers) if path is not None]
+    dashed = _draw_alerts(canvas, where, alerts, paths)
     if states is not None and frame is not None:  # a past op: what each rank did in it
         states = replay_roles(frame, states, flagged, lang)
     # a ring's states need about two free rows per rank on each side
     if states and (n > RING_MAX or n <= area_h - 4):
-        _draw_states(canvas, where, states)
+        _draw_states(canvas, where, states, {c for p in paths for c in p.cells} | dashed)
     _label_gpu_links(canvas, list(wires.values()))
-    for path in filter(None, (path_of(t, where) for t in transfers)):
+    for path in paths:
         assert frame is not None
         wire = wires.get((min(path.transfer.src, path.transfer.dst),
                           max(path.transfer.src, path.transfer.dst)))
@@ -249,7 +249,8 @@ def render_topology(n_ranks: int, frame: AnimFrame | None, width: int, height: i
                    lang)
     lines = [*head, *canvas.lines()]
     if legend:
-        lines.append(_legend(status, width, {_is_nvlink(k) for k in gpu_links.values()}, lang))
+        lines.append(_legend(status, width, {_is_nvlink(k) for k in gpu_links.values()}, lang,
+                             frame is not None and frame.p2p))
     for line in lines:
         line.truncate(width, overflow="ellipsis", pad=True)
     return lines[:height]
@@ -321,7 +322,7 @@ def _titles(frame: AnimFrame | None, rows: int, lang: str) -> list[Text]:
 def _draw_path(canvas: _Canvas, path: Path, progress: float, still: bool, p2p: bool,
                lang: str = "en") -> None:
     t = path.transfer
-    colour = REDUCE_STYLE if t.reduce else COPY_STYLE
+    colour = TRANSFER_STYLE if p2p else REDUCE_STYLE if t.reduce else COPY_STYLE
     mx, my = path.at(0.5 if still else progress)
     reached = path.cells.index((mx, my))
     for i, (x, y) in enumerate(path.cells):
@@ -338,6 +339,23 @@ def _draw_path(canvas: _Canvas, path: Path, progress: float, still: bool, p2p: b
         if canvas.free(x, y, len(tag), _STATE):
             canvas.put(x, y, tag, f"bold {colour}", _CHUNK)
             return
+
+
+def _draw_alerts(canvas: _Canvas, where: Mapping[int, tuple[int, int]],
+                 alerts: Iterable[tuple[int, int]], paths: Iterable[Path]
+                 ) -> set[tuple[int, int]]:
+    """Each link the diagnosis points at, dashed over the transfers' paths (their dots hid
+    it): along a transfer drawn between the same ranks, whose line from the other end may
+    step differently, else its own line. Returns the cells dashed."""
+    drawn = {frozenset((p.transfer.src, p.transfer.dst)): p.cells for p in paths}
+    out: set[tuple[int, int]] = set()
+    for a, b in alerts:
+        own = path_of(Transfer(a, b, 0, 0, False), where)
+        cells = drawn.get(frozenset((a, b)), own.cells if own is not None else [])
+        for x, y in cells:
+            canvas.put(x, y, ALERT, ALERT_STYLE, _ALERT)
+        out.update(cells)
+    return out
 
 
 def _is_nvlink(kind: str) -> bool:
@@ -391,22 +409,26 @@ def replay_roles(frame: AnimFrame, live: Mapping[int, Text | str], flagged: Coll
     """The ranks' labels while an op is replayed: each one's part in the step shown (sends,
     receives, both; from its schedule, schematic as the transfers drawn), not its state now,
     which is not the replayed op's ("idle" beside its own transfer); the other ranks have
-    none. A rank that a live finding names keeps its ⚠: an alert, not a state."""
+    none, nor do any when every rank's part is the same (a ring's step: each sends and
+    receives, as the arrows say). A rank that a live finding names keeps its ⚠: an alert,
+    not a state."""
     sends, receives = {t.src for t in frame.transfers}, {t.dst for t in frame.transfers}
-    out: dict[int, Text | str] = {
-        r: Text(explain.ui("role both" if r in sends and r in receives else
-                           "role sends" if r in sends else "role receives", lang),
-                style="italic")
-        for r in sends | receives}
+    roles = {r: "role both" if r in sends and r in receives else
+             "role sends" if r in sends else "role receives" for r in sends | receives}
+    out: dict[int, Text | str] = {}
+    if len(set(roles.values())) > 1:
+        out = {r: Text(explain.ui(role, lang), style="italic") for r, role in roles.items()}
     out.update({r: live[r] for r in flagged if r in live})
     return out
 
 
 def _draw_states(canvas: _Canvas, where: Mapping[int, tuple[int, int]],
-                 states: Mapping[int, Text | str]) -> None:
+                 states: Mapping[int, Text | str],
+                 paths: Collection[tuple[int, int]]) -> None:
     """Each rank's state where it first fits with a blank cell either side: above or below
     its label away from the centre, then beside it (right, left), then towards the centre
-    (where the transfers' paths run)."""
+    (where the transfers' paths run); off the ``paths``' cells where it can be, else over
+    them."""
     for r, (x, y) in where.items():
         state = states.get(r)
         if state is None:
@@ -417,25 +439,37 @@ def _draw_states(canvas: _Canvas, where: Mapping[int, tuple[int, int]],
         x0 = min(max(0, x - w // 2), canvas.width - w)
         first, last = label_span(r, x)
         away, toward = (y - 1, y + 1) if y < (canvas.height - 1) / 2 else (y + 1, y - 1)
-        for sx, row in ((x0, away), (last + 2, y), (first - 1 - w, y), (x0, toward)):
-            lo, hi = max(0, sx - 1), min(canvas.width, sx + w + 1)
-            if sx >= 0 and canvas.free(lo, row, hi - lo, _STATE):
-                canvas.put(sx, row, text.plain, str(text.style), _STATE)
-                break
+        spots = [(sx, row) for sx, row in
+                 ((x0, away), (last + 2, y), (first - 1 - w, y), (x0, toward))
+                 if _fits(canvas, sx, row, w)]
+        off = [(sx, row) for sx, row in spots
+               if not any((c, row) in paths for c in range(sx - 1, sx + w + 1))]
+        if off or spots:
+            canvas.put(*(off or spots)[0], text.plain, str(text.style), _STATE)
 
 
-def _legend(status: str, width: int, wires: Collection[bool] = (), lang: str = "en") -> Text:
+def _fits(canvas: _Canvas, x: int, y: int, width: int) -> bool:
+    """Whether ``width`` cells from (x, y) are free of words, with a blank cell either side
+    (or the area's edge)."""
+    lo, hi = max(0, x - 1), min(canvas.width, x + width + 1)
+    return 0 <= x <= canvas.width - width and canvas.free(lo, y, hi - lo, _STATE)
+
+
+def _legend(status: str, width: int, wires: Collection[bool] = (), lang: str = "en",
+            p2p: bool = False) -> Text:
     """The colour key, shortened when the status needs the room (the status comes first);
-    ``wires``: which kinds of GPU link are drawn (True: NVLink, False: PCIe)."""
+    ``wires``: which kinds of GPU link are drawn (True: NVLink, False: PCIe); ``p2p``: a
+    point-to-point transfer is shown, whose colour says only that."""
     ui = functools.partial(explain.ui, lang=lang)
-    for adds, copies, gap in ((ui("adds into"), ui("copies"), "  "),
-                              (ui("adds short"), ui("copies short"), " "), ("", "", "")):
+    keys = ([(TRANSFER_STYLE, "transfer")], [(TRANSFER_STYLE, "transfer short")]) if p2p else \
+        ([(REDUCE_STYLE, "adds into"), (COPY_STYLE, "copies")],
+         [(REDUCE_STYLE, "adds short"), (COPY_STYLE, "copies short")])
+    for colours, gap in zip((*keys, []), ("  ", " ", "")):
         line = Text()
-        if adds:
-            line.append(MARKER, style=f"bold {REDUCE_STYLE}")
-            line.append(adds, style="dim")
-            line.append(MARKER, style=f"bold {COPY_STYLE}")
-            line.append(copies, style="dim")
+        for colour, key in colours:
+            line.append(MARKER, style=f"bold {colour}")
+            line.append(ui(key), style="dim")
+        if colours:
             for nvlink, chars, style, name in ((True, NVLINK_CELLS, NVLINK_STYLE, "NVLink"),
                                                (False, PCIE_CELLS, PCIE_STYLE, "PCIe")):
                 if nvlink in wires:
