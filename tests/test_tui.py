@@ -1778,7 +1778,7 @@ async def test_a_demo_not_named_after_an_operation_says_its_first_one_is_explain
     async with app.run_test(size=SIZE) as pilot:
         await frame(pilot)
         shown = " ".join(panel(app, "#explain").replace("│", " ").split())
-        assert "Paused before the first step: n runs one step, space plays." in shown
+        assert "Paused before iteration 1: n runs one iteration, space plays." in shown
         assert "The straggler demo: its first operation is explained here" in shown
 
 
