@@ -1283,7 +1283,7 @@ _UI_PAIRS: dict[str, tuple[str, str]] = {
     "nccl on gpus": ("nccl on {n} GPU(s)", "nccl em {n} GPU|nccl em {n} GPUs"),
     "gloo asked": ("gloo on CPU tensors (asked for)", "gloo com tensores na CPU (pedido)"),
     "gloo no gpus": ("gloo on CPU tensors: {gpus} GPU(s) here for {ranks} ranks",
-                     "gloo com tensores na CPU: {gpus} GPU(s) nesta máquina para {ranks} ranks"),
+                     "gloo com tensores na CPU: {gpus} GPU(s) aqui para {ranks} ranks"),
     "watching": ("watching {}", "observando {}"),
     "s/step": ("{} s/step", "{} s/passo"),
     "behind": ("{n} waiting, {s} s behind", "{n} na fila, {s} s de atraso"),
@@ -1352,11 +1352,10 @@ _UI_PAIRS: dict[str, tuple[str, str]] = {
     "banner demo": ("commviz demo {op}: {n} ranks, {why}; viewer at {addr}",
                     "commviz demo {op}: {n} ranks, {why}; visualizador em {addr}"),
     # what a demo makes of --size, when not exactly the bytes asked (launcher.size_note)
-    "size using": ("using {bytes} B ({detail})", "usando {bytes} B ({detail})"),
+    "size using": ("{bytes} B used ({detail})", "{bytes} B usados ({detail})"),
     "size in": (" in {demos}", " em {demos}"),
     "size elements": ("{n} float32", "{n} float32"),
-    "size blocks": ("{n} blocks of {block} float32 per rank",
-                    "{n} blocos de {block} float32 por rank"),
+    "size blocks": ("{n} blocks of {block} float32", "{n} blocos de {block} float32"),
     "size unused": ("--size {size}: not used, {demo} moves no tensor of that size",
                     "--size {size}: não usado, a demo {demo} não move tensor desse tamanho"),
     "banner watch": ("commviz watch: listening on {addr} (ranks: COMMVIZ_ADDR={addr}{keys}); "

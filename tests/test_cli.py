@@ -122,17 +122,17 @@ def test_all_to_all_on_a_gloo_without_it_is_refused_before_any_rank_starts(monke
 
 
 @pytest.mark.parametrize(("demo", "size", "world", "asked", "lang", "note"), [
-    ("all_reduce", 1001, 4, True, "en", "--size 1001: using 1000 B (250 float32)"),
+    ("all_reduce", 1001, 4, True, "en", "--size 1001: 1000 B used (250 float32)"),
     ("all_reduce", 1000, 4, True, "en", None),
     ("all_to_all", 1000, 4, True, "en",
-     "--size 1000: using 992 B (4 blocks of 62 float32 per rank)"),
+     "--size 1000: 992 B used (4 blocks of 62 float32)"),
     ("reduce_scatter", 4096, 3, False, "pt",
-     "--size 4096: usando 4092 B (3 blocos de 341 float32 por rank)"),
+     "--size 4096: 4092 B usados (3 blocos de 341 float32)"),
     ("ring_allreduce", 4096, 4, False, "en", None),
     ("barrier", 100, 4, True, "en", "--size 100: not used, barrier moves no tensor of that size"),
     ("objects", 4096, 4, False, "en", None),  # the default size, which no one asked for
     ("all", 1000, 3, True, "en",
-     "--size 1000: using 996 B (3 blocks of 83 float32 per rank) in reduce_scatter, all_to_all"),
+     "--size 1000: 996 B used (3 blocks of 83 float32) in reduce_scatter, all_to_all"),
 ])
 def test_the_size_note_says_what_a_demo_makes_of_the_size_asked(demo, size, world, asked, lang,
                                                                 note):
@@ -171,7 +171,7 @@ def test_a_rounded_size_is_said_once_under_the_headless_banner(monkeypatch):
                                       "--headless", "--lang", "en"])
     banner, note = got["banner"].split("\n")
     assert banner.startswith("commviz demo all_to_all: 4 ranks, gloo")
-    assert note == "--size 1000: using 992 B (4 blocks of 62 float32 per rank)"
+    assert note == "--size 1000: 992 B used (4 blocks of 62 float32)"
     exact = _started_demo(monkeypatch, ["all_reduce", "--size", "1000", "--headless"])
     assert "\n" not in exact["banner"]
 
@@ -179,8 +179,8 @@ def test_a_rounded_size_is_said_once_under_the_headless_banner(monkeypatch):
 def test_a_rounded_size_is_said_in_the_tui_header_in_both_languages(monkeypatch):
     title = _started_demo(monkeypatch, ["all_gather", "--ranks", "2", "--size", "7"])["title"]
     assert title["en"].startswith("all_gather · 2 ranks · gloo on CPU tensors")
-    assert title["en"].endswith(" · --size 7: using 4 B (1 float32)")
-    assert title["pt"].endswith(" · --size 7: usando 4 B (1 float32)")
+    assert title["en"].endswith(" · --size 7: 4 B used (1 float32)")
+    assert title["pt"].endswith(" · --size 7: 4 B usados (1 float32)")
 
 
 @pytest.mark.parametrize("case", list(ERRORS))

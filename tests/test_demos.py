@@ -52,10 +52,10 @@ def test_demos_that_split_buffers_take_sizes_that_do_not_divide(name):
     moved = {rec["bytes_in"] for rec in run.ops(0) if rec["op"] == op}
     note = launcher.size_note(name, 10, 3, asked=True)
     if name == "all_gather":  # whole float32 elements: 2 of them
-        assert moved == {8} and note == "--size 10: using 8 B (2 float32)"
+        assert moved == {8} and note == "--size 10: 8 B used (2 float32)"
     else:  # three blocks of one element each (ring_allreduce sends one block at a time)
         assert moved == {4 * blocks}
-        assert note == "--size 10: using 12 B (3 blocks of 1 float32 per rank)"
+        assert note == "--size 10: 12 B used (3 blocks of 1 float32)"
 
 
 def test_iterations_count_from_one_and_a_tour_goes_on_counting():
