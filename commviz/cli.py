@@ -11,6 +11,8 @@ from types import ModuleType
 
 from . import __version__, explain
 
+DEFAULT_SIZE = 4096  # --size: bytes per rank per op
+
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="commviz", description=(
@@ -24,15 +26,18 @@ def _parser() -> argparse.ArgumentParser:
     d.add_argument("--ranks", type=int, default=4, help="number of rank processes (default 4)")
     d.add_argument("--backend", choices=("auto", "gloo", "nccl"), default="auto",
                    help="auto: nccl with one GPU per rank, else gloo on CPU tensors")
-    d.add_argument("--size", type=int, default=4096, help="bytes per rank per op (default 4096)")
+    d.add_argument("--size", type=int, default=None,
+                   help=f"bytes per rank per op (default {DEFAULT_SIZE}), in whole float32 "
+                   "elements (or blocks, one per rank): the demo says when it rounds")
     d.add_argument("--iters", type=int, default=None,
-                   help="steps to run (default: 20 headless, until quit with the TUI)")
+                   help="iterations of the demo's loop to run (default: 20 headless, until "
+                   "quit with the TUI)")
     d.add_argument("--interval", type=float, default=None,
-                   help="seconds between steps (default: 2 with the TUI, time to replay "
-                   "each step; 0 headless)")
+                   help="seconds between iterations (default: 2 with the TUI, time to replay "
+                   "each one; 0 headless)")
     d.add_argument("--headless", action="store_true", help="print lines instead of the TUI")
     d.add_argument("--paused", action="store_true",
-                   help="start paused: each step waits for `n` (space plays)")
+                   help="start paused: each iteration waits for `n` (space plays)")
     d.add_argument("--record", metavar="FILE", help="write every event to FILE (JSON Lines)")
     d.add_argument("--lang", choices=("en", "pt"), default=None,
                    help="language of the explanations (default: from the locale)")
@@ -136,7 +141,8 @@ def _demo(args: argparse.Namespace) -> int:
     if args.paused and args.headless:
         raise launcher.LaunchError("--paused needs the TUI: headless runs are never paused")
     iters = args.iters if args.iters is not None else (20 if args.headless else None)
-    info = launcher.validate(args.op, args.ranks, iters, args.size, args.interval or 0.0)
+    size = args.size if args.size is not None else DEFAULT_SIZE
+    info = launcher.validate(args.op, args.ranks, iters, size, args.interval or 0.0)
     interval = args.interval if args.interval is not None else (
         info.headless_interval if args.headless else 2.0)
     backend, why = launcher.choose_backend(args.backend, args.ranks, _lang(args))
@@ -144,7 +150,7 @@ def _demo(args: argparse.Namespace) -> int:
     from .viewer.session import Session
 
     session = Session("tcp://127.0.0.1:*", args.record, collect_instances=args.headless)
-    controller = None  # play / pause / step: the TUI only, headless runs are never gated
+    controller = None  # play / pause / next iteration: the TUI only; headless, never gated
     try:
         if not args.headless:
             from .control import Controller
@@ -152,7 +158,7 @@ def _demo(args: argparse.Namespace) -> int:
             controller = Controller(paused=args.paused)
 
         def start_ranks() -> launcher.Ranks:
-            return launcher.Ranks(args.op, args.ranks, backend, session.addr, args.size, iters,
+            return launcher.Ranks(args.op, args.ranks, backend, session.addr, size, iters,
                                   interval, extra_env=controller.env() if controller else None)
 
         ranks = start_ranks()
@@ -163,21 +169,38 @@ def _demo(args: argparse.Namespace) -> int:
         raise
     if args.headless:
         headless = _headless_module(args)
-        return headless.run(session, ranks, lang=_lang(args), banner=explain.ui(
-            "banner demo", _lang(args)).format(op=args.op, n=args.ranks, why=why,
-                                               addr=session.addr))
+        banner = explain.ui("banner demo", _lang(args)).format(
+            op=args.op, n=args.ranks, why=why, addr=session.addr)
+        note = _size_note(args, size, _lang(args))
+        return headless.run(session, ranks, lang=_lang(args),
+                            banner=banner if note is None else f"{banner}\n{note}")
     from .tui.app import run_app
 
     try:
 
-        whys = {lang: launcher.choose_backend(args.backend, args.ranks, lang)[1]
-                for lang in explain.LANGS}
-        return run_app(session, ranks=ranks,
-                       title=lambda lang: f"{args.op} · {args.ranks} ranks · {whys[lang]}",
+        titles = {lang: _demo_title(args, size, lang) for lang in explain.LANGS}
+        return run_app(session, ranks=ranks, title=lambda lang: titles[lang],
                        lang=_lang(args), controller=controller, restart=start_ranks,
                        demo=args.op)
     finally:
         controller.close()  # after run_app stopped the ranks: none is left waiting
+
+
+def _size_note(args: argparse.Namespace, size: int, lang: str) -> str | None:
+    """What the demo makes of --size, when not exactly the bytes asked (launcher.size_note)."""
+    from . import launcher
+
+    return launcher.size_note(args.op, size, args.ranks, args.size is not None, lang)
+
+
+def _demo_title(args: argparse.Namespace, size: int, lang: str) -> str:
+    """The TUI's header for a demo: its name, its ranks, the backend and why, and the size
+    note when there is one."""
+    from . import launcher
+
+    why = launcher.choose_backend(args.backend, args.ranks, lang)[1]
+    parts = (args.op, f"{args.ranks} ranks", why, _size_note(args, size, lang))
+    return " · ".join(part for part in parts if part)
 
 
 def _watch(args: argparse.Namespace) -> int:

@@ -4,7 +4,7 @@ Viewer side, a ``Controller`` binds a ZeroMQ PUB socket and publishes its whole 
 ``{"v": 1, "k": "ctl", "mode": "play"|"step", "allow": N, "epoch": E}``, on every change and
 every ``REPUBLISH_S`` besides: PUB/SUB drops what is sent before a subscriber has connected,
 so the state is re-sent rather than events. Rank side, a ``StepGate`` (the demo runner's
-``DemoContext.steps()`` calls it) holds the rank before step ``s`` until the mode is
+``DemoContext.iterations()`` calls it) holds the rank before step ``s`` until the mode is
 ``play`` or ``allow >= s``. Every rank waits for the same permission, so the next
 collective happens on cue.
 

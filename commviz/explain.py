@@ -54,20 +54,20 @@ _TIP_FIRST_P2P = _t(
 _TIP_WAIT_SYNC = _t(
     """On NCCL, request.wait() does not stop the CPU: it makes the current CUDA stream wait
     for that one transfer. torch.cuda.synchronize() holds the CPU thread until everything
-    queued on the GPU has finished: use it to take timings, not on every step, or it becomes
-    a bottleneck.""",
+    queued on the GPU has finished: use it to take timings, not on every iteration, or it
+    becomes a bottleneck.""",
     """No NCCL, request.wait() não trava a CPU: ele faz a stream CUDA atual esperar por
     aquela transferência. Já torch.cuda.synchronize() prende a thread da CPU até a GPU
-    terminar tudo o que estava na fila: use para medir tempo, não a cada passo, senão vira
+    terminar tudo o que estava na fila: use para medir tempo, não a cada iteração, senão vira
     gargalo.""",
 )
 _TIP_OVERLAP = _t(
     """Post isend/irecv early, run computation that does not depend on the data, and call
     wait() only when you need the result: the transfer then hides behind the math instead of
-    adding to the step time.""",
+    adding to the iteration's time.""",
     """Dispare o isend/irecv cedo, faça as contas que não dependem desses dados e só chame
     wait() quando for usar o resultado: assim a transferência fica escondida atrás do cálculo
-    em vez de somar ao tempo do passo.""",
+    em vez de somar ao tempo da iteração.""",
 )
 _TIP_DONT_TOUCH = _t(
     """Until wait() returns, leave the tensor alone: writing to an isend buffer or reading an
@@ -86,11 +86,11 @@ _TIP_NCCL_DEBUG = _t(
 _NCCL_TIPS = (_TIP_WAIT_SYNC, _TIP_NCCL_DEBUG)  # not shown beside another backend's demo
 _TIP_NETWORK = _t(
     """At scale the network, not the GPU, sets the pace: a few microseconds lost on each
-    exchange add up over thousands of steps and ranks. InfiniBand, or a carefully tuned RoCE
+    exchange add up over thousands of iterations and ranks. InfiniBand, or a carefully tuned RoCE
     fabric, with RDMA and GPUDirect lets GPUs exchange data without a detour through the
     CPU.""",
     """Em grande escala quem dita o ritmo é a rede, não a GPU: poucos microssegundos perdidos
-    em cada troca se acumulam ao longo de milhares de passos e de ranks. InfiniBand, ou uma
+    em cada troca se acumulam ao longo de milhares de iterações e de ranks. InfiniBand, ou uma
     rede RoCE bem ajustada, com RDMA e GPUDirect, deixa as GPUs trocarem dados sem desviar
     pela CPU.""",
 )
@@ -332,10 +332,10 @@ _ENTRIES: dict[str, dict[str, Any]] = {
         },
         "when": _t(
             """Ring or halo exchanges where every rank sends to one neighbour and receives
-            from another, pipeline stages that send and receive in the same step, and any
+            from another, pipeline stages that send and receive in the same iteration, and any
             pattern where blocking pairs could wait on each other.""",
             """Trocas em anel ou de borda, em que cada rank envia para um vizinho e recebe de
-            outro, estágios de pipeline que enviam e recebem no mesmo passo e qualquer padrão
+            outro, estágios de pipeline que enviam e recebem na mesma iteração e qualquer padrão
             em que pares bloqueantes poderiam ficar esperando um pelo outro.""",
         ),
         "tips": (
@@ -1167,11 +1167,11 @@ _UI_PAIRS: dict[str, tuple[str, str]] = {
     "pause": ("Pause", "Pausar"),
     "play": ("Play", "Reproduzir"),
     "step": ("Step", "Passo"),
-    "next step": ("Next step", "Próximo passo"),
+    "next step": ("Next iteration", "Próxima iteração"),
     "previous step": ("Previous step", "Passo anterior"),
     "speed": ("Speed", "Velocidade"),
-    "zoom timeline": ("Zoom the timeline in / out (it then holds the latest step)",
-                      "Zoom da linha do tempo: aproximar / afastar (mostra o último passo)"),
+    "zoom timeline": ("Zoom the timeline in / out (it then holds the latest iteration)",
+                      "Zoom da linha do tempo: aproximar / afastar (mostra a última iteração)"),
     "zoom in": ("Zoom the timeline in", "Aproximar a linha do tempo"),
     "zoom out": ("Zoom the timeline out", "Afastar a linha do tempo"),
     "zoom": ("zoom: {window} · z/Z", "zoom: {window} · z/Z"),
@@ -1271,10 +1271,11 @@ _UI_PAIRS: dict[str, tuple[str, str]] = {
     "completed operations": ("Completed operations", "Operações concluídas"),
     "no operation yet": ("No operation completed yet", "Nenhuma operação concluída ainda"),
     # the explanation panel before a demo's first operation
-    "before paused": ("Paused before the first step: n runs one step, space plays.",
-                      "Pausado antes do primeiro passo: n executa um passo, espaço continua."),
-    "before playing": ("Starting: space pauses the ranks, then n runs one step at a time.",
-                       "Começando: espaço pausa os ranks, e então n executa um passo por vez."),
+    "before paused": ("Paused before iteration 1: n runs one iteration, space plays.",
+                      "Pausado antes da iteração 1: n executa uma iteração, espaço continua."),
+    "before playing": ("Starting: space pauses the ranks, then n runs one iteration at a time.",
+                       "Começando: espaço pausa os ranks, e então n executa uma iteração por "
+                       "vez."),
     "next op": ("About to run: {op}", "Prestes a executar: {op}"),
     "demo starts": ("The {demo} demo: its first operation is explained here once it is done.",
                     "A demo {demo}: sua primeira operação é explicada aqui assim que terminar."),
@@ -1282,7 +1283,7 @@ _UI_PAIRS: dict[str, tuple[str, str]] = {
     "nccl on gpus": ("nccl on {n} GPU(s)", "nccl em {n} GPU|nccl em {n} GPUs"),
     "gloo asked": ("gloo on CPU tensors (asked for)", "gloo com tensores na CPU (pedido)"),
     "gloo no gpus": ("gloo on CPU tensors: {gpus} GPU(s) here for {ranks} ranks",
-                     "gloo com tensores na CPU: {gpus} GPU(s) nesta máquina para {ranks} ranks"),
+                     "gloo com tensores na CPU: {gpus} GPU(s) aqui para {ranks} ranks"),
     "watching": ("watching {}", "observando {}"),
     "s/step": ("{} s/step", "{} s/passo"),
     "behind": ("{n} waiting, {s} s behind", "{n} na fila, {s} s de atraso"),
@@ -1357,6 +1358,13 @@ _UI_PAIRS: dict[str, tuple[str, str]] = {
     # the headless viewer's lines and summary (commviz/viewer/headless.py, text.py)
     "banner demo": ("commviz demo {op}: {n} ranks, {why}; viewer at {addr}",
                     "commviz demo {op}: {n} ranks, {why}; visualizador em {addr}"),
+    # what a demo makes of --size, when not exactly the bytes asked (launcher.size_note)
+    "size using": ("{bytes} B used ({detail})", "{bytes} B usados ({detail})"),
+    "size in": (" in {demos}", " em {demos}"),
+    "size elements": ("{n} float32", "{n} float32"),
+    "size blocks": ("{n} blocks of {block} float32", "{n} blocos de {block} float32"),
+    "size unused": ("--size {size}: not used, {demo} moves no tensor of that size",
+                    "--size {size}: não usado, a demo {demo} não move tensor desse tamanho"),
     "banner watch": ("commviz watch: listening on {addr} (ranks: COMMVIZ_ADDR={addr}{keys}); "
                      "Ctrl-C to stop",
                      "commviz watch: escutando em {addr} (ranks: COMMVIZ_ADDR={addr}{keys}); "
@@ -1472,12 +1480,12 @@ _UI_PAIRS: dict[str, tuple[str, str]] = {
     "key quit": ("Quit", "Sair"),
     "key view": ("View", "Visão"),
     "key pause": ("Pause/resume", "Pausar/continuar"),
-    "key step": ("Next step", "Próximo passo"),
+    "key step": ("Next iteration", "Próxima iteração"),
     "key faster": ("Faster", "Mais rápido"),
     "key slower": ("Slower", "Mais devagar"),
     "key replay_pause": ("Hold replay", "Segurar replay"),
     "key pause short": ("Pause", "Pausa"),
-    "key step short": ("Step", "Passo"),
+    "key step short": ("Next", "Próxima"),
     "key faster short": ("Speed", "Ritmo"),
     "key replay_pause short": ("Hold", "Reter"),
     "key": ("key", "tecla"),

@@ -22,6 +22,7 @@ from importlib import metadata, resources
 from pathlib import Path
 
 from . import explain
+from .rank.runner import block_elements, elements
 
 MAX_RANKS = 64
 STOP_GRACE_S = 3.0
@@ -37,7 +38,26 @@ class DemoInfo:
     summary: str
     min_ranks: int
     path: Path
-    headless_interval: float = 0.0  # seconds between steps in a headless run, unless asked
+    headless_interval: float = 0.0  # seconds between iterations in a headless run, unless asked
+    size_use: str = "none"  # how it sizes its float32 tensors from --size: see _size_use
+    stops: tuple[str, ...] = ()  # a tour's demos, in order (its TOUR)
+
+
+def _size_use(tree: ast.Module) -> str:
+    """How a demo sizes its float32 tensors from --size, read from its calls: "blocks"
+    (``ctx.block_numel``: world equal blocks), "elements" (``ctx.numel``), else "none"."""
+    called = {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute)
+              and isinstance(node.value, ast.Name) and node.value.id == "ctx"}
+    return "blocks" if "block_numel" in called else "elements" if "numel" in called else "none"
+
+
+def _tour(tree: ast.Module) -> tuple[str, ...]:
+    """The demos a tour runs (its ``TOUR`` list); () for any other demo."""
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 \
+                and isinstance(node.targets[0], ast.Name) and node.targets[0].id == "TOUR":
+            return tuple(ast.literal_eval(node.value))
+    return ()
 
 
 def demos() -> dict[str, DemoInfo]:
@@ -55,8 +75,45 @@ def demos() -> dict[str, DemoInfo]:
                   and isinstance(node.value, ast.Constant)}
         found[name[:-3]] = DemoInfo(name[:-3], summary, int(consts.get("MIN_RANKS", 1)),
                                     Path(str(entry)),
-                                    float(consts.get("HEADLESS_INTERVAL_S", 0.0)))
+                                    float(consts.get("HEADLESS_INTERVAL_S", 0.0)),
+                                    _size_use(tree), _tour(tree))
     return dict(sorted(found.items()))
+
+
+FLOAT32_BYTES = 4  # the demos' tensors are float32
+
+
+def _size_used(use: str, size: int, world: int, lang: str) -> tuple[int, str] | None:
+    """(bytes per rank, how they are made up) of a demo that sizes its tensors as ``use``
+    says, for ``--size size``; None when it moves no tensor of that size."""
+    if use == "blocks":
+        block = block_elements(size, FLOAT32_BYTES, world)
+        return world * block * FLOAT32_BYTES, \
+            explain.ui("size blocks", lang).format(n=world, block=block)
+    if use == "elements":
+        n = elements(size, FLOAT32_BYTES)
+        return n * FLOAT32_BYTES, explain.ui("size elements", lang).format(n=n)
+    return None
+
+
+def size_note(name: str, size: int, world: int, asked: bool, lang: str = "en") -> str | None:
+    """One line when demo ``name`` moves other than ``size`` bytes per rank (whole float32
+    elements, world equal blocks), saying what it uses instead (a tour: in which stops); and,
+    when the size was ``asked`` for, when the demo uses no size at all. None otherwise."""
+    available = demos()
+    stops = available[name].stops or (name,)
+    used: dict[tuple[int, str], list[str]] = {}  # (bytes, make-up): the stops using it
+    for stop in stops:
+        got = _size_used(available[stop].size_use, size, world, lang)
+        if got is not None:
+            used.setdefault(got, []).append(stop)
+    if not used:
+        return explain.ui("size unused", lang).format(size=size, demo=name) if asked else None
+    tour = len(stops) > 1
+    parts = [explain.ui("size using", lang).format(bytes=nbytes, detail=detail)
+             + (explain.ui("size in", lang).format(demos=", ".join(names)) if tour else "")
+             for (nbytes, detail), names in used.items() if nbytes != size]
+    return f"--size {size}: " + "; ".join(parts) if parts else None
 
 
 def gpu_count() -> int:

@@ -12,11 +12,11 @@ def main(ctx):
     rank, world = dist.get_rank(), dist.get_world_size()
     numel = ctx.numel(torch.float32)
 
-    for step in ctx.steps():
-        mine = torch.full((numel,), float(rank * 100 + step), device=ctx.device)
+    for iteration in ctx.iterations():
+        mine = torch.full((numel,), float(rank * 100 + iteration), device=ctx.device)
         blocks = [torch.empty_like(mine) for _ in range(world)]
 
         dist.all_gather(blocks, mine)  # block i now holds rank i's contribution
 
         for i, block in enumerate(blocks):
-            ctx.check(torch.all(block == i * 100 + step), f"block {i} of step {step}")
+            ctx.check(torch.all(block == i * 100 + iteration), f"block {i}, iteration {iteration}")

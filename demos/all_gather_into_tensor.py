@@ -12,11 +12,11 @@ def main(ctx):
     rank, world = dist.get_rank(), dist.get_world_size()
     numel = ctx.numel(torch.float32)
 
-    for step in ctx.steps():
-        mine = torch.full((numel,), float(rank * 100 + step), device=ctx.device)
+    for iteration in ctx.iterations():
+        mine = torch.full((numel,), float(rank * 100 + iteration), device=ctx.device)
         everything = torch.empty(world * numel, device=ctx.device)
 
         dist.all_gather_into_tensor(everything, mine)  # slot i holds rank i's block
 
         for i, block in enumerate(everything.view(world, numel)):
-            ctx.check(torch.all(block == i * 100 + step), f"block {i} of step {step}")
+            ctx.check(torch.all(block == i * 100 + iteration), f"block {i}, iteration {iteration}")

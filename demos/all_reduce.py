@@ -12,10 +12,10 @@ def main(ctx):
     rank, world = dist.get_rank(), dist.get_world_size()
     numel = ctx.numel(torch.float32)
 
-    for step in ctx.steps():
-        tensor = torch.full((numel,), float(rank * 100 + step), device=ctx.device)
+    for iteration in ctx.iterations():
+        tensor = torch.full((numel,), float(rank * 100 + iteration), device=ctx.device)
 
         dist.all_reduce(tensor, op=dist.ReduceOp.SUM)  # in place: tensor becomes the sum
 
-        expected = sum(r * 100 + step for r in range(world))
-        ctx.check(torch.all(tensor == expected), f"sum of step {step}")
+        expected = sum(r * 100 + iteration for r in range(world))
+        ctx.check(torch.all(tensor == expected), f"sum of iteration {iteration}")

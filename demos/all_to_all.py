@@ -8,20 +8,21 @@ import torch
 import torch.distributed as dist
 
 
-def value(sender, receiver, step):
-    return float(sender * 100 + receiver * 10 + step)
+def value(sender, receiver, iteration):
+    return float(sender * 100 + receiver * 10 + iteration)
 
 
 def main(ctx):
     rank, world = dist.get_rank(), dist.get_world_size()
-    block = max(1, ctx.numel(torch.float32) // world)  # elements in each letter
+    block = ctx.block_numel(torch.float32)  # elements in each letter: world letters per rank
 
-    for step in ctx.steps():
-        outbox = [torch.full((block,), value(rank, j, step), device=ctx.device)
+    for iteration in ctx.iterations():
+        outbox = [torch.full((block,), value(rank, j, iteration), device=ctx.device)
                   for j in range(world)]
         inbox = [torch.empty(block, device=ctx.device) for _ in range(world)]
 
         dist.all_to_all(inbox, outbox)  # outbox[j] goes to rank j; inbox[i] comes from rank i
 
         for i, letter in enumerate(inbox):
-            ctx.check(torch.all(letter == value(i, rank, step)), f"from rank {i}, step {step}")
+            ctx.check(torch.all(letter == value(i, rank, iteration)),
+                      f"from rank {i}, iteration {iteration}")

@@ -8,21 +8,22 @@ import torch
 import torch.distributed as dist
 
 
-def value(sender, receiver, step):
-    return float(sender * 100 + receiver * 10 + step)
+def value(sender, receiver, iteration):
+    return float(sender * 100 + receiver * 10 + iteration)
 
 
 def main(ctx):
     rank, world = dist.get_rank(), dist.get_world_size()
-    block = max(1, ctx.numel(torch.float32) // world)  # elements in each slice
+    block = ctx.block_numel(torch.float32)  # elements in each of the world slices
 
-    for step in ctx.steps():
+    for iteration in ctx.iterations():
         outgoing = torch.empty(world * block, device=ctx.device)
         for j, part in enumerate(outgoing.view(world, block)):
-            part.fill_(value(rank, j, step))
+            part.fill_(value(rank, j, iteration))
         incoming = torch.empty_like(outgoing)
 
         dist.all_to_all_single(incoming, outgoing)  # slice j goes to rank j, slice i comes back
 
         for i, part in enumerate(incoming.view(world, block)):
-            ctx.check(torch.all(part == value(i, rank, step)), f"from rank {i}, step {step}")
+            ctx.check(torch.all(part == value(i, rank, iteration)),
+                      f"from rank {i}, iteration {iteration}")

@@ -13,7 +13,7 @@ import torch.distributed as dist
 def main(ctx):
     rank = dist.get_rank()
 
-    for step in ctx.steps():
+    for iteration in ctx.iterations():
         time.sleep(0.05 * rank)  # ranks arrive one after another, rank 0 first
         arrived = time.time()
 
@@ -22,4 +22,4 @@ def main(ctx):
         left = time.time()
         latest = torch.tensor([arrived], dtype=torch.float64, device=ctx.device)
         dist.all_reduce(latest, op=dist.ReduceOp.MAX)  # when did the slowest rank arrive?
-        ctx.check(left >= latest.item(), f"left the barrier of step {step} too early")
+        ctx.check(left >= latest.item(), f"left the barrier of iteration {iteration} too early")

@@ -15,8 +15,8 @@ def main(ctx):
     right, left = (rank + 1) % world, (rank - 1) % world
     numel = ctx.numel(torch.float32)
 
-    for step in ctx.steps():
-        mine = torch.full((numel,), float(rank * 100 + step), device=ctx.device)
+    for iteration in ctx.iterations():
+        mine = torch.full((numel,), float(rank * 100 + iteration), device=ctx.device)
         from_left, from_right = torch.empty_like(mine), torch.empty_like(mine)
 
         ops = [
@@ -29,5 +29,7 @@ def main(ctx):
         for request in requests:
             request.wait()
 
-        ctx.check(torch.all(from_left == left * 100 + step), f"from rank {left}, step {step}")
-        ctx.check(torch.all(from_right == right * 100 + step), f"from rank {right}, step {step}")
+        ctx.check(torch.all(from_left == left * 100 + iteration),
+                  f"from rank {left}, iteration {iteration}")
+        ctx.check(torch.all(from_right == right * 100 + iteration),
+                  f"from rank {right}, iteration {iteration}")

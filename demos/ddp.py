@@ -25,7 +25,7 @@ def main(ctx):
     optimizer = torch.optim.SGD(ddp.parameters(), lr=0.05)
     data = torch.Generator().manual_seed(ctx.rank)  # each rank draws its own batches
 
-    for step in ctx.steps():
+    for iteration in ctx.iterations():
         x = torch.randn(32, 16, generator=data).to(ctx.device)
         y = x[:, :4].sum(dim=1, keepdim=True)  # what the model should learn
 
@@ -37,7 +37,7 @@ def main(ctx):
             optimizer.step()
             optimizer.zero_grad()
         if ctx.rank == 0:
-            print(f"step {step}: loss {loss.item():.4f}", flush=True)
+            print(f"iteration {iteration}: loss {loss.item():.4f}", flush=True)
 
     # Averaged gradients mean identical updates: every copy must still equal rank 0's.
     mine = torch.cat([p.detach().flatten() for p in model.parameters()])

@@ -27,7 +27,7 @@ def main(ctx):
     optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
     data = torch.Generator().manual_seed(ctx.rank)  # each rank draws its own batches
 
-    for step in ctx.steps():
+    for iteration in ctx.iterations():
         x = torch.randn(32, 16, generator=data).to(ctx.device)
         y = x[:, :4].sum(dim=1, keepdim=True)  # what the model should learn
 
@@ -39,7 +39,7 @@ def main(ctx):
             optimizer.step()  # updates this rank's slices only
             optimizer.zero_grad()
         if ctx.rank == 0:
-            print(f"step {step}: loss {loss.item():.4f}", flush=True)
+            print(f"iteration {iteration}: loss {loss.item():.4f}", flush=True)
 
     # The slices must still add up to one model: every rank's full copy equals rank 0's.
     mine = model[0].weight.full_tensor()  # all-gathers the slices of one weight

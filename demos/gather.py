@@ -12,8 +12,8 @@ def main(ctx):
     rank, world = dist.get_rank(), dist.get_world_size()
     numel = ctx.numel(torch.float32)
 
-    for step in ctx.steps():
-        mine = torch.full((numel,), float(rank * 100 + step), device=ctx.device)
+    for iteration in ctx.iterations():
+        mine = torch.full((numel,), float(rank * 100 + iteration), device=ctx.device)
         # only the destination needs somewhere to put the blocks
         pile = [torch.empty_like(mine) for _ in range(world)] if rank == 0 else None
 
@@ -21,4 +21,5 @@ def main(ctx):
 
         if rank == 0:
             for i, block in enumerate(pile):
-                ctx.check(torch.all(block == i * 100 + step), f"block {i} of step {step}")
+                ctx.check(torch.all(block == i * 100 + iteration),
+                          f"block {i}, iteration {iteration}")

@@ -16,12 +16,13 @@ def main(ctx):
     numel = ctx.numel(torch.float32)
     ones = torch.ones(256, 256, device=ctx.device)
 
-    for step in ctx.steps():
-        outgoing = torch.full((numel,), float(rank * 100 + step), device=ctx.device)
+    for iteration in ctx.iterations():
+        outgoing = torch.full((numel,), float(rank * 100 + iteration), device=ctx.device)
         incoming = torch.empty_like(outgoing)
 
-        # Both calls return at once with a request. Even ranks post the send first, odd ranks
-        # the receive: NCCL runs one pair's operations in order, so every send meets its recv.
+        # Even ranks post the send first, odd ranks the receive. On NCCL a pair's first
+        # transfer waits until both ranks post it (it connects them): if every rank sent
+        # first, each would wait for a neighbour busy connecting to its other side.
         if rank % 2 == 0:
             requests = [dist.isend(outgoing, dst=right), dist.irecv(incoming, src=left)]
         else:
@@ -31,5 +32,6 @@ def main(ctx):
 
         for request in requests:
             request.wait()  # only now block until this transfer is done (wait once only)
-        ctx.check(torch.all(product == 256), f"local compute of step {step}")
-        ctx.check(torch.all(incoming == left * 100 + step), f"data from rank {left}, step {step}")
+        ctx.check(torch.all(product == 256), f"local compute of iteration {iteration}")
+        ctx.check(torch.all(incoming == left * 100 + iteration),
+                  f"data from rank {left}, iteration {iteration}")

@@ -10,31 +10,33 @@ import torch.distributed as dist
 def main(ctx):
     rank, world = dist.get_rank(), dist.get_world_size()
 
-    for step in ctx.steps():
-        note = {"rank": rank, "step": step}
+    for iteration in ctx.iterations():
+        note = {"rank": rank, "iteration": iteration}
 
         everyone = [None] * world
         dist.all_gather_object(everyone, note)  # everyone[i] is rank i's note
-        ctx.check(everyone == [{"rank": i, "step": step} for i in range(world)], "all_gather")
+        ctx.check(everyone == [{"rank": i, "iteration": iteration} for i in range(world)],
+                  f"all_gather of iteration {iteration}")
 
-        box = [{"lesson": step}] if rank == 0 else [None]
+        box = [{"lesson": iteration}] if rank == 0 else [None]
         dist.broadcast_object_list(box, src=0)  # box[0] becomes rank 0's object
-        ctx.check(box == [{"lesson": step}], f"broadcast of step {step}")
+        ctx.check(box == [{"lesson": iteration}], f"broadcast of iteration {iteration}")
 
         pile = [None] * world if rank == 0 else None
         dist.gather_object(note, pile, dst=0)  # only rank 0 receives the notes
         if rank == 0:
-            ctx.check(pile == everyone, f"gather of step {step}")
+            ctx.check(pile == everyone, f"gather of iteration {iteration}")
 
-        deal = [{"seat": i, "step": step} for i in range(world)] if rank == 0 else None
+        deal = [{"seat": i, "iteration": iteration} for i in range(world)] if rank == 0 else None
         seat = [None]
         dist.scatter_object_list(seat, deal, src=0)  # rank i receives deal[i]
-        ctx.check(seat == [{"seat": rank, "step": step}], f"scatter of step {step}")
+        ctx.check(seat == [{"seat": rank, "iteration": iteration}],
+                  f"scatter of iteration {iteration}")
 
-        if world >= 2 and rank in (0, 1):
-            letter = [{"hello": step}] if rank == 0 else [None]
+        if world >= 2 and rank in (0, 1):  # point-to-point, for objects: rank 0 writes to 1
+            letter = [{"hello": iteration}] if rank == 0 else [None]
             if rank == 0:
-                dist.send_object_list(letter, dst=1)  # point-to-point, for objects
+                dist.send_object_list(letter, dst=1)
             else:
                 dist.recv_object_list(letter, src=0)
-            ctx.check(letter == [{"hello": step}], f"send/recv of step {step}")
+            ctx.check(letter == [{"hello": iteration}], f"send/recv of iteration {iteration}")

@@ -18,20 +18,20 @@ def main(ctx):
     rank, world = dist.get_rank(), dist.get_world_size()
     numel = ctx.numel(torch.float32)
 
-    for step in ctx.steps():
-        expected = float(step)  # what the activation should be after `rank` layers
+    for iteration in ctx.iterations():
+        expected = float(iteration)  # the input, then what `rank` layers make of it
         for _ in range(rank):
             expected = layer(expected)
 
         if rank == 0:
-            x = torch.full((numel,), float(step), device=ctx.device)  # the model's input
+            x = torch.full((numel,), float(iteration), device=ctx.device)  # the model's input
         else:
             x = torch.empty(numel, device=ctx.device)
             dist.recv(x, src=rank - 1)  # wait for the previous stage's activation
-        ctx.check(torch.all(x == expected), f"input of stage {rank}, step {step}")
+        ctx.check(torch.all(x == expected), f"input of stage {rank}, iteration {iteration}")
 
         x = layer(x)
         if rank < world - 1:
             dist.send(x, dst=rank + 1)  # hand the activation on to the next stage
         else:
-            ctx.check(torch.all(x == layer(expected)), f"model output of step {step}")
+            ctx.check(torch.all(x == layer(expected)), f"model output of iteration {iteration}")

@@ -1,7 +1,7 @@
 """reduce: every rank's tensor is summed element-wise, and only the destination gets the sum.
 
 Like all_reduce with a single recipient: a vote count where only the chair learns the
-total. The destination changes every step (dst = step % world).
+total. The destination changes every iteration (dst = iteration % world).
 """
 
 import torch
@@ -12,12 +12,12 @@ def main(ctx):
     rank, world = dist.get_rank(), dist.get_world_size()
     numel = ctx.numel(torch.float32)
 
-    for step in ctx.steps():
-        dst = step % world
-        tensor = torch.full((numel,), float(rank * 100 + step), device=ctx.device)
+    for iteration in ctx.iterations():
+        dst = iteration % world
+        tensor = torch.full((numel,), float(rank * 100 + iteration), device=ctx.device)
 
         dist.reduce(tensor, dst=dst, op=dist.ReduceOp.SUM)  # dst's tensor becomes the sum
 
         if rank == dst:  # on the other ranks the tensor's contents are not defined afterwards
-            expected = sum(r * 100 + step for r in range(world))
-            ctx.check(torch.all(tensor == expected), f"sum at rank {dst}, step {step}")
+            expected = sum(r * 100 + iteration for r in range(world))
+            ctx.check(torch.all(tensor == expected), f"sum at rank {dst}, iteration {iteration}")

@@ -8,20 +8,21 @@ import torch
 import torch.distributed as dist
 
 
-def value(sender, block, step):
-    return float(sender * 100 + block * 10 + step)
+def value(sender, block, iteration):
+    return float(sender * 100 + block * 10 + iteration)
 
 
 def main(ctx):
     rank, world = dist.get_rank(), dist.get_world_size()
-    block = max(1, ctx.numel(torch.float32) // world)  # elements in each of the world blocks
+    block = ctx.block_numel(torch.float32)  # elements in each of the world blocks
 
-    for step in ctx.steps():
-        blocks = [torch.full((block,), value(rank, j, step), device=ctx.device)
+    for iteration in ctx.iterations():
+        blocks = [torch.full((block,), value(rank, j, iteration), device=ctx.device)
                   for j in range(world)]
         mine = torch.empty(block, device=ctx.device)
 
-        dist.reduce_scatter(mine, blocks, op=dist.ReduceOp.SUM)  # mine = sum of every blocks[rank]
+        # mine becomes the sum of blocks[rank] over all the ranks
+        dist.reduce_scatter(mine, blocks, op=dist.ReduceOp.SUM)
 
-        expected = sum(value(sender, rank, step) for sender in range(world))
-        ctx.check(torch.all(mine == expected), f"sum of block {rank}, step {step}")
+        expected = sum(value(sender, rank, iteration) for sender in range(world))
+        ctx.check(torch.all(mine == expected), f"sum of block {rank}, iteration {iteration}")

@@ -8,21 +8,21 @@ import torch
 import torch.distributed as dist
 
 
-def value(sender, block, step):
-    return float(sender * 100 + block * 10 + step)
+def value(sender, block, iteration):
+    return float(sender * 100 + block * 10 + iteration)
 
 
 def main(ctx):
     rank, world = dist.get_rank(), dist.get_world_size()
-    block = max(1, ctx.numel(torch.float32) // world)  # elements in each of the world slices
+    block = ctx.block_numel(torch.float32)  # elements in each of the world slices
 
-    for step in ctx.steps():
+    for iteration in ctx.iterations():
         flat = torch.empty(world * block, device=ctx.device)
         for j, part in enumerate(flat.view(world, block)):
-            part.fill_(value(rank, j, step))
+            part.fill_(value(rank, j, iteration))
         mine = torch.empty(block, device=ctx.device)
 
         dist.reduce_scatter_tensor(mine, flat, op=dist.ReduceOp.SUM)  # mine = sum of slice rank
 
-        expected = sum(value(sender, rank, step) for sender in range(world))
-        ctx.check(torch.all(mine == expected), f"sum of slice {rank}, step {step}")
+        expected = sum(value(sender, rank, iteration) for sender in range(world))
+        ctx.check(torch.all(mine == expected), f"sum of slice {rank}, iteration {iteration}")

@@ -13,7 +13,7 @@ MIN_RANKS = 2
 
 def exchange(rank, send_buf, right, recv_buf, left):
     """Send to the right neighbour while receiving from the left one."""
-    if rank % 2 == 0:  # even ranks send first, odd receive first: safe on NCCL too
+    if rank % 2 == 0:  # even ranks send first, odd receive first: see isend_irecv (NCCL)
         requests = [dist.isend(send_buf, dst=right), dist.irecv(recv_buf, src=left)]
     else:
         requests = [dist.irecv(recv_buf, src=left), dist.isend(send_buf, dst=right)]
@@ -24,11 +24,11 @@ def exchange(rank, send_buf, right, recv_buf, left):
 def main(ctx):
     rank, world = dist.get_rank(), dist.get_world_size()
     right, left = (rank + 1) % world, (rank - 1) % world
-    numel = -(-ctx.numel(torch.float32) // world) * world  # round up to a multiple of world
+    chunk = ctx.block_numel(torch.float32)  # elements in each of the world chunks
 
-    for step in ctx.steps():
-        data = torch.full((numel,), float(rank * 100 + step), device=ctx.device)
-        chunks = data.view(world, -1)  # chunks[c] is a view into data
+    for iteration in ctx.iterations():
+        data = torch.full((world * chunk,), float(rank * 100 + iteration), device=ctx.device)
+        chunks = data.view(world, chunk)  # chunks[c] is a view into data
         incoming = torch.empty_like(chunks[0])
 
         for i in range(world - 1):  # reduce-scatter: pass partial sums to the right
@@ -38,5 +38,5 @@ def main(ctx):
             exchange(rank, chunks[(rank + 1 - i) % world], right, incoming, left)
             chunks[(rank - i) % world].copy_(incoming)  # a finished chunk arrives
 
-        expected = sum(r * 100 + step for r in range(world))  # what all_reduce SUM gives
-        ctx.check(torch.all(data == expected), f"hand-made all-reduce of step {step}")
+        expected = sum(r * 100 + iteration for r in range(world))  # what all_reduce SUM gives
+        ctx.check(torch.all(data == expected), f"hand-made all-reduce of iteration {iteration}")

@@ -12,16 +12,13 @@ def main(ctx):
     rank, world = dist.get_rank(), dist.get_world_size()
     numel = ctx.numel(torch.float32)
 
-    for step in ctx.steps():
+    for iteration in ctx.iterations():
         deck = None  # only the source has blocks to hand out
         if rank == 0:
-            deck = [torch.full((numel,), float(i * 100 + step), device=ctx.device)
+            deck = [torch.full((numel,), float(i * 100 + iteration), device=ctx.device)
                     for i in range(world)]
         mine = torch.empty(numel, device=ctx.device)
 
         dist.scatter(mine, scatter_list=deck, src=0)  # rank i receives deck[i]
 
-        # scatter does not free the source blocks: drop them once sent, or they keep
-        # holding memory on the source rank until the next assignment
-        del deck
-        ctx.check(torch.all(mine == rank * 100 + step), f"my block of step {step}")
+        ctx.check(torch.all(mine == rank * 100 + iteration), f"my block of iteration {iteration}")

@@ -14,14 +14,16 @@ def main(ctx):
     rank, world = dist.get_rank(), dist.get_world_size()
     numel = ctx.numel(torch.float32)
 
-    for step in ctx.steps():
+    for iteration in ctx.iterations():
         if rank == 0:
             for dst in range(1, world):
-                parcel = torch.full((numel,), float(dst * 100 + step), device=ctx.device)
+                parcel = torch.full((numel,), float(dst * 100 + iteration), device=ctx.device)
                 dist.send(parcel, dst=dst)  # gloo returns once sent; NCCL once queued on the GPU
         else:
             parcel = torch.empty(numel, device=ctx.device)
-            # Watch step 0: the first recv from a peer is slower, because the connection
-            # between the two ranks is only set up lazily, on first use (a handshake first).
+            # Compare iteration 1 with the later ones: NCCL connects two ranks on their first
+            # send/recv, so that one is slower; gloo connected every pair in
+            # init_process_group, so there a slow first one is only warm-up.
             dist.recv(parcel, src=0)  # blocks until rank 0's tensor has arrived
-            ctx.check(torch.all(parcel == rank * 100 + step), f"parcel of step {step}")
+            ctx.check(torch.all(parcel == rank * 100 + iteration),
+                      f"parcel of iteration {iteration}")

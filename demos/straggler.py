@@ -10,7 +10,7 @@ import time
 import torch
 import torch.distributed as dist
 
-LATE_S = 0.2  # how long the slow rank "works" before each step's all_reduce
+LATE_S = 0.2  # how long the slow rank "works" before each all_reduce
 
 
 def main(ctx):
@@ -18,11 +18,12 @@ def main(ctx):
     numel = ctx.numel(torch.float32)
     slow = world - 1
 
-    for step in ctx.steps():
-        grads = torch.full((numel,), float(rank + step), device=ctx.device)
+    for iteration in ctx.iterations():
+        grads = torch.full((numel,), float(rank + iteration), device=ctx.device)
         if rank == slow:
             time.sleep(LATE_S)  # e.g. a bigger batch to load than the others
 
         dist.all_reduce(grads)  # the others are already in here, waiting for the slow rank
 
-        ctx.check(torch.all(grads == sum(r + step for r in range(world))), f"sum of step {step}")
+        expected = sum(r + iteration for r in range(world))
+        ctx.check(torch.all(grads == expected), f"sum of iteration {iteration}")

@@ -121,6 +121,68 @@ def test_all_to_all_on_a_gloo_without_it_is_refused_before_any_rank_starts(monke
     launcher.check_backend("all_to_all", "gloo")
 
 
+@pytest.mark.parametrize(("demo", "size", "world", "asked", "lang", "note"), [
+    ("all_reduce", 1001, 4, True, "en", "--size 1001: 1000 B used (250 float32)"),
+    ("all_reduce", 1000, 4, True, "en", None),
+    ("all_to_all", 1000, 4, True, "en",
+     "--size 1000: 992 B used (4 blocks of 62 float32)"),
+    ("reduce_scatter", 4096, 3, False, "pt",
+     "--size 4096: 4092 B usados (3 blocos de 341 float32)"),
+    ("ring_allreduce", 4096, 4, False, "en", None),
+    ("barrier", 100, 4, True, "en", "--size 100: not used, barrier moves no tensor of that size"),
+    ("objects", 4096, 4, False, "en", None),  # the default size, which no one asked for
+    ("all", 1000, 3, True, "en",
+     "--size 1000: 996 B used (3 blocks of 83 float32) in reduce_scatter, all_to_all"),
+])
+def test_the_size_note_says_what_a_demo_makes_of_the_size_asked(demo, size, world, asked, lang,
+                                                                note):
+    assert launcher.size_note(demo, size, world, asked, lang) == note
+
+
+def _started_demo(monkeypatch, argv: list[str]) -> dict:
+    """What `commviz demo ARGV` hands the headless printer or the TUI, no rank started."""
+    from commviz import cli
+    from commviz.tui import app
+    from commviz.viewer import headless
+
+    got = {}
+
+    def printer(session, *_, banner=None, **__):
+        got["banner"] = banner
+        session.close()
+        return 0
+
+    def tui(session, *_, title, **__):
+        got["title"] = {lang: title(lang) for lang in ("en", "pt")}
+        session.close()
+        return 0
+
+    monkeypatch.setattr(headless, "run", printer)
+    monkeypatch.setattr(app, "run_app", tui)
+    monkeypatch.setattr(launcher, "Ranks", lambda *a, **k: None)
+    monkeypatch.setattr(launcher, "gpu_count", lambda: 0)
+    monkeypatch.setattr(cli, "_no_terminal_for_the_tui", lambda args: False)
+    assert cli.main(["demo", *argv]) == 0
+    return got
+
+
+def test_a_rounded_size_is_said_once_under_the_headless_banner(monkeypatch):
+    got = _started_demo(monkeypatch, ["all_to_all", "--ranks", "4", "--size", "1000",
+                                      "--headless", "--lang", "en"])
+    banner, note = got["banner"].split("\n")
+    assert banner.startswith("commviz demo all_to_all: 4 ranks, gloo")
+    assert note == "--size 1000: 992 B used (4 blocks of 62 float32)"
+    exact = _started_demo(monkeypatch, ["all_reduce", "--size", "1000", "--headless"])
+    assert "\n" not in exact["banner"]
+
+
+def test_a_rounded_size_is_said_in_the_tui_header_in_both_languages(monkeypatch):
+    title = _started_demo(monkeypatch, ["all_gather", "--ranks", "2", "--size", "7"])["title"]
+    assert title["en"].startswith("all_gather · 2 ranks · gloo on CPU tensors")
+    assert title["en"].endswith(" · --size 7: 4 B used (1 float32)")
+    assert title["pt"].endswith(" · --size 7: 4 B usados (1 float32)")
+
+
 @pytest.mark.parametrize("case", list(ERRORS))
 def test_errors_are_one_line_with_exit_code_2(procs, tmp_path, case):
     args, expected = ERRORS[case]

@@ -104,7 +104,7 @@ def test_gate_without_env_is_a_no_op():
     assert not gate.active
     start = time.monotonic()
     ctx = DemoContext(0, 1, "cpu", 64, 1000, 0.0, gate)
-    assert list(ctx.steps()) == list(range(1000))
+    assert list(ctx.iterations()) == list(range(1, 1001))
     assert time.monotonic() - start < 0.5
     gate.close()
 

@@ -38,13 +38,36 @@ def test_demo_runs_and_reports_its_op(name):
     assert OP.get(name, name) in ops, ops
 
 
+# the op whose records carry the demo's tensor, and how many of the blocks it carries
+CARRIER = {"all_gather": ("all_gather", 3), "reduce_scatter": ("reduce_scatter", 3),
+           "all_to_all": ("all_to_all", 3), "ring_allreduce": ("isend", 1)}
+
+
 @pytest.mark.parametrize("name", ["all_gather", "reduce_scatter", "all_to_all", "ring_allreduce"])
 def test_demos_that_split_buffers_take_sizes_that_do_not_divide(name):
+    """--size 10 on 3 ranks: the bytes the demo moves are those its size note announces."""
     _skip_without_all_to_all(name)
-    run_ranks(_run_demo, 3, name, 10, timeout=60)
+    run = run_ranks(_run_demo, 3, name, 10, timeout=60)
+    op, blocks = CARRIER[name]
+    moved = {rec["bytes_in"] for rec in run.ops(0) if rec["op"] == op}
+    note = launcher.size_note(name, 10, 3, asked=True)
+    if name == "all_gather":  # whole float32 elements: 2 of them
+        assert moved == {8} and note == "--size 10: 8 B used (2 float32)"
+    else:  # three blocks of one element each (ring_allreduce sends one block at a time)
+        assert moved == {4 * blocks}
+        assert note == "--size 10: 12 B used (3 blocks of 1 float32)"
 
 
-def test_the_tour_counts_steps_across_its_stops():
+def test_iterations_count_from_one_and_a_tour_goes_on_counting():
+    """As the viewer's "Next iteration (k)" does: the gate's k-th iteration is number k."""
     ctx = DemoContext(0, 1, torch.device("cpu"), 8, iters=None, interval=0.0)
-    parts = [list(ctx.part(2).steps()), list(ctx.part(3).steps())]
-    assert parts == [[0, 1], [0, 1, 2]] and ctx.started == [5]
+    parts = [list(ctx.part(2).iterations()), list(ctx.part(3).iterations())]
+    assert parts == [[1, 2], [3, 4, 5]] and ctx.started == [5]
+
+
+@pytest.mark.parametrize(("size", "world", "numel", "block"),
+                         [(4096, 4, 1024, 256), (1001, 4, 250, 62), (10, 3, 2, 1), (1, 2, 1, 1)])
+def test_sizes_round_down_to_whole_elements_and_blocks_of_at_least_one(size, world, numel, block):
+    ctx = DemoContext(0, world, torch.device("cpu"), size, iters=1, interval=0.0)
+    assert (ctx.numel(torch.float32), ctx.block_numel(torch.float32)) == (numel, block)
+    assert ctx.numel(torch.float64) == max(1, size // 8)

@@ -89,8 +89,8 @@ def test_hang_names_the_collective_and_the_missing_rank(procs, tmp_path):
 
 
 def test_crash_names_the_lost_rank(procs, tmp_path):
-    # headless, the demo's steps are HEADLESS_INTERVAL_S (0.5 s) apart, so the victim dies
-    # (at step 3) in the middle of the run, as the demo means it, rather than before its first
+    # headless, the demo's iterations are HEADLESS_INTERVAL_S (0.5 s) apart, so the victim dies
+    # (at iteration 4) in the middle of the run, as the demo means it, rather than before its first
     # heartbeat, which waits up to 1 s for a clock round trip (0.2 s apart, under load, it did)
     rc, out, lines = _run(procs, tmp_path, "crash", 8)
     victim = WORLD // 2

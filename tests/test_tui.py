@@ -608,7 +608,7 @@ async def test_help_lists_only_the_keys_that_work_in_this_session() -> None:
         await pilot.pause()
         text = _help_text(watching)
         assert "Quit" in text and "Hold the replay" in text and "Speed" in text
-        assert "Pause" not in text and "Next step" not in text and "Restart" not in text
+        assert "Pause" not in text and "Next iteration" not in text and "Restart" not in text
         assert "space" not in text and not any(line.split()[:1] == ["n"]
                                                for line in text.splitlines())
     demo = CommvizApp(FakeSession(), FakeRanks(), "t", lang="en", controller=FakeController(),
@@ -617,7 +617,7 @@ async def test_help_lists_only_the_keys_that_work_in_this_session() -> None:
         await pilot.press("question_mark")
         await pilot.pause()
         text = _help_text(demo)
-        assert "Pause" in text and "Next step" in text and "Restart" in text
+        assert "Pause" in text and "Next iteration" in text and "Restart" in text
 
 
 class FakeController:
@@ -709,7 +709,7 @@ async def test_space_and_n_drive_the_demo_step_gate() -> None:
     app = CommvizApp(FakeSession(), None, "t", lang="en", controller=controller)
     async with app.run_test(size=SIZE) as pilot:
         await frame(pilot)
-        assert "Paused · n: Next step (1)" in panel(app, "#status")
+        assert "Paused · n: Next iteration (1)" in panel(app, "#status")
         assert "⏸ Paused" in panel(app, "#header")
         await pilot.press("n")
         await pilot.press("n")
@@ -985,7 +985,7 @@ ENGLISH = ("gloo on CPU tensors", "GPU(s) here for", "load (last 3 s)", "read/wr
            "collectives", "transfers", "malformed messages rejected",
            "records dropped by ranks", "rank 0 finished", "failed (exit 1)",
            "stopping the other ranks", "diagnosis:", "finding,", "s/step", "behind",
-           "the job finished", "the job has ended", "Quit", "Pause/resume", "Next step",
+           "the job finished", "the job has ended", "Quit", "Pause/resume", "Next iteration",
            "Faster", "Slower", "Hold replay", "Restart", "Help", "palette", "Paused",
            "no GPU on", "CPU tensors")
 
@@ -1778,7 +1778,7 @@ async def test_a_demo_not_named_after_an_operation_says_its_first_one_is_explain
     async with app.run_test(size=SIZE) as pilot:
         await frame(pilot)
         shown = " ".join(panel(app, "#explain").replace("│", " ").split())
-        assert "Paused before the first step: n runs one step, space plays." in shown
+        assert "Paused before iteration 1: n runs one iteration, space plays." in shown
         assert "The straggler demo: its first operation is explained here" in shown
 
 

@@ -24,6 +24,16 @@ from typing import Any
 from ..control import StepGate
 
 
+def elements(size: int, itemsize: int) -> int:
+    """How many elements of ``itemsize`` bytes make ``size`` bytes (at least one)."""
+    return max(1, size // itemsize)
+
+
+def block_elements(size: int, itemsize: int, world: int) -> int:
+    """Elements in each of ``world`` equal blocks that fit in ``size`` bytes (at least one)."""
+    return max(1, elements(size, itemsize) // world)
+
+
 @dataclass
 class DemoContext:
     """What a demo program needs to know about its run, kept out of its teaching code."""
@@ -32,36 +42,40 @@ class DemoContext:
     world_size: int
     device: Any           # torch.device: cuda:<rank> with NCCL, cpu with gloo
     size: int             # bytes per rank the demo should move (--size)
-    iters: int | None     # None: until stopped
-    interval: float       # seconds between steps (--interval)
-    gate: StepGate | None = None  # the viewer's play/pause/step control, if any
-    # steps started so far, shared by the parts of a tour: the gate counts steps globally
+    iters: int | None     # iterations to run; None: until stopped
+    interval: float       # seconds between iterations (--interval)
+    gate: StepGate | None = None  # the viewer's play/pause/next-iteration control, if any
+    # iterations started so far, shared by the parts of a tour: the gate and the viewer count
+    # them across the whole run
     started: list[int] = field(default_factory=lambda: [0])
 
     def numel(self, dtype: Any) -> int:
         """How many elements of ``dtype`` make ``size`` bytes (at least one)."""
-        import torch
+        return elements(self.size, _itemsize(dtype))
 
-        return max(1, self.size // torch.empty((), dtype=dtype).element_size())
+    def block_numel(self, dtype: Any) -> int:
+        """Elements of ``dtype`` in each of world equal blocks that fit in ``size`` bytes."""
+        return block_elements(self.size, _itemsize(dtype), self.world_size)
 
-    def steps(self) -> Iterator[int]:
-        """Step numbers 0, 1, ... paced by --interval, ending after --iters.
+    def iterations(self) -> Iterator[int]:
+        """Iteration numbers 1, 2, ... as the viewer counts them (a tour's stops go on
+        counting), paced by --interval; this part ends after ``iters`` of them.
 
-        Under the TUI every rank also waits at the gate before each step until the viewer
-        lets that step start (pause / single step), so the step's first op happens on cue.
+        Under the TUI every rank also waits at the gate before each iteration until the viewer
+        lets it start (pause / next iteration), so its first op happens on cue.
         """
-        step = 0
-        while self.iters is None or step < self.iters:
+        done = 0
+        while self.iters is None or done < self.iters:
             if self.started[0] and self.interval > 0:
                 time.sleep(self.interval)
             if self.gate is not None:
                 self.gate.wait(self.started[0])
             self.started[0] += 1
-            yield step
-            step += 1
+            done += 1
+            yield self.started[0]
 
     def part(self, iters: int) -> DemoContext:
-        """The same run for ``iters`` steps of another demo (a guided tour's stop)."""
+        """The same run for ``iters`` iterations of another demo (a guided tour's stop)."""
         return dataclasses.replace(self, iters=iters)
 
     def check(self, ok: Any, what: str) -> None:
@@ -82,6 +96,12 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--interval", type=float, default=0.0)
     p.add_argument("--timeout", type=float, default=60.0)
     return p.parse_args(argv)
+
+
+def _itemsize(dtype: Any) -> int:
+    import torch
+
+    return torch.empty((), dtype=dtype).element_size()
 
 
 def _die_with_parent() -> None:
@@ -108,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse(sys.argv[1:] if argv is None else argv)
     _die_with_parent()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    gate = StepGate.from_env(args.rank)  # connects early: the viewer's state is known by step 0
+    gate = StepGate.from_env(args.rank)  # connects early: the viewer's state is known at once
     try:
         module = importlib.import_module(f"commviz.demos.{args.demo}")
         import torch
