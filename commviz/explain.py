@@ -1405,6 +1405,12 @@ _UI_PAIRS: dict[str, tuple[str, str]] = {
     "backend not known": ("{op}: the ranks' backend is not known yet",
                           "{op}: o backend dos ranks ainda não é conhecido"),
     "transfers": ("{n} transfer|{n} transfers", "{n} transferência|{n} transferências"),
+    "n more": ("+{n} more", "+{n} outras"),
+    "transfers column": ("transfers", "transferências"),
+    "not shown": ("not shown (widen the terminal): {}", "fora da tela (alargue o terminal): {}"),
+    "op from root": ("{op} from rank {root}", "{op} a partir do rank {root}"),
+    "op to root": ("{op} to rank {root}", "{op} para o rank {root}"),
+    "this call": ("This call", "Esta chamada"),
     "predicted vs": ("{predicted} µs vs {measured} µs", "{predicted} µs; medido {measured} µs"),
     "fit line": ("α {alpha} µs/step, β {beta}, ", "α {alpha} µs/passo, β {beta}, "),
     "fit no beta": ("α {alpha} µs/step; bandwidth not measurable, the sizes are too small "

@@ -42,6 +42,7 @@ from textual.widgets import Static
 from commviz import explain, protocol
 from commviz.control import Controller, ControlState
 from commviz.tui import app as app_module
+from commviz.tui import render
 from commviz.tui.animation import GATHER_S
 from commviz.tui.app import FRAME_S, CommvizApp
 from commviz.tui.help import HelpScreen
@@ -1084,24 +1085,72 @@ async def test_a_portuguese_screen_has_no_english_left(lang: str, monkeypatch) -
 
 
 @pytest.mark.parametrize("op, world", [("all_to_all", 3), ("all_to_all", 4), ("reduce", 4),
-                                       ("all_reduce", 6)])
+                                       ("all_reduce", 6), ("all_gather", 8)])
 def test_the_buffers_grid_fits_the_panel_and_its_rows_line_up(op: str, world: int) -> None:
     """A grid wider than the panel wrapped mid-row (all_to_all at 4 ranks: n x n chunks), and
     the reduce's `to root` row stood one column off (user trial)."""
+    lines = _phases_lines(op, world, "en", None)
+    grid = lines[lines.index(next(ln for ln in lines if ln.startswith("Buffers"))) + 1:]
+    rows = [line for line in grid if not line.startswith("not shown")]
+    assert all(len(line) <= render.GRID_MAX_W for line in rows), rows
+    first = rows[0].index("r0")  # every row's buffers start in the header's first rank column
+    assert all(row[first - 1] == " " and row[first] in "0123456789·" for row in rows[1:])
+
+
+def _phases_lines(op: str, world: int, lang: str, width: int | None,
+                  root: int = -1) -> list[str]:
     from fakes import scripted_collective
 
-    from commviz.tui import render
+    session = FakeSession()
+    session.feed(scripted_collective(op, world=world, peer=root))
+    return render.phases(session.model, lang, width=width).plain.splitlines()
+
+
+@pytest.mark.parametrize("op, world, width, lang, left_out", [
+    ("all_gather", 8, 60, "en", "not shown (widen the terminal): r5-r7, transfers"),
+    ("all_gather", 8, 44, "pt", "fora da tela (alargue o terminal): r4-r7, transferências"),
+    ("all_reduce", 4, 44, "en", "not shown (widen the terminal): transfers"),
+    ("broadcast", 5, 60, "en", None), ("all_reduce", 4, 60, "pt", None)])
+def test_the_buffers_grid_fits_its_width_and_says_what_it_leaves_out(
+        op: str, world: int, width: int, lang: str, left_out: str | None) -> None:
+    """At 120x40 the grid's rows wrapped; at 8 ranks columns went missing unsaid, and a
+    broadcast of 5 ranks lost its transfers column though it had the room (user trial)."""
+    lines = _phases_lines(op, world, lang, width)
+    grid = lines[next(i for i, ln in enumerate(lines) if ln.startswith("Buffers")) + 1:]
+    rows = grid[:-1] if left_out else grid
+    assert all(len(row) <= width for row in rows), rows
+    shown = rows[0].split()
+    assert grid[-1] == left_out if left_out else "→" in rows[2] and len(shown) == world
+    if left_out and "r7" in left_out:  # the ranks named left out are those not shown
+        first_hidden = int(re.search(r"r(\d+)-r7", left_out).group(1))
+        assert shown == [f"r{r}" for r in range(first_hidden)]
+
+
+@pytest.mark.parametrize("width", [60, 44])
+def test_many_ranks_list_their_steps_one_row_each_with_how_many_transfers_are_left_out(
+        width: int) -> None:
+    lines = _phases_lines("all_gather", 9, "en", width)
+    steps = [line for line in lines if line.lstrip().startswith("AG")]
+    assert steps and all(len(line) <= width for line in steps), steps
+    assert all(re.search(r"c\d+  \+\d+ more$", line) for line in steps), steps
+
+
+@pytest.mark.parametrize("op, root, lang, said", [
+    ("broadcast", 2, "en", "broadcast from rank 2"),
+    ("scatter", 1, "pt", "scatter a partir do rank 1"),
+    ("reduce", 3, "en", "reduce to rank 3"), ("gather", 0, "pt", "gather para o rank 0")])
+def test_a_rooted_op_names_its_root_where_it_is_described(op: str, root: int, lang: str,
+                                                          said: str) -> None:
+    from fakes import scripted_collective
 
     session = FakeSession()
-    session.feed(scripted_collective(op, world=world))
-    lines = render.phases(session.model, "en").plain.splitlines()
-    grid = lines[lines.index(next(ln for ln in lines if ln.startswith("Buffers"))) + 1:] \
-        if any(ln.startswith("Buffers") for ln in lines) else []
-    assert all(len(line) <= render.GRID_MAX_W for line in grid), grid
-    assert bool(grid) == ((op, world) != ("all_to_all", 4))  # too wide: the steps alone
-    if grid:  # every row's buffers start in the header's first rank column
-        first = grid[0].index("r0")
-        assert all(row[first - 1] == " " and row[first] in "0123456789·" for row in grid[1:])
+    session.feed(scripted_collective(op, world=4, peer=root))
+    inst = session.model.recent[-1]
+    assert render.phases(session.model, lang).plain.startswith(said + " · ")
+    assert said in render.explanation(session.model, inst, lang).plain.splitlines()[1]
+    session = FakeSession()
+    session.feed(scripted_collective("all_reduce", world=4))
+    assert render.phases(session.model, lang).plain.startswith("all_reduce · ")
 
 
 def test_the_phases_panel_sets_the_cost_model_against_the_measured_time() -> None:
@@ -1488,6 +1537,56 @@ async def test_a_rank_error_with_brackets_is_shown_as_text_not_markup() -> None:
         (note,) = notified  # a toast renders markup unless told not to
         assert note["markup"] is False and "[/gloo/transport" in note["message"]
         assert "[/gloo/transport/tcp/unbound_buffer.cc:78] Timed out" in panel(app, "#status")
+
+
+GLHF = ("RuntimeError: Connection closed by peer [127.0.0.1]:29500: the remote end hung up "
+        "while we waited for its reply, see its own log for the reason. GLHF! 🏖️")
+
+
+def test_text_from_a_job_takes_the_cells_rich_counts_for_it() -> None:
+    from commviz.viewer.text import UNSURE_WIDTH, cell_safe
+
+    assert cell_safe("GLHF! 🏖️") == f"GLHF! {UNSURE_WIDTH}"  # a width of its own: gone
+    assert cell_safe("\x1b[31mred\x1b[0m\tok\u200b") == "red ok"  # escapes, tab, format
+    assert cell_safe("cafe\u0301 🚀 中 ❤️") == "café 🚀 中 ❤"  # accents, wide characters stay
+
+
+@pytest.mark.parametrize("size", [(160, 48), (80, 24)])
+@sync
+async def test_a_failed_ranks_long_error_keeps_the_viewer_panel_whole(
+        size: tuple[int, int]) -> None:
+    """The crash demo: an error ending in "GLHF! 🏖️" broke the panel's right border, and
+    four of them pushed its bottom off the screen at 160x48 (user trial)."""
+    session = FakeSession()
+    session.feed(scripted_all_reduce(world=4))
+    _crashed(session)
+    ranks = FakeRanks(world=4)
+    app = CommvizApp(session, ranks, "t", lang="en", controller=FakeController(),
+                     restart=FakeRanks, clock=session.clock, wall_ns=session.clock.wall_ns)
+    app.notify = lambda *args, **kw: None  # toasts cover the panel
+    async with app.run_test(size=size) as pilot:
+        for r in range(4):
+            ranks.end(r, 1, GLHF)
+        await frame(pilot)
+        await frame(pilot)  # the panel's room, from the layout the first frame made
+        status = app.query_one("#status")
+        assert status.region.bottom <= app.size.height - 1  # above the footer
+        rows = panel(app, "#status").splitlines()
+        assert rows[-1].startswith("╰") and all(row[-1] in "│╮╯" for row in rows), rows
+        assert "🏖" not in "".join(rows) and "rank 3 failed (exit 1)" in "".join(rows)
+        assert any(row.rstrip("│ ").endswith("…") for row in rows), rows  # cut, and says so
+
+
+@sync
+async def test_the_jobs_output_is_drawn_safe_for_its_cells() -> None:
+    from commviz.job import OutputBuffer
+
+    output = OutputBuffer()
+    app = CommvizApp(FakeSession(), FakeRanks(world=1), "run", output=output)
+    async with app.run_test(size=SIZE) as pilot:
+        output.append("stdout", "\x1b[1mepoch 1\x1b[0m done 🏖️")
+        await frame(pilot)
+        assert list(app.query_one("#output", OpLog).lines) == ["epoch 1 done �"]
 
 
 def test_ranks_on_several_nodes_are_grouped_under_a_line_per_node() -> None:

@@ -58,6 +58,7 @@ FINDINGS_LINGER_S = 10.0  # the findings panel stays this long after the last on
 # what to check for it need more, up to half the screen: the buffers grid keeps its rows
 FINDINGS_ROWS = (8, 7)
 SHORT_KEYS = ("pause", "step", "faster", "replay_pause")  # "key <id> short": narrow footer
+EVENT_ROWS = 2  # at most, of an event in the viewer panel (a rank's error): cut after them
 NARROW_STATUS_ROWS = 6  # the viewer panel on a narrow terminal: its newest rows, if it has more
 TAIL_LINES = 20  # of a job's output, printed when the screen closes
 RESTART_SETTLE_S = 0.15  # after stopping the ranks: time for their last messages to land
@@ -128,7 +129,7 @@ class CommvizApp(App):
         self._slow_at = float("-inf")
         self._height_keys: dict[str, int | None] = {}
         self._shown_panels: dict[str, Any] = {}
-        self._explained: tuple | None = None  # (op, site, group) the teaching panels show
+        self._explained: tuple | None = None  # (op, site, group, root): the teaching panels'
         self._replayed: tuple | None = None  # (instance, step) the phases panel shows
         self._fit: costmodel.Fit | None = None
         self._t0: int | None = None
@@ -268,7 +269,7 @@ class CommvizApp(App):
             # the teaching panels follow the replay, else the latest operation
             shown = frame.instance if frame is not None else latest
             paused = self.controller is not None and self.controller.state.mode == "step"
-            key = (shown.op, shown.site, shown.group) if shown else \
+            key = (shown.op, shown.site, shown.group, shown.root) if shown else \
                 ("before", paused, tuple(sorted({s.backend for s in model.ranks.values()})))
             if key != self._explained:  # the same op again: nothing to redraw
                 self._explained = key
@@ -283,7 +284,8 @@ class CommvizApp(App):
         if slow_tick or replayed != self._replayed:  # follows the replay step by step
             self._replayed = replayed
             phases = render.phases(model, self.lang, frame, self._fit,
-                                   getattr(self.session, "nccl", None))
+                                   getattr(self.session, "nccl", None),
+                                   self.query_one("#phases").content_region.width or None)
             self._show("#phases", phases, _height_key(phases))
         # not App.sub_title: setting that reactive repaints the whole screen every frame
         paused = self.controller is not None and self.controller.paused and not self._ended
@@ -358,7 +360,8 @@ class CommvizApp(App):
             fresh = self._output.since(self._output_n)
             if fresh:
                 self._output_n = fresh[-1].n
-                self.query_one("#output", OpLog).write(*(line.text for line in fresh))
+                self.query_one("#output", OpLog).write(*(text.cell_safe(line.text)
+                                                         for line in fresh))
         lang = self.lang
         ui, counted = functools.partial(explain.ui, lang=lang), \
             functools.partial(explain.ui_n, lang=lang)
@@ -387,14 +390,47 @@ class CommvizApp(App):
         if self.controller is not None:
             status += "\n" + self._control_line()
         events = [self._event(key, fields) for key, fields in self._events[-8:]]
-        status = "\n".join([status, *events])
-        shown = Text(status)  # not markup: [brackets]
+        shown = Text("\n".join([status, *events]))  # not markup: [brackets]
         width = self.query_one("#status").content_region.width
-        if self.screen.has_class("-narrow") and width > 0:  # bounded there: the newest rows
-            rows = shown.wrap(self.console, width)
-            if len(rows) > NARROW_STATUS_ROWS:
-                shown = Text("\n").join(rows[-NARROW_STATUS_ROWS:])
+        if width > 0:
+            shown = self._fit_status(status, events, width)
         self._show("#status", shown, _height_key(shown))  # its lines wrap: a longer one may too
+
+    def _fit_status(self, status: str, events: list[str], width: int) -> Text:
+        """The viewer panel in the rows it has: each event in EVENT_ROWS at most, cut with an
+        ellipsis (a failed rank's whole error is in its toast, and printed when the screen
+        closes); with more rows than the room (``_status_room``), the newest, the first
+        marked "…"."""
+        rows = Text(status).wrap(self.console, width)
+        for event in events:
+            wrapped = Text(event).wrap(self.console, width)
+            if len(wrapped) > EVENT_ROWS:
+                last = wrapped[EVENT_ROWS - 1]
+                last.rstrip()
+                last.append("…")
+                last.truncate(width, overflow="ellipsis")
+            rows.extend(wrapped[:EVENT_ROWS])
+        room = self._status_room()
+        if room is not None and len(rows) > room:
+            rows = rows[len(rows) - room:]
+            rows[0] = Text("… ") + rows[0]
+            rows[0].truncate(width, overflow="ellipsis")
+        return Text("\n").join(rows)
+
+    def _status_room(self) -> int | None:
+        """The viewer panel's rows: NARROW_STATUS_ROWS on a narrow terminal; on a wide one
+        what the right column leaves it, the explanation at its least (a long error pushed
+        the panel's bottom off the screen); None before the screen is laid out."""
+        if self.screen.has_class("-narrow"):
+            return NARROW_STATUS_ROWS
+        right, status = self.query_one("#right"), self.query_one("#status")
+        if right.size.height <= 0:
+            return None
+        taken = sum(child.outer_size.height for child in right.children
+                    if child.display and child.id not in ("status", "explain-box"))
+        explain = self.query_one("#explain-box").styles.min_height
+        least = int(explain.value) if explain is not None else 0
+        return max(1, right.size.height - taken - least - status.styles.gutter.height)
 
     def _show(self, selector: str, renderable: Any, height_key: int | None) -> None:
         """Update a panel; lay the screen out again only when its height may have changed
@@ -442,7 +478,8 @@ class CommvizApp(App):
             return
         for rp in self.ranks.poll():
             if rp.returncode:
-                fields = {"who": rp.who, "code": rp.returncode, "line": rp.error_line()}
+                fields = {"who": rp.who, "code": rp.returncode,
+                          "line": text.cell_safe(rp.error_line())}
                 self._events.append(("rank failed", fields))
                 self.notify(self._event("rank failed", fields), severity="error", timeout=10,
                             markup=False)

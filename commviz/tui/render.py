@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import linecache
 import math
@@ -292,22 +293,22 @@ def _bytes(n: float, lang: str) -> str:
 
 
 MAX_STEPS_SHOWN = 8  # around the current one: the explanation below keeps its rows
-MAX_SENDS_LISTED = 4   # ranks up to which each step's transfers are listed beside the grid
-MAX_GRID_RANKS = 6     # ranks up to which the buffers grid fits the panel
-GRID_MAX_W = 62        # the panel's inner width at 160 columns: a wider grid would wrap
-MAX_TRANSFERS_LISTED = 8  # beyond, a step is summed up as a count
+MAX_GRID_RANKS = 8     # ranks up to which the steps are drawn as the buffers grid
+MIN_GRID_RANKS = 2     # rank columns a grid shows at least, else the steps are listed
+GRID_MAX_W = 60        # the panel's inner width at 160 columns, when no width is given
 _DIGITS = "0123456789abcdefghijklmnopqrstuvwxyz"
 
 
 def phases(model: Model, lang: str = "en", frame: AnimFrame | None = None,
-           fit: costmodel.Fit | None = None, nccl: Any = None) -> Text:
+           fit: costmodel.Fit | None = None, nccl: Any = None, width: int | None = None) -> Text:
     """Inside one operation: its measured time, its cost model, and the steps its backend
     runs with the chunks each rank holds after each step, drawn from its schedule.
 
     It follows the replay (``frame``: the instance played and the step shown, highlighted),
     else the latest operation. Collective inner steps are not reported by the backends: they
     are labelled schematic, while the time and skew are measured. ``nccl`` (the session's
-    ``nccl_log`` reader) says which algorithm NCCL chose, when its log said so.
+    ``nccl_log`` reader) says which algorithm NCCL chose, when its log said so. The steps
+    fit ``width`` (the panel's inner width; None: GRID_MAX_W), saying what they leave out.
     """
     if frame is None and not model.recent:
         return Text(explain.ui("no operation yet", lang), style="dim")
@@ -341,7 +342,7 @@ def phases(model: Model, lang: str = "en", frame: AnimFrame | None = None,
         return Text(f"{inst.op}: {exc}", style="dim")
     algorithm = explain.ui("algorithm", lang).format(
         backend=backend, algorithm=schedule_notes.algorithm(sched, lang))
-    out.append(f"{inst.op} · {algorithm} · {n} ranks · "
+    out.append(f"{op_described(inst, lang)} · {algorithm} · {n} ranks · "
                f"S = {_bytes(inst.size, lang)}\n", style="bold")
     times = f"{explain.ui('time', lang)} {text.duration(inst.time_ns)} · " \
         f"{explain.ui('log skew', lang)} {text.duration(inst.skew_ns)}"
@@ -352,10 +353,11 @@ def phases(model: Model, lang: str = "en", frame: AnimFrame | None = None,
     out.append(f"{explain.ui('schematic', lang)}  {schedule_notes.note(sched, lang)}\n",
                style="italic dim")
     current = frame.step if frame is not None else len(sched.steps) - 1
-    if n <= MAX_GRID_RANKS and _grid_widths(sched, inst.group, lang)[0] <= GRID_MAX_W:
-        _grid(out, sched, inst.group, current, lang)
+    layout = grid_layout(sched, inst.group, lang, width or GRID_MAX_W)
+    if n <= MAX_GRID_RANKS and layout.ranks >= min(n, MIN_GRID_RANKS):
+        _grid(out, sched, inst.group, current, lang, layout)
     else:  # too many ranks, or chunks (all_to_all's n x n): the steps without the buffers
-        _steps(out, sched, inst.group, current, lang)
+        _steps(out, sched, inst.group, current, lang, width or GRID_MAX_W)
     out.rstrip()  # the panel's height is its text's: no blank line under the grid
     return out
 
@@ -399,40 +401,100 @@ def _window(steps: int, current: int) -> range:
     return range(first, min(steps, first + MAX_STEPS_SHOWN))
 
 
-def _sends(step: schedules.Step, ranks: tuple[int, ...]) -> str:
-    return "  ".join(f"{ranks[t.src]}→{ranks[t.dst]} c{t.chunk}" for t in step.transfers)
+ROOT_GIVES = frozenset({"broadcast", "scatter", "broadcast_object_list", "scatter_object_list"})
+
+
+def op_described(inst: Instance, lang: str) -> str:
+    """The op's name, and for a rooted one its root: "broadcast from rank 0", "reduce to
+    rank 3"."""
+    if inst.op not in protocol.ROOTED or inst.root is None:
+        return inst.op
+    key = "op from root" if inst.op in ROOT_GIVES else "op to root"
+    return explain.ui(key, lang).format(op=inst.op, root=inst.root)
+
+
+
+def _sends(step: schedules.Step, ranks: tuple[int, ...], room: int | None = None,
+           lang: str = "en") -> str:
+    """A step's transfers ("0→1 c0  1→2 c1"); in ``room``, as many as fit then how many
+    more, or only how many."""
+    parts = [f"{ranks[t.src]}→{ranks[t.dst]} c{t.chunk}" for t in step.transfers]
+    line = "  ".join(parts)
+    if room is None or len(line) <= room:
+        return line
+    for listed in range(len(parts) - 1, 0, -1):
+        line = "  ".join(parts[:listed]) + "  " + explain.ui("n more", lang).format(
+            n=len(parts) - listed)
+        if len(line) <= room:
+            return line
+    return explain.ui_n("transfers", len(parts), lang)
 
 
 def _steps(out: Text, sched: schedules.Schedule, ranks: tuple[int, ...], current: int,
-           lang: str) -> None:
-    """Many ranks: the steps as a list (the grid would not fit)."""
+           lang: str, width: int) -> None:
+    """Many ranks: the steps as a list (the grid would not fit), each on one row of
+    ``width``."""
     for k in _window(len(sched.steps), current):
         step = sched.steps[k]
         label = schedule_notes.step_label(step.label, lang)
         out.append(f"{label:>6} ", style="bold reverse" if k == current else "bold cyan")
-        if len(step.transfers) > MAX_TRANSFERS_LISTED:
-            out.append(explain.ui_n("transfers", len(step.transfers), lang) + "\n")
-        else:
-            out.append(_sends(step, ranks) + "\n")
+        out.append(_sends(step, ranks, width - max(6, len(label)) - 1, lang) + "\n")
+
+
+@dataclasses.dataclass(frozen=True)
+class GridLayout:
+    """How the buffers grid fits a width: its label column's width, each rank column's
+    (chunks, or the rank's name), how many ranks' columns fit, and the transfers column's
+    width, 0 where it does not fit beside them."""
+
+    label_w: int
+    column_w: int
+    ranks: int
+    sends_w: int
+
+
+def grid_layout(sched: schedules.Schedule, ranks: tuple[int, ...], lang: str,
+                width: int) -> GridLayout:
+    """The buffers grid in ``width``: as many rank columns as fit, then each step's
+    transfers beside them where those fit too."""
+    label_w = max([6, len(explain.ui("start", lang))]
+                  + [len(schedule_notes.step_label(s.label, lang)) for s in sched.steps])
+    column_w = max(sched.chunks, len(f"r{max(ranks)}"))
+    shown = min(len(ranks), max(0, (width - label_w - 1) // (column_w + 1)))
+    sends_w = max([len(_sends(s, ranks)) for s in sched.steps] + [0])
+    beside = shown == len(ranks) and label_w + 1 + sends_w + 1 + shown * (column_w + 1) <= width
+    return GridLayout(label_w, column_w, shown, sends_w if beside else 0)
+
+
+def _left_out(layout: GridLayout, ranks: tuple[int, ...], lang: str) -> str:
+    """What the grid leaves out ("r5-r7, transfers"), or ""."""
+    hidden = ranks[layout.ranks:]
+    parts = []
+    if hidden:
+        consecutive = list(hidden) == list(range(hidden[0], hidden[0] + len(hidden)))
+        parts.append(f"r{hidden[0]}" if len(hidden) == 1 else
+                     f"r{hidden[0]}-r{hidden[-1]}" if consecutive else
+                     ",".join(f"r{r}" for r in hidden))
+    if not layout.sends_w:
+        parts.append(explain.ui("transfers column", lang))
+    return ", ".join(parts)
 
 
 def _grid(out: Text, sched: schedules.Schedule, ranks: tuple[int, ...], current: int,
-          lang: str) -> None:
+          lang: str, layout: GridLayout) -> None:
     """One row per step: what moves, then the chunks each rank holds afterwards (a digit
-    per chunk: its number, or for a reduction how many ranks are summed into it)."""
+    per chunk: its number, or for a reduction how many ranks are summed into it); the
+    ranks and transfers that do not fit ``layout`` are named under it."""
     states = schedules.holdings(sched)
     reducing = any(t.reduce for step in sched.steps for t in step.transfers)
-    width = max(sched.chunks, len(f"r{max(ranks)}"))
-    bare, label_w = _grid_widths(sched, ranks, lang)
-    send_w = max([len(_sends(s, ranks)) for s in sched.steps] + [0])
-    # each step's transfers beside it, where they fit
-    listed = len(ranks) <= MAX_SENDS_LISTED and bare + send_w + 1 <= GRID_MAX_W
+    width, label_w, send_w, listed = layout.column_w, layout.label_w, layout.sends_w, \
+        bool(layout.sends_w)
 
     def row(label: str, sends: str, state: list[dict], style: str) -> None:
         out.append(f"{label:>{label_w}} ", style=style)
         if listed:
             out.append(f"{sends:<{send_w}} ")
-        for held in state:
+        for held in state[:layout.ranks]:
             out.append(" ")
             for c in range(sched.chunks):
                 who = held.get(c)
@@ -450,7 +512,8 @@ def _grid(out: Text, sched: schedules.Schedule, ranks: tuple[int, ...], current:
                f"{explain.ui('digits summed' if reducing else 'digits chunks', lang)}\n",
                style="dim")
     out.append(f"{'':>{label_w}} {'':<{send_w}} " if listed else f"{'':>{label_w}} ")
-    out.append("".join(f" {'r' + str(r):<{width}}" for r in ranks) + "\n", style="bold")
+    out.append("".join(f" {'r' + str(r):<{width}}" for r in ranks[:layout.ranks]) + "\n",
+               style="bold")
     shown = _window(len(sched.steps), current)
     if shown.start == 0:
         row(explain.ui("start", lang), "", states[0], "dim")
@@ -459,15 +522,9 @@ def _grid(out: Text, sched: schedules.Schedule, ranks: tuple[int, ...], current:
         row(schedule_notes.step_label(step.label, lang), _sends(step, ranks) if listed else "",
             states[k + 1],
             "bold reverse" if k == current else "bold cyan")
-
-
-def _grid_widths(sched: schedules.Schedule, ranks: tuple[int, ...],
-                 lang: str) -> tuple[int, int]:
-    """The buffers grid's width without the transfers column, and its label column's."""
-    label_w = max([6, len(explain.ui("start", lang))]
-                  + [len(schedule_notes.step_label(s.label, lang)) for s in sched.steps])
-    width = max(sched.chunks, len(f"r{max(ranks)}"))
-    return label_w + 1 + len(ranks) * (width + 1), label_w
+    left_out = _left_out(layout, ranks, lang)
+    if left_out:
+        out.append(explain.ui("not shown", lang).format(left_out) + "\n", style="dim italic")
 
 
 def _backend_of(model: Model, group: tuple[int, ...]) -> str | None:
@@ -490,7 +547,9 @@ def explanation(model: Model, inst: Instance | None, lang: str) -> Text:
     except KeyError:
         return Text(inst.op, style="dim")
     out = Text()
-    _explained(out, ex, _backend_of(model, inst.group), lang)
+    described = op_described(inst, lang)
+    _explained(out, ex, _backend_of(model, inst.group), lang,
+               described if described != inst.op else "")
     return out
 
 
@@ -510,9 +569,13 @@ def before_first(model: Model, demo: str, paused: bool, lang: str) -> Text:
     return out
 
 
-def _explained(out: Text, ex: explain.Explanation, backend: str | None, lang: str) -> None:
-    """An operation's explanation: how ``backend`` does it (None: every backend)."""
+def _explained(out: Text, ex: explain.Explanation, backend: str | None, lang: str,
+               call: str = "") -> None:
+    """An operation's explanation: how ``backend`` does it (None: every backend); ``call``,
+    what this call does that the op's name does not say (its root), under the title."""
     out.append(ex.title + "\n", style="bold")
+    if call:
+        out.append(f"{explain.ui('this call', lang)}: {call}\n", style="bold cyan")
     out.append(ex.what + "\n")
     for name, how in ex.how.items():
         if backend is None or name == backend:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import functools
+import re
+import unicodedata
 
 from .. import explain
 from ..bandwidth import gbps_text
@@ -26,6 +28,35 @@ def ranks_phrase(ranks: list[int]) -> str:
     if ranks == list(range(ranks[0], ranks[0] + len(ranks))):
         return f"ranks {ranks[0]}-{ranks[-1]}"
     return "ranks " + ",".join(map(str, ranks))
+
+
+ANSI_ESCAPE = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|.)")
+UNSURE_WIDTH = "�"  # stands for a character terminals draw at widths of their own
+
+
+def cell_safe(line: str) -> str:
+    """Text from a job (an error, its output) made safe to draw in a panel: every character
+    left takes the cells Rich counts for it in every terminal. Escape sequences, control and
+    format characters (tabs become a space) and variation selectors go; an emoji drawn at a
+    width of its own (🏖, whose width a variation selector changes, and the terminal may
+    not) becomes ``UNSURE_WIDTH``; wide characters (CJK, 🚀) and accents stay."""
+    out = []
+    for ch in unicodedata.normalize("NFC", ANSI_ESCAPE.sub("", line)):
+        kind = unicodedata.category(ch)
+        if ch == "\t":
+            out.append(" ")
+        elif kind in ("Cc", "Cf") or _variation_selector(ch):
+            continue
+        elif kind == "So" and ord(ch) >= 0x1F000 and \
+                unicodedata.east_asian_width(ch) not in ("W", "F"):
+            out.append(UNSURE_WIDTH)
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def _variation_selector(ch: str) -> bool:
+    return "\ufe00" <= ch <= "\ufe0f" or "\U000e0100" <= ch <= "\U000e01ef"
 
 
 # widths of the op, ranks and sequence-number columns: headless, wide enough for every op
