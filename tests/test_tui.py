@@ -481,6 +481,26 @@ async def test_an_op_in_flight_shows_on_its_rank_and_how_long_it_has_waited() ->
         assert "in all_reduce" not in panel(app, "#ranks")
 
 
+@pytest.mark.parametrize("lang, op, waited_s, shown", [
+    ("en", "all_reduce", 0.005, "in all_reduce #12 5 ms"),
+    ("en", "all_reduce", 6.0123, "in all_reduce 6.01 s"),
+    ("en", "reduce_scatter_tensor", 0.1234, "in reduce_scat… 123 ms"),
+    ("pt", "all_gather_into_tensor", 61.0, "em all_gat…tensor 61 s")])
+def test_a_waiting_ranks_state_keeps_its_time_whole_with_its_unit(
+        lang: str, op: str, waited_s: float, shown: str) -> None:
+    """The hang demo: "in all_reduce #12 601…" cut the time waited mid-unit (user trial)."""
+    clock = FakeClock()
+    session = FakeSession(clock)
+    session.feed(heartbeats(4))
+    clock.set_wall_ns(T0_NS + int(waited_s * 1e9))
+    session.feed([inflight(2, op, seq=12, t_start=T0_NS)])
+    table = render.ranks_table(session.model, clock(), clock.wall_ns(), lang=lang, width=94)
+    row = table.plain.splitlines()[3]
+    width = render.RANK_COLUMNS[3][1]
+    at = render.LINKS_AT - width - 1  # where the state column starts
+    assert row[at:at + width].rstrip() == shown
+
+
 @sync
 async def test_a_rank_without_recent_messages_is_silent() -> None:
     clock = FakeClock()

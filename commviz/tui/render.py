@@ -73,9 +73,9 @@ def ranks_table(model: Model, now: float, now_ns: int | None = None,
                          style="bold red")
         elif rank in inflight:
             op = min(inflight[rank], key=lambda o: o.t_start)
-            waited = max(0, now_ns - op.t_start) / 1e6
-            state = Text(ui("state in").format(f"{op.op} #{op.seq} {waited:.0f} ms"),
-                         style="bold yellow")
+            state = Text(_waiting_in(op.op, op.seq, max(0, now_ns - op.t_start),
+                                     widths[3] if len(widths) > 3 else RANK_COLUMNS[3][1],
+                                     lang), style="bold yellow")
         elif s.last_op:
             state, idle = Text(ui("state done").format(s.last_op), style="green"), True
         else:
@@ -91,6 +91,20 @@ def ranks_table(model: Model, now: float, now_ns: int | None = None,
             out.append(_cut(" " * LINKS_AT + rates, width) + "\n", style="cyan")
     out.rstrip()
     return out
+
+
+def _waiting_in(op: str, seq: int, waited_ns: int, width: int, lang: str) -> str:
+    """A rank's state inside an op ("in all_reduce #7 12.3 ms") in ``width``: the time
+    waited stays whole, with its unit; the op's number goes first, then its name is
+    shortened (its number is in the log and the findings)."""
+    waited = explain.number(text.duration(waited_ns), lang)
+    state = explain.ui("state in", lang).format(f"{op} #{seq} {waited}")
+    if len(state) > width:
+        state = explain.ui("state in", lang).format(f"{op} {waited}")
+    if len(state) > width:
+        room = max(1, len(op) - (len(state) - width))
+        state = explain.ui("state in", lang).format(f"{text.shorten_middle(op, room)} {waited}")
+    return state
 
 
 def _flagged(f: Finding, state: str, idle: bool, lang: str, width: int) -> str:

@@ -76,11 +76,13 @@ def instance_header(lang: str = "en") -> str:
 
 def shorten_middle(name: str, room: int) -> str:
     """``name`` in at most ``room`` columns: its head, an ellipsis, its last word
-    ("reduce_…single")."""
+    ("reduce_…single"); where that word takes more than half the room, its head and the
+    ellipsis ("reduce_sca…")."""
     if len(name) <= room:
         return name
     tail = name[name.rfind("_") + 1:] if "_" in name else ""
-    tail = tail[:max(0, (room - 1) // 2)]
+    if len(tail) > (room - 1) // 2:
+        tail = ""
     return name[:max(1, room - 1 - len(tail))] + "…" + tail
 
 
