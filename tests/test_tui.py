@@ -1696,6 +1696,26 @@ def test_a_narrow_log_line_leaves_out_columns_rather_than_the_skew(width: int) -
             assert f"{inst.group[0]} -> {inst.group[1]}" in line
 
 
+@pytest.mark.parametrize("width", [92, 74])
+@pytest.mark.parametrize("lang", ["en", "pt"])
+def test_an_inner_ops_log_line_keeps_the_columns_of_the_others(width: int, lang: str) -> None:
+    """The objects demo: the lines of the ops inside scatter_object_list lost their ranks
+    column to their "(in scatter_object_list)" and every column after it shifted (user
+    trial)."""
+    from commviz.viewer import text
+
+    session = FakeSession()
+    session.feed(scripted_collective("scatter_object_list", world=4, peer=0, steps=1)
+                 + scripted_collective("scatter", world=4, peer=0, steps=1, first=1))
+    outer, inner = session.model.recent
+    inner = dataclasses.replace(inner, parent="scatter_object_list")
+    lines = [text.instance_line(inst, T0_NS, lang=lang, width=width) for inst in (outer, inner)]
+    assert lines[1].endswith(explain.ui("in parent", lang).format("scatter_object_list"))
+    for column in ("#", explain.ui("time", lang), explain.ui("log skew", lang)):
+        assert lines[0].index(column) == lines[1].index(column), lines
+    assert ("0,1,2,3" in lines[0]) == ("0,1,2,3" in lines[1])  # the same columns
+
+
 @pytest.mark.parametrize("lang", ["en", "pt"])
 @sync
 async def test_at_80x24_a_gpus_load_is_cut_with_an_ellipsis_not_at_the_panels_edge(

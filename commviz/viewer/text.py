@@ -117,19 +117,20 @@ def instance_line(inst: Instance, t0_ns: int,
     size = f"{num(human_bytes(inst.size)):>9}"
     took, skew = num(duration(inst.time_ns)), num(duration(inst.skew_ns))
     line = (f"{head}{who:<{who_w}} #{inst.seq:<{seq_w}} {size}  {ui('time')} {took:>8}  "
-            f"{ui('log skew')} {skew:>8}{parent}")
+            f"{ui('log skew')} {skew:>8}")
     if width is None or len(line) <= width:
-        return line
+        return line + parent
     # one space between columns; then columns left out, a collective's ranks (the ranks
-    # panel lists them) before a transfer's size
+    # panel lists them) before a transfer's size. The parent, last, is left to be cut: an
+    # inner op's columns stay in line with the others'
     head = f"{num(f'{when:.3f}'):>8}s {op:<{op_w}} "
-    times = f"{ui('time')} {took:>7} {ui('log skew')} {skew:>7}{parent}"
+    times = f"{ui('time')} {took:>7} {ui('log skew')} {skew:>7}"
     for keep_who, keep_size in ((True, True), (p2p, not p2p), (p2p, False)):
         line = (head + (f"{who:<{who_w}} " if keep_who else "") + f"#{inst.seq:<{seq_w}} "
                 + (f"{size} " if keep_size else "") + times)
         if len(line) <= width:
             break
-    return line
+    return line + parent
 
 
 MICROSECONDS = "µs"  # on screen; the stats table keeps nccl-tests' "(us)" for programs
