@@ -1316,6 +1316,7 @@ _UI_PAIRS: dict[str, tuple[str, str]] = {
     "legend waiting": ("waiting for peers", "aguardando os outros"),
     "legend transferring": ("transferring", "transferindo"),
     "legend dropped": ("history dropped", "histórico descartado"),
+    "legend phases": ("phases", "fases"),
     "now": ("now", "agora"),
     "timeline end": ("end", "fim"),
     # the replay
