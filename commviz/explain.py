@@ -1463,9 +1463,6 @@ _UI_PAIRS: dict[str, tuple[str, str]] = {
     "stopping others": ("stopping the other ranks", "parando os outros ranks"),
     "job ended": ("the job has ended · q quits", "o job terminou · q sai"),
     "restarted": ("restarted", "reiniciado"),
-    "no restart recording": ("restart is off while recording: a recording holds one run",
-                             "reiniciar fica desligado durante a gravação: uma gravação guarda "
-                             "uma execução só"),
     "the job": ("the job", "o job"),
     "rank n": ("rank {}", "rank {}"),
     # the footer
@@ -1486,6 +1483,15 @@ _UI_PAIRS: dict[str, tuple[str, str]] = {
     "key restart": ("Restart", "Reiniciar"),
     "key help": ("Help", "Ajuda"),
     "key palette": ("palette", "paleta"),
+    "key lang": ("Language", "Idioma"),
+    # the help screen: what more there is to say of a key than the footer's words
+    "help faster": ("the replay's speed", "a velocidade do replay"),
+    "help replay_pause": ("the job keeps running", "o job continua rodando"),
+    "help zoom_in": ("the timeline; it then holds the latest step",
+                     "a linha do tempo, que então mostra o último passo"),
+    "help lang": ("English ↔ Português", "English ↔ Português"),
+    "help view": ("narrow terminal: the next panels", "terminal estreito: os próximos painéis"),
+    "help palette": ("every command, by name", "todos os comandos, por nome"),
     "nccl algorithm": ("algorithm: {} (from NCCL's log)", "algoritmo: {} (do log do NCCL)"),
     "palette search": ("Search for commands…", "Buscar comandos…"),
     "language help": ("every panel in Brazilian Portuguese", "todos os painéis em inglês"),

@@ -609,7 +609,7 @@ async def test_question_mark_lists_every_key_and_escape_closes_it() -> None:
         assert isinstance(app.screen, HelpScreen)
         text = "\n".join(strip.text for strip in app.screen.query_one(Static).render_lines(
             Region(0, 0, 70, 14)))
-        assert "Sair" in text and "Ajuda" in text and "ctrl+p" in text and "Velocidade" in text
+        assert "Sair" in text and "Ajuda" in text and "ctrl+p" in text and "Mais rápido" in text
         await pilot.press("escape")
         await pilot.pause()
         assert not isinstance(app.screen, HelpScreen) and app.is_running
@@ -628,7 +628,7 @@ async def test_help_lists_only_the_keys_that_work_in_this_session() -> None:
         await pilot.press("question_mark")
         await pilot.pause()
         text = _help_text(watching)
-        assert "Quit" in text and "Hold the replay" in text and "Speed" in text
+        assert "Quit" in text and "Hold replay" in text and "Faster / Slower" in text
         assert "Pause" not in text and "Next step" not in text and "Restart" not in text
         assert "space" not in text and not any(line.split()[:1] == ["n"]
                                                for line in text.splitlines())
@@ -639,6 +639,46 @@ async def test_help_lists_only_the_keys_that_work_in_this_session() -> None:
         await pilot.pause()
         text = _help_text(demo)
         assert "Pause" in text and "Next step" in text and "Restart" in text
+
+
+@pytest.mark.parametrize("lang", ["en", "pt"])
+@sync
+async def test_help_palette_and_footer_name_each_key_in_the_same_words(lang: str) -> None:
+    """In Portuguese the help said "space", "Velocidade" and "Segurar o replay" where the
+    footer said "espaço", "Mais rápido" and "Segurar replay" (user trial)."""
+    app = CommvizApp(FakeSession(), FakeRanks(), "t", lang=lang, controller=FakeController(),
+                     restart=FakeRanks)
+    async with app.run_test(size=SIZE) as pilot:
+        footer = {b.id: (b.key_display or b.key, b.description)
+                  for b in (binding for _, binding, enabled, _ in
+                            app.screen.active_bindings.values() if enabled)
+                  if b.show and b.id}
+        await pilot.press("question_mark")
+        await pilot.pause()
+        rows = [line.split(maxsplit=1) for line in _help_text(app).splitlines()
+                if line.strip(" │")]
+        help_words = " ".join(words for _, words in rows)
+        titles = {c.title for c in app.get_system_commands(app.screen)}
+        for key, words in footer.values():
+            assert words in help_words and words in titles, (words, help_words, titles)
+            assert key in _help_text(app), key
+        space = explain.ui("space", lang)
+        assert footer["pause"][0] == space and space in _help_text(app)
+        left = {"pt": ("space", "Velocidade", "Segurar o replay", "Pausar "),
+                "en": ("Speed", "Hold the replay")}[lang]
+        assert not any(word in _help_text(app) for word in left), _help_text(app)
+
+
+@sync
+async def test_l_switches_the_language() -> None:
+    app = make_app(FakeSession(), lang="pt")
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("l")
+        await frame(pilot)
+        assert app.lang == "en" and "Quit" in screen_text(app)
+        await pilot.press("l")
+        await frame(pilot)
+        assert app.lang == "pt" and "Sair" in screen_text(app)
 
 
 class FakeController:
@@ -1222,17 +1262,34 @@ async def test_r_restarts_the_demo_on_an_empty_screen() -> None:
         assert "done broadcast" in panel(app, "#ranks") and "broadcast" in panel(app, "#log")
 
 
+@pytest.mark.parametrize("recording", [False, True])
 @sync
-async def test_restart_is_refused_while_recording_and_absent_when_watching() -> None:
+async def test_r_is_offered_at_the_end_exactly_where_it_restarts(recording: bool) -> None:
+    """A recorded demo's end did not offer `r` while its footer did, and `r` then refused: a
+    recording holds one run (user trial). Wherever `r` is offered, it restarts."""
     session = FakeSession()
-    session.recorder = object()
+    session.recorder = object() if recording else None
     started: list[FakeRanks] = []
-    app = CommvizApp(session, FakeRanks(), "test", clock=session.clock,
-                     wall_ns=session.clock.wall_ns, restart=lambda: started.append(1))
+
+    def restart() -> FakeRanks:
+        started.append(FakeRanks(world=1))
+        return started[-1]
+
+    ranks = FakeRanks(world=1)
+    app = CommvizApp(session, ranks, "test", clock=session.clock, controller=FakeController(),
+                     wall_ns=session.clock.wall_ns, restart=restart)
     async with app.run_test(size=SIZE) as pilot:
+        ranks.end(0, 1, "RuntimeError: boom")
+        await frame(pilot)
+        status = panel(app, "#status")
+        footer = screen_text(app).splitlines()[-1]
+        assert "The demo has ended" in status
+        offered = [" r: Restart " in status, " r Restart " in footer,
+                   "Restart" in [c.title for c in app.get_system_commands(app.screen)]]
+        assert offered == [not recording] * 3, (status, footer)
         await pilot.press("r")
         await pilot.pause()
-        assert not started and not app.ranks.stopped
+        assert bool(started) == (not recording) and ranks.stopped == (not recording)
     watching = make_app(FakeSession())
     async with watching.run_test(size=SIZE):
         assert watching.check_action("restart", ()) is False
@@ -1249,7 +1306,7 @@ async def test_the_command_palette_offers_this_sessions_actions_and_switches_lan
         assert "Pause" not in titles and "Restart" not in titles  # watching: no demo to drive
         switch = next(c for c in app.get_system_commands(app.screen)
                       if c.title.startswith("Language"))
-        assert switch.help == "every panel in Brazilian Portuguese"  # not its title again
+        assert switch.help == "key: l · every panel in Brazilian Portuguese"  # not its title
         switch.callback()
         await frame(pilot)
         assert "Por dentro da operação no replay" in panel(app, "#phases")

@@ -61,6 +61,8 @@ SHORT_KEYS = ("pause", "step", "faster", "replay_pause")  # "key <id> short": na
 EVENT_ROWS = 2  # at most, of an event in the viewer panel (a rank's error): cut after them
 NARROW_STATUS_ROWS = 6  # the viewer panel on a narrow terminal: its newest rows, if it has more
 TAIL_LINES = 20  # of a job's output, printed when the screen closes
+# keys as the help screen and the palette show them, where not the binding's own key
+KEYS_SHOWN = {"faster": "+", "slower": "-", "help": "?", "quit": "q, ctrl+c"}
 RESTART_SETTLE_S = 0.15  # after stopping the ranks: time for their last messages to land
 
 
@@ -81,23 +83,20 @@ class CommvizApp(App):
         Binding("z", "zoom_in", "Zoom", id="zoom_in"),
         Binding("Z", "zoom_out", "Zoom out", id="zoom_out", show=False),
         Binding("r", "restart", "Restart", id="restart"),
+        Binding("l", "switch_lang", "Language", id="lang", show=False),
         Binding("ctrl+c", "quit('stop ctrl+c')", "Quit", show=False, priority=True),
     ]
-    # Keys listed by the help screen: (key as shown, UI string key in explain.UI, the action
-    # whose check_action says whether the key works in this session; None: it always does,
-    # v too, whose text says it is for a narrow terminal)
-    HELP = [("space", "pause", "toggle_play"), ("n", "next step", "step"),
-            ("+ / -", "speed", None), ("p", "hold replay", None),
-            ("z / Z", "zoom timeline", None), ("r", "restart", "restart"),
-            ("v", "next view", None), ("q, ctrl+c", "quit", None), ("?", "help", None),
-            ("ctrl+p", "command palette", None)]
-    # The command palette's own entries: (action, UI string key of its title, key)
-    PALETTE = [("toggle_play", "pause", "space"), ("step", "next step", "n"),
-               ("faster", "faster", "+"), ("slower", "slower", "-"),
-               ("replay_pause", "hold replay", "p"), ("zoom_in", "zoom in", "z"),
-               ("zoom_out", "zoom out", "Z"), ("restart", "restart", "r"),
-               ("switch_lang", "language", ""), ("next_view", "next view", "v"),
-               ("help", "help", "?")]
+    # Keys listed by the help screen, in the footer's words ("key <id>"), then what more
+    # there is to say ("help <id>"): (the bindings' ids, whether check_action says if they
+    # work in this session, else they always do: v's text says it is for a narrow terminal)
+    HELP = [(("pause",), True), (("step",), True), (("faster", "slower"), False),
+            (("replay_pause",), False), (("zoom_in", "zoom_out"), False),
+            (("restart",), True), (("lang",), False), (("view",), False),
+            (("quit",), False), (("help",), False)]
+    HELP_MORE = ("faster", "replay_pause", "zoom_in", "lang", "view", "palette")
+    # The command palette's own entries, by binding id, in the footer's words too
+    PALETTE = ("pause", "step", "faster", "slower", "replay_pause", "zoom_in", "zoom_out",
+               "restart", "lang", "view", "help")
     # What `v` turns through below 120 columns, where one panel group fits at a time
     NARROW_VIEWS = ("numbers", "replay", "inside", "explain")
 
@@ -451,8 +450,8 @@ class CommvizApp(App):
     def _control_line(self) -> str:
         """The ranks' state (playing, paused), and the replay's when it is held apart."""
         if self._ended:
-            again = f" · r: {explain.ui('restart', self.lang)}" \
-                if self._restart is not None and not self._recording else ""
+            again = f" · r: {explain.ui('key restart', self.lang)}" \
+                if self.check_action("restart", ()) else ""
             return f"■ {explain.ui('demo ended', self.lang)}{again} · q: " \
                 f"{explain.ui('quit', self.lang)}"
         state = self.controller.state  # type: ignore[union-attr]
@@ -503,8 +502,8 @@ class CommvizApp(App):
         """Pause and step exist only for a demo, whose ranks wait at a real step barrier."""
         if action in ("toggle_play", "step"):
             return self.controller is not None and not self._ended
-        if action == "restart":
-            return self._restart is not None
+        if action == "restart":  # a recording holds one run: none while recording
+            return self._restart is not None and not self._recording
         if action == "next_view":
             return self._narrow
         if action in ("zoom_in", "zoom_out"):  # where the timeline is on screen
@@ -522,12 +521,8 @@ class CommvizApp(App):
             self.refresh_view()
 
     def action_restart(self) -> None:
-        """Stop the demo's ranks and start new ones on an empty screen."""
-        if self._restart is None:
-            return
-        if self._recording:
-            self.notify(explain.ui("no restart recording", self.lang), severity="warning")
-            return
+        """Stop the demo's ranks and start new ones on an empty screen (the key works only
+        where there is a demo to restart: ``check_action``)."""
         if self.ranks is not None:
             self.ranks.stop()
             self.ranks.cleanup_logs()
@@ -591,14 +586,41 @@ class CommvizApp(App):
         for command in super().get_system_commands(screen):
             pt = explain.TEXTUAL_COMMANDS_PT.get(command.help) if self.lang == "pt" else None
             yield command if pt is None else command._replace(title=pt[0], help=pt[1])
-        for action, name, key in self.PALETTE:
+        for key_id in self.PALETTE:
+            action = self._binding(key_id).action
             if self.check_action(action, ()):
-                title = explain.ui(name, self.lang)
-                help_text = f"{explain.ui('key', self.lang)}: {key}"
-                if action == "switch_lang":
+                title = explain.ui(f"key {key_id}", self.lang)
+                help_text = f"{explain.ui('key', self.lang)}: {self._key_shown(key_id)}"
+                if key_id == "lang":
                     title = f"{title}: {'Português' if self.lang == 'en' else 'English'}"
-                    help_text = explain.ui("language help", self.lang)
+                    help_text += f" · {explain.ui('language help', self.lang)}"
                 yield SystemCommand(title, help_text, getattr(self, f"action_{action}"))
+
+    def _binding(self, key_id: str) -> Binding:
+        return next(b for group in self._bindings.key_to_bindings.values() for b in group
+                    if b.id == key_id)
+
+    def _key_shown(self, key_id: str) -> str:
+        """A binding's key as the help screen and the palette show it, in the language."""
+        if key_id == "pause":
+            return explain.ui("space", self.lang)
+        return KEYS_SHOWN.get(key_id, self._binding(key_id).key)
+
+    def _help_rows(self) -> list[tuple[str, str]]:
+        """The help screen's rows: the keys that work in this session, in the footer's
+        words, then what more there is to say of them."""
+        ui = functools.partial(explain.ui, lang=self.lang)
+        rows = []
+        for ids, checked in self.HELP:
+            if checked and not self.check_action(self._binding(ids[0]).action, ()):
+                continue
+            words = " / ".join(ui(f"key {key_id}") for key_id in ids)
+            if ids[0] in self.HELP_MORE:
+                words += f" ({ui(f'help {ids[0]}')})"
+            rows.append((" / ".join(map(self._key_shown, ids)), words))
+        palette = ui("key palette")
+        rows.append(("ctrl+p", f"{palette[:1].upper()}{palette[1:]} ({ui('help palette')})"))
+        return rows
 
     def action_command_palette(self) -> None:
         """Textual's palette, its search box in the language."""
@@ -616,9 +638,7 @@ class CommvizApp(App):
         self.refresh_view()
 
     def action_help(self) -> None:
-        keys = [(key, explain.ui(name, self.lang)) for key, name, action in self.HELP
-                if action is None or self.check_action(action, ())]
-        self.push_screen(HelpScreen(keys, explain.ui("help", self.lang)))
+        self.push_screen(HelpScreen(self._help_rows(), explain.ui("help", self.lang)))
 
 
 def _fit(model: Any) -> costmodel.Fit | None:
