@@ -49,6 +49,7 @@ from commviz.tui.help import HelpScreen
 from commviz.tui.oplog import OpLog, line_text
 from commviz.tui.timeline import Timeline
 from commviz.tui.topology import Topology
+from commviz.viewer.diagnose import Finding
 
 SIZE = (160, 48)
 
@@ -484,6 +485,7 @@ async def test_an_op_in_flight_shows_on_its_rank_and_how_long_it_has_waited() ->
 @pytest.mark.parametrize("lang, op, waited_s, shown", [
     ("en", "all_reduce", 0.005, "in all_reduce #12 5 ms"),
     ("en", "all_reduce", 6.0123, "in all_reduce 6.01 s"),
+    ("en", "recv", 5.67, "in recv #12 5.67 s"),
     ("en", "reduce_scatter_tensor", 0.1234, "in reduce_scat… 123 ms"),
     ("pt", "all_gather_into_tensor", 61.0, "em all_gat…tensor 61 s")])
 def test_a_waiting_ranks_state_keeps_its_time_whole_with_its_unit(
@@ -499,6 +501,13 @@ def test_a_waiting_ranks_state_keeps_its_time_whole_with_its_unit(
     width = render.RANK_COLUMNS[3][1]
     at = render.LINKS_AT - width - 1  # where the state column starts
     assert row[at:at + width].rstrip() == shown
+    hang = Finding("hang", (2,), (2,), None, "deadlock", "deadlock", ("hang", 2), 0.0, 0)
+    table = render.ranks_table(session.model, clock(), clock.wall_ns(), {2: hang}, lang, 94)
+    flagged = table.plain.splitlines()[3][at:at + width]
+    state = flagged.rstrip()  # after the finding's name: its op, its time whole or none
+    assert state.startswith(f"⚠ {render.finding_name('hang', lang)}: {shown[:6]}"), state
+    assert re.fullmatch(r"\D*( \d+([.,]\d+)? (s|ms|µs))?", state), state
+
 
 
 @sync
@@ -1597,7 +1606,8 @@ async def test_a_rank_blamed_for_a_hang_reads_what_it_is_not_in(size, lang) -> N
         # busy elsewhere, the rank keeps its own state beside the finding's name
         session.feed([inflight(3, "broadcast", 1, T0_NS)])
         await frame(pilot)
-        assert "in broadcast #1" in rank_row(app, 3) or "em broadcast #1" in rank_row(app, 3)
+        # (its time waited whole: the op's number gives way to it, as without a finding)
+        assert re.search(r"⚠ (in|em) broadcast 1[.,]5 s ", rank_row(app, 3)), rank_row(app, 3)
 
 
 @sync

@@ -56,6 +56,7 @@ def ranks_table(model: Model, now: float, now_ns: int | None = None,
         inflight.setdefault(op.rank, []).append(op)
     out = Text(no_wrap=True, overflow="crop")
     widths = _column_widths(width)
+    state_w = widths[3] if len(widths) > 3 else RANK_COLUMNS[3][1]
     _row(out, widths, [Text(ui(title), style="bold") for title, _, _ in RANK_COLUMNS])
     nodes = model.nodes()
     clocks = model.clock_offsets() if len(nodes) > 1 else {}
@@ -66,6 +67,9 @@ def ranks_table(model: Model, now: float, now_ns: int | None = None,
             out.append(_cut(node_line(clocks[s.host], nodes[s.host], lang), width) + "\n",
                        style="bold cyan")
         idle = False
+        # what a finding puts before the state of a rank it names ("⚠ hang: ")
+        flag = _flagged(flagged[rank], "", idle, lang, state_w) \
+            if flagged and rank in flagged else ""
         if s.exited:
             state = Text(ui("state exited"), style="dim")
         elif now - s.last_seen > SILENT_AFTER_S:
@@ -74,16 +78,15 @@ def ranks_table(model: Model, now: float, now_ns: int | None = None,
         elif rank in inflight:
             op = min(inflight[rank], key=lambda o: o.t_start)
             state = Text(_waiting_in(op.op, op.seq, max(0, now_ns - op.t_start),
-                                     widths[3] if len(widths) > 3 else RANK_COLUMNS[3][1],
-                                     lang), style="bold yellow")
+                                     state_w - len(flag), lang), style="bold yellow")
         elif s.last_op:
             state, idle = Text(ui("state done").format(s.last_op), style="green"), True
         else:
             state, idle = Text(ui("state idle"), style="dim"), True
-        if flagged and rank in flagged:
-            state = Text(_flagged(flagged[rank], state.plain, idle, lang,
-                                  widths[3] if len(widths) > 3 else RANK_COLUMNS[3][1]),
+        if flag:
+            state = Text(_flagged(flagged[rank], state.plain, idle, lang, state_w),
                          style="bold red")
+        state = Text(_whole_words(state.plain, state_w), style=state.style)
         _row(out, widths, [Text(str(rank)), Text(s.host), Text(s.device), state, _load(s, lang),
                    Text(f"{_short(s.bytes_in, lang)}/{_short(s.bytes_out, lang)}")])
         rates = link_rates(s.telemetry[-1][1]) if s.telemetry else ""
@@ -96,15 +99,32 @@ def ranks_table(model: Model, now: float, now_ns: int | None = None,
 def _waiting_in(op: str, seq: int, waited_ns: int, width: int, lang: str) -> str:
     """A rank's state inside an op ("in all_reduce #7 12.3 ms") in ``width``: the time
     waited stays whole, with its unit; the op's number goes first, then its name is
-    shortened (its number is in the log and the findings)."""
+    shortened (its number is in the log and the findings), down to MIN_OP_SHOWN, under
+    which the time goes rather than the name."""
     waited = explain.number(text.duration(waited_ns), lang)
     state = explain.ui("state in", lang).format(f"{op} #{seq} {waited}")
     if len(state) > width:
         state = explain.ui("state in", lang).format(f"{op} {waited}")
     if len(state) > width:
-        room = max(1, len(op) - (len(state) - width))
-        state = explain.ui("state in", lang).format(f"{text.shorten_middle(op, room)} {waited}")
+        room = len(op) - (len(state) - width)
+        if room >= MIN_OP_SHOWN:
+            return explain.ui("state in", lang).format(f"{text.shorten_middle(op, room)} {waited}")
+        state = explain.ui("state in", lang).format(op)
+        room = len(op) - (len(state) - width)
+        state = explain.ui("state in", lang).format(text.shorten_middle(op, max(1, room)))
     return state
+
+
+MIN_OP_SHOWN = 8  # characters of an op's name in a waiting rank's state, at least
+
+
+def _whole_words(line: str, width: int) -> str:
+    """``line`` in ``width``, cut after a whole word with an ellipsis (a time cut mid-unit
+    read as another time)."""
+    if len(line) <= width:
+        return line
+    cut = line[:width - 1]
+    return (cut[:cut.rfind(" ")] if " " in cut else cut).rstrip() + "…"
 
 
 def _flagged(f: Finding, state: str, idle: bool, lang: str, width: int) -> str:
