@@ -1204,6 +1204,20 @@ def test_many_ranks_list_their_steps_one_row_each_with_how_many_transfers_are_le
     assert all(re.search(r"c\d+  \+\d+ more$", line) for line in steps), steps
 
 
+@pytest.mark.parametrize("rows", [14, 9])
+def test_in_fewer_rows_the_phases_panel_leaves_out_its_prose_then_steps(rows: int) -> None:
+    """At 120x40 a finding's panel and the grid left the viewer panel no row (user trial):
+    the phases panel fits the rows it is given, the replayed step always in them."""
+    session = FakeSession()
+    session.feed(scripted_all_reduce(world=4))
+    whole = render.phases(session.model, "en", width=44)
+    shown = render.phases(session.model, "en", width=44, rows=rows)
+    assert render.text_rows(whole, 44) > 14 >= render.text_rows(shown, 44) <= rows
+    assert "Cost" in whole.plain and "Cost" not in shown.plain
+    assert "AG2" in shown.plain and shown.plain.startswith("all_reduce · gloo ring")
+    assert ("RS0" in shown.plain) == (rows >= 14)  # the earliest steps go first
+
+
 @pytest.mark.parametrize("op, root, lang, said", [
     ("broadcast", 2, "en", "broadcast from rank 2"),
     ("scatter", 1, "pt", "scatter a partir do rank 1"),
@@ -1638,7 +1652,7 @@ def test_text_from_a_job_takes_the_cells_rich_counts_for_it() -> None:
     assert cell_safe("cafe\u0301 🚀 中 ❤️") == "café 🚀 中 ❤"  # accents, wide characters stay
 
 
-@pytest.mark.parametrize("size", [(160, 48), (80, 24)])
+@pytest.mark.parametrize("size", [(160, 48), (120, 40), (80, 24)])
 @sync
 async def test_a_failed_ranks_long_error_keeps_the_viewer_panel_whole(
         size: tuple[int, int]) -> None:

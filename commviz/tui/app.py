@@ -59,6 +59,7 @@ FINDINGS_LINGER_S = 10.0  # the findings panel stays this long after the last on
 FINDINGS_ROWS = (8, 7)
 SHORT_KEYS = ("pause", "step", "faster", "replay_pause")  # "key <id> short": narrow footer
 EVENT_ROWS = 2  # at most, of an event in the viewer panel (a rank's error): cut after them
+STATUS_LEAST_ROWS = 5  # the viewer panel's on a wide terminal: the phases panel leaves them
 NARROW_STATUS_ROWS = 6  # the viewer panel on a narrow terminal: its newest rows, if it has more
 TAIL_LINES = 20  # of a job's output, printed when the screen closes
 # keys as the help screen and the palette show them, where not the binding's own key
@@ -129,7 +130,9 @@ class CommvizApp(App):
         self._height_keys: dict[str, int | None] = {}
         self._shown_panels: dict[str, Any] = {}
         self._explained: tuple | None = None  # (op, site, group, root): the teaching panels'
-        self._replayed: tuple | None = None  # (instance, step) the phases panel shows
+        # (instance, step, rows) the phases panel shows: it follows the replay, in the rows
+        # the panels around it leave
+        self._replayed: tuple | None = None
         self._fit: costmodel.Fit | None = None
         self._t0: int | None = None
         self._findings_until = float("-inf")  # the findings panel is shown until then
@@ -258,7 +261,8 @@ class CommvizApp(App):
         self._shown = done
         frame = topology.animator.frame()
         latest = model.recent[-1] if model.recent else None
-        replayed = (id(frame.instance), frame.step) if frame is not None else None
+        rows = self._phases_rows()
+        replayed = (id(frame.instance), frame.step, rows) if frame is not None else (rows,)
         slow_tick = slow and now - self._slow_at >= SLOW_FRAME_S or latest is None
         if slow_tick:
             self._slow_at = now
@@ -284,7 +288,7 @@ class CommvizApp(App):
             self._replayed = replayed
             phases = render.phases(model, self.lang, frame, self._fit,
                                    getattr(self.session, "nccl", None),
-                                   self.query_one("#phases").content_region.width or None)
+                                   self.query_one("#phases").content_region.width or None, rows)
             self._show("#phases", phases, _height_key(phases))
         # not App.sub_title: setting that reactive repaints the whole screen every frame
         paused = self.controller is not None and self.controller.paused and not self._ended
@@ -416,6 +420,23 @@ class CommvizApp(App):
             rows[0].truncate(width, overflow="ellipsis")
         return Text("\n").join(rows)
 
+    def _phases_rows(self) -> int | None:
+        """The rows the phases panel may take on a wide terminal, so that the viewer panel
+        below keeps STATUS_LEAST_ROWS (a finding's panel above took them at 120x40) and the
+        explanation its least; None where it has the screen (narrow) or before a layout."""
+        right = self.query_one("#right")
+        if self._narrow or right.size.height <= 0:
+            return None
+        taken = sum(child.outer_size.height for child in right.children
+                    if child.display and child.id in ("stats", "findings"))
+        least = STATUS_LEAST_ROWS + self.query_one("#status").styles.gutter.height
+        return max(1, right.size.height - taken - least - self._explain_least()
+                   - self.query_one("#phases").styles.gutter.height)
+
+    def _explain_least(self) -> int:
+        least = self.query_one("#explain-box").styles.min_height
+        return int(least.value) if least is not None else 0
+
     def _status_room(self) -> int | None:
         """The viewer panel's rows: NARROW_STATUS_ROWS on a narrow terminal; on a wide one
         what the right column leaves it, the explanation at its least (a long error pushed
@@ -427,9 +448,8 @@ class CommvizApp(App):
             return None
         taken = sum(child.outer_size.height for child in right.children
                     if child.display and child.id not in ("status", "explain-box"))
-        explain = self.query_one("#explain-box").styles.min_height
-        least = int(explain.value) if explain is not None else 0
-        return max(1, right.size.height - taken - least - status.styles.gutter.height)
+        return max(1, right.size.height - taken - self._explain_least()
+                   - status.styles.gutter.height)
 
     def _show(self, selector: str, renderable: Any, height_key: int | None) -> None:
         """Update a panel; lay the screen out again only when its height may have changed

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import io
 import linecache
 import math
 import os
 import time
 from typing import Any
 
+from rich.console import Console
 from rich.text import Text
 
 from .. import costmodel, explain, protocol, schedule_notes, schedules
@@ -334,7 +336,8 @@ _DIGITS = "0123456789abcdefghijklmnopqrstuvwxyz"
 
 
 def phases(model: Model, lang: str = "en", frame: AnimFrame | None = None,
-           fit: costmodel.Fit | None = None, nccl: Any = None, width: int | None = None) -> Text:
+           fit: costmodel.Fit | None = None, nccl: Any = None, width: int | None = None,
+           rows: int | None = None) -> Text:
     """Inside one operation: its measured time, its cost model, and the steps its backend
     runs with the chunks each rank holds after each step, drawn from its schedule.
 
@@ -343,6 +346,8 @@ def phases(model: Model, lang: str = "en", frame: AnimFrame | None = None,
     are labelled schematic, while the time and skew are measured. ``nccl`` (the session's
     ``nccl_log`` reader) says which algorithm NCCL chose, when its log said so. The steps
     fit ``width`` (the panel's inner width; None: GRID_MAX_W), saying what they leave out.
+    In fewer ``rows`` than it takes (None: any), a collective leaves out its cost model and
+    schematic note (the replay's title has the note), then shows fewer steps.
     """
     if frame is None and not model.recent:
         return Text(explain.ui("no operation yet", lang), style="dim")
@@ -374,6 +379,26 @@ def phases(model: Model, lang: str = "en", frame: AnimFrame | None = None,
         sched = schedules.schedule(inst.op, backend, n, inst.size, _root_of(inst))
     except ValueError as exc:
         return Text(f"{inst.op}: {exc}", style="dim")
+    current = frame.step if frame is not None else len(sched.steps) - 1
+    nccl_text = _nccl_text(nccl, inst.op, inst.size, n, lang) \
+        if backend == "nccl" and nccl is not None else None
+    draw = functools.partial(_collective, sched, inst, backend, fit, nccl_text, current, lang,
+                             width or GRID_MAX_W)
+    out = draw(False, MAX_STEPS_SHOWN)
+    if rows is not None and text_rows(out, width or GRID_MAX_W) > rows:
+        for steps in range(MAX_STEPS_SHOWN, 0, -1):
+            out = draw(True, steps)
+            if text_rows(out, width or GRID_MAX_W) <= rows:
+                break
+    return out
+
+
+def _collective(sched: schedules.Schedule, inst: Instance, backend: str,
+                fit: costmodel.Fit | None, nccl_text: str | None, current: int, lang: str,
+                width: int, brief: bool, steps: int) -> Text:
+    """``phases`` of a collective: ``brief``, without its cost model and schematic note;
+    ``steps``, at most that many around the ``current`` one."""
+    out, n = Text(), len(inst.group)
     algorithm = explain.ui("algorithm", lang).format(
         backend=backend, algorithm=schedule_notes.algorithm(sched, lang))
     out.append(f"{op_described(inst, lang)} · {algorithm} · {n} ranks · "
@@ -381,19 +406,31 @@ def phases(model: Model, lang: str = "en", frame: AnimFrame | None = None,
     times = f"{explain.ui('time', lang)} {text.duration(inst.time_ns)} · " \
         f"{explain.ui('log skew', lang)} {text.duration(inst.skew_ns)}"
     out.append(f"{explain.ui('measured', lang)}  {explain.number(times, lang)}\n")
-    _cost_line(out, sched, inst, fit, lang)
-    if backend == "nccl" and nccl is not None:
-        out.append(f"NCCL  {_nccl_text(nccl, inst.op, inst.size, n, lang)}\n", style="bold")
-    out.append(f"{explain.ui('schematic', lang)}  {schedule_notes.note(sched, lang)}\n",
-               style="italic dim")
-    current = frame.step if frame is not None else len(sched.steps) - 1
-    layout = grid_layout(sched, inst.group, lang, width or GRID_MAX_W)
+    if not brief:
+        _cost_line(out, sched, inst, fit, lang)
+    if nccl_text is not None:
+        out.append(f"NCCL  {nccl_text}\n", style="bold")
+    if not brief:
+        out.append(f"{explain.ui('schematic', lang)}  {schedule_notes.note(sched, lang)}\n",
+                   style="italic dim")
+    shown = _window(len(sched.steps), current, steps)
+    layout = grid_layout(sched, inst.group, lang, width)
     if n <= MAX_GRID_RANKS and layout.ranks >= min(n, MIN_GRID_RANKS):
-        _grid(out, sched, inst.group, current, lang, layout)
+        _grid(out, sched, inst.group, current, lang, layout, shown)
     else:  # too many ranks, or chunks (all_to_all's n x n): the steps without the buffers
-        _steps(out, sched, inst.group, current, lang, width or GRID_MAX_W)
+        _steps(out, sched, inst.group, current, lang, width, shown)
     out.rstrip()  # the panel's height is its text's: no blank line under the grid
     return out
+
+
+def text_rows(shown: Text, width: int) -> int:
+    """The rows ``shown`` takes wrapped at ``width``, as a panel wraps it."""
+    return len(shown.wrap(_measuring_console(), width))
+
+
+@functools.cache
+def _measuring_console() -> Console:
+    return Console(file=io.StringIO(), width=GRID_MAX_W, color_system=None)
 
 
 def _nccl_text(nccl: Any, op: str, size: int, n: int, lang: str) -> str:
@@ -429,10 +466,10 @@ def _cost_line(out: Text, sched: schedules.Schedule, inst: Instance,
                + f"{explain.ui('fitted on', lang).format(shapes=fit.shapes)}\n", style="dim")
 
 
-def _window(steps: int, current: int) -> range:
-    """At most MAX_STEPS_SHOWN steps, keeping the current one in view."""
-    first = min(max(0, current - MAX_STEPS_SHOWN // 2), max(0, steps - MAX_STEPS_SHOWN))
-    return range(first, min(steps, first + MAX_STEPS_SHOWN))
+def _window(steps: int, current: int, most: int = MAX_STEPS_SHOWN) -> range:
+    """At most ``most`` steps, keeping the current one in view."""
+    first = min(max(0, current - most // 2), max(0, steps - most))
+    return range(first, min(steps, first + most))
 
 
 ROOT_GIVES = frozenset({"broadcast", "scatter", "broadcast_object_list", "scatter_object_list"})
@@ -465,10 +502,10 @@ def _sends(step: schedules.Step, ranks: tuple[int, ...], room: int | None = None
 
 
 def _steps(out: Text, sched: schedules.Schedule, ranks: tuple[int, ...], current: int,
-           lang: str, width: int) -> None:
-    """Many ranks: the steps as a list (the grid would not fit), each on one row of
-    ``width``."""
-    for k in _window(len(sched.steps), current):
+           lang: str, width: int, shown: range) -> None:
+    """Many ranks: the steps ``shown`` as a list (the grid would not fit), each on one row
+    of ``width``."""
+    for k in shown:
         step = sched.steps[k]
         label = schedule_notes.step_label(step.label, lang)
         out.append(f"{label:>6} ", style="bold reverse" if k == current else "bold cyan")
@@ -515,10 +552,10 @@ def _left_out(layout: GridLayout, ranks: tuple[int, ...], lang: str) -> str:
 
 
 def _grid(out: Text, sched: schedules.Schedule, ranks: tuple[int, ...], current: int,
-          lang: str, layout: GridLayout) -> None:
-    """One row per step: what moves, then the chunks each rank holds afterwards (a digit
-    per chunk: its number, or for a reduction how many ranks are summed into it); the
-    ranks and transfers that do not fit ``layout`` are named under it."""
+          lang: str, layout: GridLayout, shown: range) -> None:
+    """One row per step ``shown``: what moves, then the chunks each rank holds afterwards
+    (a digit per chunk: its number, or for a reduction how many ranks are summed into it);
+    the ranks and transfers that do not fit ``layout`` are named under it."""
     states = schedules.holdings(sched)
     reducing = any(t.reduce for step in sched.steps for t in step.transfers)
     width, label_w, send_w, listed = layout.column_w, layout.label_w, layout.sends_w, \
@@ -548,7 +585,6 @@ def _grid(out: Text, sched: schedules.Schedule, ranks: tuple[int, ...], current:
     out.append(f"{'':>{label_w}} {'':<{send_w}} " if listed else f"{'':>{label_w}} ")
     out.append("".join(f" {'r' + str(r):<{width}}" for r in ranks[:layout.ranks]) + "\n",
                style="bold")
-    shown = _window(len(sched.steps), current)
     if shown.start == 0:
         row(explain.ui("start", lang), "", states[0], "dim")
     for k in shown:
