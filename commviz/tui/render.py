@@ -484,7 +484,6 @@ def op_described(inst: Instance, lang: str) -> str:
     return explain.ui(key, lang).format(op=inst.op, root=inst.root)
 
 
-
 def _sends(step: schedules.Step, ranks: tuple[int, ...], room: int | None = None,
            lang: str = "en") -> str:
     """A step's transfers ("0→1 c0  1→2 c1"); in ``room``, as many as fit then how many
