@@ -323,7 +323,8 @@ class CommvizApp(App):
         what is left below scrolls with ↑↓ once it has the focus (tab), as its subtitle says."""
         panel = self.query_one("#findings", VerticalScroll)
         width = self.query_one("#findings-text").content_region.width  # a scrollbar's less
-        if width <= 0:  # not laid out yet
+        if width <= 0:  # just shown, not laid out yet: its least, until the next frame
+            panel.styles.max_height = FINDINGS_ROWS[self._narrow]
             return
         lead = lead.copy()
         lead.rstrip()  # no row for its last newline
