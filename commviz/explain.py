@@ -1317,6 +1317,7 @@ _UI_PAIRS: dict[str, tuple[str, str]] = {
     "legend waiting": ("waiting for peers", "aguardando os outros"),
     "legend transferring": ("transferring", "transferindo"),
     "legend dropped": ("history dropped", "histórico descartado"),
+    "legend phases": ("phases", "fases"),
     "now": ("now", "agora"),
     "timeline end": ("end", "fim"),
     # the replay
@@ -1420,6 +1421,12 @@ _UI_PAIRS: dict[str, tuple[str, str]] = {
     "backend not known": ("{op}: the ranks' backend is not known yet",
                           "{op}: o backend dos ranks ainda não é conhecido"),
     "transfers": ("{n} transfer|{n} transfers", "{n} transferência|{n} transferências"),
+    "n more": ("+{n} more", "+{n} outras"),
+    "transfers column": ("transfers", "transferências"),
+    "not shown": ("not shown (widen the terminal): {}", "fora da tela (alargue o terminal): {}"),
+    "op from root": ("{op} from rank {root}", "{op} a partir do rank {root}"),
+    "op to root": ("{op} to rank {root}", "{op} para o rank {root}"),
+    "this call": ("This call", "Esta chamada"),
     "predicted vs": ("{predicted} µs vs {measured} µs", "{predicted} µs; medido {measured} µs"),
     "fit line": ("α {alpha} µs/step, β {beta}, ", "α {alpha} µs/passo, β {beta}, "),
     "fit no beta": ("α {alpha} µs/step; bandwidth not measurable, the sizes are too small "
@@ -1471,9 +1478,6 @@ _UI_PAIRS: dict[str, tuple[str, str]] = {
     "stopping others": ("stopping the other ranks", "parando os outros ranks"),
     "job ended": ("the job has ended · q quits", "o job terminou · q sai"),
     "restarted": ("restarted", "reiniciado"),
-    "no restart recording": ("restart is off while recording: a recording holds one run",
-                             "reiniciar fica desligado durante a gravação: uma gravação guarda "
-                             "uma execução só"),
     "the job": ("the job", "o job"),
     "rank n": ("rank {}", "rank {}"),
     # the footer
@@ -1494,6 +1498,15 @@ _UI_PAIRS: dict[str, tuple[str, str]] = {
     "key restart": ("Restart", "Reiniciar"),
     "key help": ("Help", "Ajuda"),
     "key palette": ("palette", "paleta"),
+    "key lang": ("Language", "Idioma"),
+    # the help screen: what more there is to say of a key than the footer's words
+    "help faster": ("the replay's speed", "a velocidade do replay"),
+    "help replay_pause": ("the job keeps running", "o job continua rodando"),
+    "help zoom_in": ("the timeline; it then holds the latest step",
+                     "a linha do tempo, que então mostra o último passo"),
+    "help lang": ("English ↔ Português", "English ↔ Português"),
+    "help view": ("narrow terminal: the next panels", "terminal estreito: os próximos painéis"),
+    "help palette": ("every command, by name", "todos os comandos, por nome"),
     "nccl algorithm": ("algorithm: {} (from NCCL's log)", "algoritmo: {} (do log do NCCL)"),
     "palette search": ("Search for commands…", "Buscar comandos…"),
     "language help": ("every panel in Brazilian Portuguese", "todos os painéis em inglês"),

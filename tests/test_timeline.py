@@ -332,7 +332,7 @@ def test_compute_phases_get_a_line_under_their_ranks_lane_on_the_same_axis():
                   PhaseSpan("backward", 1, T0_NS + S // 4, T0_NS + S)]}
     lines = lane_runs({0: [seg], 1: [seg]}, [], T0_NS, T0_NS + 2 * S, 43, phases=phases)
     text = ["".join(chars for chars, _ in runs) for runs in lines]
-    assert len(text) == 4  # r0, its phases, r1 (no phases), the axis
+    assert len(text) == 5  # r0, its phases, r1 (no phases), the axis, the phases' legend
     assert text[0].startswith("r0") and text[2].startswith("r1")
     # 40 columns for 2 s: forward 0-5, backward 5-20 (the all_reduce, columns 15-20, overlaps
     # its end), then the rest of the outer step; inner phases are drawn over outer ones, and
@@ -340,6 +340,22 @@ def test_compute_phases_get_a_line_under_their_ranks_lane_on_the_same_axis():
     assert text[1] == "   f────backward" + "─" * 27
     styles = {style for chars, style in lines[1] if chars.strip()}
     assert phase_colour("forward") in styles and phase_colour("backward") in styles
+    # the ddp demo's "f─b──o" had no legend (user trial): each initial, its name, its colour
+    assert text[4] == "   phases  s step  f forward  b backward"
+    assert [style for _, style in lines[4][1:]] == [phase_colour(name) for name in
+                                                    ("step", "forward", "backward")]
+
+
+def test_the_phases_legend_is_in_the_language_and_absent_without_phases():
+    from commviz.protocol import PhaseSpan
+    from commviz.tui.timeline import lane_runs
+
+    seg = Segment("all_reduce", T0_NS, T0_NS, T0_NS + S)
+    phases = {0: [PhaseSpan("forward", 0, T0_NS, T0_NS + S)]}
+    lines = lane_runs({0: [seg]}, [], T0_NS, T0_NS + 2 * S, 43, phases=phases, lang="pt")
+    assert "".join(chars for chars, _ in lines[-1]) == "   fases  f forward"
+    lines = lane_runs({0: [seg]}, [], T0_NS, T0_NS + 2 * S, 43)
+    assert len(lines) == 2  # the lane and the axis
 
 
 

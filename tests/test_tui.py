@@ -42,12 +42,14 @@ from textual.widgets import Static
 from commviz import explain, protocol
 from commviz.control import Controller, ControlState
 from commviz.tui import app as app_module
+from commviz.tui import render
 from commviz.tui.animation import GATHER_S
 from commviz.tui.app import FRAME_S, CommvizApp
 from commviz.tui.help import HelpScreen
 from commviz.tui.oplog import OpLog, line_text
 from commviz.tui.timeline import Timeline
 from commviz.tui.topology import Topology
+from commviz.viewer.diagnose import Finding
 
 SIZE = (160, 48)
 
@@ -480,6 +482,34 @@ async def test_an_op_in_flight_shows_on_its_rank_and_how_long_it_has_waited() ->
         assert "in all_reduce" not in panel(app, "#ranks")
 
 
+@pytest.mark.parametrize("lang, op, waited_s, shown", [
+    ("en", "all_reduce", 0.005, "in all_reduce #12 5 ms"),
+    ("en", "all_reduce", 6.0123, "in all_reduce 6.01 s"),
+    ("en", "recv", 5.67, "in recv #12 5.67 s"),
+    ("en", "reduce_scatter_tensor", 0.1234, "in reduce_scat… 123 ms"),
+    ("pt", "all_gather_into_tensor", 61.0, "em all_gat…tensor 61 s")])
+def test_a_waiting_ranks_state_keeps_its_time_whole_with_its_unit(
+        lang: str, op: str, waited_s: float, shown: str) -> None:
+    """The hang demo: "in all_reduce #12 601…" cut the time waited mid-unit (user trial)."""
+    clock = FakeClock()
+    session = FakeSession(clock)
+    session.feed(heartbeats(4))
+    clock.set_wall_ns(T0_NS + int(waited_s * 1e9))
+    session.feed([inflight(2, op, seq=12, t_start=T0_NS)])
+    table = render.ranks_table(session.model, clock(), clock.wall_ns(), lang=lang, width=94)
+    row = table.plain.splitlines()[3]
+    width = render.RANK_COLUMNS[3][1]
+    at = render.LINKS_AT - width - 1  # where the state column starts
+    assert row[at:at + width].rstrip() == shown
+    hang = Finding("hang", (2,), (2,), None, "deadlock", "deadlock", ("hang", 2), 0.0, 0)
+    table = render.ranks_table(session.model, clock(), clock.wall_ns(), {2: hang}, lang, 94)
+    flagged = table.plain.splitlines()[3][at:at + width]
+    state = flagged.rstrip()  # after the finding's name: its op, its time whole or none
+    assert state.startswith(f"⚠ {render.finding_name('hang', lang)}: {shown[:6]}"), state
+    assert re.fullmatch(r"\D*( \d+([.,]\d+)? (s|ms|µs))?", state), state
+
+
+
 @sync
 async def test_a_rank_without_recent_messages_is_silent() -> None:
     clock = FakeClock()
@@ -588,7 +618,7 @@ async def test_question_mark_lists_every_key_and_escape_closes_it() -> None:
         assert isinstance(app.screen, HelpScreen)
         text = "\n".join(strip.text for strip in app.screen.query_one(Static).render_lines(
             Region(0, 0, 70, 14)))
-        assert "Sair" in text and "Ajuda" in text and "ctrl+p" in text and "Velocidade" in text
+        assert "Sair" in text and "Ajuda" in text and "ctrl+p" in text and "Mais rápido" in text
         await pilot.press("escape")
         await pilot.pause()
         assert not isinstance(app.screen, HelpScreen) and app.is_running
@@ -607,7 +637,7 @@ async def test_help_lists_only_the_keys_that_work_in_this_session() -> None:
         await pilot.press("question_mark")
         await pilot.pause()
         text = _help_text(watching)
-        assert "Quit" in text and "Hold the replay" in text and "Speed" in text
+        assert "Quit" in text and "Hold replay" in text and "Faster / Slower" in text
         assert "Pause" not in text and "Next iteration" not in text and "Restart" not in text
         assert "space" not in text and not any(line.split()[:1] == ["n"]
                                                for line in text.splitlines())
@@ -618,6 +648,46 @@ async def test_help_lists_only_the_keys_that_work_in_this_session() -> None:
         await pilot.pause()
         text = _help_text(demo)
         assert "Pause" in text and "Next iteration" in text and "Restart" in text
+
+
+@pytest.mark.parametrize("lang", ["en", "pt"])
+@sync
+async def test_help_palette_and_footer_name_each_key_in_the_same_words(lang: str) -> None:
+    """In Portuguese the help said "space", "Velocidade" and "Segurar o replay" where the
+    footer said "espaço", "Mais rápido" and "Segurar replay" (user trial)."""
+    app = CommvizApp(FakeSession(), FakeRanks(), "t", lang=lang, controller=FakeController(),
+                     restart=FakeRanks)
+    async with app.run_test(size=SIZE) as pilot:
+        footer = {b.id: (b.key_display or b.key, b.description)
+                  for b in (binding for _, binding, enabled, _ in
+                            app.screen.active_bindings.values() if enabled)
+                  if b.show and b.id}
+        await pilot.press("question_mark")
+        await pilot.pause()
+        rows = [line.split(maxsplit=1) for line in _help_text(app).splitlines()
+                if line.strip(" │")]
+        help_words = " ".join(words for _, words in rows)
+        titles = {c.title for c in app.get_system_commands(app.screen)}
+        for key, words in footer.values():
+            assert words in help_words and words in titles, (words, help_words, titles)
+            assert key in _help_text(app), key
+        space = explain.ui("space", lang)
+        assert footer["pause"][0] == space and space in _help_text(app)
+        left = {"pt": ("space", "Velocidade", "Segurar o replay", "Pausar "),
+                "en": ("Speed", "Hold the replay")}[lang]
+        assert not any(word in _help_text(app) for word in left), _help_text(app)
+
+
+@sync
+async def test_l_switches_the_language() -> None:
+    app = make_app(FakeSession(), lang="pt")
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("l")
+        await frame(pilot)
+        assert app.lang == "en" and "Quit" in screen_text(app)
+        await pilot.press("l")
+        await frame(pilot)
+        assert app.lang == "pt" and "Sair" in screen_text(app)
 
 
 class FakeController:
@@ -1084,24 +1154,86 @@ async def test_a_portuguese_screen_has_no_english_left(lang: str, monkeypatch) -
 
 
 @pytest.mark.parametrize("op, world", [("all_to_all", 3), ("all_to_all", 4), ("reduce", 4),
-                                       ("all_reduce", 6)])
+                                       ("all_reduce", 6), ("all_gather", 8)])
 def test_the_buffers_grid_fits_the_panel_and_its_rows_line_up(op: str, world: int) -> None:
     """A grid wider than the panel wrapped mid-row (all_to_all at 4 ranks: n x n chunks), and
     the reduce's `to root` row stood one column off (user trial)."""
+    lines = _phases_lines(op, world, "en", None)
+    grid = lines[lines.index(next(ln for ln in lines if ln.startswith("Buffers"))) + 1:]
+    rows = [line for line in grid if not line.startswith("not shown")]
+    assert all(len(line) <= render.GRID_MAX_W for line in rows), rows
+    first = rows[0].index("r0")  # every row's buffers start in the header's first rank column
+    assert all(row[first - 1] == " " and row[first] in "0123456789·" for row in rows[1:])
+
+
+def _phases_lines(op: str, world: int, lang: str, width: int | None,
+                  root: int = -1) -> list[str]:
     from fakes import scripted_collective
 
-    from commviz.tui import render
+    session = FakeSession()
+    session.feed(scripted_collective(op, world=world, peer=root))
+    return render.phases(session.model, lang, width=width).plain.splitlines()
+
+
+@pytest.mark.parametrize("op, world, width, lang, left_out", [
+    ("all_gather", 8, 60, "en", "not shown (widen the terminal): r5-r7, transfers"),
+    ("all_gather", 8, 44, "pt", "fora da tela (alargue o terminal): r4-r7, transferências"),
+    ("all_reduce", 4, 44, "en", "not shown (widen the terminal): transfers"),
+    ("broadcast", 5, 60, "en", None), ("all_reduce", 4, 60, "pt", None)])
+def test_the_buffers_grid_fits_its_width_and_says_what_it_leaves_out(
+        op: str, world: int, width: int, lang: str, left_out: str | None) -> None:
+    """At 120x40 the grid's rows wrapped; at 8 ranks columns went missing unsaid, and a
+    broadcast of 5 ranks lost its transfers column though it had the room (user trial)."""
+    lines = _phases_lines(op, world, lang, width)
+    grid = lines[next(i for i, ln in enumerate(lines) if ln.startswith("Buffers")) + 1:]
+    rows = grid[:-1] if left_out else grid
+    assert all(len(row) <= width for row in rows), rows
+    shown = rows[0].split()
+    assert grid[-1] == left_out if left_out else "→" in rows[2] and len(shown) == world
+    if left_out and "r7" in left_out:  # the ranks named left out are those not shown
+        first_hidden = int(re.search(r"r(\d+)-r7", left_out).group(1))
+        assert shown == [f"r{r}" for r in range(first_hidden)]
+
+
+@pytest.mark.parametrize("width", [60, 44])
+def test_many_ranks_list_their_steps_one_row_each_with_how_many_transfers_are_left_out(
+        width: int) -> None:
+    lines = _phases_lines("all_gather", 9, "en", width)
+    steps = [line for line in lines if line.lstrip().startswith("AG")]
+    assert steps and all(len(line) <= width for line in steps), steps
+    assert all(re.search(r"c\d+  \+\d+ more$", line) for line in steps), steps
+
+
+@pytest.mark.parametrize("rows", [14, 9])
+def test_in_fewer_rows_the_phases_panel_leaves_out_its_prose_then_steps(rows: int) -> None:
+    """At 120x40 a finding's panel and the grid left the viewer panel no row (user trial):
+    the phases panel fits the rows it is given, the replayed step always in them."""
+    session = FakeSession()
+    session.feed(scripted_all_reduce(world=4))
+    whole = render.phases(session.model, "en", width=44)
+    shown = render.phases(session.model, "en", width=44, rows=rows)
+    assert render.text_rows(whole, 44) > 14 >= render.text_rows(shown, 44) <= rows
+    assert "Cost" in whole.plain and "Cost" not in shown.plain
+    assert "AG2" in shown.plain and shown.plain.startswith("all_reduce · gloo ring")
+    assert ("RS0" in shown.plain) == (rows >= 14)  # the earliest steps go first
+
+
+@pytest.mark.parametrize("op, root, lang, said", [
+    ("broadcast", 2, "en", "broadcast from rank 2"),
+    ("scatter", 1, "pt", "scatter a partir do rank 1"),
+    ("reduce", 3, "en", "reduce to rank 3"), ("gather", 0, "pt", "gather para o rank 0")])
+def test_a_rooted_op_names_its_root_where_it_is_described(op: str, root: int, lang: str,
+                                                          said: str) -> None:
+    from fakes import scripted_collective
 
     session = FakeSession()
-    session.feed(scripted_collective(op, world=world))
-    lines = render.phases(session.model, "en").plain.splitlines()
-    grid = lines[lines.index(next(ln for ln in lines if ln.startswith("Buffers"))) + 1:] \
-        if any(ln.startswith("Buffers") for ln in lines) else []
-    assert all(len(line) <= render.GRID_MAX_W for line in grid), grid
-    assert bool(grid) == ((op, world) != ("all_to_all", 4))  # too wide: the steps alone
-    if grid:  # every row's buffers start in the header's first rank column
-        first = grid[0].index("r0")
-        assert all(row[first - 1] == " " and row[first] in "0123456789·" for row in grid[1:])
+    session.feed(scripted_collective(op, world=4, peer=root))
+    inst = session.model.recent[-1]
+    assert render.phases(session.model, lang).plain.startswith(said + " · ")
+    assert said in render.explanation(session.model, inst, lang).plain.splitlines()[1]
+    session = FakeSession()
+    session.feed(scripted_collective("all_reduce", world=4))
+    assert render.phases(session.model, lang).plain.startswith("all_reduce · ")
 
 
 def test_the_phases_panel_sets_the_cost_model_against_the_measured_time() -> None:
@@ -1153,17 +1285,34 @@ async def test_r_restarts_the_demo_on_an_empty_screen() -> None:
         assert "done broadcast" in panel(app, "#ranks") and "broadcast" in panel(app, "#log")
 
 
+@pytest.mark.parametrize("recording", [False, True])
 @sync
-async def test_restart_is_refused_while_recording_and_absent_when_watching() -> None:
+async def test_r_is_offered_at_the_end_exactly_where_it_restarts(recording: bool) -> None:
+    """A recorded demo's end did not offer `r` while its footer did, and `r` then refused: a
+    recording holds one run (user trial). Wherever `r` is offered, it restarts."""
     session = FakeSession()
-    session.recorder = object()
+    session.recorder = object() if recording else None
     started: list[FakeRanks] = []
-    app = CommvizApp(session, FakeRanks(), "test", clock=session.clock,
-                     wall_ns=session.clock.wall_ns, restart=lambda: started.append(1))
+
+    def restart() -> FakeRanks:
+        started.append(FakeRanks(world=1))
+        return started[-1]
+
+    ranks = FakeRanks(world=1)
+    app = CommvizApp(session, ranks, "test", clock=session.clock, controller=FakeController(),
+                     wall_ns=session.clock.wall_ns, restart=restart)
     async with app.run_test(size=SIZE) as pilot:
+        ranks.end(0, 1, "RuntimeError: boom")
+        await frame(pilot)
+        status = panel(app, "#status")
+        footer = screen_text(app).splitlines()[-1]
+        assert "The demo has ended" in status
+        offered = [" r: Restart " in status, " r Restart " in footer,
+                   "Restart" in [c.title for c in app.get_system_commands(app.screen)]]
+        assert offered == [not recording] * 3, (status, footer)
         await pilot.press("r")
         await pilot.pause()
-        assert not started and not app.ranks.stopped
+        assert bool(started) == (not recording) and ranks.stopped == (not recording)
     watching = make_app(FakeSession())
     async with watching.run_test(size=SIZE):
         assert watching.check_action("restart", ()) is False
@@ -1180,7 +1329,7 @@ async def test_the_command_palette_offers_this_sessions_actions_and_switches_lan
         assert "Pause" not in titles and "Restart" not in titles  # watching: no demo to drive
         switch = next(c for c in app.get_system_commands(app.screen)
                       if c.title.startswith("Language"))
-        assert switch.help == "every panel in Brazilian Portuguese"  # not its title again
+        assert switch.help == "key: l · every panel in Brazilian Portuguese"  # not its title
         switch.callback()
         await frame(pilot)
         assert "Por dentro da operação no replay" in panel(app, "#phases")
@@ -1471,7 +1620,8 @@ async def test_a_rank_blamed_for_a_hang_reads_what_it_is_not_in(size, lang) -> N
         # busy elsewhere, the rank keeps its own state beside the finding's name
         session.feed([inflight(3, "broadcast", 1, T0_NS)])
         await frame(pilot)
-        assert "in broadcast #1" in rank_row(app, 3) or "em broadcast #1" in rank_row(app, 3)
+        # (its time waited whole: the op's number gives way to it, as without a finding)
+        assert re.search(r"⚠ (in|em) broadcast 1[.,]5 s ", rank_row(app, 3)), rank_row(app, 3)
 
 
 @sync
@@ -1488,6 +1638,56 @@ async def test_a_rank_error_with_brackets_is_shown_as_text_not_markup() -> None:
         (note,) = notified  # a toast renders markup unless told not to
         assert note["markup"] is False and "[/gloo/transport" in note["message"]
         assert "[/gloo/transport/tcp/unbound_buffer.cc:78] Timed out" in panel(app, "#status")
+
+
+GLHF = ("RuntimeError: Connection closed by peer [127.0.0.1]:29500: the remote end hung up "
+        "while we waited for its reply, see its own log for the reason. GLHF! 🏖️")
+
+
+def test_text_from_a_job_takes_the_cells_rich_counts_for_it() -> None:
+    from commviz.viewer.text import UNSURE_WIDTH, cell_safe
+
+    assert cell_safe("GLHF! 🏖️") == f"GLHF! {UNSURE_WIDTH}"  # a width of its own: gone
+    assert cell_safe("\x1b[31mred\x1b[0m\tok\u200b") == "red ok"  # escapes, tab, format
+    assert cell_safe("cafe\u0301 🚀 中 ❤️") == "café 🚀 中 ❤"  # accents, wide characters stay
+
+
+@pytest.mark.parametrize("size", [(160, 48), (120, 40), (80, 24)])
+@sync
+async def test_a_failed_ranks_long_error_keeps_the_viewer_panel_whole(
+        size: tuple[int, int]) -> None:
+    """The crash demo: an error ending in "GLHF! 🏖️" broke the panel's right border, and
+    four of them pushed its bottom off the screen at 160x48 (user trial)."""
+    session = FakeSession()
+    session.feed(scripted_all_reduce(world=4))
+    _crashed(session)
+    ranks = FakeRanks(world=4)
+    app = CommvizApp(session, ranks, "t", lang="en", controller=FakeController(),
+                     restart=FakeRanks, clock=session.clock, wall_ns=session.clock.wall_ns)
+    app.notify = lambda *args, **kw: None  # toasts cover the panel
+    async with app.run_test(size=size) as pilot:
+        for r in range(4):
+            ranks.end(r, 1, GLHF)
+        await frame(pilot)
+        await frame(pilot)  # the panel's room, from the layout the first frame made
+        status = app.query_one("#status")
+        assert status.region.bottom <= app.size.height - 1  # above the footer
+        rows = panel(app, "#status").splitlines()
+        assert rows[-1].startswith("╰") and all(row[-1] in "│╮╯" for row in rows), rows
+        assert "🏖" not in "".join(rows) and "rank 3 failed (exit 1)" in "".join(rows)
+        assert any(row.rstrip("│ ").endswith("…") for row in rows), rows  # cut, and says so
+
+
+@sync
+async def test_the_jobs_output_is_drawn_safe_for_its_cells() -> None:
+    from commviz.job import OutputBuffer
+
+    output = OutputBuffer()
+    app = CommvizApp(FakeSession(), FakeRanks(world=1), "run", output=output)
+    async with app.run_test(size=SIZE) as pilot:
+        output.append("stdout", "\x1b[1mepoch 1\x1b[0m done 🏖️")
+        await frame(pilot)
+        assert list(app.query_one("#output", OpLog).lines) == ["epoch 1 done �"]
 
 
 def test_ranks_on_several_nodes_are_grouped_under_a_line_per_node() -> None:
@@ -1575,6 +1775,26 @@ def test_a_narrow_log_line_leaves_out_columns_rather_than_the_skew(width: int) -
         assert line.split()[:2] == full.split()[:2] and "defasagem" in line
         if inst.op == "send":  # a transfer keeps its pair
             assert f"{inst.group[0]} -> {inst.group[1]}" in line
+
+
+@pytest.mark.parametrize("width", [92, 74])
+@pytest.mark.parametrize("lang", ["en", "pt"])
+def test_an_inner_ops_log_line_keeps_the_columns_of_the_others(width: int, lang: str) -> None:
+    """The objects demo: the lines of the ops inside scatter_object_list lost their ranks
+    column to their "(in scatter_object_list)" and every column after it shifted (user
+    trial)."""
+    from commviz.viewer import text
+
+    session = FakeSession()
+    session.feed(scripted_collective("scatter_object_list", world=4, peer=0, steps=1)
+                 + scripted_collective("scatter", world=4, peer=0, steps=1, first=1))
+    outer, inner = session.model.recent
+    inner = dataclasses.replace(inner, parent="scatter_object_list")
+    lines = [text.instance_line(inst, T0_NS, lang=lang, width=width) for inst in (outer, inner)]
+    assert lines[1].endswith(explain.ui("in parent", lang).format("scatter_object_list"))
+    for column in ("#", explain.ui("time", lang), explain.ui("log skew", lang)):
+        assert lines[0].index(column) == lines[1].index(column), lines
+    assert ("0,1,2,3" in lines[0]) == ("0,1,2,3" in lines[1])  # the same columns
 
 
 @pytest.mark.parametrize("lang", ["en", "pt"])

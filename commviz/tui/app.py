@@ -58,8 +58,12 @@ FINDINGS_LINGER_S = 10.0  # the findings panel stays this long after the last on
 # what to check for it need more, up to half the screen: the buffers grid keeps its rows
 FINDINGS_ROWS = (8, 7)
 SHORT_KEYS = ("pause", "step", "faster", "replay_pause")  # "key <id> short": narrow footer
+EVENT_ROWS = 2  # at most, of an event in the viewer panel (a rank's error): cut after them
+STATUS_LEAST_ROWS = 5  # the viewer panel's on a wide terminal: the phases panel leaves them
 NARROW_STATUS_ROWS = 6  # the viewer panel on a narrow terminal: its newest rows, if it has more
 TAIL_LINES = 20  # of a job's output, printed when the screen closes
+# keys as the help screen and the palette show them, where not the binding's own key
+KEYS_SHOWN = {"faster": "+", "slower": "-", "help": "?", "quit": "q, ctrl+c"}
 RESTART_SETTLE_S = 0.15  # after stopping the ranks: time for their last messages to land
 
 
@@ -73,30 +77,27 @@ class CommvizApp(App):
         Binding("v", "next_view", "View", id="view"),  # narrow only: first, so the footer has it
         Binding("question_mark", "help", "Help", key_display="?", id="help"),
         Binding("space", "toggle_play", "Pause/resume", id="pause"),
-        Binding("n", "step", "Next step", id="step"),
+        Binding("n", "step", "Next iteration", id="step"),
         Binding("plus", "faster", "Faster", key_display="+", id="faster"),
         Binding("minus", "slower", "Slower", key_display="-", id="slower"),
         Binding("p", "replay_pause", "Hold replay", id="replay_pause"),
         Binding("z", "zoom_in", "Zoom", id="zoom_in"),
         Binding("Z", "zoom_out", "Zoom out", id="zoom_out", show=False),
         Binding("r", "restart", "Restart", id="restart"),
+        Binding("l", "switch_lang", "Language", id="lang", show=False),
         Binding("ctrl+c", "quit('stop ctrl+c')", "Quit", show=False, priority=True),
     ]
-    # Keys listed by the help screen: (key as shown, UI string key in explain.UI, the action
-    # whose check_action says whether the key works in this session; None: it always does,
-    # v too, whose text says it is for a narrow terminal)
-    HELP = [("space", "pause", "toggle_play"), ("n", "next step", "step"),
-            ("+ / -", "speed", None), ("p", "hold replay", None),
-            ("z / Z", "zoom timeline", None), ("r", "restart", "restart"),
-            ("v", "next view", None), ("q, ctrl+c", "quit", None), ("?", "help", None),
-            ("ctrl+p", "command palette", None)]
-    # The command palette's own entries: (action, UI string key of its title, key)
-    PALETTE = [("toggle_play", "pause", "space"), ("step", "next step", "n"),
-               ("faster", "faster", "+"), ("slower", "slower", "-"),
-               ("replay_pause", "hold replay", "p"), ("zoom_in", "zoom in", "z"),
-               ("zoom_out", "zoom out", "Z"), ("restart", "restart", "r"),
-               ("switch_lang", "language", ""), ("next_view", "next view", "v"),
-               ("help", "help", "?")]
+    # Keys listed by the help screen, in the footer's words ("key <id>"), then what more
+    # there is to say ("help <id>"): (the bindings' ids, whether check_action says if they
+    # work in this session, else they always do: v's text says it is for a narrow terminal)
+    HELP = [(("pause",), True), (("step",), True), (("faster", "slower"), False),
+            (("replay_pause",), False), (("zoom_in", "zoom_out"), False),
+            (("restart",), True), (("lang",), False), (("view",), False),
+            (("quit",), False), (("help",), False)]
+    HELP_MORE = ("faster", "replay_pause", "zoom_in", "lang", "view", "palette")
+    # The command palette's own entries, by binding id, in the footer's words too
+    PALETTE = ("pause", "step", "faster", "slower", "replay_pause", "zoom_in", "zoom_out",
+               "restart", "lang", "view", "help")
     # What `v` turns through below 120 columns, where one panel group fits at a time
     NARROW_VIEWS = ("numbers", "replay", "inside", "explain")
 
@@ -128,8 +129,10 @@ class CommvizApp(App):
         self._slow_at = float("-inf")
         self._height_keys: dict[str, int | None] = {}
         self._shown_panels: dict[str, Any] = {}
-        self._explained: tuple | None = None  # (op, site, group) the teaching panels show
-        self._replayed: tuple | None = None  # (instance, step) the phases panel shows
+        self._explained: tuple | None = None  # (op, site, group, root): the teaching panels'
+        # (instance, step, rows) the phases panel shows: it follows the replay, in the rows
+        # the panels around it leave
+        self._replayed: tuple | None = None
         self._fit: costmodel.Fit | None = None
         self._t0: int | None = None
         self._findings_until = float("-inf")  # the findings panel is shown until then
@@ -258,7 +261,8 @@ class CommvizApp(App):
         self._shown = done
         frame = topology.animator.frame()
         latest = model.recent[-1] if model.recent else None
-        replayed = (id(frame.instance), frame.step) if frame is not None else None
+        rows = self._phases_rows()
+        replayed = (id(frame.instance), frame.step, rows) if frame is not None else (rows,)
         slow_tick = slow and now - self._slow_at >= SLOW_FRAME_S or latest is None
         if slow_tick:
             self._slow_at = now
@@ -268,7 +272,7 @@ class CommvizApp(App):
             # the teaching panels follow the replay, else the latest operation
             shown = frame.instance if frame is not None else latest
             paused = self.controller is not None and self.controller.state.mode == "step"
-            key = (shown.op, shown.site, shown.group) if shown else \
+            key = (shown.op, shown.site, shown.group, shown.root) if shown else \
                 ("before", paused, tuple(sorted({s.backend for s in model.ranks.values()})))
             if key != self._explained:  # the same op again: nothing to redraw
                 self._explained = key
@@ -283,7 +287,8 @@ class CommvizApp(App):
         if slow_tick or replayed != self._replayed:  # follows the replay step by step
             self._replayed = replayed
             phases = render.phases(model, self.lang, frame, self._fit,
-                                   getattr(self.session, "nccl", None))
+                                   getattr(self.session, "nccl", None),
+                                   self.query_one("#phases").content_region.width or None, rows)
             self._show("#phases", phases, _height_key(phases))
         # not App.sub_title: setting that reactive repaints the whole screen every frame
         paused = self.controller is not None and self.controller.paused and not self._ended
@@ -318,7 +323,8 @@ class CommvizApp(App):
         what is left below scrolls with ↑↓ once it has the focus (tab), as its subtitle says."""
         panel = self.query_one("#findings", VerticalScroll)
         width = self.query_one("#findings-text").content_region.width  # a scrollbar's less
-        if width <= 0:  # not laid out yet
+        if width <= 0:  # just shown, not laid out yet: its least, until the next frame
+            panel.styles.max_height = FINDINGS_ROWS[self._narrow]
             return
         lead = lead.copy()
         lead.rstrip()  # no row for its last newline
@@ -358,7 +364,8 @@ class CommvizApp(App):
             fresh = self._output.since(self._output_n)
             if fresh:
                 self._output_n = fresh[-1].n
-                self.query_one("#output", OpLog).write(*(line.text for line in fresh))
+                self.query_one("#output", OpLog).write(*(text.cell_safe(line.text)
+                                                         for line in fresh))
         lang = self.lang
         ui, counted = functools.partial(explain.ui, lang=lang), \
             functools.partial(explain.ui_n, lang=lang)
@@ -387,14 +394,63 @@ class CommvizApp(App):
         if self.controller is not None:
             status += "\n" + self._control_line()
         events = [self._event(key, fields) for key, fields in self._events[-8:]]
-        status = "\n".join([status, *events])
-        shown = Text(status)  # not markup: [brackets]
+        shown = Text("\n".join([status, *events]))  # not markup: [brackets]
         width = self.query_one("#status").content_region.width
-        if self.screen.has_class("-narrow") and width > 0:  # bounded there: the newest rows
-            rows = shown.wrap(self.console, width)
-            if len(rows) > NARROW_STATUS_ROWS:
-                shown = Text("\n").join(rows[-NARROW_STATUS_ROWS:])
+        if width > 0:
+            shown = self._fit_status(status, events, width)
         self._show("#status", shown, _height_key(shown))  # its lines wrap: a longer one may too
+
+    def _fit_status(self, status: str, events: list[str], width: int) -> Text:
+        """The viewer panel in the rows it has: each event in EVENT_ROWS at most, cut with an
+        ellipsis (a failed rank's whole error is in its toast, and printed when the screen
+        closes); with more rows than the room (``_status_room``), the newest, the first
+        marked "…"."""
+        rows = Text(status).wrap(self.console, width)
+        for event in events:
+            wrapped = Text(event).wrap(self.console, width)
+            if len(wrapped) > EVENT_ROWS:
+                last = wrapped[EVENT_ROWS - 1]
+                last.rstrip()
+                last.append("…")
+                last.truncate(width, overflow="ellipsis")
+            rows.extend(wrapped[:EVENT_ROWS])
+        room = self._status_room()
+        if room is not None and len(rows) > room:
+            rows = rows[len(rows) - room:]
+            rows[0] = Text("… ") + rows[0]
+            rows[0].truncate(width, overflow="ellipsis")
+        return Text("\n").join(rows)
+
+    def _phases_rows(self) -> int | None:
+        """The rows the phases panel may take on a wide terminal, so that the viewer panel
+        below keeps STATUS_LEAST_ROWS (a finding's panel above took them at 120x40) and the
+        explanation its least; None where it has the screen (narrow) or before a layout."""
+        right = self.query_one("#right")
+        if self._narrow or right.size.height <= 0:
+            return None
+        taken = sum(child.outer_size.height for child in right.children
+                    if child.display and child.id in ("stats", "findings"))
+        least = STATUS_LEAST_ROWS + self.query_one("#status").styles.gutter.height
+        return max(1, right.size.height - taken - least - self._explain_least()
+                   - self.query_one("#phases").styles.gutter.height)
+
+    def _explain_least(self) -> int:
+        least = self.query_one("#explain-box").styles.min_height
+        return int(least.value) if least is not None else 0
+
+    def _status_room(self) -> int | None:
+        """The viewer panel's rows: NARROW_STATUS_ROWS on a narrow terminal; on a wide one
+        what the right column leaves it, the explanation at its least (a long error pushed
+        the panel's bottom off the screen); None before the screen is laid out."""
+        if self.screen.has_class("-narrow"):
+            return NARROW_STATUS_ROWS
+        right, status = self.query_one("#right"), self.query_one("#status")
+        if right.size.height <= 0:
+            return None
+        taken = sum(child.outer_size.height for child in right.children
+                    if child.display and child.id not in ("status", "explain-box"))
+        return max(1, right.size.height - taken - self._explain_least()
+                   - status.styles.gutter.height)
 
     def _show(self, selector: str, renderable: Any, height_key: int | None) -> None:
         """Update a panel; lay the screen out again only when its height may have changed
@@ -415,8 +471,8 @@ class CommvizApp(App):
     def _control_line(self) -> str:
         """The ranks' state (playing, paused), and the replay's when it is held apart."""
         if self._ended:
-            again = f" · r: {explain.ui('restart', self.lang)}" \
-                if self._restart is not None and not self._recording else ""
+            again = f" · r: {explain.ui('key restart', self.lang)}" \
+                if self.check_action("restart", ()) else ""
             return f"■ {explain.ui('demo ended', self.lang)}{again} · q: " \
                 f"{explain.ui('quit', self.lang)}"
         state = self.controller.state  # type: ignore[union-attr]
@@ -442,7 +498,8 @@ class CommvizApp(App):
             return
         for rp in self.ranks.poll():
             if rp.returncode:
-                fields = {"who": rp.who, "code": rp.returncode, "line": rp.error_line()}
+                fields = {"who": rp.who, "code": rp.returncode,
+                          "line": text.cell_safe(rp.error_line())}
                 self._events.append(("rank failed", fields))
                 self.notify(self._event("rank failed", fields), severity="error", timeout=10,
                             markup=False)
@@ -466,8 +523,8 @@ class CommvizApp(App):
         """Pause and step exist only for a demo, whose ranks wait at a real step barrier."""
         if action in ("toggle_play", "step"):
             return self.controller is not None and not self._ended
-        if action == "restart":
-            return self._restart is not None
+        if action == "restart":  # a recording holds one run: none while recording
+            return self._restart is not None and not self._recording
         if action == "next_view":
             return self._narrow
         if action in ("zoom_in", "zoom_out"):  # where the timeline is on screen
@@ -485,12 +542,8 @@ class CommvizApp(App):
             self.refresh_view()
 
     def action_restart(self) -> None:
-        """Stop the demo's ranks and start new ones on an empty screen."""
-        if self._restart is None:
-            return
-        if self._recording:
-            self.notify(explain.ui("no restart recording", self.lang), severity="warning")
-            return
+        """Stop the demo's ranks and start new ones on an empty screen (the key works only
+        where there is a demo to restart: ``check_action``)."""
         if self.ranks is not None:
             self.ranks.stop()
             self.ranks.cleanup_logs()
@@ -554,14 +607,41 @@ class CommvizApp(App):
         for command in super().get_system_commands(screen):
             pt = explain.TEXTUAL_COMMANDS_PT.get(command.help) if self.lang == "pt" else None
             yield command if pt is None else command._replace(title=pt[0], help=pt[1])
-        for action, name, key in self.PALETTE:
+        for key_id in self.PALETTE:
+            action = self._binding(key_id).action
             if self.check_action(action, ()):
-                title = explain.ui(name, self.lang)
-                help_text = f"{explain.ui('key', self.lang)}: {key}"
-                if action == "switch_lang":
+                title = explain.ui(f"key {key_id}", self.lang)
+                help_text = f"{explain.ui('key', self.lang)}: {self._key_shown(key_id)}"
+                if key_id == "lang":
                     title = f"{title}: {'Português' if self.lang == 'en' else 'English'}"
-                    help_text = explain.ui("language help", self.lang)
+                    help_text += f" · {explain.ui('language help', self.lang)}"
                 yield SystemCommand(title, help_text, getattr(self, f"action_{action}"))
+
+    def _binding(self, key_id: str) -> Binding:
+        return next(b for group in self._bindings.key_to_bindings.values() for b in group
+                    if b.id == key_id)
+
+    def _key_shown(self, key_id: str) -> str:
+        """A binding's key as the help screen and the palette show it, in the language."""
+        if key_id == "pause":
+            return explain.ui("space", self.lang)
+        return KEYS_SHOWN.get(key_id, self._binding(key_id).key)
+
+    def _help_rows(self) -> list[tuple[str, str]]:
+        """The help screen's rows: the keys that work in this session, in the footer's
+        words, then what more there is to say of them."""
+        ui = functools.partial(explain.ui, lang=self.lang)
+        rows = []
+        for ids, checked in self.HELP:
+            if checked and not self.check_action(self._binding(ids[0]).action, ()):
+                continue
+            words = " / ".join(ui(f"key {key_id}") for key_id in ids)
+            if ids[0] in self.HELP_MORE:
+                words += f" ({ui(f'help {ids[0]}')})"
+            rows.append((" / ".join(map(self._key_shown, ids)), words))
+        palette = ui("key palette")
+        rows.append(("ctrl+p", f"{palette[:1].upper()}{palette[1:]} ({ui('help palette')})"))
+        return rows
 
     def action_command_palette(self) -> None:
         """Textual's palette, its search box in the language."""
@@ -579,9 +659,7 @@ class CommvizApp(App):
         self.refresh_view()
 
     def action_help(self) -> None:
-        keys = [(key, explain.ui(name, self.lang)) for key, name, action in self.HELP
-                if action is None or self.check_action(action, ())]
-        self.push_screen(HelpScreen(keys, explain.ui("help", self.lang)))
+        self.push_screen(HelpScreen(self._help_rows(), explain.ui("help", self.lang)))
 
 
 def _fit(model: Any) -> costmodel.Fit | None:

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import io
 import linecache
 import math
 import os
 import time
 from typing import Any
 
+from rich.console import Console
 from rich.text import Text
 
 from .. import costmodel, explain, protocol, schedule_notes, schedules
@@ -55,6 +58,7 @@ def ranks_table(model: Model, now: float, now_ns: int | None = None,
         inflight.setdefault(op.rank, []).append(op)
     out = Text(no_wrap=True, overflow="crop")
     widths = _column_widths(width)
+    state_w = widths[3] if len(widths) > 3 else RANK_COLUMNS[3][1]
     _row(out, widths, [Text(ui(title), style="bold") for title, _, _ in RANK_COLUMNS])
     nodes = model.nodes()
     clocks = model.clock_offsets() if len(nodes) > 1 else {}
@@ -65,6 +69,9 @@ def ranks_table(model: Model, now: float, now_ns: int | None = None,
             out.append(_cut(node_line(clocks[s.host], nodes[s.host], lang), width) + "\n",
                        style="bold cyan")
         idle = False
+        # what a finding puts before the state of a rank it names ("⚠ hang: ")
+        flag = _flagged(flagged[rank], "", idle, lang, state_w) \
+            if flagged and rank in flagged else ""
         if s.exited:
             state = Text(ui("state exited"), style="dim")
         elif now - s.last_seen > SILENT_AFTER_S:
@@ -72,17 +79,16 @@ def ranks_table(model: Model, now: float, now_ns: int | None = None,
                          style="bold red")
         elif rank in inflight:
             op = min(inflight[rank], key=lambda o: o.t_start)
-            waited = max(0, now_ns - op.t_start) / 1e6
-            state = Text(ui("state in").format(f"{op.op} #{op.seq} {waited:.0f} ms"),
-                         style="bold yellow")
+            state = Text(_waiting_in(op.op, op.seq, max(0, now_ns - op.t_start),
+                                     state_w - len(flag), lang), style="bold yellow")
         elif s.last_op:
             state, idle = Text(ui("state done").format(s.last_op), style="green"), True
         else:
             state, idle = Text(ui("state idle"), style="dim"), True
-        if flagged and rank in flagged:
-            state = Text(_flagged(flagged[rank], state.plain, idle, lang,
-                                  widths[3] if len(widths) > 3 else RANK_COLUMNS[3][1]),
+        if flag:
+            state = Text(_flagged(flagged[rank], state.plain, idle, lang, state_w),
                          style="bold red")
+        state = Text(_whole_words(state.plain, state_w), style=state.style)
         _row(out, widths, [Text(str(rank)), Text(s.host), Text(s.device), state, _load(s, lang),
                    Text(f"{_short(s.bytes_in, lang)}/{_short(s.bytes_out, lang)}")])
         rates = link_rates(s.telemetry[-1][1]) if s.telemetry else ""
@@ -90,6 +96,37 @@ def ranks_table(model: Model, now: float, now_ns: int | None = None,
             out.append(_cut(" " * LINKS_AT + rates, width) + "\n", style="cyan")
     out.rstrip()
     return out
+
+
+def _waiting_in(op: str, seq: int, waited_ns: int, width: int, lang: str) -> str:
+    """A rank's state inside an op ("in all_reduce #7 12.3 ms") in ``width``: the time
+    waited stays whole, with its unit; the op's number goes first, then its name is
+    shortened (its number is in the log and the findings), down to MIN_OP_SHOWN, under
+    which the time goes rather than the name."""
+    waited = explain.number(text.duration(waited_ns), lang)
+    state = explain.ui("state in", lang).format(f"{op} #{seq} {waited}")
+    if len(state) > width:
+        state = explain.ui("state in", lang).format(f"{op} {waited}")
+    if len(state) > width:
+        room = len(op) - (len(state) - width)
+        if room >= MIN_OP_SHOWN:
+            return explain.ui("state in", lang).format(f"{text.shorten_middle(op, room)} {waited}")
+        state = explain.ui("state in", lang).format(op)
+        room = len(op) - (len(state) - width)
+        state = explain.ui("state in", lang).format(text.shorten_middle(op, max(1, room)))
+    return state
+
+
+MIN_OP_SHOWN = 8  # characters of an op's name in a waiting rank's state, at least
+
+
+def _whole_words(line: str, width: int) -> str:
+    """``line`` in ``width``, cut after a whole word with an ellipsis (a time cut mid-unit
+    read as another time)."""
+    if len(line) <= width:
+        return line
+    cut = line[:width - 1]
+    return (cut[:cut.rfind(" ")] if " " in cut else cut).rstrip() + "…"
 
 
 def _flagged(f: Finding, state: str, idle: bool, lang: str, width: int) -> str:
@@ -292,22 +329,25 @@ def _bytes(n: float, lang: str) -> str:
 
 
 MAX_STEPS_SHOWN = 8  # around the current one: the explanation below keeps its rows
-MAX_SENDS_LISTED = 4   # ranks up to which each step's transfers are listed beside the grid
-MAX_GRID_RANKS = 6     # ranks up to which the buffers grid fits the panel
-GRID_MAX_W = 62        # the panel's inner width at 160 columns: a wider grid would wrap
-MAX_TRANSFERS_LISTED = 8  # beyond, a step is summed up as a count
+MAX_GRID_RANKS = 8     # ranks up to which the steps are drawn as the buffers grid
+MIN_GRID_RANKS = 2     # rank columns a grid shows at least, else the steps are listed
+GRID_MAX_W = 60        # the panel's inner width at 160 columns, when no width is given
 _DIGITS = "0123456789abcdefghijklmnopqrstuvwxyz"
 
 
 def phases(model: Model, lang: str = "en", frame: AnimFrame | None = None,
-           fit: costmodel.Fit | None = None, nccl: Any = None) -> Text:
+           fit: costmodel.Fit | None = None, nccl: Any = None, width: int | None = None,
+           rows: int | None = None) -> Text:
     """Inside one operation: its measured time, its cost model, and the steps its backend
     runs with the chunks each rank holds after each step, drawn from its schedule.
 
     It follows the replay (``frame``: the instance played and the step shown, highlighted),
     else the latest operation. Collective inner steps are not reported by the backends: they
     are labelled schematic, while the time and skew are measured. ``nccl`` (the session's
-    ``nccl_log`` reader) says which algorithm NCCL chose, when its log said so.
+    ``nccl_log`` reader) says which algorithm NCCL chose, when its log said so. The steps
+    fit ``width`` (the panel's inner width; None: GRID_MAX_W), saying what they leave out.
+    In fewer ``rows`` than it takes (None: any), a collective leaves out its cost model and
+    schematic note (the replay's title has the note), then shows fewer steps.
     """
     if frame is None and not model.recent:
         return Text(explain.ui("no operation yet", lang), style="dim")
@@ -339,25 +379,58 @@ def phases(model: Model, lang: str = "en", frame: AnimFrame | None = None,
         sched = schedules.schedule(inst.op, backend, n, inst.size, _root_of(inst))
     except ValueError as exc:
         return Text(f"{inst.op}: {exc}", style="dim")
+    current = frame.step if frame is not None else len(sched.steps) - 1
+    nccl_text = _nccl_text(nccl, inst.op, inst.size, n, lang) \
+        if backend == "nccl" and nccl is not None else None
+    draw = functools.partial(_collective, sched, inst, backend, fit, nccl_text, current, lang,
+                             width or GRID_MAX_W)
+    out = draw(False, MAX_STEPS_SHOWN)
+    if rows is not None and text_rows(out, width or GRID_MAX_W) > rows:
+        for steps in range(MAX_STEPS_SHOWN, 0, -1):
+            out = draw(True, steps)
+            if text_rows(out, width or GRID_MAX_W) <= rows:
+                break
+    return out
+
+
+def _collective(sched: schedules.Schedule, inst: Instance, backend: str,
+                fit: costmodel.Fit | None, nccl_text: str | None, current: int, lang: str,
+                width: int, brief: bool, steps: int) -> Text:
+    """``phases`` of a collective: ``brief``, without its cost model and schematic note;
+    ``steps``, at most that many around the ``current`` one."""
+    out, n = Text(), len(inst.group)
     algorithm = explain.ui("algorithm", lang).format(
         backend=backend, algorithm=schedule_notes.algorithm(sched, lang))
-    out.append(f"{inst.op} · {algorithm} · {n} ranks · "
+    out.append(f"{op_described(inst, lang)} · {algorithm} · {n} ranks · "
                f"S = {_bytes(inst.size, lang)}\n", style="bold")
     times = f"{explain.ui('time', lang)} {text.duration(inst.time_ns)} · " \
         f"{explain.ui('log skew', lang)} {text.duration(inst.skew_ns)}"
     out.append(f"{explain.ui('measured', lang)}  {explain.number(times, lang)}\n")
-    _cost_line(out, sched, inst, fit, lang)
-    if backend == "nccl" and nccl is not None:
-        out.append(f"NCCL  {_nccl_text(nccl, inst.op, inst.size, n, lang)}\n", style="bold")
-    out.append(f"{explain.ui('schematic', lang)}  {schedule_notes.note(sched, lang)}\n",
-               style="italic dim")
-    current = frame.step if frame is not None else len(sched.steps) - 1
-    if n <= MAX_GRID_RANKS and _grid_widths(sched, inst.group, lang)[0] <= GRID_MAX_W:
-        _grid(out, sched, inst.group, current, lang)
+    if not brief:
+        _cost_line(out, sched, inst, fit, lang)
+    if nccl_text is not None:
+        out.append(f"NCCL  {nccl_text}\n", style="bold")
+    if not brief:
+        out.append(f"{explain.ui('schematic', lang)}  {schedule_notes.note(sched, lang)}\n",
+                   style="italic dim")
+    shown = _window(len(sched.steps), current, steps)
+    layout = grid_layout(sched, inst.group, lang, width)
+    if n <= MAX_GRID_RANKS and layout.ranks >= min(n, MIN_GRID_RANKS):
+        _grid(out, sched, inst.group, current, lang, layout, shown)
     else:  # too many ranks, or chunks (all_to_all's n x n): the steps without the buffers
-        _steps(out, sched, inst.group, current, lang)
+        _steps(out, sched, inst.group, current, lang, width, shown)
     out.rstrip()  # the panel's height is its text's: no blank line under the grid
     return out
+
+
+def text_rows(shown: Text, width: int) -> int:
+    """The rows ``shown`` takes wrapped at ``width``, as a panel wraps it."""
+    return len(shown.wrap(_measuring_console(), width))
+
+
+@functools.cache
+def _measuring_console() -> Console:
+    return Console(file=io.StringIO(), width=GRID_MAX_W, color_system=None)
 
 
 def _nccl_text(nccl: Any, op: str, size: int, n: int, lang: str) -> str:
@@ -393,46 +466,105 @@ def _cost_line(out: Text, sched: schedules.Schedule, inst: Instance,
                + f"{explain.ui('fitted on', lang).format(shapes=fit.shapes)}\n", style="dim")
 
 
-def _window(steps: int, current: int) -> range:
-    """At most MAX_STEPS_SHOWN steps, keeping the current one in view."""
-    first = min(max(0, current - MAX_STEPS_SHOWN // 2), max(0, steps - MAX_STEPS_SHOWN))
-    return range(first, min(steps, first + MAX_STEPS_SHOWN))
+def _window(steps: int, current: int, most: int = MAX_STEPS_SHOWN) -> range:
+    """At most ``most`` steps, keeping the current one in view."""
+    first = min(max(0, current - most // 2), max(0, steps - most))
+    return range(first, min(steps, first + most))
 
 
-def _sends(step: schedules.Step, ranks: tuple[int, ...]) -> str:
-    return "  ".join(f"{ranks[t.src]}→{ranks[t.dst]} c{t.chunk}" for t in step.transfers)
+ROOT_GIVES = frozenset({"broadcast", "scatter", "broadcast_object_list", "scatter_object_list"})
+
+
+def op_described(inst: Instance, lang: str) -> str:
+    """The op's name, and for a rooted one its root: "broadcast from rank 0", "reduce to
+    rank 3"."""
+    if inst.op not in protocol.ROOTED or inst.root is None:
+        return inst.op
+    key = "op from root" if inst.op in ROOT_GIVES else "op to root"
+    return explain.ui(key, lang).format(op=inst.op, root=inst.root)
+
+
+def _sends(step: schedules.Step, ranks: tuple[int, ...], room: int | None = None,
+           lang: str = "en") -> str:
+    """A step's transfers ("0→1 c0  1→2 c1"); in ``room``, as many as fit then how many
+    more, or only how many."""
+    parts = [f"{ranks[t.src]}→{ranks[t.dst]} c{t.chunk}" for t in step.transfers]
+    line = "  ".join(parts)
+    if room is None or len(line) <= room:
+        return line
+    for listed in range(len(parts) - 1, 0, -1):
+        line = "  ".join(parts[:listed]) + "  " + explain.ui("n more", lang).format(
+            n=len(parts) - listed)
+        if len(line) <= room:
+            return line
+    return explain.ui_n("transfers", len(parts), lang)
 
 
 def _steps(out: Text, sched: schedules.Schedule, ranks: tuple[int, ...], current: int,
-           lang: str) -> None:
-    """Many ranks: the steps as a list (the grid would not fit)."""
-    for k in _window(len(sched.steps), current):
+           lang: str, width: int, shown: range) -> None:
+    """Many ranks: the steps ``shown`` as a list (the grid would not fit), each on one row
+    of ``width``."""
+    for k in shown:
         step = sched.steps[k]
         label = schedule_notes.step_label(step.label, lang)
         out.append(f"{label:>6} ", style="bold reverse" if k == current else "bold cyan")
-        if len(step.transfers) > MAX_TRANSFERS_LISTED:
-            out.append(explain.ui_n("transfers", len(step.transfers), lang) + "\n")
-        else:
-            out.append(_sends(step, ranks) + "\n")
+        out.append(_sends(step, ranks, width - max(6, len(label)) - 1, lang) + "\n")
+
+
+@dataclasses.dataclass(frozen=True)
+class GridLayout:
+    """How the buffers grid fits a width: its label column's width, each rank column's
+    (chunks, or the rank's name), how many ranks' columns fit, and the transfers column's
+    width, 0 where it does not fit beside them."""
+
+    label_w: int
+    column_w: int
+    ranks: int
+    sends_w: int
+
+
+def grid_layout(sched: schedules.Schedule, ranks: tuple[int, ...], lang: str,
+                width: int) -> GridLayout:
+    """The buffers grid in ``width``: as many rank columns as fit, then each step's
+    transfers beside them where those fit too."""
+    label_w = max([6, len(explain.ui("start", lang))]
+                  + [len(schedule_notes.step_label(s.label, lang)) for s in sched.steps])
+    column_w = max(sched.chunks, len(f"r{max(ranks)}"))
+    shown = min(len(ranks), max(0, (width - label_w - 1) // (column_w + 1)))
+    sends_w = max([len(_sends(s, ranks)) for s in sched.steps] + [0])
+    beside = shown == len(ranks) and label_w + 1 + sends_w + 1 + shown * (column_w + 1) <= width
+    return GridLayout(label_w, column_w, shown, sends_w if beside else 0)
+
+
+def _left_out(layout: GridLayout, ranks: tuple[int, ...], lang: str) -> str:
+    """What the grid leaves out ("r5-r7, transfers"), or ""."""
+    hidden = ranks[layout.ranks:]
+    parts = []
+    if hidden:
+        consecutive = list(hidden) == list(range(hidden[0], hidden[0] + len(hidden)))
+        parts.append(f"r{hidden[0]}" if len(hidden) == 1 else
+                     f"r{hidden[0]}-r{hidden[-1]}" if consecutive else
+                     ",".join(f"r{r}" for r in hidden))
+    if not layout.sends_w:
+        parts.append(explain.ui("transfers column", lang))
+    return ", ".join(parts)
 
 
 def _grid(out: Text, sched: schedules.Schedule, ranks: tuple[int, ...], current: int,
-          lang: str) -> None:
-    """One row per step: what moves, then the chunks each rank holds afterwards (a digit
-    per chunk: its number, or for a reduction how many ranks are summed into it)."""
+          lang: str, layout: GridLayout, shown: range) -> None:
+    """One row per step ``shown``: what moves, then the chunks each rank holds afterwards
+    (a digit per chunk: its number, or for a reduction how many ranks are summed into it);
+    the ranks and transfers that do not fit ``layout`` are named under it."""
     states = schedules.holdings(sched)
     reducing = any(t.reduce for step in sched.steps for t in step.transfers)
-    width = max(sched.chunks, len(f"r{max(ranks)}"))
-    bare, label_w = _grid_widths(sched, ranks, lang)
-    send_w = max([len(_sends(s, ranks)) for s in sched.steps] + [0])
-    # each step's transfers beside it, where they fit
-    listed = len(ranks) <= MAX_SENDS_LISTED and bare + send_w + 1 <= GRID_MAX_W
+    width, label_w, send_w, listed = layout.column_w, layout.label_w, layout.sends_w, \
+        bool(layout.sends_w)
 
     def row(label: str, sends: str, state: list[dict], style: str) -> None:
         out.append(f"{label:>{label_w}} ", style=style)
         if listed:
             out.append(f"{sends:<{send_w}} ")
-        for held in state:
+        for held in state[:layout.ranks]:
             out.append(" ")
             for c in range(sched.chunks):
                 who = held.get(c)
@@ -450,8 +582,8 @@ def _grid(out: Text, sched: schedules.Schedule, ranks: tuple[int, ...], current:
                f"{explain.ui('digits summed' if reducing else 'digits chunks', lang)}\n",
                style="dim")
     out.append(f"{'':>{label_w}} {'':<{send_w}} " if listed else f"{'':>{label_w}} ")
-    out.append("".join(f" {'r' + str(r):<{width}}" for r in ranks) + "\n", style="bold")
-    shown = _window(len(sched.steps), current)
+    out.append("".join(f" {'r' + str(r):<{width}}" for r in ranks[:layout.ranks]) + "\n",
+               style="bold")
     if shown.start == 0:
         row(explain.ui("start", lang), "", states[0], "dim")
     for k in shown:
@@ -459,15 +591,9 @@ def _grid(out: Text, sched: schedules.Schedule, ranks: tuple[int, ...], current:
         row(schedule_notes.step_label(step.label, lang), _sends(step, ranks) if listed else "",
             states[k + 1],
             "bold reverse" if k == current else "bold cyan")
-
-
-def _grid_widths(sched: schedules.Schedule, ranks: tuple[int, ...],
-                 lang: str) -> tuple[int, int]:
-    """The buffers grid's width without the transfers column, and its label column's."""
-    label_w = max([6, len(explain.ui("start", lang))]
-                  + [len(schedule_notes.step_label(s.label, lang)) for s in sched.steps])
-    width = max(sched.chunks, len(f"r{max(ranks)}"))
-    return label_w + 1 + len(ranks) * (width + 1), label_w
+    left_out = _left_out(layout, ranks, lang)
+    if left_out:
+        out.append(explain.ui("not shown", lang).format(left_out) + "\n", style="dim italic")
 
 
 def _backend_of(model: Model, group: tuple[int, ...]) -> str | None:
@@ -490,7 +616,9 @@ def explanation(model: Model, inst: Instance | None, lang: str) -> Text:
     except KeyError:
         return Text(inst.op, style="dim")
     out = Text()
-    _explained(out, ex, _backend_of(model, inst.group), lang)
+    described = op_described(inst, lang)
+    _explained(out, ex, _backend_of(model, inst.group), lang,
+               described if described != inst.op else "")
     return out
 
 
@@ -510,9 +638,13 @@ def before_first(model: Model, demo: str, paused: bool, lang: str) -> Text:
     return out
 
 
-def _explained(out: Text, ex: explain.Explanation, backend: str | None, lang: str) -> None:
-    """An operation's explanation: how ``backend`` does it (None: every backend)."""
+def _explained(out: Text, ex: explain.Explanation, backend: str | None, lang: str,
+               call: str = "") -> None:
+    """An operation's explanation: how ``backend`` does it (None: every backend); ``call``,
+    what this call does that the op's name does not say (its root), under the title."""
     out.append(ex.title + "\n", style="bold")
+    if call:
+        out.append(f"{explain.ui('this call', lang)}: {call}\n", style="bold cyan")
     out.append(ex.what + "\n")
     for name, how in ex.how.items():
         if backend is None or name == backend:

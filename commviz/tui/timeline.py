@@ -114,7 +114,23 @@ def lane_runs(segments_by_rank: Mapping[int, Lane], inflight: Iterable[InFlight]
                                *_phase_runs(phases[rank], t0_ns, t1_ns, lane_w)], width))
     lines.append(_cut([(" " * label_w + _axis(t1_ns - t0_ns, lane_w, lang, right), "dim")],
                       width))
+    shown = [phases[rank] for rank in ranks if phases and phases.get(rank)] if lane_w else []
+    if shown:
+        lines.append(_cut(_phase_legend(shown, label_w, lang), width))
     return lines
+
+
+def _phase_legend(spans: Sequence[Sequence[PhaseSpan]], label_w: int,
+                  lang: str) -> list[tuple[str, str]]:
+    """Under the axis, the phases drawn above, each as its initial (how a short one is
+    drawn) then its name, in its colour: "phases  f forward  b backward  o optimizer"."""
+    first: dict[str, int] = {}
+    for span in sorted((sp for lane in spans for sp in lane), key=lambda sp: sp.t_start):
+        first.setdefault(span.name, span.t_start)
+    runs = [(" " * label_w + explain.ui("legend phases", lang), "dim")]
+    for name in first:
+        runs.append((f"  {name[:1]} {name}", phase_colour(name)))
+    return runs
 
 
 PHASE_COLOURS = ("blue", "magenta", "dark_orange", "cyan", "green", "red")
@@ -395,12 +411,14 @@ class Timeline(Widget):
         return self._rows()
 
     def _rows(self) -> int:
-        """A lane per rank, a line of phases under those that have some, and the axis."""
+        """A lane per rank, a line of phases under those that have some, the axis, and the
+        phases' legend if any."""
         if self._frame is None:
             return 1
         f = self._frame
         ranks = set(f.segments) | {op.rank for op in f.inflight}
-        return len(ranks) + sum(1 for r in ranks if f.phases.get(r)) + 1
+        with_phases = sum(1 for r in ranks if f.phases.get(r))
+        return len(ranks) + with_phases + 1 + (with_phases > 0)
 
     def render_line(self, y: int) -> Strip:
         width = self.size.width

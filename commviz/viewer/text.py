@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import functools
+import re
+import unicodedata
 
 from .. import explain
 from ..bandwidth import gbps_text
@@ -28,6 +30,35 @@ def ranks_phrase(ranks: list[int]) -> str:
     return "ranks " + ",".join(map(str, ranks))
 
 
+ANSI_ESCAPE = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|.)")
+UNSURE_WIDTH = "�"  # stands for a character terminals draw at widths of their own
+
+
+def cell_safe(line: str) -> str:
+    """Text from a job (an error, its output) made safe to draw in a panel: every character
+    left takes the cells Rich counts for it in every terminal. Escape sequences, control and
+    format characters (tabs become a space) and variation selectors go; an emoji drawn at a
+    width of its own (🏖, whose width a variation selector changes, and the terminal may
+    not) becomes ``UNSURE_WIDTH``; wide characters (CJK, 🚀) and accents stay."""
+    out = []
+    for ch in unicodedata.normalize("NFC", ANSI_ESCAPE.sub("", line)):
+        kind = unicodedata.category(ch)
+        if ch == "\t":
+            out.append(" ")
+        elif kind in ("Cc", "Cf") or _variation_selector(ch):
+            continue
+        elif kind == "So" and ord(ch) >= 0x1F000 and \
+                unicodedata.east_asian_width(ch) not in ("W", "F"):
+            out.append(UNSURE_WIDTH)
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def _variation_selector(ch: str) -> bool:
+    return "\ufe00" <= ch <= "\ufe0f" or "\U000e0100" <= ch <= "\U000e01ef"
+
+
 # widths of the op, ranks and sequence-number columns: headless, wide enough for every op
 # (all_gather_into_tensor, reduce_scatter_single), "9999 -> 9998", "0,1,2,3,4,5" and 7 digits;
 # the TUI's log keeps compact ones: a longer name is shortened in its middle (reduce_…single)
@@ -45,11 +76,13 @@ def instance_header(lang: str = "en") -> str:
 
 def shorten_middle(name: str, room: int) -> str:
     """``name`` in at most ``room`` columns: its head, an ellipsis, its last word
-    ("reduce_…single")."""
+    ("reduce_…single"); where that word takes more than half the room, its head and the
+    ellipsis ("reduce_sca…")."""
     if len(name) <= room:
         return name
     tail = name[name.rfind("_") + 1:] if "_" in name else ""
-    tail = tail[:max(0, (room - 1) // 2)]
+    if len(tail) > (room - 1) // 2:
+        tail = ""
     return name[:max(1, room - 1 - len(tail))] + "…" + tail
 
 
@@ -84,19 +117,20 @@ def instance_line(inst: Instance, t0_ns: int,
     size = f"{num(human_bytes(inst.size)):>9}"
     took, skew = num(duration(inst.time_ns)), num(duration(inst.skew_ns))
     line = (f"{head}{who:<{who_w}} #{inst.seq:<{seq_w}} {size}  {ui('time')} {took:>8}  "
-            f"{ui('log skew')} {skew:>8}{parent}")
+            f"{ui('log skew')} {skew:>8}")
     if width is None or len(line) <= width:
-        return line
+        return line + parent
     # one space between columns; then columns left out, a collective's ranks (the ranks
-    # panel lists them) before a transfer's size
+    # panel lists them) before a transfer's size. The parent, last, is left to be cut: an
+    # inner op's columns stay in line with the others'
     head = f"{num(f'{when:.3f}'):>8}s {op:<{op_w}} "
-    times = f"{ui('time')} {took:>7} {ui('log skew')} {skew:>7}{parent}"
+    times = f"{ui('time')} {took:>7} {ui('log skew')} {skew:>7}"
     for keep_who, keep_size in ((True, True), (p2p, not p2p), (p2p, False)):
         line = (head + (f"{who:<{who_w}} " if keep_who else "") + f"#{inst.seq:<{seq_w}} "
                 + (f"{size} " if keep_size else "") + times)
         if len(line) <= width:
             break
-    return line
+    return line + parent
 
 
 MICROSECONDS = "µs"  # on screen; the stats table keeps nccl-tests' "(us)" for programs
