@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import functools
+import io
 import math
 import re
 from collections.abc import Callable, Coroutine
@@ -2036,3 +2037,20 @@ def test_a_panel_whose_lines_wrap_otherwise_is_laid_out_again() -> None:
     key = app_module._height_key
     assert key(Text("a\nb")) != key(Text("a\n" + "b" * 200))
     assert key(Text("a\nbc")) == key(Text("x\nyz"))  # the same shape: no new layout
+
+
+@pytest.mark.parametrize("lang", ["en", "pt"])
+def test_the_findings_printed_at_exit_lead_with_their_cause(lang: str) -> None:
+    """At exit the deadlock was printed after the failures it ended in (oldest first), while
+    the findings panel had led with it."""
+    from commviz.tui.app import _print_findings
+    from commviz.viewer.diagnose import Finding
+
+    failed = Finding("failed", (0,), (0, 1), 3, "rank 0 failed in all_reduce #3",
+                     "o rank 0 falhou em all_reduce #3", ("failed", 3), 1.0, 0)
+    deadlock = Finding("hang", (0, 1), (0, 1), 3, "deadlock: rank 0 waits on 1",
+                       "deadlock: o rank 0 espera o 1", ("deadlock", (0, 1)), 2.0, 0)
+    out = io.StringIO()
+    _print_findings([failed, deadlock], out, lang)
+    assert out.getvalue().splitlines() == [f"!! hang: {deadlock.text(lang)}",
+                                           f"!! failed: {failed.text(lang)}"]

@@ -32,7 +32,7 @@ from .. import costmodel, explain
 from ..control import Controller
 from ..job import JobAsRanks
 from ..launcher import Ranks
-from ..viewer import text
+from ..viewer import diagnose, text
 from . import render
 from .animation import Animator
 from .help import HelpScreen
@@ -720,8 +720,8 @@ def run_app(session: Any, ranks: Ranks | None, title: str | Callable[[str], str]
                                                  "line": rp.error_line()}), file=out)
             ended = [rp.rank for rp in getattr(ranks, "procs", ()) if not rp.stopped]
         session.close(ended=ended)
-        for finding in session.model.findings():  # what still held when the screen closed
-            print(f"!! {finding.type}: {finding.text(lang)}", file=out)
+        lang = app.lang  # l may have switched it
+        _print_findings(session.model.findings(), out, lang)
         if output is not None:
             _print_tail(output, out, lang)
         if ranks is not None:
@@ -731,6 +731,13 @@ def run_app(session: Any, ranks: Ranks | None, title: str | Callable[[str], str]
                 ranks.cleanup_logs()
         out.flush()
     return 1 if ranks is not None and ranks.failed() else 0
+
+
+def _print_findings(findings: Iterable[diagnose.Finding], out: TextIO, lang: str) -> None:
+    """The findings that still held when the screen closed, causes first, as the findings
+    panel had them (a deadlock before the failures it ended in)."""
+    for finding in diagnose.by_cause(findings):
+        print(f"!! {finding.type}: {finding.text(lang)}", file=out)
 
 
 def _print_tail(output: Any, out: TextIO, lang: str) -> None:
