@@ -1502,8 +1502,8 @@ _UI_PAIRS: dict[str, tuple[str, str]] = {
     # the help screen: what more there is to say of a key than the footer's words
     "help faster": ("the replay's speed", "a velocidade do replay"),
     "help replay_pause": ("the job keeps running", "o job continua rodando"),
-    "help zoom_in": ("the timeline; it then holds the latest step",
-                     "a linha do tempo, que então mostra o último passo"),
+    "help zoom_in": ("the timeline; it then holds the latest activity in view",
+                     "a linha do tempo, que então mantém à vista a atividade mais recente"),
     "help lang": ("English ↔ Português", "English ↔ Português"),
     "help view": ("narrow terminal: the next panels", "terminal estreito: os próximos painéis"),
     "help palette": ("every command, by name", "todos os comandos, por nome"),
