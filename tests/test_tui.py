@@ -2054,3 +2054,22 @@ def test_the_findings_printed_at_exit_lead_with_their_cause(lang: str) -> None:
     _print_findings([failed, deadlock], out, lang)
     assert out.getvalue().splitlines() == [f"!! hang: {deadlock.text(lang)}",
                                            f"!! failed: {failed.text(lang)}"]
+
+
+@pytest.mark.parametrize("round_, lang, head", [
+    (True, "en", "4 isends drawn as one round, each measured:"),
+    (False, "pt", "4 isend em andamento juntos, cada um medido:")])
+def test_the_inside_panel_lists_every_transfer_the_replay_draws_together(
+        round_: bool, lang: str, head: str) -> None:
+    """A ring's round was drawn whole in the replay while the inside panel named only its
+    first pair (user trial)."""
+    from commviz.tui.animation import AnimFrame
+    from commviz.viewer.model import Instance
+
+    members = tuple(Instance("isend", (src, (src + 1) % 4), 9, 248, 0, 1000, 1500 + 500 * src,
+                             "float32", None, None) for src in range(4))
+    frame = AnimFrame(members[0], None, 1, 0, 1, "", 0.5, "", (), False, round_, members)
+    lines = render.phases(FakeSession().model, lang, frame=frame).plain.splitlines()
+    took = {"en": ["0.5", "1.0", "1.5", "2.0"], "pt": ["0,5", "1,0", "1,5", "2,0"]}[lang]
+    assert lines == [head] + [f"  rank {s} → rank {(s + 1) % 4}  #9  248 B  {took[s]} µs"
+                              for s in range(4)]
