@@ -921,7 +921,7 @@ def test_a_hang_ended_by_a_timeout_is_advised_on_the_hang_not_on_data_sizes():
     doesn't match" to look for, irrelevant once the op had been found hung."""
     _, meaning, check = advice("timeout")
     assert "timeout" in meaning and "hang" in meaning
-    assert "data size" not in check and "different number of steps" in check
+    assert "data size" not in check and "different number of iterations" in check
     assert "Received data size" in advice("failed")[2]  # a failure that came as such keeps it
 
 

@@ -37,11 +37,11 @@ ADVICE: dict[str, tuple[dict[str, str], dict[str, str]]] = {
         um send espera um recv que nunca foi postado, ou ranks esperam uns pelos outros em
         ciclo). Eles vão esperar até o timeout do process group e então falhar."""),
         _t("""The code path of the missing ranks: a collective inside an `if` that depends on
-        the rank or on the data, an early `continue`/`return`, a different number of steps
+        the rank or on the data, an early `continue`/`return`, a different number of iterations
         or batches per rank, sends and receives not posted in matching order.""",
            """O caminho do código nos ranks que faltam: um coletivo dentro de um `if` que
         depende do rank ou dos dados, um `continue`/`return` antecipado, um número diferente
-        de passos ou batches por rank, sends e recvs postados em ordens que não casam."""),
+        de iterações ou batches por rank, sends e recvs postados em ordens que não casam."""),
     ),
     "failed": (
         _t("""An operation failed on some ranks (the backend raised an error) while other
@@ -58,12 +58,12 @@ ADVICE: dict[str, tuple[dict[str, str], dict[str, str]]] = {
         gloo's "Received data size doesn't match" or NCCL's "Message truncated" mean tensors
         of different sizes), then the failed ranks' error: "connection closed by peer" points
         at a peer that died, a timeout at one that went elsewhere (a collective inside an
-        `if`, another number of steps).""",
+        `if`, another number of iterations).""",
            """O log dos ranks sem registro dela (exceção, código de saída, kill; ali
         "Received data size doesn't match" do gloo ou "Message truncated" do NCCL indicam
         tamanhos diferentes), depois o erro dos que falharam: "connection closed by peer"
         aponta um par que morreu; um timeout, um que foi por outro caminho (coletivo dentro
-        de um `if`, outro número de passos)."""),
+        de um `if`, outro número de iterações)."""),
     ),
     "timeout": (  # a failed op found hung (or deadlocked) first: Finding.topic
         _t("""Ranks waited in an operation that could not complete (found as a hang or a
@@ -75,12 +75,12 @@ ADVICE: dict[str, tuple[dict[str, str], dict[str, str]]] = {
         travamento."""),
         _t("""What the hang named: why the missing ranks were elsewhere (a collective inside an
         `if` that depends on the rank or on the data, an early `continue`/`return`, a different
-        number of steps per rank); in a deadlock, the order in which each rank posts its sends,
+        number of iterations per rank); in a deadlock, the order in which each rank posts its sends,
         receives and collectives. The timeout errors in the ranks' logs only say how long they
         waited.""",
            """O que o travamento apontou: por que os ranks que faltavam estavam em outro lugar
         (um coletivo dentro de um `if` que depende do rank ou dos dados, um
-        `continue`/`return` antecipado, um número diferente de passos por rank); num deadlock,
+        `continue`/`return` antecipado, um número diferente de iterações por rank); num deadlock,
         a ordem em que cada rank posta seus sends, recvs e coletivos. Os erros de timeout nos
         logs dos ranks só dizem quanto tempo eles esperaram."""),
     ),
