@@ -1341,8 +1341,6 @@ _UI_PAIRS: dict[str, tuple[str, str]] = {
     "and more": (" and {n} more", " e mais {n}"),
     "inside round": ("{n} {op}s drawn as one round, each measured:",
                      "{n} {op} desenhados como uma rodada, cada um medido:"),
-    "inside at once": ("{n} {op}s in flight together, each measured:",
-                       "{n} {op} em andamento juntos, cada um medido:"),
     "each": ("{size} each", "{size} cada"),
     "sizes from to": ("{low} to {high}", "de {low} a {high}"),
     "adds into": (" adds into (reduce)  ", " soma ao que já tem (reduce)  "),

@@ -1473,7 +1473,7 @@ def test_a_transfer_is_set_against_its_pairs_first_one_which_also_connected() ->
     assert model.first_transfer_ns[pair] == first.time_ns
     text = render.phases(model, "en").plain
     assert f"The first transfer {pair[0]} → {pair[1]} took {first.time_ns / 1e6:.1f} ms" in text
-    frame_of_first = type("F", (), {"instance": first, "step": 0})()
+    frame_of_first = type("F", (), {"instance": first, "step": 0, "round": False})()
     assert "its time includes setting up" in render.phases(model, "en", frame_of_first).plain
     assert "criou a conexão" in render.phases(model, "pt").plain
 
@@ -1486,7 +1486,7 @@ def test_on_gloo_a_first_transfer_is_not_said_to_connect() -> None:
     session.feed(scripted_send_recv(world=4, steps=3))
     model = session.model
     first = next(i for i in model.recent if i.seq == 1)
-    frame_of_first = type("F", (), {"instance": first, "step": 0})()
+    frame_of_first = type("F", (), {"instance": first, "step": 0, "round": False})()
     for lang in ("en", "pt"):
         for frame in (None, frame_of_first):
             text = render.phases(model, lang, frame).plain
@@ -2056,11 +2056,10 @@ def test_the_findings_printed_at_exit_lead_with_their_cause(lang: str) -> None:
                                            f"!! failed: {failed.text(lang)}"]
 
 
-@pytest.mark.parametrize("round_, lang, head", [
-    (True, "en", "4 isends drawn as one round, each measured:"),
-    (False, "pt", "4 isend em andamento juntos, cada um medido:")])
-def test_the_inside_panel_lists_every_transfer_the_replay_draws_together(
-        round_: bool, lang: str, head: str) -> None:
+@pytest.mark.parametrize("lang, head", [
+    ("en", "4 isends drawn as one round, each measured:"),
+    ("pt", "4 isend desenhados como uma rodada, cada um medido:")])
+def test_the_inside_panel_lists_every_transfer_of_a_round(lang: str, head: str) -> None:
     """A ring's round was drawn whole in the replay while the inside panel named only its
     first pair (user trial)."""
     from commviz.tui.animation import AnimFrame
@@ -2068,7 +2067,7 @@ def test_the_inside_panel_lists_every_transfer_the_replay_draws_together(
 
     members = tuple(Instance("isend", (src, (src + 1) % 4), 9, 248, 0, 1000, 1500 + 500 * src,
                              "float32", None, None) for src in range(4))
-    frame = AnimFrame(members[0], None, 1, 0, 1, "", 0.5, "", (), False, round_, members)
+    frame = AnimFrame(members[0], None, 1, 0, 1, "", 0.5, "", (), False, True, members)
     lines = render.phases(FakeSession().model, lang, frame=frame).plain.splitlines()
     took = {"en": ["0.5", "1.0", "1.5", "2.0"], "pt": ["0,5", "1,0", "1,5", "2,0"]}[lang]
     assert lines == [head] + [f"  rank {s} → rank {(s + 1) % 4}  #9  248 B  {took[s]} µs"

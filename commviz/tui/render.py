@@ -353,7 +353,7 @@ def phases(model: Model, lang: str = "en", frame: AnimFrame | None = None,
         return Text(explain.ui("no operation yet", lang), style="dim")
     inst = frame.instance if frame is not None else model.recent[-1]
     out = Text()
-    if frame is not None and len(frame.members) > 1:
+    if frame is not None and frame.round:
         return _p2p_members(frame, lang)
     if inst.op in protocol.P2P:
         src, dst = inst.group
@@ -399,11 +399,11 @@ MEMBERS_SHOWN = 8  # p2p transfers listed one per line; the rest counted
 
 
 def _p2p_members(frame: AnimFrame, lang: str) -> Text:
-    """``phases`` of p2p transfers the replay draws together: each one's pair, number, size
-    and measured time (the panel showed only the first of them)."""
+    """``phases`` of a round of p2p transfers the replay draws as one: each one's pair,
+    number, size and measured time (the panel showed only the first of them)."""
     members = frame.members
-    out = Text(explain.ui("inside round" if frame.round else "inside at once", lang).format(
-        n=len(members), op=frame.instance.op) + "\n", style="bold")
+    out = Text(explain.ui("inside round", lang).format(n=len(members), op=frame.instance.op)
+               + "\n", style="bold")
     for i in members[:MEMBERS_SHOWN]:
         took = explain.number(f"{i.time_ns / 1e3:.1f}", lang)
         out.append(f"  rank {i.group[0]} → rank {i.group[1]}  #{i.seq}  "
