@@ -188,9 +188,17 @@ def check_backend(name: str, backend: str) -> None:
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A free loopback port whose next one is free too (a viewer bound there takes port + 1
+    for its clock channel: a port with a taken neighbour failed a bind now and then)."""
+    while True:
+        with socket.socket() as s, socket.socket() as neighbour:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+            try:
+                neighbour.bind(("127.0.0.1", port + 1))
+            except (OSError, OverflowError):  # taken, or past 65535
+                continue
+            return port
 
 
 @dataclass

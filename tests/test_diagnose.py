@@ -492,6 +492,24 @@ def test_a_deadlock_ended_by_the_timeout_fails_as_its_hangs_do_and_they_name_it(
     assert diag.update() == []  # over: nothing more to say
 
 
+def test_a_hang_keeps_what_it_found_when_the_missing_rank_times_out_and_exits_first():
+    """CI: rank 3's recv timed out and it exited while ranks 0,1,2 still waited in all_reduce
+    #3; the hang's words were taken again then, and its failure said '(3: exited)'."""
+    clock, model, diag = _setup()
+    _hang_demo(clock, model, diag)
+    _tick(clock, model, 4.8)
+    model.apply([op_batch(3, [{**_rec(1, 0, 6000, op="recv", peer=0, flags=8), "id": 9}], G4),
+                 bye(3)])
+    _tick(clock, model, 0.1)
+    diag.update()
+    model.apply([op_batch(r, [_rec(3, 0, 6000, flags=8)], G4) for r in range(3)]
+                + [bye(r) for r in range(3)])
+    diag.update()
+    coll = next(f for f in diag.findings() if f.key[0] == "hang")
+    assert coll.type == "failed"
+    assert "waiting for rank 3 (3: in recv from 0 #1)" in coll.message, coll.message
+
+
 def test_a_deadlock_whose_ranks_exited_waiting_says_until_when():
     clock, model, diag = _setup()
     _hang_demo(clock, model, diag)

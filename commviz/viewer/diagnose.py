@@ -543,8 +543,11 @@ class Diagnosis:
                                         why_pt, now, wall, links))
                 continue
             ended = until < now
-            self._hung[("hang", gkey, seq)] = _why(
-                missing, [self._doing(m, wall, lost, timed=False) for m in missing])
+            # what the missing did while it hung; once one is in no op any more (the timeout
+            # ended its side first), what was found before stays
+            if self._in_ops(missing) or ("hang", gkey, seq) not in self._hung:
+                self._hung[("hang", gkey, seq)] = _why(
+                    missing, [self._doing(m, wall, lost, timed=False) for m in missing])
             out.append(Finding(
                 "hang", missing, group, seq,
                 f"{op} #{seq} in group {_group(group)} "
@@ -603,6 +606,11 @@ class Diagnosis:
                 return (f"; cause: the deadlock of ranks {ranks}",
                         f"; causa: o deadlock (espera circular) dos ranks {ranks}")
         return "", ""
+
+    def _in_ops(self, ranks: Iterable[int]) -> bool:
+        """Whether each of ``ranks`` is inside an op now."""
+        busy = {f.rank for f in self.model.inflight.values()}
+        return all(r in busy for r in ranks)
 
     def _exited(self, rank: int) -> bool:
         s = self.model.ranks.get(rank)
@@ -701,7 +709,7 @@ class Diagnosis:
                        if sending else f"recv at {dst} from {src} #{seq} {wait_en} for its send")
             what_pt = (f"send {src} -> {dst} #{seq} {wait_pt} pelo recv"
                        if sending else f"recv em {dst} de {src} #{seq} {wait_pt} pelo send")
-            if took is None:
+            if took is None and (self._in_ops((peer,)) or key not in self._hung):
                 self._hung[key] = self._doing(peer, wall, lost, timed=False)
             out.append(Finding("hang" if took is None else "failed", (peer,), (src, dst), seq,
                                f"{what_en}: no record of it from rank {peer} ({en}){cause_en}",
