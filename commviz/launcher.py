@@ -26,6 +26,10 @@ from .rank.runner import block_elements, elements
 
 MAX_RANKS = 64
 STOP_GRACE_S = 3.0
+# the rank runner without the current directory on its path: a folder named commviz there
+# (the parent of a clone, with commviz installed in editable mode) would be imported instead
+_RUNNER_OFF_CWD = ("import runpy, sys; del sys.path[0]; "
+                   "runpy.run_module('commviz.rank.runner', run_name='__main__', alter_sys=True)")
 
 
 class LaunchError(ValueError):
@@ -296,6 +300,13 @@ def telling_line(lines: list[str]) -> str | None:
     return None if last is None else _readable(last)
 
 
+def runner_command() -> list[str]:
+    """How to start a rank so that it imports the commviz this process runs."""
+    if Path(__file__).resolve().parent.parent == Path.cwd().resolve():
+        return [sys.executable, "-m", "commviz.rank.runner"]  # run from a clone's root
+    return [sys.executable, "-c", _RUNNER_OFF_CWD]
+
+
 class Ranks:
     """The N rank processes of one demo run."""
 
@@ -311,7 +322,7 @@ class Ranks:
                "COMMVIZ_PARENT_PID": str(os.getpid()), **(extra_env or {})}
         self.procs: list[RankProcess] = []
         for rank in range(world):
-            cmd = [sys.executable, "-m", "commviz.rank.runner", demo, "--rank", str(rank),
+            cmd = [*runner_command(), demo, "--rank", str(rank),
                    "--world", str(world), "--backend", backend, "--master-port", str(port),
                    "--size", str(size), "--interval", str(interval)]
             if iters is not None:

@@ -24,10 +24,12 @@ SUMMARY = re.compile(r"^(\d+) op records, (\d+) collective instances, (\d+) tran
 class Proc:
     """A subprocess in its own session; threads collect its stdout and stderr lines."""
 
-    def __init__(self, args: list[str], env: dict[str, str], stderr=subprocess.PIPE) -> None:
+    def __init__(self, args: list[str], env: dict[str, str], stderr=subprocess.PIPE,
+                 cwd: str | None = None) -> None:
         self.args = args
         self.p = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                  stderr=stderr, text=True, env=env, start_new_session=True)
+                                  stderr=stderr, text=True, env=env, start_new_session=True,
+                                  cwd=cwd)
         self.out: list[str] = []
         self.err: list[str] = []
         self._cond = threading.Condition()
@@ -129,8 +131,8 @@ class Procs:
         self.started: list[Proc] = []
 
     def start(self, *args: str, env: dict[str, str] | None = None,
-              stderr=subprocess.PIPE) -> Proc:
-        proc = Proc([PY, *args], {**self.env, **(env or {})}, stderr)
+              stderr=subprocess.PIPE, cwd: str | None = None) -> Proc:
+        proc = Proc([PY, *args], {**self.env, **(env or {})}, stderr, cwd)
         self.started.append(proc)
         return proc
 

@@ -497,6 +497,19 @@ def test_failing_rank_is_reported_by_the_demo(procs):
             shutil.rmtree(kept.group(1), ignore_errors=True)
 
 
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="python -P came in 3.11")
+def test_a_folder_named_commviz_in_the_current_directory_does_not_hide_commviz(procs,
+                                                                              tmp_path):
+    """The parent of a clone installed in editable mode: its ``commviz`` folder is no
+    package, yet the current directory comes first on a ``python -m`` path."""
+    (tmp_path / "commviz").mkdir()
+    # -P keeps the viewer itself off the current directory, as the commviz script is
+    proc = procs.start("-P", "-m", "commviz", "demo", "all_reduce", "--ranks", "2",
+                       "--headless", "--iters", "1", cwd=str(tmp_path))
+    assert proc.finish(90) == 0, proc.stdout + proc.stderr
+    assert [op for op, _, _ in proc.instances()] == ["all_reduce"], proc.stdout
+
+
 def test_failing_rank_is_reported_by_headless_run(procs, monkeypatch):
     """The launcher's view of a rank that cannot even start: a demo module that is missing."""
     from commviz.viewer import headless
