@@ -310,9 +310,12 @@ def _lang(args: argparse.Namespace) -> str:
 def _stats(args: argparse.Namespace) -> int:
     from . import recording
     from .viewer import text
+    from .viewer.diagnose import Diagnosis
     from .viewer.model import Model
 
     model = Model()
+    Diagnosis(model)  # finds on replay whom the others waited for (model.late_arrivals)
+    late = model.late_arrivals
     findings: list[dict] = []
     cut: list[int] = []
     try:
@@ -339,12 +342,19 @@ def _stats(args: argparse.Namespace) -> int:
         print(json.dumps({"file": args.file, "records": model.records,
                           "instances": model.instances, "transfers": model.transfers,
                           "failed": failed, "unmatched": unmatched, "rows": rows,
+                          "late_arrivals": [{"rank": r, "count": t.count,
+                                             "waited_us": t.waited_ns / 1e3,
+                                             "longest_us": t.longest_ns / 1e3,
+                                             "longest_at": {"op": t.op, "seq": t.seq}}
+                                            for r, t in late()],
                           "findings": findings},
                          indent=2))
     else:
         print(text.stats_table(rows))
         print("\n" + text.counts_line(model.records, model.instances, model.transfers,
                                       failed, unmatched))
+        if late():
+            print(text.late_line(late()))
         if findings:
             print(f"\nfindings of the live diagnosis ({len(findings)}):")
             for f in findings:

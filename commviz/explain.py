@@ -1231,6 +1231,12 @@ _UI_PAIRS: dict[str, tuple[str, str]] = {
                         "código-fonte não legível nesta máquina"),
     "cost": ("Cost", "Custo"),
     "findings": ("Live diagnosis", "Diagnóstico ao vivo"),
+    "late arrivals": ("late arrivals (the others waited): ",
+                      "atrasos (os outros esperaram): "),
+    "late once": ("rank {rank}: 1×, {waited} ({op} #{seq})",
+                  "rank {rank}: 1×, {waited} ({op} #{seq})"),
+    "late many": ("rank {rank}: {n}×, {waited} in all, longest {longest} ({op} #{seq})",
+                  "rank {rank}: {n}×, {waited} ao todo, a maior {longest} ({op} #{seq})"),
     "no findings short": ("diagnosis: no straggler, hang, lost rank or mismatch",
                           "diagnóstico: nenhum rank atrasado, travado, perdido ou divergente"),
     "findings now": ("diagnosis: {n} finding, in the panel above|diagnosis: {n} findings, "

@@ -10,9 +10,9 @@ import json
 import pytest
 from fakes import T0_NS, FakeClock, bye, heartbeat, op_batch
 
-from commviz import recording
+from commviz import protocol, recording
 from commviz.rank import emitter
-from commviz.viewer import diagnose
+from commviz.viewer import diagnose, text
 from commviz.viewer.diagnose import Diagnosis
 from commviz.viewer.findings_text import advice
 from commviz.viewer.model import Model
@@ -169,6 +169,57 @@ def test_overlapping_waits_are_counted_once():
     # per step: rank 0 waited 300.5 ms, rank 1 300.4 ms (the sum would be 3.60 s)
     assert "who waited for it 0.90 s each on average (1.80 s of rank time in all)" in f.message
     assert "que esperaram por ele em média 0.90 s cada um (1.80 s de tempo de rank" in f.message_pt
+
+
+def test_every_late_arrival_is_counted_per_rank_in_a_row_or_not():
+    """A rank that stalls now and then is no straggler, yet the others wait for it each
+    time (user trial: a DDP job whose rank 1 slept 0.3 s every 50 steps; 'no straggler')."""
+    clock, model, diag = _setup()
+    for seq, late in enumerate([1, None, None, 1, None, 3, None, 1, None], start=1):
+        model.apply(_instance(seq, late_rank=late, late_ms=300 if late == 1 else 40))
+    assert diag.update() == []  # no finding
+    (r1, one), (r3, three) = diag.late_arrivals()
+    assert (r1, one.count, one.op, one.seq) == (1, 3, "all_reduce", 1)
+    # from the last but one arrival (rank 3 at +0.3 ms) to rank 1's (+300.1 ms), three times
+    assert one.waited_ns == 3 * round(299.8 * MS) and one.longest_ns == round(299.8 * MS)
+    assert (r3, three.count, three.seq, three.waited_ns) == (3, 1, 6, round(40.1 * MS))
+    assert text.late_line(diag.late_arrivals()) == (
+        "late arrivals (the others waited): rank 1: 3×, 899 ms in all, longest 300 ms "
+        "(all_reduce #1) · rank 3: 1×, 40.1 ms (all_reduce #6)")
+    assert text.late_line(diag.late_arrivals(), "pt").startswith(
+        "atrasos (os outros esperaram): rank 1: 3×, 899 ms ao todo, a maior 300 ms")
+
+
+def test_a_late_arrival_seen_at_overlapping_ops_counts_once():
+    """DDP's bucket all_reduces wait for the same late rank at once: one late arrival."""
+    clock, model, diag = _setup(world=3)
+    b = 10_000.0
+    a = {0: b, 1: b + 0.1, 2: b + 300}
+    c = {0: b + 1, 1: b + 1.1, 2: b + 300.5}
+    model.apply([op_batch(r, [_rec(1, a[r], b + 301, nbytes=4096),
+                              _rec(2, c[r], b + 302, nbytes=8192)], G3) for r in range(3)])
+    model.apply([op_batch(r, [_rec(3, b + 1000 + (200 if r == 2 else r), b + 1201)], G3)
+                 for r in range(3)])
+    diag.update()
+    ((rank, late),) = diag.late_arrivals()
+    # 299.9 ms at the first bucket, 0.5 ms more at the second, then 199 ms once more
+    assert (rank, late.count) == (2, 2)
+    assert late.waited_ns == round(299.9 * MS) + round(0.5 * MS) + round(199 * MS)
+    assert (late.longest_ns, late.seq) == (round(300.4 * MS), 2)
+
+
+def test_late_arrivals_below_the_threshold_or_of_an_earlier_job_are_not_shown():
+    clock, model, diag = _setup()
+    for seq in range(1, 5):
+        model.apply(_instance(seq, late_rank=2, late_ms=4))  # under the 10 ms floor
+    diag.update()
+    assert diag.late_arrivals() == []
+    model.apply(_instance(5, late_rank=2, late_ms=50))
+    assert [r for r, _ in diag.late_arrivals()] == [2]
+    model.apply([bye(r) for r in range(4)])
+    model.apply([protocol.Heartbeat(r, 4, "node0", 9000 + r, "gloo", "cpu", T0_NS, 0, {})
+                 for r in range(4)])  # the next job's processes, under the same rank numbers
+    assert diag.late_arrivals() == []
 
 
 def test_lateness_is_judged_against_the_ops_own_duration():

@@ -213,3 +213,43 @@ def test_every_summary_counts_an_instance_left_failed_or_incomplete(tmp_path, ca
         (4, 1, 1, 1)
     assert cli.main(["stats", str(path)]) == 0
     assert "; 1 failed, not counted; 1 left incomplete" in capsys.readouterr().out
+
+
+def test_whom_the_others_waited_for_is_said_by_the_summary_and_by_stats(tmp_path, capsys):
+    """Rank 1 late twice, not in a row: no straggler, but the headless summary, ``commviz
+    stats`` and its JSON say whom the others waited for, how often and how long."""
+    import json
+
+    from fakes import T0_NS, heartbeat, op_batch
+
+    from commviz import cli
+
+    g2 = {0: ("0", (0, 1))}
+
+    def rec(seq, late_ms, end_ms):  # an instance ends 1 ms after its last arrival
+        base = T0_NS + seq * 1_000_000_000
+        return {"id": seq, "op": "all_reduce", "seq": seq, "bytes_in": 4096, "bytes_out": 4096,
+                "t_start": base + round(late_ms * 1e6), "t_end": base + round(end_ms * 1e6)}
+
+    messages = [heartbeat(0, 2), heartbeat(1, 2)]
+    for seq, late in enumerate([250, 0, 0, 120, 0], start=1):
+        messages += [op_batch(0, [rec(seq, 0, late + 1)], g2),
+                     op_batch(1, [rec(seq, late, late + 1)], g2)]
+    path = tmp_path / "late.jsonl"
+    session = Session("tcp://127.0.0.1:*", record=path)
+    try:
+        session.model.apply(messages)
+        session.recorder.write(messages)
+        out = io.StringIO()
+        headless._Printer(session, out).summary()
+    finally:
+        session.close()
+    line = ("late arrivals (the others waited): rank 1: 2×, 370 ms in all, longest 250 ms "
+            "(all_reduce #1)")
+    assert line in out.getvalue().splitlines(), out.getvalue()
+    assert cli.main(["stats", str(path)]) == 0
+    assert line in capsys.readouterr().out.splitlines()
+    assert cli.main(["stats", str(path), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["late_arrivals"] == [
+        {"rank": 1, "count": 2, "waited_us": 370_000.0, "longest_us": 250_000.0,
+         "longest_at": {"op": "all_reduce", "seq": 1}}]

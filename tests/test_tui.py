@@ -50,7 +50,7 @@ from commviz.tui.help import HelpScreen
 from commviz.tui.oplog import OpLog, line_text
 from commviz.tui.timeline import Timeline
 from commviz.tui.topology import Topology
-from commviz.viewer.diagnose import Finding
+from commviz.viewer.diagnose import Diagnosis, Finding
 
 SIZE = (160, 48)
 
@@ -509,6 +509,35 @@ def test_a_waiting_ranks_state_keeps_its_time_whole_with_its_unit(
     assert state.startswith(f"⚠ {render.finding_name('hang', lang)}: {shown[:6]}"), state
     assert re.fullmatch(r"\D*( \d+([.,]\d+)? (s|ms|µs))?", state), state
 
+
+
+@pytest.mark.parametrize("lang, line", [
+    ("en", "late arrivals (the others waited): rank 2: 2×, 300 ms in all, longest 200 ms "
+           "(all_reduce #1)"),
+    ("pt", "atrasos (os outros esperaram): rank 2: 2×, 300 ms ao todo, a maior "
+           "200 ms (all_reduce #1)")])
+@sync
+async def test_the_ranks_panel_says_whom_the_others_waited_for(lang: str, line: str) -> None:
+    """Under the ranks, once one arrived late (user trial: a rank stalling every 50 DDP
+    steps was no straggler, and nothing on screen said the others waited for it)."""
+    clock = FakeClock()
+    session = FakeSession(clock)
+    Diagnosis(session.model, wall_ns=clock.wall_ns)
+    session.feed(heartbeats(4))
+    app = make_app(session, lang=lang)
+    async with app.run_test(size=SIZE) as pilot:
+        await frame(pilot)
+        assert "late" not in panel(app, "#ranks") and "atrasad" not in panel(app, "#ranks")
+        for seq, late_ms in ((1, 200), (2, 0), (3, 100)):
+            starts = {r: T0_NS + seq * 10**9 + (late_ms * 10**6 if r == 2 else r) for r in range(4)}
+            end = max(starts.values()) + 10**6
+            session.feed([op_batch(r, [{"id": seq, "op": "all_reduce", "seq": seq,
+                                        "bytes_in": 4096, "t_start": starts[r], "t_end": end}])
+                          for r in range(4)])
+        await frame(pilot)
+        rows = [row.strip("│") for row in panel(app, "#ranks").splitlines()]
+        assert rows[-2] == line.ljust(len(rows[-2])), rows  # under the last rank's row
+        assert rows[-3].split()[:2] == ["3", "node0"]
 
 
 @sync
@@ -2044,7 +2073,7 @@ def test_the_findings_printed_at_exit_lead_with_their_cause(lang: str) -> None:
     """At exit the deadlock was printed after the failures it ended in (oldest first), while
     the findings panel had led with it."""
     from commviz.tui.app import _print_findings
-    from commviz.viewer.diagnose import Finding
+    from commviz.viewer.diagnose import Diagnosis, Finding
 
     failed = Finding("failed", (0,), (0, 1), 3, "rank 0 failed in all_reduce #3",
                      "o rank 0 falhou em all_reduce #3", ("failed", 3), 1.0, 0)

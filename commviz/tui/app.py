@@ -722,6 +722,9 @@ def run_app(session: Any, ranks: Ranks | None, title: str | Callable[[str], str]
         session.close(ended=ended)
         lang = app.lang  # l may have switched it
         _print_findings(session.model.findings(), out, lang)
+        late = text.late_line(session.model.late_arrivals(), lang)
+        if late:
+            print(late, file=out)
         if output is not None:
             _print_tail(output, out, lang)
         if ranks is not None:

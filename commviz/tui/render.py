@@ -50,7 +50,8 @@ def ranks_table(model: Model, now: float, now_ns: int | None = None,
     """One line per rank in fixed-width columns: plain text lines are cheap to draw every
     frame, where a table would measure every cell again. A panel narrower than the columns
     (``width``) leaves out the byte counts first, then cuts the load with an ellipsis, never
-    a rank's state. ``flagged``: ranks a finding names, with that finding."""
+    a rank's state. ``flagged``: ranks a finding names, with that finding. Under the ranks,
+    those the others waited for at collectives, if any."""
     now_ns = time.time_ns() if now_ns is None else now_ns
     ui = functools.partial(explain.ui, lang=lang)
     inflight: dict[int, list] = {}
@@ -94,6 +95,9 @@ def ranks_table(model: Model, now: float, now_ns: int | None = None,
         rates = link_rates(s.telemetry[-1][1]) if s.telemetry else ""
         if rates:  # under the load, across the byte counts: a GPU's links get a line
             out.append(_cut(" " * LINKS_AT + rates, width) + "\n", style="cyan")
+    late = text.late_line(model.late_arrivals(), lang)
+    if late:  # under the ranks: whom the others waited for, the longest waited for first
+        out.append(_cut(late, width) + "\n", style="yellow")
     out.rstrip()
     return out
 

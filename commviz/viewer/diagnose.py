@@ -20,6 +20,9 @@ Thresholds and why:
   flicker. What the others waited for it is the union of their waits (per waiting rank):
   DDP's bucket all_reduces overlap, and the same wait is not counted twice. It is said per
   waiting rank and summed as rank time: they wait at the same time, the sum is no wall time.
+  Every late arrival, in a row or not, is also counted per rank (``late_arrivals``): a rank
+  that stalls now and then (a data loader, a checkpoint) is no straggler, yet the others
+  wait for it each time, and the count says how often and how long, without a judgement.
 * hang: an instance entered by some ranks and not others for more than 1 s (no healthy
   demo came near it in 10 minutes on a loaded 2-core machine: bench/false_findings.py),
   while someone still waits in it; the same for a send or receive whose counterpart never
@@ -176,6 +179,35 @@ class _Streak:
 
 
 @dataclass
+class Lateness:
+    """One rank's late arrivals at collectives (beyond the straggler's threshold), in a row
+    or not: how often the others waited for it, how long in all, the longest once. A wait
+    that overlaps the one before (DDP's bucket all_reduces waiting for the same late rank)
+    is the same late arrival: it adds only what lies beyond it."""
+
+    count: int = 0
+    waited_ns: int = 0    # from the last but one arrival to this rank's, summed
+    longest_ns: int = 0
+    op: str = ""          # where the longest was
+    seq: int = 0
+    _start: int = 0       # the last late arrival's wait
+    _end: int = 0
+
+    def add(self, start: int, end: int, op: str, seq: int) -> None:
+        if self.count and start < self._end:  # the same wait, seen at an overlapping op
+            if end <= self._end:
+                return
+            self.waited_ns += end - self._end
+            self._end = end
+        else:
+            self.count += 1
+            self.waited_ns += end - start
+            self._start, self._end = start, end
+        if self._end - self._start > self.longest_ns:
+            self.longest_ns, self.op, self.seq = self._end - self._start, op, seq
+
+
+@dataclass
 class _Waits:
     """The waits of a group's ranks for one straggler, as a union of intervals per waiting
     rank: total waited and where its last interval ends (records of one rank arrive in
@@ -242,6 +274,7 @@ class Diagnosis:
         # hang key -> what its missing ranks did while it hung, as its failure will say
         self._hung: dict[tuple, tuple[str, str]] = {}
         self._replacements = 0  # of the model's replaced incarnations, those looked at
+        self._late: dict[tuple[int, int], Lateness] = {}  # (rank, job) -> its late arrivals
         self.history: collections.deque[Finding] = collections.deque(maxlen=HISTORY)
 
     # ---- API ------------------------------------------------------------------------------
@@ -311,6 +344,13 @@ class Diagnosis:
         # what the others failed in without them, now that they will not come
         return events + (self.update() if events else [])
 
+    def late_arrivals(self) -> list[tuple[int, Lateness]]:
+        """The ranks shown now that arrived late at a collective, the others waiting for
+        them, longest waited for first."""
+        found = [(r, self._late[(r, s.job)]) for r, s in self.model.ranks.items()
+                 if (r, s.job) in self._late]
+        return sorted(found, key=lambda item: (-item[1].waited_ns, item[0]))
+
     def silent(self) -> list[int]:
         """Ranks neither gone with a goodbye nor heard from for LOST_AFTER_S."""
         now = self.model.clock()
@@ -354,11 +394,24 @@ class Diagnosis:
                 key = (g, protocol.OPS[op[i]], int(sizes[i]))
                 if key not in thresholds:
                     thresholds[key] = _late_threshold(self._durations[key])
+                if lateness[i] > thresholds[key]:
+                    self._tally(int(rows["rank"][last_i[i]]), int(t0[second_i[i]]),
+                                int(t0[last_i[i]]), key[1], int(seq[i]))
                 if lateness[i] > thresholds[key] or key in self._streaks:
                     sl = slice(starts[i], starts[i] + counts[i])
                     self._arrival(key, int(seq[i]), int(rows["rank"][last_i[i]]),
                                   int(lateness[i]), thresholds[key],
                                   zip(rows["rank"][sl].tolist(), t0[sl].tolist()))
+
+    def _tally(self, rank: int, start: int, end: int, op: str, seq: int) -> None:
+        state = self.model.ranks.get(rank)
+        key = (rank, state.job if state is not None else 0)
+        late = self._late.get(key)
+        if late is None:
+            if len(self._late) >= KEYS_MAX:
+                del self._late[next(iter(self._late))]
+            late = self._late[key] = Lateness()
+        late.add(start, end, op, seq)
 
     def _arrival(self, key: tuple[int, str, int], seq: int, last: int, lateness: int,
                  threshold: float, arrivals: Iterable[tuple[int, int]]) -> None:

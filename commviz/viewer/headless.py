@@ -194,6 +194,9 @@ class _Printer:
             for host, ranks in model.nodes().items():
                 print(text.node_line(clocks[host], ranks), file=self.out)
         print(text.stats_table(self.session.model.stats_table(), self.lang), file=self.out)
+        late = text.late_line(self.session.model.late_arrivals(), self.lang)
+        if late:
+            print(f"\n{late}", file=self.out)
         dropped = sum(s["dropped_by_ranks"].values())
         counts = text.counts_line(s["records"], s["instances"], s["transfers"], s["failed"],
                                   s["unmatched"], self.lang)

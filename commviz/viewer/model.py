@@ -352,6 +352,10 @@ class Model:
         """The diagnosis' findings that hold now (oldest first); [] without a diagnosis."""
         return self.diagnosis.findings() if self.diagnosis is not None else []
 
+    def late_arrivals(self) -> list:
+        """The ranks the others waited for (``Diagnosis.late_arrivals``); [] without one."""
+        return self.diagnosis.late_arrivals() if self.diagnosis is not None else []
+
     def pending(self) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
         """Completed records still waiting for their match: (collective rows, p2p rows).
 

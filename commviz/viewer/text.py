@@ -9,7 +9,7 @@ import unicodedata
 from .. import explain
 from ..bandwidth import gbps_text
 from ..protocol import OPS
-from .diagnose import Finding
+from .diagnose import Finding, Lateness
 from .model import HostClock, Instance
 
 
@@ -178,6 +178,20 @@ def stats_table(rows: list[dict], lang: str = "en") -> str:
     if not rows:
         lines.append(ui("stats none"))
     return "\n".join(lines)
+
+
+def late_line(late: list[tuple[int, Lateness]], lang: str = "en") -> str:
+    """The ranks the others waited for at collectives (``Diagnosis.late_arrivals``), the
+    longest waited for first; "" when none was late."""
+    if not late:
+        return ""
+    items = []
+    for rank, t in late:
+        fields = {"rank": rank, "n": t.count, "op": t.op, "seq": t.seq,
+                  "waited": explain.number(duration(t.waited_ns), lang),
+                  "longest": explain.number(duration(t.longest_ns), lang)}
+        items.append(explain.ui("late once" if t.count == 1 else "late many", lang).format(**fields))
+    return explain.ui("late arrivals", lang) + " · ".join(items)
 
 
 def finding_line(f: Finding, lang: str = "en") -> str:
