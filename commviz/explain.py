@@ -1222,7 +1222,7 @@ _UI_PAIRS: dict[str, tuple[str, str]] = {
     "view numbers": ("Ranks, log and numbers", "Ranks, registro e números"),
     "view replay": ("Replay and timeline", "Replay e linha do tempo"),
     "view inside": ("Inside the operation", "Por dentro da operação"),
-    "view explain": ("Explanation", "Explicação"),
+    "view explain": ("Explanation and source", "Explicação e código"),
     "replay": ("Replay of each operation, at human speed (schematic inner steps)",
                "Replay de cada operação, em velocidade humana (passos internos esquemáticos)"),
     "hold replay": ("Hold the replay (the job keeps running)",

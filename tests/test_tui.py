@@ -1461,7 +1461,10 @@ async def test_v_turns_a_narrow_screen_through_every_panel_group() -> None:
         assert shown() == {"phases"} and "RS0" in panel(app, "#phases")
         await pilot.press("v")
         await frame(pilot)
-        assert "explain" in shown() and "all_reduce" in panel(app, "#explain")
+        # the explanation under the program's line that made the operation
+        assert shown() == {"source", "explain"} and "all_reduce" in panel(app, "#explain")
+        assert app.query_one("#source").region.y < app.query_one("#explain-box").region.y
+        assert panel(app, "#header").startswith("[Explanation and source · v]")
         await pilot.press("v")
         await frame(pilot)
         assert "ranks" in shown()

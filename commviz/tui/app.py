@@ -563,7 +563,7 @@ class CommvizApp(App):
         self.refresh_view()
 
     def action_next_view(self) -> None:
-        """Narrow terminals: the next group of panels (numbers, replay, inside, explanation)."""
+        """Narrow terminals: the next group of panels (numbers, replay, inside, explanation and source)."""
         views = self.NARROW_VIEWS
         self._view = views[(views.index(self._view) + 1) % len(views)]
         for view in views:
