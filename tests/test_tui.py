@@ -826,6 +826,26 @@ async def test_space_and_n_drive_the_demo_step_gate() -> None:
         assert "replay held" in header and "aused" not in header, header
 
 
+@pytest.mark.parametrize("lang, live", [("en", " · ⏸ Paused · 0.3 s/step"),
+                                         ("pt", " · ⏸ Pausado · 0,3 s/passo")])
+@sync
+async def test_a_long_title_is_cut_before_the_live_state_at_the_headers_end(
+        lang: str, live: str) -> None:
+    """At 80 columns the run's title cut "⏸ Pausado" off the header (user trial)."""
+    title = "all_gather · 4 ranks · gloo on CPU tensors: 0 GPU(s) here for 4 ranks"
+    for size in ((80, 24), SIZE):
+        app = CommvizApp(FakeSession(), None, title, lang=lang, controller=FakeController())
+        async with app.run_test(size=size) as pilot:
+            await frame(pilot)
+            header = panel(app, "#header").rstrip()
+        if size == SIZE:  # whole where it fits
+            assert header.strip() == f"commviz — {title}{live}", header
+            continue
+        # the title cut, then the live state: paused whole (the speed may be cut after it)
+        assert f"…{live[:live.index('·', 3) - 1]}" in header, header
+        assert header.startswith(f"[{explain.ui('view numbers', lang)} · v] commviz — all_gather")
+
+
 @sync
 async def test_at_80x24_a_demo_of_four_ranks_shows_every_rank() -> None:
     """With the demo's status lines (playing, no GPU), rank 3 was cut from the ranks panel
@@ -867,7 +887,7 @@ async def test_a_finding_that_ended_with_its_job_is_no_all_clear() -> None:
     """The mismatch demo, once its ranks are gone: the finding ended with the job, unresolved.
     It showed with a tick, and the verdict said 'no ... mismatch' (user trial)."""
     from commviz.tui import render
-    from commviz.viewer.diagnose import Diagnosis, Finding
+    from commviz.viewer.diagnose import Finding
 
     session = FakeSession()
     session.feed(scripted_all_reduce(world=4))
@@ -1450,7 +1470,7 @@ async def test_v_turns_a_narrow_screen_through_every_panel_group() -> None:
                                             "#main OpLog") if w.display and w.region.height}
 
         assert {"ranks", "log", "stats", "status"} <= shown() and "phases" not in shown()
-        assert panel(app, "#header").startswith("[Ranks, log and numbers · v] commviz")
+        assert panel(app, "#header").strip().startswith("[Ranks, log and numbers · v] commviz")
         await pilot.press("v")
         await frame(pilot)
         assert {"topology", "timeline"} <= shown() and "ranks" not in shown()
@@ -1860,7 +1880,7 @@ STRAGGLER_TEXT = ("rank 3 arrived last at all_reduce in group 0-3 5 times in a r
 
 def _straggler(session: FakeSession) -> Any:
     """The straggler demo's finding, as long as it was there (user trial), on ranks 0-3."""
-    from commviz.viewer.diagnose import Diagnosis, Finding
+    from commviz.viewer.diagnose import Finding
 
     diag = Diagnosis(session.model, wall_ns=session.clock.wall_ns)
     finding = Finding("straggler", (3,), (0, 1, 2, 3), 5, STRAGGLER_TEXT, STRAGGLER_TEXT,
@@ -1894,7 +1914,7 @@ async def test_a_finding_leaves_the_buffers_grid_whole_at_160x48(lang: str) -> N
 
 def _crashed(session: FakeSession) -> None:
     """The crash demo's findings (user trial): two failed operations and a deadlock."""
-    from commviz.viewer.diagnose import Diagnosis, Finding
+    from commviz.viewer.diagnose import Finding
 
     Diagnosis(session.model, wall_ns=session.clock.wall_ns)
     said = [("hang", "deadlock: rank 0 waits on 1 waits on 0",
@@ -2076,7 +2096,7 @@ def test_the_findings_printed_at_exit_lead_with_their_cause(lang: str) -> None:
     """At exit the deadlock was printed after the failures it ended in (oldest first), while
     the findings panel had led with it."""
     from commviz.tui.app import _print_findings
-    from commviz.viewer.diagnose import Diagnosis, Finding
+    from commviz.viewer.diagnose import Finding
 
     failed = Finding("failed", (0,), (0, 1), 3, "rank 0 failed in all_reduce #3",
                      "o rank 0 falhou em all_reduce #3", ("failed", 3), 1.0, 0)

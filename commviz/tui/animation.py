@@ -239,14 +239,20 @@ class Animator:
         return (left + sum(e.steps for e in self._pending)) * self.step_s
 
     def summary(self, lang: str = "en") -> str:
-        """One line for a header: how far the display lags the job, and the speed."""
-        ui = functools.partial(explain.ui, lang=lang)
-        parts = [ui("s/step").format(explain.number(f"{self.step_s:g}", lang))]
-        if self.paused:
-            parts.insert(0, ui("replay held short"))
+        """One line: whether the replay is held, its speed, how far it lags the job."""
+        return " · ".join(filter(None, (self.state(lang), self.lag(lang))))
+
+    def state(self, lang: str = "en") -> str:
+        """Whether the replay is held, and its speed."""
+        speed = explain.ui("s/step", lang).format(explain.number(f"{self.step_s:g}", lang))
+        return f"{explain.ui('replay held short', lang)} · {speed}" if self.paused else speed
+
+    def lag(self, lang: str = "en") -> str:
+        """How far the display lags the job: operations waiting, and skipped; "" if none."""
+        parts = []
         if self.waiting:
-            parts.append(ui("behind").format(n=self.waiting,
-                                             s=explain.number(f"{self.lag_s:.1f}", lang)))
+            parts.append(explain.ui("behind", lang).format(
+                n=self.waiting, s=explain.number(f"{self.lag_s:.1f}", lang)))
         if self.skipped:
             parts.append(explain.ui_n("skipped", self.skipped, lang))
         return " · ".join(parts)

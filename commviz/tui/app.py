@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any, TextIO
 
+from rich.cells import cell_len, set_cell_size
 from rich.table import Table
 from rich.text import Text
 from textual import events
@@ -292,11 +293,13 @@ class CommvizApp(App):
             self._show("#phases", phases, _height_key(phases))
         # not App.sub_title: setting that reactive repaints the whole screen every frame
         paused = self.controller is not None and self.controller.paused and not self._ended
-        header = f"{self.title} — {self.sub_title} · " \
-            + (f"⏸ {explain.ui('paused', self.lang)} · " if paused else "") \
-            + topology.animator.summary(self.lang)
-        if self.screen.has_class("-narrow"):  # which panels `v` shows now, first: it is cut
-            header = f"[{explain.ui(f'view {self._view}', self.lang)} · v] {header}"
+        live = (f"⏸ {explain.ui('paused', self.lang)} · " if paused else "") \
+            + topology.animator.state(self.lang)
+        lag = topology.animator.lag(self.lang)
+        view = f"[{explain.ui(f'view {self._view}', self.lang)} · v] " \
+            if self.screen.has_class("-narrow") else ""  # which panels `v` shows now
+        header = _fit_header(f"{view}{self.title} — ", self.sub_title, f" · {live}",
+                             self.query_one("#header").size.width) + (f" · {lag}" if lag else "")
         self._show("#header", Text(header, style="bold"), 0)
 
     def _refresh_ranks(self, model: Any, now: float) -> None:
@@ -563,7 +566,8 @@ class CommvizApp(App):
         self.refresh_view()
 
     def action_next_view(self) -> None:
-        """Narrow terminals: the next group of panels (numbers, replay, inside, explanation and source)."""
+        """Narrow terminals: the next group of panels (numbers, replay, inside, explanation
+        and source)."""
         views = self.NARROW_VIEWS
         self._view = views[(views.index(self._view) + 1) % len(views)]
         for view in views:
@@ -734,6 +738,20 @@ def run_app(session: Any, ranks: Ranks | None, title: str | Callable[[str], str]
                 ranks.cleanup_logs()
         out.flush()
     return 1 if ranks is not None and ranks.failed() else 0
+
+
+def _fit_header(head: str, title: str, live: str, width: int) -> str:
+    """``head + title + live`` in ``width`` cells (0: not laid out yet): the run's title is
+    cut down to MIN_TITLE_SHOWN cells before the live state after it (paused, the replay
+    held, its speed); what the caller adds after that (the replay's lag) is the first to go,
+    by the header's own ellipsis."""
+    room = max(width - cell_len(head) - cell_len(live), MIN_TITLE_SHOWN)
+    if width <= 0 or cell_len(title) <= room:
+        return head + title + live
+    return head + set_cell_size(title, room - 1).rstrip(" ·") + "…" + live
+
+
+MIN_TITLE_SHOWN = 16  # cells of a cut title, at least: what the run is stays readable
 
 
 def _print_findings(findings: Iterable[diagnose.Finding], out: TextIO, lang: str) -> None:

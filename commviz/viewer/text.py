@@ -190,7 +190,8 @@ def late_line(late: list[tuple[int, Lateness]], lang: str = "en") -> str:
         fields = {"rank": rank, "n": t.count, "op": t.op, "seq": t.seq,
                   "waited": explain.number(duration(t.waited_ns), lang),
                   "longest": explain.number(duration(t.longest_ns), lang)}
-        items.append(explain.ui("late once" if t.count == 1 else "late many", lang).format(**fields))
+        key = "late once" if t.count == 1 else "late many"
+        items.append(explain.ui(key, lang).format(**fields))
     return explain.ui("late arrivals", lang) + " · ".join(items)
 
 
