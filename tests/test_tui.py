@@ -1678,7 +1678,10 @@ async def test_a_rank_blamed_for_a_hang_reads_what_it_is_not_in(size, lang) -> N
 
 
 @sync
-async def test_a_rank_error_with_brackets_is_shown_as_text_not_markup() -> None:
+async def test_a_rank_error_is_toasted_only_where_the_viewer_panel_cannot_show_it_whole() -> None:
+    """A toast covered the viewer panel's bottom rows for 10 s, the very line it repeated
+    among them (user trial, the crash demo): an error the panel shows whole, in red, gets no
+    toast; a longer one, or one while the panel is off screen, does, as text not markup."""
     session = FakeSession()
     session.feed(scripted_all_reduce(world=4))
     ranks = FakeRanks()
@@ -1686,11 +1689,28 @@ async def test_a_rank_error_with_brackets_is_shown_as_text_not_markup() -> None:
     notified: list[dict] = []
     app.notify = lambda message, **kw: notified.append({"message": message, **kw})
     async with app.run_test(size=SIZE) as pilot:
+        await frame(pilot)
         ranks.end(1, 1, "RuntimeError: [/gloo/transport/tcp/unbound_buffer.cc:78] Timed out")
         await frame(pilot)
-        (note,) = notified  # a toast renders markup unless told not to
-        assert note["markup"] is False and "[/gloo/transport" in note["message"]
+        assert notified == []
         assert "[/gloo/transport/tcp/unbound_buffer.cc:78] Timed out" in panel(app, "#status")
+        shown = app._shown_panels["#status"]
+        red = "".join(shown.plain[span.start:span.end] for span in shown.spans
+                      if str(span.style) == "bold red")
+        assert red.startswith("rank 1 failed (exit 1): RuntimeError: [/gloo/"), shown.spans
+        ranks.end(2, 1, GLHF)
+        await frame(pilot)
+        (note,) = notified  # a toast renders markup unless told not to
+        assert note["markup"] is False and "[127.0.0.1]:29500" in note["message"]
+    notified.clear()
+    narrow = make_app(session, ranks := FakeRanks())
+    narrow.notify = lambda message, **kw: notified.append({"message": message, **kw})
+    async with narrow.run_test(size=(80, 24)) as pilot:
+        await pilot.press("v")  # the replay: the viewer panel is not on screen
+        await frame(pilot)
+        ranks.end(1, 1, "RuntimeError: short")
+        await frame(pilot)
+        assert [n["message"] for n in notified] == ["rank 1 failed (exit 1): RuntimeError: short"]
 
 
 GLHF = ("RuntimeError: Connection closed by peer [127.0.0.1]:29500: the remote end hung up "

@@ -60,6 +60,7 @@ FINDINGS_LINGER_S = 10.0  # the findings panel stays this long after the last on
 FINDINGS_ROWS = (8, 7)
 SHORT_KEYS = ("pause", "step", "faster", "replay_pause")  # "key <id> short": narrow footer
 EVENT_ROWS = 2  # at most, of an event in the viewer panel (a rank's error): cut after them
+EVENT_STYLES = {"rank failed": "bold red"}  # the events of the ranks that stand out
 STATUS_LEAST_ROWS = 5  # the viewer panel's on a wide terminal: the phases panel leaves them
 NARROW_STATUS_ROWS = 6  # the viewer panel on a narrow terminal: its newest rows, if it has more
 TAIL_LINES = 20  # of a job's output, printed when the screen closes
@@ -396,21 +397,22 @@ class CommvizApp(App):
             status += "\n" + ui("no rank connected" if self._ended else "waiting ranks")
         if self.controller is not None:
             status += "\n" + self._control_line()
-        events = [self._event(key, fields) for key, fields in self._events[-8:]]
-        shown = Text("\n".join([status, *events]))  # not markup: [brackets]
+        events = [Text(self._event(key, fields), style=EVENT_STYLES.get(key, ""))
+                  for key, fields in self._events[-8:]]  # Text, not markup: [brackets]
+        shown = Text("\n").join([Text(status), *events])
         width = self.query_one("#status").content_region.width
         if width > 0:
             shown = self._fit_status(status, events, width)
         self._show("#status", shown, _height_key(shown))  # its lines wrap: a longer one may too
 
-    def _fit_status(self, status: str, events: list[str], width: int) -> Text:
+    def _fit_status(self, status: str, events: list[Text], width: int) -> Text:
         """The viewer panel in the rows it has: each event in EVENT_ROWS at most, cut with an
-        ellipsis (a failed rank's whole error is in its toast, and printed when the screen
+        ellipsis (a failed rank's whole error is then in a toast, and printed when the screen
         closes); with more rows than the room (``_status_room``), the newest, the first
         marked "…"."""
         rows = Text(status).wrap(self.console, width)
         for event in events:
-            wrapped = Text(event).wrap(self.console, width)
+            wrapped = event.wrap(self.console, width)
             if len(wrapped) > EVENT_ROWS:
                 last = wrapped[EVENT_ROWS - 1]
                 last.rstrip()
@@ -440,6 +442,14 @@ class CommvizApp(App):
     def _explain_least(self) -> int:
         least = self.query_one("#explain-box").styles.min_height
         return int(least.value) if least is not None else 0
+
+    def _status_shows_whole(self, event: str) -> bool:
+        """The viewer panel is on screen and shows ``event`` whole: no toast need repeat it
+        over the panel's bottom (a toast covered the very line it said, for 10 s)."""
+        status = self.query_one("#status")
+        width = status.content_region.width
+        return (status.display and status.region.height > 0 and width > 0
+                and len(Text(event).wrap(self.console, width)) <= EVENT_ROWS)
 
     def _status_room(self) -> int | None:
         """The viewer panel's rows: NARROW_STATUS_ROWS on a narrow terminal; on a wide one
@@ -504,8 +514,9 @@ class CommvizApp(App):
                 fields = {"who": rp.who, "code": rp.returncode,
                           "line": text.cell_safe(rp.error_line())}
                 self._events.append(("rank failed", fields))
-                self.notify(self._event("rank failed", fields), severity="error", timeout=10,
-                            markup=False)
+                if not self._status_shows_whole(self._event("rank failed", fields)):
+                    self.notify(self._event("rank failed", fields), severity="error",
+                                timeout=10, markup=False)
             else:
                 self._events.append(("rank finished", {"who": rp.who}))
         if self.ranks.failed() and self.ranks.running():
