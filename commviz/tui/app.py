@@ -430,18 +430,22 @@ class CommvizApp(App):
         """The rows the phases panel may take on a wide terminal, so that the viewer panel
         below keeps STATUS_LEAST_ROWS (a finding's panel above took them at 120x40) and the
         explanation its least; None where it has the screen (narrow) or before a layout."""
+        left = None if self._narrow else self._right_rows_left(("stats", "findings"))
+        if left is None:
+            return None
+        least = STATUS_LEAST_ROWS + self.query_one("#status").styles.gutter.height
+        return max(1, left - least - self.query_one("#phases").styles.gutter.height)
+
+    def _right_rows_left(self, taken_by: tuple[str, ...]) -> int | None:
+        """The right column's rows less those of the panels ``taken_by`` (ids, where shown)
+        and the explanation's least; None before the screen is laid out."""
         right = self.query_one("#right")
-        if self._narrow or right.size.height <= 0:
+        if right.size.height <= 0:
             return None
         taken = sum(child.outer_size.height for child in right.children
-                    if child.display and child.id in ("stats", "findings"))
-        least = STATUS_LEAST_ROWS + self.query_one("#status").styles.gutter.height
-        return max(1, right.size.height - taken - least - self._explain_least()
-                   - self.query_one("#phases").styles.gutter.height)
-
-    def _explain_least(self) -> int:
+                    if child.display and child.id in taken_by)
         least = self.query_one("#explain-box").styles.min_height
-        return int(least.value) if least is not None else 0
+        return right.size.height - taken - (int(least.value) if least is not None else 0)
 
     def _status_shows_whole(self, event: str) -> bool:
         """The viewer panel is on screen and shows ``event`` whole: no toast need repeat it
@@ -457,13 +461,10 @@ class CommvizApp(App):
         the panel's bottom off the screen); None before the screen is laid out."""
         if self.screen.has_class("-narrow"):
             return NARROW_STATUS_ROWS
-        right, status = self.query_one("#right"), self.query_one("#status")
-        if right.size.height <= 0:
+        left = self._right_rows_left(("stats", "findings", "phases"))
+        if left is None:
             return None
-        taken = sum(child.outer_size.height for child in right.children
-                    if child.display and child.id not in ("status", "explain-box"))
-        return max(1, right.size.height - taken - self._explain_least()
-                   - status.styles.gutter.height)
+        return max(1, left - self.query_one("#status").styles.gutter.height)
 
     def _show(self, selector: str, renderable: Any, height_key: int | None) -> None:
         """Update a panel; lay the screen out again only when its height may have changed
