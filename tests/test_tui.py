@@ -1680,8 +1680,9 @@ async def test_a_rank_blamed_for_a_hang_reads_what_it_is_not_in(size, lang) -> N
 @sync
 async def test_a_rank_error_is_toasted_only_where_the_viewer_panel_cannot_show_it_whole() -> None:
     """A toast covered the viewer panel's bottom rows for 10 s, the very line it repeated
-    among them (user trial, the crash demo): an error the panel shows whole, in red, gets no
-    toast; a longer one, or one while the panel is off screen, does, as text not markup."""
+    among them, and four stacked at 120x40 (user trial, the crash and hang demos): an error
+    the panel shows whole, in red, gets no toast; the first failure's longer one, or one
+    while the panel is off screen, does, as text not markup."""
     session = FakeSession()
     session.feed(scripted_all_reduce(world=4))
     ranks = FakeRanks()
@@ -1698,10 +1699,19 @@ async def test_a_rank_error_is_toasted_only_where_the_viewer_panel_cannot_show_i
         red = "".join(shown.plain[span.start:span.end] for span in shown.spans
                       if str(span.style) == "bold red")
         assert red.startswith("rank 1 failed (exit 1): RuntimeError: [/gloo/"), shown.spans
-        ranks.end(2, 1, GLHF)
+        ranks.end(2, 1, GLHF)  # after the first: its consequence, mostly; no toast
         await frame(pilot)
-        (note,) = notified  # a toast renders markup unless told not to
-        assert note["markup"] is False and "[127.0.0.1]:29500" in note["message"]
+        assert notified == []
+    long = make_app(session, ranks := FakeRanks())
+    long.notify = lambda message, **kw: notified.append({"message": message, **kw})
+    async with long.run_test(size=SIZE) as pilot:
+        await frame(pilot)
+        ranks.end(2, 1, GLHF)
+        ranks.end(3, 1, GLHF)
+        await frame(pilot)
+        (note,) = notified  # the first only; a toast renders markup unless told not to
+        assert note["markup"] is False and note["message"].startswith("rank 2 failed")
+        assert "[127.0.0.1]:29500" in note["message"]
     notified.clear()
     narrow = make_app(session, ranks := FakeRanks())
     narrow.notify = lambda message, **kw: notified.append({"message": message, **kw})
@@ -2144,3 +2154,26 @@ def test_the_inside_panel_lists_every_transfer_of_a_round(lang: str, head: str) 
     took = {"en": ["0.5", "1.0", "1.5", "2.0"], "pt": ["0,5", "1,0", "1,5", "2,0"]}[lang]
     assert lines == [head] + [f"  rank {s} → rank {(s + 1) % 4}  #9  248 B  {took[s]} µs"
                               for s in range(4)]
+
+
+@pytest.mark.parametrize("size, crowded", [((120, 40), True), ((160, 48), False)])
+@sync
+async def test_beside_a_long_finding_the_grid_gives_way_to_the_viewer_panel(
+        size: tuple[int, int], crowded: bool) -> None:
+    """The hang demo at 120x40: the finding's panel took half the height, the grid kept
+    its least rows, and the viewer panel below ("The demo has ended · r: Restart · q: Quit")
+    went off the screen (user trial)."""
+    session = FakeSession()
+    session.feed(scripted_all_reduce(world=4))
+    long = "deadlock, until a timeout ended it after 6.0 s: " + "rank 0 waited on 3; " * 20
+    live = [Finding("failed", (0, 3), (0, 1, 2, 3), 3, long, long, ("hang", 0, 3), 0.0, 0)]
+    session.model.findings = lambda: live  # type: ignore[method-assign]
+    app = make_app(session)
+    async with app.run_test(size=size) as pilot:
+        for _ in range(3):  # the findings panel's height, then the grid's room, then its fit
+            await frame(pilot)
+        status = app.query_one("#status")
+        assert status.region.height > 0 and status.region.bottom <= app.size.height - 1
+        assert panel(app, "#status").splitlines()[-1].startswith("╰")
+        assert app.screen.has_class("-crowded") is crowded
+        assert (app.query_one("#phases").region.height == 0) is crowded

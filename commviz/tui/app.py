@@ -288,9 +288,15 @@ class CommvizApp(App):
                 self._show("#source", source, _height_key(source))
         if slow_tick or replayed != self._replayed:  # follows the replay step by step
             self._replayed = replayed
+            width = self._phases_width()
             phases = render.phases(model, self.lang, frame, self._fit,
-                                   getattr(self.session, "nccl", None),
-                                   self.query_one("#phases").content_region.width or None, rows)
+                                   getattr(self.session, "nccl", None), width, rows)
+            # too few rows for even its smallest form (a finding's panel took them): the
+            # panel gives way, so that the viewer panel below stays on screen
+            crowded = rows is not None and width is not None \
+                and render.text_rows(phases, width) > rows
+            if self.screen.has_class("-crowded") != crowded:
+                self.screen.set_class(crowded, "-crowded")
             self._show("#phases", phases, _height_key(phases))
         # not App.sub_title: setting that reactive repaints the whole screen every frame
         paused = self.controller is not None and self.controller.paused and not self._ended
@@ -436,6 +442,14 @@ class CommvizApp(App):
         least = STATUS_LEAST_ROWS + self.query_one("#status").styles.gutter.height
         return max(1, left - least - self.query_one("#phases").styles.gutter.height)
 
+    def _phases_width(self) -> int | None:
+        """The phases panel's inner width, also while it gives way (hidden: no region);
+        None before a layout."""
+        phases = self.query_one("#phases")
+        width = phases.content_region.width or (self.query_one("#right").size.width
+                                                 - phases.styles.gutter.width)
+        return width if width > 0 else None
+
     def _right_rows_left(self, taken_by: tuple[str, ...]) -> int | None:
         """The right column's rows less those of the panels ``taken_by`` (ids, where shown)
         and the explanation's least; None before the screen is laid out."""
@@ -514,8 +528,11 @@ class CommvizApp(App):
             if rp.returncode:
                 fields = {"who": rp.who, "code": rp.returncode,
                           "line": text.cell_safe(rp.error_line())}
+                # the first failure is the one to read whole; those after it are mostly its
+                # consequences (peers that lost it), told in the viewer panel and findings
+                first = all(key != "rank failed" for key, _ in self._events)
                 self._events.append(("rank failed", fields))
-                if not self._status_shows_whole(self._event("rank failed", fields)):
+                if first and not self._status_shows_whole(self._event("rank failed", fields)):
                     self.notify(self._event("rank failed", fields), severity="error",
                                 timeout=10, markup=False)
             else:
