@@ -2177,3 +2177,23 @@ async def test_beside_a_long_finding_the_grid_gives_way_to_the_viewer_panel(
         assert panel(app, "#status").splitlines()[-1].startswith("╰")
         assert app.screen.has_class("-crowded") is crowded
         assert (app.query_one("#phases").region.height == 0) is crowded
+
+
+@pytest.mark.parametrize("size", [(160, 48), (120, 40)])
+@sync
+async def test_a_failed_ranks_toast_lies_over_the_source_not_the_viewer_panel(
+        size: tuple[int, int]) -> None:
+    from textual.widgets._toast import Toast
+
+    session = FakeSession()
+    session.feed(scripted_all_reduce(world=4))
+    ranks = FakeRanks()
+    app = make_app(session, ranks)
+    async with app.run_test(size=size, notifications=True) as pilot:
+        await frame(pilot)
+        ranks.end(2, 1, GLHF)
+        await frame(pilot)
+        await pilot.pause(0.2)
+        (toast,) = app.screen.query(Toast)
+        assert toast.region.width > 0
+        assert toast.region.right <= app.query_one("#right").region.x, toast.region
