@@ -64,6 +64,7 @@ EVENT_STYLES = {"rank failed": "bold red"}  # the events of the ranks that stand
 STATUS_LEAST_ROWS = 5  # the viewer panel's on a wide terminal: the phases panel leaves them
 NARROW_STATUS_ROWS = 6  # the viewer panel on a narrow terminal: its newest rows, if it has more
 TAIL_LINES = 20  # of a job's output, printed when the screen closes
+MIN_TITLE_SHOWN = 16  # cells of a cut header title, at least: what the run is stays readable
 # keys as the help screen and the palette show them, where not the binding's own key
 KEYS_SHOWN = {"faster": "+", "slower": "-", "help": "?", "quit": "q, ctrl+c"}
 RESTART_SETTLE_S = 0.15  # after stopping the ranks: time for their last messages to land
@@ -778,9 +779,6 @@ def _fit_header(head: str, title: str, live: str, width: int) -> str:
     if width <= 0 or cell_len(title) <= room:
         return head + title + live
     return head + set_cell_size(title, room - 1).rstrip(" ·") + "…" + live
-
-
-MIN_TITLE_SHOWN = 16  # cells of a cut title, at least: what the run is stays readable
 
 
 def _print_findings(findings: Iterable[diagnose.Finding], out: TextIO, lang: str) -> None:
