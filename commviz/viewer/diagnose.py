@@ -380,28 +380,31 @@ class Diagnosis:
             self._completed.update(k for k in zip(["hang"] * len(gk), gk[~failed].tolist(),
                                                   seq[~failed].tolist()) if k in self._active)
         for g in np.unique(gk[keep]).tolist():
-            idx = np.flatnonzero(keep & (gk == g))[-WINDOW:]
-            thresholds: dict[tuple[int, str, int], float] = {}
-            for i in idx.tolist():
-                key = (g, protocol.OPS[op[i]], int(sizes[i]))
-                window = self._durations.get(key)
-                if window is None:
-                    _make_room(self._durations)
-                    window = self._durations[key] = collections.deque(maxlen=WINDOW)
-                window.append(int(transfer[i]))
-                thresholds.pop(key, None)
-            for i in idx.tolist():
-                key = (g, protocol.OPS[op[i]], int(sizes[i]))
-                if key not in thresholds:
-                    thresholds[key] = _late_threshold(self._durations[key])
-                if lateness[i] > thresholds[key]:
-                    self._tally(int(rows["rank"][last_i[i]]), int(t0[second_i[i]]),
-                                int(t0[last_i[i]]), key[1], int(seq[i]))
-                if lateness[i] > thresholds[key] or key in self._streaks:
-                    sl = slice(starts[i], starts[i] + counts[i])
-                    self._arrival(key, int(seq[i]), int(rows["rank"][last_i[i]]),
-                                  int(lateness[i]), thresholds[key],
-                                  zip(rows["rank"][sl].tolist(), t0[sl].tolist()))
+            # a window's worth at a time, each judged against the thresholds of its
+            # time: a replay applies hundreds of instances at once, all of them count
+            group = np.flatnonzero(keep & (gk == g))
+            for idx in np.split(group, range(WINDOW, len(group), WINDOW)):
+                thresholds: dict[tuple[int, str, int], float] = {}
+                for i in idx.tolist():
+                    key = (g, protocol.OPS[op[i]], int(sizes[i]))
+                    window = self._durations.get(key)
+                    if window is None:
+                        _make_room(self._durations)
+                        window = self._durations[key] = collections.deque(maxlen=WINDOW)
+                    window.append(int(transfer[i]))
+                    thresholds.pop(key, None)
+                for i in idx.tolist():
+                    key = (g, protocol.OPS[op[i]], int(sizes[i]))
+                    if key not in thresholds:
+                        thresholds[key] = _late_threshold(self._durations[key])
+                    if lateness[i] > thresholds[key]:
+                        self._tally(int(rows["rank"][last_i[i]]), int(t0[second_i[i]]),
+                                    int(t0[last_i[i]]), key[1], int(seq[i]))
+                    if lateness[i] > thresholds[key] or key in self._streaks:
+                        sl = slice(starts[i], starts[i] + counts[i])
+                        self._arrival(key, int(seq[i]), int(rows["rank"][last_i[i]]),
+                                      int(lateness[i]), thresholds[key],
+                                      zip(rows["rank"][sl].tolist(), t0[sl].tolist()))
 
     def _tally(self, rank: int, start: int, end: int, op: str, seq: int) -> None:
         state = self.model.ranks.get(rank)
