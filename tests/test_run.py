@@ -369,6 +369,26 @@ def test_a_failed_jobs_line_is_the_exception_that_caused_it():
         "RuntimeError: Timed out waiting 6000ms for recv operation to complete"
 
 
+def test_a_failed_spawn_jobs_line_is_the_exception_of_the_process_that_failed():
+    """torch.multiprocessing.spawn's stderr (user trial: the TUI said only 'the job failed
+    (exit 1): torch.multiprocessing.spawn.ProcessRaisedException:'): the failed process's own
+    exception, before which another rank's broken connection may come; for a process a
+    signal killed, spawn's line that says so."""
+    broken = "[rank0]: RuntimeError: Connection closed by peer [127.0.0.1]:42"
+    raised = [broken, "Traceback (most recent call last):",
+              '  File "job.py", line 16, in <module>',
+              "    raise ProcessRaisedException(msg, error_index, failed_process.pid)",
+              "torch.multiprocessing.spawn.ProcessRaisedException: ", "",
+              "-- Process 2 terminated with the following error:",
+              "Traceback (most recent call last):", '  File "job.py", line 11, in worker',
+              '    raise ValueError("bad batch")', "ValueError: bad batch"]
+    assert telling_line(raised) == "ValueError: bad batch"
+    assert telling_line(raised[:-1]) == "RuntimeError: Connection closed by peer [127.0.0.1]:42"
+    exited = [broken, "torch.multiprocessing.spawn.ProcessExitedException: process 2 "
+              "terminated with signal SIGKILL"]
+    assert telling_line(exited) == "process 2 terminated with signal SIGKILL"
+
+
 def test_output_buffer_keeps_the_last_lines_and_says_what_is_new():
     buf = OutputBuffer(maxlen=3)
     for i in range(5):
