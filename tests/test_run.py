@@ -350,6 +350,10 @@ def test_a_failed_jobs_line_is_the_exception_that_caused_it():
     lines = (Path(__file__).parent / "data" / "torchrun_crash.log").read_text().splitlines()
     assert lines[-1].startswith("=====")
     assert telling_line(lines) == "RuntimeError: boom on rank 1 at step 3"
+    # a job's output mixes its ranks': which one raised it (user trial: 'the job failed (exit
+    # 1): RuntimeError: CUDA out of memory' named none); a rank's own log needs no rank
+    assert telling_line(lines, whose=True) == "rank 1: RuntimeError: boom on rank 1 at step 3"
+    assert telling_line(["ValueError: x"], whose=True) == "ValueError: x"
     assert telling_line(["Traceback (most recent call last):", '  File "x.py", line 1',
                          "KeyboardInterrupt"]) == "KeyboardInterrupt"
     assert telling_line(["some output", "=" * 60, ""]) == "some output"
