@@ -282,6 +282,18 @@ def test_q_in_the_tui_stops_the_job_and_shows_its_last_lines(procs, key, said, c
 
 
 @pytest.mark.timeout(60)
+def test_the_last_line_speaks_the_language_the_screen_was_switched_to(procs):
+    """`l` then `q`: every line after the screen in Portuguese, the last one too (user
+    trial: 'the job exited with code 0' under 'as últimas 9 linhas de saída do job:')."""
+    script = "import time; print('job up', flush=True); time.sleep(60)"
+    rc, text, _ = _in_a_terminal(procs, script, b"lq")
+    assert rc == 130
+    assert "a última linha de saída do job antes de ser parado:\njob up\n" in text
+    assert text.rstrip().endswith("o job foi parado (q no commviz); código de saída 130"), text
+    assert not _tagged(procs.tag)
+
+
+@pytest.mark.timeout(60)
 def test_after_a_failed_tui_run_commviz_lines_are_prefixed_and_the_kept_log_comes_last(procs):
     """The job's last 20 lines as it wrote them; every line of commviz's own behind
     ``[commviz] ``, the kept log's below the job's lines, where it is not scrolled away."""
