@@ -276,7 +276,6 @@ def _run(args: argparse.Namespace) -> int:
     finally:
         job.stop()  # done by run_app already, unless it failed to start
     assert job.exit_code is not None
-    print(job.describe_end(_lang(args)), file=ours, flush=True)
     return job.exit_code
 
 

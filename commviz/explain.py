@@ -1408,6 +1408,10 @@ _UI_PAIRS: dict[str, tuple[str, str]] = {
                       "ranks",
                       "; {rejected} mensagens malformadas rejeitadas; {dropped} registros "
                       "descartados pelos ranks"),
+    "findings at end": ("when the job ended, {n} finding still held:|when the job ended, "
+                        "{n} findings still held:",
+                        "no fim do job, {n} problema ainda presente:|no fim do job, {n} "
+                        "problemas ainda presentes:"),
     "no goodbye": ("{ranks} ended without saying goodbye (crashed, killed, or stopped)",
                    "{ranks} terminou sem se despedir (caiu, foi morto ou parado)|{ranks} "
                    "terminaram sem se despedir (caíram, foram mortos ou parados)"),

@@ -457,7 +457,7 @@ class JobAsRanks:
 
         if self.job.output is not None:
             line = telling_line([ln.text for ln in self.job.output.tail(200)
-                                 if ln.stream == "stderr"])
+                                 if ln.stream == "stderr"], whose=True)
             if line is not None:
                 return line
         return self.job.describe_end()

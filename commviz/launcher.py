@@ -249,10 +249,16 @@ def _readable(line: str) -> str:
 
 
 # "RuntimeError: boom", "[rank1]: ValueError: x", "KeyboardInterrupt"
-_EXCEPTION_LINE = re.compile(r"^(?:\[rank\d+\]:\s*)?([A-Za-z_][\w.]*(?:Error|Exception|Exit|"
-                             r"Interrupt|Failure)\b(?::.*)?)$")
-# torchrun's summary of a failed child: its own exception, less telling than the child's
-_LAUNCHER_ERRORS = ("torch.distributed.elastic.multiprocessing.errors.ChildFailedError",)
+_EXCEPTION_LINE = re.compile(r"^(?:\[rank(?P<rank>\d+)\]:\s*)?(?P<error>[A-Za-z_][\w.]*(?:Error|"
+                             r"Exception|Exit|Interrupt|Failure)\b(?::.*)?)$")
+# a launcher's summary of a failed child: its own exception, less telling than the child's
+_LAUNCHER_ERRORS = ("torch.distributed.elastic.multiprocessing.errors.ChildFailedError",
+                    "torch.multiprocessing.spawn.ProcessRaisedException")
+# torch.multiprocessing.spawn's: the failed process's traceback under "-- Process 2 terminated
+# with the following error:", or "...ProcessExitedException: process 2 terminated with signal
+# SIGKILL" for one a signal killed
+_SPAWN_RAISED = re.compile(r"^-- Process \d+ terminated with the following error:$")
+_SPAWN_EXITED = "torch.multiprocessing.spawn.ProcessExitedException: "
 
 
 # torchrun's summary: "Root Cause (first observed failure):", then "rank      : 1 (local_rank:
@@ -283,19 +289,36 @@ def _killed_root_cause(lines: list[str]) -> str | None:
     return f"rank {rank} was killed by {name} (torchrun's root cause)"
 
 
-def telling_line(lines: list[str]) -> str | None:
+def _spawn_root_cause(lines: list[str]) -> str | None:
+    """What torch.multiprocessing.spawn says made the first of its processes fail: the other
+    processes' broken connections may come before it in the output."""
+    for i, line in enumerate(lines):
+        if line.startswith(_SPAWN_EXITED):
+            return line.removeprefix(_SPAWN_EXITED).strip()
+        if _SPAWN_RAISED.match(line.strip()):
+            for after in lines[i + 1:]:
+                match = _EXCEPTION_LINE.match(after.strip())
+                if match:
+                    return _readable(match["error"])
+    return None
+
+
+def telling_line(lines: list[str], whose: bool = False) -> str | None:
     """The line of a failed process's output that says why: the first exception raised in it
     (the cause: the other ranks' errors, a launcher's summary come after), else the last line
     with a word in it (not a rule such as torchrun's ``=====``); None when there is none. A
     backend's C++ source location is left out of it. When torchrun's summary names a rank a
-    signal killed as the root cause, that says why."""
-    killed = _killed_root_cause(lines)
-    if killed is not None:
-        return killed
+    signal killed as the root cause, that says why; so does torch.multiprocessing.spawn's
+    failed process. ``whose``: an exception that torch marked with its rank (``[rank1]: ``)
+    says which, as ``rank 1: ...`` (a job's output mixes its ranks')."""
+    cause = _killed_root_cause(lines) or _spawn_root_cause(lines)
+    if cause is not None:
+        return cause
     for line in lines:
         match = _EXCEPTION_LINE.match(line.strip())
-        if match and not match.group(1).startswith(_LAUNCHER_ERRORS):
-            return _readable(match.group(1))
+        if match and not match["error"].startswith(_LAUNCHER_ERRORS):
+            rank = f"rank {match['rank']}: " if whose and match["rank"] else ""
+            return rank + _readable(match["error"])
     last = next((line.strip() for line in reversed(lines) if re.search(r"\w", line)), None)
     return None if last is None else _readable(last)
 

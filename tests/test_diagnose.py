@@ -190,6 +190,19 @@ def test_every_late_arrival_is_counted_per_rank_in_a_row_or_not():
         "atrasos (os outros esperaram): rank 1: 3×, 899 ms ao todo, a maior 300 ms")
 
 
+def test_late_arrivals_are_all_counted_when_many_instances_come_at_once():
+    """A replay (commviz stats) applies a recording in big batches: a late arrival among
+    more than a window's worth of instances counts as it did live (user trial: stats said
+    2x where the live run had counted 7)."""
+    clock, model, diag = _setup()
+    late_at = {5, 45, 85, 125}
+    batch = [msg for seq in range(1, 3 * diagnose.WINDOW)
+             for msg in _instance(seq, late_rank=1 if seq in late_at else None, late_ms=300)]
+    model.apply(batch)
+    ((rank, late),) = diag.late_arrivals()
+    assert (rank, late.count, late.seq) == (1, 4, 5)
+
+
 def test_a_late_arrival_seen_at_overlapping_ops_counts_once():
     """DDP's bucket all_reduces wait for the same late rank at once: one late arrival."""
     clock, model, diag = _setup(world=3)

@@ -253,3 +253,33 @@ def test_whom_the_others_waited_for_is_said_by_the_summary_and_by_stats(tmp_path
     assert json.loads(capsys.readouterr().out)["late_arrivals"] == [
         {"rank": 1, "count": 2, "waited_us": 370_000.0, "longest_us": 250_000.0,
          "longest_at": {"op": "all_reduce", "seq": 1}}]
+
+
+def test_a_jobs_summary_repeats_the_findings_that_still_held(tmp_path):
+    """A failed torchrun job's tracebacks and summary push the live `!! mismatch` line out of
+    sight (user trial: 60 lines of them under it); the end repeats what still held."""
+    import sys
+
+    from fakes import T0_NS, heartbeat, op_batch
+
+    from commviz.job import Job
+
+    g2 = {0: ("0", (0, 1))}
+
+    def in_flight(rank, op):
+        return op_batch(rank, [{"id": 1, "op": op, "seq": 1, "bytes_in": 4096,
+                                "bytes_out": 4096 * (2 if op == "all_gather" else 1),
+                                "t_start": T0_NS, "t_end": -1}], g2)
+
+    session = Session("tcp://127.0.0.1:*", collect_instances=True)
+    session.model.apply([heartbeat(0, 2), heartbeat(1, 2),
+                         in_flight(0, "all_reduce"), in_flight(1, "all_gather")])
+    out = io.StringIO()
+    code = headless.run_job(session, lambda: Job([sys.executable, "-c", "exit(3)"], session.addr),
+                            out=out, lang="pt")
+    lines = out.getvalue().splitlines()
+    assert code == 3
+    said = [n for n, line in enumerate(lines) if line.startswith("[commviz] !! mismatch: ")]
+    assert len(said) == 2, lines  # live, then again at the end
+    end = lines.index("[commviz] no fim do job, 1 problema ainda presente:")
+    assert said[0] < end < said[1] < len(lines) - 1

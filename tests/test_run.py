@@ -282,6 +282,18 @@ def test_q_in_the_tui_stops_the_job_and_shows_its_last_lines(procs, key, said, c
 
 
 @pytest.mark.timeout(60)
+def test_the_last_line_speaks_the_language_the_screen_was_switched_to(procs):
+    """`l` then `q`: every line after the screen in Portuguese, the last one too (user
+    trial: 'the job exited with code 0' under 'as últimas 9 linhas de saída do job:')."""
+    script = "import time; print('job up', flush=True); time.sleep(60)"
+    rc, text, _ = _in_a_terminal(procs, script, b"lq")
+    assert rc == 130
+    assert "a última linha de saída do job antes de ser parado:\njob up\n" in text
+    assert text.rstrip().endswith("o job foi parado (q no commviz); código de saída 130"), text
+    assert not _tagged(procs.tag)
+
+
+@pytest.mark.timeout(60)
 def test_after_a_failed_tui_run_commviz_lines_are_prefixed_and_the_kept_log_comes_last(procs):
     """The job's last 20 lines as it wrote them; every line of commviz's own behind
     ``[commviz] ``, the kept log's below the job's lines, where it is not scrolled away."""
@@ -350,6 +362,10 @@ def test_a_failed_jobs_line_is_the_exception_that_caused_it():
     lines = (Path(__file__).parent / "data" / "torchrun_crash.log").read_text().splitlines()
     assert lines[-1].startswith("=====")
     assert telling_line(lines) == "RuntimeError: boom on rank 1 at step 3"
+    # a job's output mixes its ranks': which one raised it (user trial: 'the job failed (exit
+    # 1): RuntimeError: CUDA out of memory' named none); a rank's own log needs no rank
+    assert telling_line(lines, whose=True) == "rank 1: RuntimeError: boom on rank 1 at step 3"
+    assert telling_line(["ValueError: x"], whose=True) == "ValueError: x"
     assert telling_line(["Traceback (most recent call last):", '  File "x.py", line 1',
                          "KeyboardInterrupt"]) == "KeyboardInterrupt"
     assert telling_line(["some output", "=" * 60, ""]) == "some output"
@@ -367,6 +383,26 @@ def test_a_failed_jobs_line_is_the_exception_that_caused_it():
                          "tcp/unbound_buffer.cc:78] Timed out waiting 6000ms for recv operation "
                          "to complete"]) == \
         "RuntimeError: Timed out waiting 6000ms for recv operation to complete"
+
+
+def test_a_failed_spawn_jobs_line_is_the_exception_of_the_process_that_failed():
+    """torch.multiprocessing.spawn's stderr (user trial: the TUI said only 'the job failed
+    (exit 1): torch.multiprocessing.spawn.ProcessRaisedException:'): the failed process's own
+    exception, before which another rank's broken connection may come; for a process a
+    signal killed, spawn's line that says so."""
+    broken = "[rank0]: RuntimeError: Connection closed by peer [127.0.0.1]:42"
+    raised = [broken, "Traceback (most recent call last):",
+              '  File "job.py", line 16, in <module>',
+              "    raise ProcessRaisedException(msg, error_index, failed_process.pid)",
+              "torch.multiprocessing.spawn.ProcessRaisedException: ", "",
+              "-- Process 2 terminated with the following error:",
+              "Traceback (most recent call last):", '  File "job.py", line 11, in worker',
+              '    raise ValueError("bad batch")', "ValueError: bad batch"]
+    assert telling_line(raised) == "ValueError: bad batch"
+    assert telling_line(raised[:-1]) == "RuntimeError: Connection closed by peer [127.0.0.1]:42"
+    exited = [broken, "torch.multiprocessing.spawn.ProcessExitedException: process 2 "
+              "terminated with signal SIGKILL"]
+    assert telling_line(exited) == "process 2 terminated with signal SIGKILL"
 
 
 def test_output_buffer_keeps_the_last_lines_and_says_what_is_new():

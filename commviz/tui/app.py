@@ -728,7 +728,7 @@ def run_app(session: Any, ranks: Ranks | None, title: str | Callable[[str], str]
     caller closes the controller, after the ranks are stopped). Then says how the run ended
     on ``out`` (stdout; a job's run prefixes commviz's lines there): the failures, the
     findings still holding, a job's last lines of ``output`` (written to stdout as the job
-    wrote them) and, last, where the logs of a failed run are kept."""
+    wrote them), where the logs of a failed run are kept and, last, how a job ended."""
     app = CommvizApp(session, ranks, title, lang=lang, controller=controller, restart=restart,
                      output=output, demo=demo)
     session.start()
@@ -766,6 +766,8 @@ def run_app(session: Any, ranks: Ranks | None, title: str | Callable[[str], str]
                 print(explain.ui(ranks.logs, lang).format(dir=ranks.logdir), file=out)
             else:
                 ranks.cleanup_logs()
+        if isinstance(ranks, JobAsRanks):  # how it ended, in the language the screen had
+            print(ranks.job.describe_end(lang), file=out)
         out.flush()
     return 1 if ranks is not None and ranks.failed() else 0
 

@@ -380,27 +380,34 @@ class Diagnosis:
             self._completed.update(k for k in zip(["hang"] * len(gk), gk[~failed].tolist(),
                                                   seq[~failed].tolist()) if k in self._active)
         for g in np.unique(gk[keep]).tolist():
-            idx = np.flatnonzero(keep & (gk == g))[-WINDOW:]
-            thresholds: dict[tuple[int, str, int], float] = {}
-            for i in idx.tolist():
-                key = (g, protocol.OPS[op[i]], int(sizes[i]))
+            # every instance is judged (a replay applies hundreds at once), against the
+            # threshold of its kind (op and size) once this round's durations are in; only
+            # those late, or of a kind with a streak going, one by one and in order
+            idx = np.flatnonzero(keep & (gk == g))
+            kinds, kind_of = np.unique(sizes[idx].astype(np.int64) * 256 + op[idx],
+                                       return_inverse=True)
+            keys, limits = [], np.empty(len(idx))
+            for k, code in enumerate(kinds.tolist()):
+                key = (g, protocol.OPS[code % 256], code // 256)
                 window = self._durations.get(key)
                 if window is None:
                     _make_room(self._durations)
                     window = self._durations[key] = collections.deque(maxlen=WINDOW)
-                window.append(int(transfer[i]))
-                thresholds.pop(key, None)
-            for i in idx.tolist():
-                key = (g, protocol.OPS[op[i]], int(sizes[i]))
-                if key not in thresholds:
-                    thresholds[key] = _late_threshold(self._durations[key])
-                if lateness[i] > thresholds[key]:
+                mine = kind_of == k
+                window.extend(transfer[idx[mine]][-WINDOW:].tolist())
+                keys.append(key)
+                limits[mine] = _late_threshold(window)
+            late = lateness[idx] > limits
+            followed = np.isin(kind_of, [k for k, key in enumerate(keys) if key in self._streaks])
+            for n in np.flatnonzero(late | followed | np.isin(kind_of, kind_of[late])).tolist():
+                i, key = idx[n], keys[kind_of[n]]
+                if late[n]:
                     self._tally(int(rows["rank"][last_i[i]]), int(t0[second_i[i]]),
                                 int(t0[last_i[i]]), key[1], int(seq[i]))
-                if lateness[i] > thresholds[key] or key in self._streaks:
+                if late[n] or key in self._streaks:
                     sl = slice(starts[i], starts[i] + counts[i])
                     self._arrival(key, int(seq[i]), int(rows["rank"][last_i[i]]),
-                                  int(lateness[i]), thresholds[key],
+                                  int(lateness[i]), float(limits[n]),
                                   zip(rows["rank"][sl].tolist(), t0[sl].tolist()))
 
     def _tally(self, rank: int, start: int, end: int, op: str, seq: int) -> None:

@@ -15,6 +15,7 @@ from .. import explain
 from ..job import Interrupts, Job
 from ..launcher import Ranks
 from . import text
+from .diagnose import by_cause
 from .session import Session
 
 BYE_WAIT_S = 2.0
@@ -107,6 +108,7 @@ def run_job(session: Session, start: Callable[[], Job], out: TextIO = sys.stdout
             if job is not None:
                 printer.flush()
                 printer.summary()
+                printer.findings_held()
                 with session.lock:
                     silent = sorted(r for r, s in session.model.ranks.items() if not s.exited)
                 if silent:
@@ -181,6 +183,16 @@ class _Printer:
                 print(nccl, file=self.out)
                 self.nccl_said = True
         self.out.flush()
+
+    def findings_held(self) -> None:
+        """The findings that still held at the end, causes first: a job's own output (a
+        launcher's tracebacks and summary) has pushed their live lines out of sight."""
+        with self.session.lock:
+            held = by_cause(self.session.model.findings())
+        if held:
+            print("\n" + explain.ui_n("findings at end", len(held), self.lang), file=self.out)
+        for f in held:
+            print(text.finding_line(f, self.lang), file=self.out)
 
     def summary(self) -> None:
         s = self.session.summary()
