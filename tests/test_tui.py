@@ -2197,3 +2197,30 @@ async def test_a_failed_ranks_toast_lies_over_the_source_not_the_viewer_panel(
         (toast,) = app.screen.query(Toast)
         assert toast.region.width > 0
         assert toast.region.right <= app.query_one("#right").region.x, toast.region
+
+
+@sync
+async def test_the_source_panel_keeps_the_calls_line_on_screen_beside_a_jobs_output(
+        tmp_path) -> None:
+    """commviz run at 160x48: the job's output panel pushed the source panel's lines, the
+    call's among them, below the screen (user trial); it shows fewer lines around the call."""
+    from commviz.job import OutputBuffer
+
+    program = tmp_path / "train.py"
+    program.write_text("".join(f"line_{i} = {i}\n" for i in range(1, 31)))
+    session = FakeSession()
+    session.feed([dataclasses.replace(m, sites={0: (str(program), 12)})
+                  if isinstance(m, protocol.OpBatch) else m for m in scripted_all_reduce(world=4)])
+    app = CommvizApp(session, FakeRanks(world=4), "run", output=OutputBuffer(),
+                     clock=session.clock, wall_ns=session.clock.wall_ns)
+    async with app.run_test(size=SIZE) as pilot:
+        for _ in range(2):  # the layout, then the source in what it leaves
+            await frame(pilot)
+            session.clock.advance(1.0)  # the teaching panels are redrawn on a slow tick
+        source = app.query_one("#source")
+        assert source.region.bottom <= app.size.height - 1  # above the footer
+        rows = panel(app, "#source").splitlines()
+        assert rows[-1].startswith("╰") and "train.py:12  all_reduce" in rows[1]
+        numbers = [int(row.split()[1]) for row in rows[2:-1]]
+        assert 12 in numbers and numbers == list(range(numbers[0], numbers[-1] + 1))
+        assert len(numbers) < 2 * render.SOURCE_CONTEXT + 1  # fewer than a demo's

@@ -133,6 +133,7 @@ class CommvizApp(App):
         self._height_keys: dict[str, int | None] = {}
         self._shown_panels: dict[str, Any] = {}
         self._explained: tuple | None = None  # (op, site, group, root): the teaching panels'
+        self._sourced: tuple | None = None  # (the same, the source's lines of context)
         # (instance, step, rows) the phases panel shows: it follows the replay, in the rows
         # the panels around it leave
         self._replayed: tuple | None = None
@@ -285,7 +286,10 @@ class CommvizApp(App):
                     explanation = render.explanation(model, shown, self.lang)
                 self._show("#explain", explanation, _height_key(explanation))
                 self.query_one("#explain-box").scroll_home(animate=False)  # a new one: its top
-                source = render.source(shown, self.lang)
+            context = self._source_context()
+            if (key, context) != self._sourced:
+                self._sourced = (key, context)
+                source = render.source(shown, self.lang, context)
                 self._show("#source", source, _height_key(source))
         if slow_tick or replayed != self._replayed:  # follows the replay step by step
             self._replayed = replayed
@@ -443,6 +447,20 @@ class CommvizApp(App):
         least = STATUS_LEAST_ROWS + self.query_one("#status").styles.gutter.height
         return max(1, left - least - self.query_one("#phases").styles.gutter.height)
 
+    def _source_context(self) -> int:
+        """Lines of the program to show around its call: render.SOURCE_CONTEXT, or fewer
+        where the left column leaves the source panel less room, the replay at its least (a
+        job's output panel, or 8 ranks, pushed the call's line off the bottom at 160x48)."""
+        left, source = self.query_one("#left"), self.query_one("#source")
+        if self._narrow or left.size.height <= 0:
+            return render.SOURCE_CONTEXT
+        taken = sum(child.outer_size.height for child in left.children
+                    if child.display and child.id not in ("topology", "source"))
+        least = self.query_one("#topology").styles.min_height
+        rows = left.size.height - taken - (int(least.value) if least is not None else 0) \
+            - source.styles.gutter.height - 2  # the title, the call's line
+        return max(0, min(render.SOURCE_CONTEXT, rows // 2))
+
     def _phases_width(self) -> int | None:
         """The phases panel's inner width, also while it gives way (hidden: no region);
         None before a layout."""
@@ -586,7 +604,7 @@ class CommvizApp(App):
         self.session.reset()
         self._shown, self._t0, self._events = 0, None, [("restarted", {})]
         self._new, self._skipped = [], 0
-        self._explained = self._replayed = None
+        self._explained = self._replayed = self._sourced = None
         self._slow_at = float("-inf")
         self.query_one(Topology).restart()
         self.query_one("#log", OpLog).clear()
@@ -688,7 +706,7 @@ class CommvizApp(App):
         self.lang = "pt" if self.lang == "en" else "en"
         self.query_one("#log", OpLog).redraw()  # the lines already there, in the new language
         self._titles()
-        self._explained = self._replayed = None
+        self._explained = self._replayed = self._sourced = None
         self._slow_at = float("-inf")
         self.refresh_view()
 

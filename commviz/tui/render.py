@@ -728,8 +728,9 @@ def _finding(out: Text, f: Finding, lang: str) -> None:
 SOURCE_CONTEXT = 4  # lines shown above and below the line that made the call
 
 
-def source(inst: Instance | None, lang: str) -> Text:
-    """The program's own source around the line that issued an operation."""
+def source(inst: Instance | None, lang: str, context: int = SOURCE_CONTEXT) -> Text:
+    """The program's own source around the line that issued an operation, ``context``
+    lines above and below it."""
     if inst is None or inst.site is None:
         return Text(explain.ui("no operation yet", lang), style="dim")
     path, line = inst.site  # type: ignore[misc]
@@ -738,8 +739,8 @@ def source(inst: Instance | None, lang: str) -> Text:
         return Text(f"{path}:{line} ({explain.ui('source not here', lang)})", style="dim")
     out = Text(no_wrap=True, overflow="ellipsis")
     out.append(f"{os.path.basename(path)}:{line}  {inst.op}\n", style="bold")
-    first = max(1, line - SOURCE_CONTEXT)
-    for number in range(first, min(len(lines), line + SOURCE_CONTEXT) + 1):
+    first = max(1, line - context)
+    for number in range(first, min(len(lines), line + context) + 1):
         code = lines[number - 1].rstrip("\n")
         style = "bold reverse" if number == line else "dim"
         out.append(f"{number:4d} {code}\n", style=style)
