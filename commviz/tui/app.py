@@ -554,7 +554,7 @@ class CommvizApp(App):
                 if first and not self._status_shows_whole(self._event("rank failed", fields)):
                     self.notify(self._event("rank failed", fields), severity="error",
                                 timeout=10, markup=False)
-            else:
+            elif self._output is None:  # a job's end has its own line, below
                 self._events.append(("rank finished", {"who": rp.who}))
         if self.ranks.failed() and self.ranks.running():
             self._events.append(("stopping others", {}))
