@@ -829,9 +829,10 @@ def test_mismatched_op_named_from_in_flight_records_before_anything_completes():
                                                                       peer=0)])
     (f,) = diag.update()
     assert _types([f]) == [("mismatch", (3,), (0, 1, 2, 3), 3)]
-    assert f.message == ("mismatch at #3 in group 0-3: rank 3 called broadcast (4096 B float32), "
-                         "while ranks 0,1,2 called all_reduce (4096 B float32)")
-    assert f.message_pt == ("incompatibilidade no #3 do grupo 0-3: rank 3 chamou broadcast "
+    # "!! mismatch: ranks disagree at #3": not "mismatch: mismatch at #3" (user trial)
+    assert f.message == ("ranks disagree at #3 in group 0-3: rank 3 called broadcast "
+                         "(4096 B float32), while ranks 0,1,2 called all_reduce (4096 B float32)")
+    assert f.message_pt == ("os ranks divergem no #3 do grupo 0-3: rank 3 chamou broadcast "
                             "(4096 B float32), enquanto os ranks 0,1,2 chamaram all_reduce "
                             "(4096 B float32)")
 

@@ -909,9 +909,9 @@ class Diagnosis:
         base = _call(entries[same[0]])
         return Finding(
             "mismatch", odd, group, seq,
-            f"mismatch at #{seq} in group {_group(group)}: {desc}, while {_ranks(same)} "
+            f"ranks disagree at #{seq} in group {_group(group)}: {desc}, while {_ranks(same)} "
             f"called {base}",
-            f"incompatibilidade no #{seq} do grupo {_group(group)}: {desc_pt}, enquanto "
+            f"os ranks divergem no #{seq} do grupo {_group(group)}: {desc_pt}, enquanto "
             f"{_ranks(same, 'pt')} {'chamou' if len(same) == 1 else 'chamaram'} {base}",
             ("mismatch", gkey, seq), now, wall)
 
