@@ -387,10 +387,11 @@ def test_failed_collective_whose_peer_crashed_unheard_says_only_what_is_known():
     (f,) = diag.update()
     assert _types([f]) == [("failed", (0,), (0, 1), 2)]
     assert "never" not in f.message and "mismatch" not in f.message
-    assert f.message == ("rank 1 failed in all_reduce #2 in group 0,1 after 0.0 s: no record "
+    # in ms under 0.1 s: "after 0.0 s" read as no time at all (user trial)
+    assert f.message == ("rank 1 failed in all_reduce #2 in group 0,1 after 10.0 ms: no record "
                          "from rank 0 for #2 (0: silent for 1.2 s, no goodbye: it may have "
                          "crashed inside the call; its last record: all_reduce #1)")
-    assert f.text("pt") == ("rank 1 falhou em all_reduce #2 no grupo 0,1 após 0,0 s: nenhum "
+    assert f.text("pt") == ("rank 1 falhou em all_reduce #2 no grupo 0,1 após 10,0 ms: nenhum "
                             "registro do rank 0 para o #2 (0: em silêncio há 1,2 s, sem se "
                             "despedir: pode ter caído dentro da chamada; seu último registro: "
                             "all_reduce #1)")
@@ -673,7 +674,7 @@ def _crash_demo(clock, model):
                 + [bye(r) for r in (0, 1, 3)])
 
 
-CRASH_FAILED = ("ranks 0,1,3 failed in all_reduce #4 in group 0-3 after 0.0 s: no record from "
+CRASH_FAILED = ("ranks 0,1,3 failed in all_reduce #4 in group 0-3 after 10.0 ms: no record from "
                 "rank 2 for #4 (2: lost, no goodbye; its last record: all_reduce #3)")
 
 
@@ -692,7 +693,7 @@ def test_finish_names_where_a_lost_rank_left_its_peers():
     assert _types([failed]) == [("failed", (2,), (0, 1, 2, 3), 4)]
     assert failed.message == CRASH_FAILED and not failed.hung
     assert failed.text("pt") == (
-        "os ranks 0,1,3 falharam em all_reduce #4 no grupo 0-3 após 0,0 s: nenhum registro do "
+        "os ranks 0,1,3 falharam em all_reduce #4 no grupo 0-3 após 10,0 ms: nenhum registro do "
         "rank 2 para o #4 (2: perdido, sem se despedir; seu último registro: all_reduce #3)")
     assert [f.type for f in diagnose.by_cause(diag.findings())] == ["lost_rank", "failed"]
 

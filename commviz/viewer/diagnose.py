@@ -639,19 +639,19 @@ class Diagnosis:
             return Finding(
                 "failed", missing, group, seq,
                 f"{op} #{seq} in group {_group(group)} hung until a timeout ended it after "
-                f"{took:.1f} s: {_ranks(failed)} failed in it waiting for {_ranks(missing)} "
+                f"{_took(took)}: {_ranks(failed)} failed in it waiting for {_ranks(missing)} "
                 f"({why_en}){cause_en}",
                 f"{op} #{seq} no grupo {_group(group)} ficou travado até um timeout encerrá-lo "
-                f"após {took:.1f} s: {_ranks(failed, 'pt')} {'falhou' if one else 'falharam'} "
+                f"após {_took(took)}: {_ranks(failed, 'pt')} {'falhou' if one else 'falharam'} "
                 f"nele esperando {'pelo' if none else 'pelos'} "
                 f"{_ranks(missing, 'pt').removeprefix('os ')} ({why_pt}){cause_pt}",
                 key, now, wall, links=links, op=op, hung=True)
         return Finding(
             "failed", missing, group, seq,
             f"{_ranks(failed)} failed in {op} #{seq} in group {_group(group)} after "
-            f"{took:.1f} s: no record from {_ranks(missing)} for #{seq} ({why_en})",
+            f"{_took(took)}: no record from {_ranks(missing)} for #{seq} ({why_en})",
             f"{_ranks(failed, 'pt')} {'falhou' if one else 'falharam'} em {op} #{seq} no "
-            f"grupo {_group(group)} após {took:.1f} s: nenhum registro "
+            f"grupo {_group(group)} após {_took(took)}: nenhum registro "
             f"{'do' if none else 'dos'} {_ranks(missing, 'pt').removeprefix('os ')} "
             f"para o #{seq} ({why_pt})",
             key, now, wall, links=links, op=op)
@@ -754,12 +754,12 @@ class Diagnosis:
             cause_en = cause_pt = ""
             ended = min(self._until((rank, peer), now), ends[job]) < now
             if hung is not None:
-                wait_en, wait_pt = f"hung until a timeout ended it after {took:.1f} s waiting", \
-                    f"ficou travado até um timeout encerrá-lo após {took:.1f} s esperando"
+                wait_en, wait_pt = f"hung until a timeout ended it after {_took(took)} waiting", \
+                    f"ficou travado até um timeout encerrá-lo após {_took(took)} esperando"
                 cause_en, cause_pt = self._cause((rank,), (peer,))
             elif took is not None:
-                wait_en, wait_pt = f"failed after {took:.1f} s waiting", \
-                    f"falhou após {took:.1f} s esperando"
+                wait_en, wait_pt = f"failed after {_took(took)} waiting", \
+                    f"falhou após {_took(took)} esperando"
             elif ended:
                 wait_en, wait_pt = f"waited {secs:.1f} s, until the ranks exited,", \
                     f"esperou {secs:.1f} s, até os ranks saírem,"
@@ -1162,6 +1162,12 @@ def _ranks(ranks: Iterable[int], lang: str = "en") -> str:
     if len(ranks) == 1:
         return f"rank {ranks[0]}"
     return ("ranks " if lang == "en" else "os ranks ") + ",".join(map(str, ranks))
+
+
+def _took(seconds: float) -> str:
+    """How long a rank was in an op that failed: in seconds, in ms under 0.1 s (a peer that
+    had exited failed it at once: "after 0.0 s")."""
+    return f"{seconds:.1f} s" if seconds >= 0.1 else f"{seconds * 1e3:.1f} ms"
 
 
 def _group(group: tuple[int, ...]) -> str:
