@@ -2137,10 +2137,28 @@ def test_the_inside_panel_lists_every_transfer_of_a_round(lang: str, head: str) 
     from commviz.tui.animation import AnimFrame
     from commviz.viewer.model import Instance
 
-    members = tuple(Instance("isend", (src, (src + 1) % 4), 9, 248, 0, 1000, 1500 + 500 * src,
+    took_ns = (95_700, 999_000, 2_624_000, 1_200_000_000)
+    members = tuple(Instance("isend", (src, (src + 1) % 4), 9, 248, 0, 1000, 1000 + took_ns[src],
                              "float32", None, None) for src in range(4))
     frame = AnimFrame(members[0], None, 1, 0, 1, "", 0.5, "", (), False, True, members)
     lines = render.phases(FakeSession().model, lang, frame=frame).plain.splitlines()
-    took = {"en": ["0.5", "1.0", "1.5", "2.0"], "pt": ["0,5", "1,0", "1,5", "2,0"]}[lang]
-    assert lines == [head] + [f"  rank {s} → rank {(s + 1) % 4}  #9  248 B  {took[s]} µs"
+    # in the unit that suits, as everywhere else on screen (it read "2624.0 µs" beside the
+    # replay's "took 2.62 ms")
+    took = {"en": ["95.7 µs", "999 µs", "2.62 ms", "1.2 s"],
+            "pt": ["95,7 µs", "999 µs", "2,62 ms", "1,2 s"]}[lang]
+    assert lines == [head] + [f"  rank {s} → rank {(s + 1) % 4}  #9  248 B  {took[s]}"
                               for s in range(4)]
+
+
+@pytest.mark.parametrize("lang, measured", [("en", "Measured  1.24 ms"),
+                                            ("pt", "Medido  1,24 ms")])
+def test_a_transfers_measured_time_reads_in_the_unit_that_suits(lang: str, measured: str) -> None:
+    """The inside panel gave a pipeline's send as "1242.2 µs" where the replay above it read
+    "took 1.24 ms" (teacher's trial)."""
+    session = FakeSession()
+    session.feed([m for m in scripted_send_recv(world=2, steps=1)
+                  if not isinstance(m, protocol.Heartbeat)])
+    inst = session.model.recent[-1]
+    inst = dataclasses.replace(inst, t_end=inst.t_last_start + 1_242_200)
+    frame = type("F", (), {"instance": inst, "step": 0, "round": False})()
+    assert render.phases(session.model, lang, frame).plain.splitlines()[1] == measured

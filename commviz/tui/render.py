@@ -364,7 +364,7 @@ def phases(model: Model, lang: str = "en", frame: AnimFrame | None = None,
         out.append(f"{inst.op}: rank {src} → rank {dst}, {_bytes(inst.size, lang)}\n",
                    style="bold")
         out.append(f"{explain.ui('measured', lang)}  "
-                   f"{explain.number(f'{inst.time_ns / 1e3:.1f}', lang)} µs\n")
+                   f"{explain.number(text.duration(inst.time_ns), lang)}\n")
         # NCCL connects a pair on its first transfer (lazily); gloo connected every pair
         # when the process group was created, so there its first transfer set nothing up
         if _backend_of(model, inst.group) != "nccl":
@@ -409,9 +409,9 @@ def _p2p_members(frame: AnimFrame, lang: str) -> Text:
     out = Text(explain.ui("inside round", lang).format(n=len(members), op=frame.instance.op)
                + "\n", style="bold")
     for i in members[:MEMBERS_SHOWN]:
-        took = explain.number(f"{i.time_ns / 1e3:.1f}", lang)
+        took = explain.number(text.duration(i.time_ns), lang)
         out.append(f"  rank {i.group[0]} → rank {i.group[1]}  #{i.seq}  "
-                   f"{_bytes(i.size, lang)}  {took} µs\n")
+                   f"{_bytes(i.size, lang)}  {took}\n")
     if len(members) > MEMBERS_SHOWN:
         out.append(explain.ui("and more", lang).format(n=len(members) - MEMBERS_SHOWN).strip())
     out.rstrip()
