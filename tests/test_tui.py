@@ -2162,3 +2162,18 @@ def test_a_transfers_measured_time_reads_in_the_unit_that_suits(lang: str, measu
     inst = dataclasses.replace(inst, t_end=inst.t_last_start + 1_242_200)
     frame = type("F", (), {"instance": inst, "step": 0, "round": False})()
     assert render.phases(session.model, lang, frame).plain.splitlines()[1] == measured
+
+
+@pytest.mark.parametrize("lang, op, state", [
+    ("en", "reduce_scatter_tensor", "done reduce_sca…tensor"),
+    ("pt", "scatter_object_list", "concluiu scatter_…list"),
+    ("en", "all_reduce", "done all_reduce")])
+def test_an_idle_ranks_long_op_is_shortened_in_its_middle(lang: str, op: str,
+                                                           state: str) -> None:
+    """A rank done with a long op read "done…", which named no op (teacher's trial of
+    reduce_scatter_tensor and objects)."""
+    session = FakeSession()
+    session.feed(scripted_collective(op, world=2, steps=1))
+    row = render.ranks_table(session.model, session.clock.monotonic(), lang=lang,
+                             width=94).plain.splitlines()[1]
+    assert f" {state} " in row and "…" not in row.replace(state, "")

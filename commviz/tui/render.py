@@ -83,7 +83,7 @@ def ranks_table(model: Model, now: float, now_ns: int | None = None,
             state = Text(_waiting_in(op.op, op.seq, max(0, now_ns - op.t_start),
                                      state_w - len(flag), lang), style="bold yellow")
         elif s.last_op:
-            state, idle = Text(ui("state done").format(s.last_op), style="green"), True
+            state, idle = Text(_done_with(s.last_op, state_w, lang), style="green"), True
         else:
             state, idle = Text(ui("state idle"), style="dim"), True
         if flag:
@@ -122,6 +122,16 @@ def _waiting_in(op: str, seq: int, waited_ns: int, width: int, lang: str) -> str
 
 
 MIN_OP_SHOWN = 8  # characters of an op's name in a waiting rank's state, at least
+
+
+def _done_with(op: str, width: int, lang: str) -> str:
+    """An idle rank's state ("done all_reduce") in ``width``: a long op's name shortened in
+    its middle ("done reduce_sca…tensor"), not cut to "done…"."""
+    state = explain.ui("state done", lang).format(op)
+    room = len(op) - (len(state) - width)
+    if len(state) <= width or room < MIN_OP_SHOWN:
+        return state
+    return explain.ui("state done", lang).format(text.shorten_middle(op, room))
 
 
 def _whole_words(line: str, width: int) -> str:
