@@ -2177,3 +2177,22 @@ def test_an_idle_ranks_long_op_is_shortened_in_its_middle(lang: str, op: str,
     row = render.ranks_table(session.model, session.clock.monotonic(), lang=lang,
                              width=94).plain.splitlines()[1]
     assert f" {state} " in row and "…" not in row.replace(state, "")
+
+
+@pytest.mark.parametrize("lang, legend", [
+    ("en", "Buffers: digit = the rank the block came from, · = not yet"),
+    ("pt", "Buffers: dígito = rank que enviou o bloco, · = ainda não")])
+def test_an_all_to_all_grid_shows_each_ranks_received_blocks_by_sender(lang: str,
+                                                                       legend: str) -> None:
+    """Each rank's column held all n x n chunks, mostly dots: at 160 columns rank 3 of 4 was
+    left out (teacher's trial). Now a rank's column is its n received blocks, each digit the
+    rank it came from."""
+    lines = _phases_lines("all_to_all", 4, lang, render.GRID_MAX_W)
+    grid = lines[lines.index(legend) + 1:]
+    assert grid[0].split() == ["r0", "r1", "r2", "r3"]
+    assert [row.split()[-4:] for row in grid[1:5]] == [
+        ["0···", "·1··", "··2·", "···3"],
+        ["0··3", "01··", "·12·", "··23"],
+        ["0·23", "01·3", "012·", "·123"],
+        ["0123", "0123", "0123", "0123"]]
+    assert "r3" not in "".join(grid[5:])  # no rank left out

@@ -452,7 +452,7 @@ def _collective(sched: schedules.Schedule, inst: Instance, backend: str,
     layout = grid_layout(sched, inst.group, lang, width)
     if n <= MAX_GRID_RANKS and layout.ranks >= min(n, MIN_GRID_RANKS):
         _grid(out, sched, inst.group, current, lang, layout, shown)
-    else:  # too many ranks, or chunks (all_to_all's n x n): the steps without the buffers
+    else:  # too many ranks, or chunks: the steps without the buffers
         _steps(out, sched, inst.group, current, lang, width, shown)
     out.rstrip()  # the panel's height is its text's: no blank line under the grid
     return out
@@ -564,11 +564,27 @@ def grid_layout(sched: schedules.Schedule, ranks: tuple[int, ...], lang: str,
     transfers beside them where those fit too."""
     label_w = max([6, len(explain.ui("start", lang))]
                   + [len(schedule_notes.step_label(s.label, lang)) for s in sched.steps])
-    column_w = max(sched.chunks, len(f"r{max(ranks)}"))
+    column_w = max(len(_slots(sched, 0)), len(f"r{max(ranks)}"))
     shown = min(len(ranks), max(0, (width - label_w - 1) // (column_w + 1)))
     sends_w = max([len(_sends(s, ranks)) for s in sched.steps] + [0])
     beside = shown == len(ranks) and label_w + 1 + sends_w + 1 + shown * (column_w + 1) <= width
     return GridLayout(label_w, column_w, shown, sends_w if beside else 0)
+
+
+def _slots(sched: schedules.Schedule, rank: int) -> list[tuple[int, int]]:
+    """The chunks a rank's column shows, each with the number its digit gives: every chunk,
+    numbered; for all_to_all, the rank's n received blocks, each numbered by its sender (its
+    n x n chunks left no room for a fourth rank at 160 columns)."""
+    if schedules.canonical_op(sched.op) == "all_to_all":
+        return [(s * sched.n + rank, s) for s in range(sched.n)]
+    return [(c, c) for c in range(sched.chunks)]
+
+
+def _digits_key(sched: schedules.Schedule, reducing: bool) -> str:
+    if reducing:
+        return "digits summed"
+    return "digits senders" if schedules.canonical_op(sched.op) == "all_to_all" \
+        else "digits chunks"
 
 
 def _left_out(layout: GridLayout, ranks: tuple[int, ...], lang: str) -> str:
@@ -599,9 +615,10 @@ def _grid(out: Text, sched: schedules.Schedule, ranks: tuple[int, ...], current:
         out.append(f"{label:>{label_w}} ", style=style)
         if listed:
             out.append(f"{sends:<{send_w}} ")
-        for held in state[:layout.ranks]:
+        for rank, held in enumerate(state[:layout.ranks]):
             out.append(" ")
-            for c in range(sched.chunks):
+            slots = _slots(sched, rank)
+            for c, number in slots:
                 who = held.get(c)
                 if who is None:
                     out.append("·", style="dim")
@@ -609,13 +626,12 @@ def _grid(out: Text, sched: schedules.Schedule, ranks: tuple[int, ...], current:
                     out.append(_DIGITS[min(len(who), 35)],
                                style="bold green" if len(who) == len(ranks) else "")
                 else:
-                    out.append(_DIGITS[min(c, 35)], style="green")
-            out.append(" " * (width - sched.chunks))
+                    out.append(_DIGITS[min(number, 35)], style="green")
+            out.append(" " * (width - len(slots)))
         out.append("\n")
 
     out.append(f"{explain.ui('buffers', lang)}: "
-               f"{explain.ui('digits summed' if reducing else 'digits chunks', lang)}\n",
-               style="dim")
+               f"{explain.ui(_digits_key(sched, reducing), lang)}\n", style="dim")
     out.append(f"{'':>{label_w}} {'':<{send_w}} " if listed else f"{'':>{label_w}} ")
     out.append("".join(f" {'r' + str(r):<{width}}" for r in ranks[:layout.ranks]) + "\n",
                style="bold")
