@@ -13,6 +13,7 @@ import io
 import math
 import re
 from collections.abc import Callable, Coroutine
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -2196,3 +2197,26 @@ def test_an_all_to_all_grid_shows_each_ranks_received_blocks_by_sender(lang: str
         ["0·23", "01·3", "012·", "·123"],
         ["0123", "0123", "0123", "0123"]]
     assert "r3" not in "".join(grid[5:])  # no rank left out
+
+
+SOURCE_W_AT_160 = 94  # the source panel's inner width at 160 columns (3/5 of it, less borders)
+
+
+def test_the_lines_a_demos_source_panel_shows_fit_it_at_160_columns() -> None:
+    """A teacher at 160x48 read "# outbox[j] goes to rank j; inbox[i] comes from …" and
+    "f"input of stage {rank}, iteration {iteratio…": a demo's lines around each
+    communication call are shown whole."""
+    import commviz.demos
+    from commviz.viewer.model import Instance
+
+    too_long = []
+    for path in sorted(Path(commviz.demos.__file__).parent.glob("*.py")):
+        code = path.read_text().splitlines()
+        for number, line in enumerate(code, 1):
+            if re.search(r"\bdist\.(?!get_)\w+\(", line):
+                site = Instance("all_reduce", (0, 1), 1, 4, 0, 0, 1, "float32", None,
+                                site=(str(path), number))
+                too_long += [f"{path.name}: {shown}"
+                             for shown in render.source(site, "en").plain.splitlines()
+                             if len(shown) > SOURCE_W_AT_160]
+    assert not too_long, "\n".join(too_long)
