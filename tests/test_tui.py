@@ -2207,6 +2207,7 @@ def test_the_lines_a_demos_source_panel_shows_fit_it_at_160_columns() -> None:
     "f"input of stage {rank}, iteration {iteratio…": a demo's lines around each
     communication call are shown whole."""
     import commviz.demos
+
     from commviz.viewer.model import Instance
 
     too_long = []
