@@ -907,3 +907,13 @@ def test_a_findings_name_on_screen_has_no_underscore() -> None:
 
     assert [finding_name("lost_rank", lang) for lang in ("en", "pt")] == \
         ["lost rank", "rank perdido"]
+
+
+@pytest.mark.parametrize("n", [3, 5])
+def test_an_odd_ring_reaches_down_to_the_bottom_of_its_area(n: int) -> None:
+    """3 ranks sat on a triangle in the top three quarters of the replay, its bottom rows
+    left empty (teacher's trial of all_reduce --ranks 3)."""
+    even = layout(n + 1, W, H - 3)
+    odd = layout(n, W, H - 3)
+    assert max(y for _, y in odd.values()) == max(y for _, y in even.values())
+    assert odd[0][1] == even[0][1]  # rank 0 stays at the top

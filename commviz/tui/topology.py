@@ -65,7 +65,8 @@ _LINK, _PATH, _ALERT, _STATE, _KIND, _HEAD, _CHUNK, _MARK, _RANK = range(1, 10)
 def layout(n: int, width: int, height: int) -> dict[int, tuple[int, int]]:
     """Cell (x, y) of each rank's label centre in a ``width`` x ``height`` area.
 
-    A ring (an ellipse filling the area, rank 0 at the top, rank+1 clockwise) for up to
+    A ring (an ellipse filling the area, rank 0 at the top, rank+1 clockwise; an odd number
+    of ranks, whose lowest sit above the ellipse's bottom, stretched down to it) for up to
     RING_MAX ranks beyond which a grid, its rows alternating direction so that ring neighbours
     stay side by side. Ranks that do not fit a small area are left out (the title says so).
     """
@@ -76,11 +77,12 @@ def layout(n: int, width: int, height: int) -> dict[int, tuple[int, int]]:
         cx, cy = (width - 1) / 2, (height - 1) / 2
         # a free row above and below leaves the top and bottom ranks room for their state
         rx, ry = max(0.0, cx - half), cy - 1 if height >= 9 else cy
-        out = {}
-        for r in range(n):
-            a = -math.pi / 2 + 2 * math.pi * r / n
-            out[r] = (round(cx + rx * math.cos(a)), round(cy + ry * math.sin(a)))
-        return out
+        angles = [-math.pi / 2 + 2 * math.pi * r / n for r in range(n)]
+        lowest = max(math.sin(a) for a in angles)  # 1, but 0.5 for 3 ranks
+        stretch = 2 / (1 + lowest) if n > 1 else 1.0
+        return {r: (round(cx + rx * math.cos(a)),
+                    round(cy - ry + ry * (1 + math.sin(a)) * stretch))
+                for r, a in enumerate(angles)}
     w = len(_label(n - 1)) + 1
     max_cols = max(1, width // w)
     cols = min(max_cols, max(math.ceil(math.sqrt(2 * n)), math.ceil(n / height)))
