@@ -581,6 +581,7 @@ def _slots(sched: schedules.Schedule, rank: int) -> list[tuple[int, int]]:
 
 
 def _digits_key(sched: schedules.Schedule, reducing: bool) -> str:
+    """The UI key of the grid's legend: what its digits say."""
     if reducing:
         return "digits summed"
     return "digits senders" if schedules.canonical_op(sched.op) == "all_to_all" \
