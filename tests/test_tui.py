@@ -2221,3 +2221,24 @@ def test_the_lines_a_demos_source_panel_shows_fit_it_at_160_columns() -> None:
                              for shown in render.source(site, "en").plain.splitlines()
                              if len(shown) > SOURCE_W_AT_160]
     assert not too_long, "\n".join(too_long)
+
+
+@sync
+async def test_the_explanation_turns_with_the_replay_to_an_op_of_one_step() -> None:
+    """The objects demo: the replay drew scatter (one step, 0.3 s) while the explanation,
+    redrawn at most twice a second, still explained the broadcast before it (teacher's
+    trial). The explanation and source turn with the replay."""
+    session = FakeSession()
+    session.feed(scripted_collective("scatter", world=4, steps=1, peer=0)
+                 + scripted_collective("gather", world=4, steps=1, peer=0, first=1))
+    app = make_app(session)
+    async with app.run_test(size=SIZE) as pilot:
+        await frame(pilot)
+        assert "scatter:" in panel(app, "#explain") and "scatter" in panel(app, "#phases")
+        assert app_module.REPLAY_STEP_S + 0.05 < app_module.SLOW_FRAME_S
+        session.clock.advance(app_module.REPLAY_STEP_S + 0.05)
+        for _ in range(3):
+            await frame(pilot)
+        assert "gather to rank 0" in panel(app, "#phases")  # the replay has turned
+        explanation = panel(app, "#explain")
+        assert "gather:" in explanation and "scatter:" not in explanation
