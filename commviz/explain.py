@@ -1272,6 +1272,8 @@ _UI_PAIRS: dict[str, tuple[str, str]] = {
     "fitted on": ("fitted on this run's {shapes} kinds of operation",
                   "ajustados aos {shapes} tipos de operação desta execução"),
     "digits chunks": ("digit = chunk held, · = not yet", "dígito = pedaço recebido, · = ainda não"),
+    "digits senders": ("digit = the rank the block came from, · = not yet",
+                       "dígito = rank que enviou o bloco, · = ainda não"),
     "digits summed": ("digit = ranks summed into the chunk, · = not held",
                       "dígito = ranks somados no pedaço, · = ausente"),
     "completed operations": ("Completed operations", "Operações concluídas"),

@@ -19,4 +19,5 @@ def main(ctx):
         dist.all_gather(blocks, mine)  # block i now holds rank i's contribution
 
         for i, block in enumerate(blocks):
-            ctx.check(torch.all(block == i * 100 + iteration), f"block {i}, iteration {iteration}")
+            ctx.check(torch.all(block == i * 100 + iteration),
+                      f"block {i}, iteration {iteration}")

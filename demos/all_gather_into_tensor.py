@@ -19,4 +19,5 @@ def main(ctx):
         dist.all_gather_into_tensor(everything, mine)  # slot i holds rank i's block
 
         for i, block in enumerate(everything.view(world, numel)):
-            ctx.check(torch.all(block == i * 100 + iteration), f"block {i}, iteration {iteration}")
+            ctx.check(torch.all(block == i * 100 + iteration),
+                      f"block {i}, iteration {iteration}")

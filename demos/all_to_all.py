@@ -14,14 +14,14 @@ def value(sender, receiver, iteration):
 
 def main(ctx):
     rank, world = dist.get_rank(), dist.get_world_size()
-    block = ctx.block_numel(torch.float32)  # elements in each letter: world letters per rank
+    block = ctx.block_numel(torch.float32)  # elements per letter; world letters per rank
 
     for iteration in ctx.iterations():
         outbox = [torch.full((block,), value(rank, j, iteration), device=ctx.device)
                   for j in range(world)]
         inbox = [torch.empty(block, device=ctx.device) for _ in range(world)]
 
-        dist.all_to_all(inbox, outbox)  # outbox[j] goes to rank j; inbox[i] comes from rank i
+        dist.all_to_all(inbox, outbox)  # outbox[j] goes to rank j; inbox[i] from rank i
 
         for i, letter in enumerate(inbox):
             ctx.check(torch.all(letter == value(i, rank, iteration)),

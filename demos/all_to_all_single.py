@@ -22,7 +22,7 @@ def main(ctx):
             part.fill_(value(rank, j, iteration))
         incoming = torch.empty_like(outgoing)
 
-        dist.all_to_all_single(incoming, outgoing)  # slice j goes to rank j, slice i comes back
+        dist.all_to_all_single(incoming, outgoing)  # slice j to rank j, slice i from i
 
         for i, part in enumerate(incoming.view(world, block)):
             ctx.check(torch.all(part == value(i, rank, iteration)),

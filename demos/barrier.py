@@ -21,5 +21,6 @@ def main(ctx):
 
         left = time.time()
         latest = torch.tensor([arrived], dtype=torch.float64, device=ctx.device)
-        dist.all_reduce(latest, op=dist.ReduceOp.MAX)  # when did the slowest rank arrive?
-        ctx.check(left >= latest.item(), f"left the barrier of iteration {iteration} too early")
+        dist.all_reduce(latest, op=dist.ReduceOp.MAX)  # when the slowest rank arrived
+        ctx.check(left >= latest.item(),
+                  f"left the barrier of iteration {iteration} too early")

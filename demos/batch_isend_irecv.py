@@ -25,7 +25,7 @@ def main(ctx):
             dist.P2POp(dist.isend, mine, left),
             dist.P2POp(dist.irecv, from_right, right),
         ]
-        requests = dist.batch_isend_irecv(ops)  # posts all four at once, returns requests
+        requests = dist.batch_isend_irecv(ops)  # posts all four at once
         for request in requests:
             request.wait()
 

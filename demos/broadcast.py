@@ -15,9 +15,10 @@ def main(ctx):
     for iteration in ctx.iterations():
         root = iteration % world
         if rank == root:
-            tensor = torch.full((numel,), float(root * 100 + iteration), device=ctx.device)
+            tensor = torch.full((numel,), float(root * 100 + iteration),
+                                device=ctx.device)
         else:
-            tensor = torch.empty(numel, device=ctx.device)  # only a place to receive into
+            tensor = torch.empty(numel, device=ctx.device)  # a place to receive into
 
         dist.broadcast(tensor, src=root)  # every rank's tensor now equals the root's
 

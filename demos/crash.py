@@ -29,7 +29,7 @@ def main(ctx):
 
     for iteration in ctx.iterations():
         if rank == victim and iteration == CRASH_AT:
-            os.kill(os.getpid(), signal.SIGKILL)  # out of memory: the process just vanishes
+            os.kill(os.getpid(), signal.SIGKILL)  # out of memory: the process vanishes
 
         grads = torch.ones(numel, device=ctx.device)
         dist.all_reduce(grads)

@@ -45,4 +45,4 @@ def main(ctx):
     mine = model[0].weight.full_tensor()  # all-gathers the slices of one weight
     rank0 = mine.clone()
     dist.broadcast(rank0, src=0)
-    ctx.check(torch.equal(mine, rank0), "slices assemble to the same model on every rank")
+    ctx.check(torch.equal(mine, rank0), "the slices make the same model on every rank")

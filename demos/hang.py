@@ -23,7 +23,7 @@ def main(ctx):
     for iteration in ctx.iterations():
         grads = torch.ones(numel, device=ctx.device)
         if rank == world - 1 and iteration == SKIP_AT:  # the bug: an "empty batch" here
-            dist.recv(grads, src=0)  # rank 0 never sends: it waits for us in the all_reduce
+            dist.recv(grads, src=0)  # rank 0 never sends: it waits in the all_reduce
             continue
 
         dist.all_reduce(grads)  # at SKIP_AT the others wait here for the last rank

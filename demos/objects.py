@@ -15,8 +15,8 @@ def main(ctx):
 
         everyone = [None] * world
         dist.all_gather_object(everyone, note)  # everyone[i] is rank i's note
-        ctx.check(everyone == [{"rank": i, "iteration": iteration} for i in range(world)],
-                  f"all_gather of iteration {iteration}")
+        notes = [{"rank": i, "iteration": iteration} for i in range(world)]
+        ctx.check(everyone == notes, f"all_gather of iteration {iteration}")
 
         box = [{"lesson": iteration}] if rank == 0 else [None]
         dist.broadcast_object_list(box, src=0)  # box[0] becomes rank 0's object
@@ -27,16 +27,19 @@ def main(ctx):
         if rank == 0:
             ctx.check(pile == everyone, f"gather of iteration {iteration}")
 
-        deal = [{"seat": i, "iteration": iteration} for i in range(world)] if rank == 0 else None
+        deal = None  # only the source deals
+        if rank == 0:
+            deal = [{"seat": i, "iteration": iteration} for i in range(world)]
         seat = [None]
         dist.scatter_object_list(seat, deal, src=0)  # rank i receives deal[i]
         ctx.check(seat == [{"seat": rank, "iteration": iteration}],
                   f"scatter of iteration {iteration}")
 
-        if world >= 2 and rank in (0, 1):  # point-to-point, for objects: rank 0 writes to 1
+        if world >= 2 and rank in (0, 1):  # point-to-point objects: rank 0 writes to 1
             letter = [{"hello": iteration}] if rank == 0 else [None]
             if rank == 0:
                 dist.send_object_list(letter, dst=1)
             else:
                 dist.recv_object_list(letter, src=0)
-            ctx.check(letter == [{"hello": iteration}], f"send/recv of iteration {iteration}")
+            ctx.check(letter == [{"hello": iteration}],
+                      f"send/recv of iteration {iteration}")

@@ -24,14 +24,16 @@ def main(ctx):
             expected = layer(expected)
 
         if rank == 0:
-            x = torch.full((numel,), float(iteration), device=ctx.device)  # the model's input
+            x = torch.full((numel,), float(iteration), device=ctx.device)  # the input
         else:
             x = torch.empty(numel, device=ctx.device)
             dist.recv(x, src=rank - 1)  # wait for the previous stage's activation
-        ctx.check(torch.all(x == expected), f"input of stage {rank}, iteration {iteration}")
+        ctx.check(torch.all(x == expected),
+                  f"input of stage {rank}, iteration {iteration}")
 
         x = layer(x)
         if rank < world - 1:
             dist.send(x, dst=rank + 1)  # hand the activation on to the next stage
         else:
-            ctx.check(torch.all(x == layer(expected)), f"model output of iteration {iteration}")
+            ctx.check(torch.all(x == layer(expected)),
+                      f"model output of iteration {iteration}")

@@ -16,8 +16,9 @@ def main(ctx):
         dst = iteration % world
         tensor = torch.full((numel,), float(rank * 100 + iteration), device=ctx.device)
 
-        dist.reduce(tensor, dst=dst, op=dist.ReduceOp.SUM)  # dst's tensor becomes the sum
+        dist.reduce(tensor, dst=dst, op=dist.ReduceOp.SUM)  # dst's tensor: the sum
 
-        if rank == dst:  # on the other ranks the tensor's contents are not defined afterwards
+        if rank == dst:  # on the other ranks the tensor's contents are now undefined
             expected = sum(r * 100 + iteration for r in range(world))
-            ctx.check(torch.all(tensor == expected), f"sum at rank {dst}, iteration {iteration}")
+            ctx.check(torch.all(tensor == expected),
+                      f"sum at rank {dst}, iteration {iteration}")

@@ -25,4 +25,5 @@ def main(ctx):
         dist.reduce_scatter(mine, blocks, op=dist.ReduceOp.SUM)
 
         expected = sum(value(sender, rank, iteration) for sender in range(world))
-        ctx.check(torch.all(mine == expected), f"sum of block {rank}, iteration {iteration}")
+        ctx.check(torch.all(mine == expected),
+                  f"sum of block {rank}, iteration {iteration}")

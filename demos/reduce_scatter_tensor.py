@@ -22,7 +22,8 @@ def main(ctx):
             part.fill_(value(rank, j, iteration))
         mine = torch.empty(block, device=ctx.device)
 
-        dist.reduce_scatter_tensor(mine, flat, op=dist.ReduceOp.SUM)  # mine = sum of slice rank
+        dist.reduce_scatter_tensor(mine, flat, op=dist.ReduceOp.SUM)  # sum of slice rank
 
         expected = sum(value(sender, rank, iteration) for sender in range(world))
-        ctx.check(torch.all(mine == expected), f"sum of slice {rank}, iteration {iteration}")
+        ctx.check(torch.all(mine == expected),
+                  f"sum of slice {rank}, iteration {iteration}")

@@ -21,4 +21,5 @@ def main(ctx):
 
         dist.scatter(mine, scatter_list=deck, src=0)  # rank i receives deck[i]
 
-        ctx.check(torch.all(mine == rank * 100 + iteration), f"my block of iteration {iteration}")
+        ctx.check(torch.all(mine == rank * 100 + iteration),
+                  f"my block of iteration {iteration}")

@@ -23,7 +23,7 @@ def main(ctx):
         if rank == slow:
             time.sleep(LATE_S)  # e.g. a bigger batch to load than the others
 
-        dist.all_reduce(grads)  # the others are already in here, waiting for the slow rank
+        dist.all_reduce(grads)  # the others are already in here, waiting for it
 
         expected = sum(r + iteration for r in range(world))
         ctx.check(torch.all(grads == expected), f"sum of iteration {iteration}")

@@ -401,15 +401,37 @@ def test_a_ring_keeps_every_label_inside_and_apart(n: int) -> None:
         assert where[1][0] > where[0][0]
 
 
-def test_beyond_sixteen_ranks_a_snake_grid() -> None:
-    where = layout(32, W, H - 3)
+def test_beyond_sixteen_ranks_where_a_rectangle_does_not_fit_a_snake_grid() -> None:
+    where = layout(32, 30, 8)
     assert sorted(where) == list(range(32)) and len(set(where.values())) == 32
     rows = sorted({y for _, y in where.values()})
-    assert len(rows) == 4
-    assert [where[r][1] for r in range(8)] == [rows[0]] * 8
-    assert where[7][0] == where[8][0] and where[8][1] == rows[1]  # ring neighbours stay close
+    assert len(rows) == 6
+    assert [where[r][1] for r in range(6)] == [rows[0]] * 6
+    assert where[5][0] == where[6][0] and where[6][1] == rows[1]  # ring neighbours stay close
     boxes = spans(where)
-    assert all(0 <= a and b < W for _, a, b in boxes)
+    assert all(0 <= a and b < 30 for _, a, b in boxes)
+
+
+@pytest.mark.parametrize("n, width, height", [(17, W, H - 3), (18, 92, 9), (24, 92, 11),
+                                              (32, 66, 12), (32, W, H - 3)])
+def test_beyond_sixteen_ranks_the_ring_goes_round_a_rectangle(n: int, width: int,
+                                                              height: int) -> None:
+    """In the grid's snake, the link from the last rank back to rank 0 (a step of every ring)
+    crossed every row, over other ranks' links (teacher's trial, all_reduce --ranks 18): round
+    a rectangle, every rank's link to rank+1 passes no other rank."""
+    where = layout(n, width, height)
+    assert sorted(where) == list(range(n))
+    boxes = spans(where)
+    assert all(0 <= y < height and 0 <= a and b < width for y, a, b in boxes)
+    for i, (y, a, b) in enumerate(boxes):
+        assert all(y != y2 or b < a2 or b2 < a for y2, a2, b2 in boxes[i + 1:])
+    assert where[0] == min(where.values(), key=lambda xy: (xy[1], xy[0]))  # top left
+    for r in range(n):
+        path = path_of(Transfer(r, (r + 1) % n, 0, 0, False), where)
+        assert path is not None
+        others = [box for s, box in zip(where, boxes) if s not in (r, (r + 1) % n)]
+        assert not any(y == by and a <= x <= b for x, y in path.cells
+                       for by, a, b in others), f"{r} -> {(r + 1) % n} crosses a rank"
 
 
 def test_ranks_that_do_not_fit_are_said_to_be_missing() -> None:
@@ -907,3 +929,13 @@ def test_a_findings_name_on_screen_has_no_underscore() -> None:
 
     assert [finding_name("lost_rank", lang) for lang in ("en", "pt")] == \
         ["lost rank", "rank perdido"]
+
+
+@pytest.mark.parametrize("n", [3, 5])
+def test_an_odd_ring_reaches_down_to_the_bottom_of_its_area(n: int) -> None:
+    """3 ranks sat on a triangle in the top three quarters of the replay, its bottom rows
+    left empty (teacher's trial of all_reduce --ranks 3)."""
+    even = layout(n + 1, W, H - 3)
+    odd = layout(n, W, H - 3)
+    assert max(y for _, y in odd.values()) == max(y for _, y in even.values())
+    assert odd[0][1] == even[0][1]  # rank 0 stays at the top

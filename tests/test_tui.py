@@ -13,6 +13,7 @@ import io
 import math
 import re
 from collections.abc import Callable, Coroutine
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -2148,12 +2149,16 @@ def test_the_inside_panel_lists_every_transfer_of_a_round(lang: str, head: str) 
     from commviz.tui.animation import AnimFrame
     from commviz.viewer.model import Instance
 
-    members = tuple(Instance("isend", (src, (src + 1) % 4), 9, 248, 0, 1000, 1500 + 500 * src,
+    took_ns = (95_700, 999_000, 2_624_000, 1_200_000_000)
+    members = tuple(Instance("isend", (src, (src + 1) % 4), 9, 248, 0, 1000, 1000 + took_ns[src],
                              "float32", None, None) for src in range(4))
     frame = AnimFrame(members[0], None, 1, 0, 1, "", 0.5, "", (), False, True, members)
     lines = render.phases(FakeSession().model, lang, frame=frame).plain.splitlines()
-    took = {"en": ["0.5", "1.0", "1.5", "2.0"], "pt": ["0,5", "1,0", "1,5", "2,0"]}[lang]
-    assert lines == [head] + [f"  rank {s} → rank {(s + 1) % 4}  #9  248 B  {took[s]} µs"
+    # in the unit that suits, as everywhere else on screen (it read "2624.0 µs" beside the
+    # replay's "took 2.62 ms")
+    took = {"en": ["95.7 µs", "999 µs", "2.62 ms", "1.2 s"],
+            "pt": ["95,7 µs", "999 µs", "2,62 ms", "1,2 s"]}[lang]
+    assert lines == [head] + [f"  rank {s} → rank {(s + 1) % 4}  #9  248 B  {took[s]}"
                               for s in range(4)]
 
 
@@ -2225,3 +2230,96 @@ async def test_the_source_panel_keeps_the_calls_line_on_screen_beside_a_jobs_out
         numbers = [int(row.split()[1]) for row in rows[2:-1]]
         assert 12 in numbers and numbers == list(range(numbers[0], numbers[-1] + 1))
         assert len(numbers) < 2 * render.SOURCE_CONTEXT + 1  # fewer than a demo's
+
+
+@pytest.mark.parametrize("lang, measured", [("en", "Measured  1.24 ms"),
+                                            ("pt", "Medido  1,24 ms")])
+def test_a_transfers_measured_time_reads_in_the_unit_that_suits(lang: str, measured: str) -> None:
+    """The inside panel gave a pipeline's send as "1242.2 µs" where the replay above it read
+    "took 1.24 ms" (teacher's trial)."""
+    session = FakeSession()
+    session.feed([m for m in scripted_send_recv(world=2, steps=1)
+                  if not isinstance(m, protocol.Heartbeat)])
+    inst = session.model.recent[-1]
+    inst = dataclasses.replace(inst, t_end=inst.t_last_start + 1_242_200)
+    frame = type("F", (), {"instance": inst, "step": 0, "round": False})()
+    assert render.phases(session.model, lang, frame).plain.splitlines()[1] == measured
+
+
+@pytest.mark.parametrize("lang, op, state", [
+    ("en", "reduce_scatter_tensor", "done reduce_sca…tensor"),
+    ("pt", "scatter_object_list", "concluiu scatter_…list"),
+    ("en", "all_reduce", "done all_reduce")])
+def test_an_idle_ranks_long_op_is_shortened_in_its_middle(lang: str, op: str,
+                                                           state: str) -> None:
+    """A rank done with a long op read "done…", which named no op (teacher's trial of
+    reduce_scatter_tensor and objects)."""
+    session = FakeSession()
+    session.feed(scripted_collective(op, world=2, steps=1))
+    row = render.ranks_table(session.model, session.clock.monotonic(), lang=lang,
+                             width=94).plain.splitlines()[1]
+    assert f" {state} " in row and "…" not in row.replace(state, "")
+
+
+@pytest.mark.parametrize("lang, legend", [
+    ("en", "Buffers: digit = the rank the block came from, · = not yet"),
+    ("pt", "Buffers: dígito = rank que enviou o bloco, · = ainda não")])
+def test_an_all_to_all_grid_shows_each_ranks_received_blocks_by_sender(lang: str,
+                                                                       legend: str) -> None:
+    """Each rank's column held all n x n chunks, mostly dots: at 160 columns rank 3 of 4 was
+    left out (teacher's trial). Now a rank's column is its n received blocks, each digit the
+    rank it came from."""
+    lines = _phases_lines("all_to_all", 4, lang, render.GRID_MAX_W)
+    grid = lines[lines.index(legend) + 1:]
+    assert grid[0].split() == ["r0", "r1", "r2", "r3"]
+    assert [row.split()[-4:] for row in grid[1:5]] == [
+        ["0···", "·1··", "··2·", "···3"],
+        ["0··3", "01··", "·12·", "··23"],
+        ["0·23", "01·3", "012·", "·123"],
+        ["0123", "0123", "0123", "0123"]]
+    assert "r3" not in "".join(grid[5:])  # no rank left out
+
+
+SOURCE_W_AT_160 = 94  # the source panel's inner width at 160 columns (3/5 of it, less borders)
+
+
+def test_the_lines_a_demos_source_panel_shows_fit_it_at_160_columns() -> None:
+    """A teacher at 160x48 read "# outbox[j] goes to rank j; inbox[i] comes from …" and
+    "f"input of stage {rank}, iteration {iteratio…": a demo's lines around each
+    communication call are shown whole."""
+    import commviz.demos
+
+    from commviz.viewer.model import Instance
+
+    too_long = []
+    for path in sorted(Path(commviz.demos.__file__).parent.glob("*.py")):
+        code = path.read_text().splitlines()
+        for number, line in enumerate(code, 1):
+            if re.search(r"\bdist\.(?!get_)\w+\(", line):
+                site = Instance("all_reduce", (0, 1), 1, 4, 0, 0, 1, "float32", None,
+                                site=(str(path), number))
+                too_long += [f"{path.name}: {shown}"
+                             for shown in render.source(site, "en").plain.splitlines()
+                             if len(shown) > SOURCE_W_AT_160]
+    assert not too_long, "\n".join(too_long)
+
+
+@sync
+async def test_the_explanation_turns_with_the_replay_to_an_op_of_one_step() -> None:
+    """The objects demo: the replay drew scatter (one step, 0.3 s) while the explanation,
+    redrawn at most twice a second, still explained the broadcast before it (teacher's
+    trial). The explanation and source turn with the replay."""
+    session = FakeSession()
+    session.feed(scripted_collective("scatter", world=4, steps=1, peer=0)
+                 + scripted_collective("gather", world=4, steps=1, peer=0, first=1))
+    app = make_app(session)
+    async with app.run_test(size=SIZE) as pilot:
+        await frame(pilot)
+        assert "scatter:" in panel(app, "#explain") and "scatter" in panel(app, "#phases")
+        assert app_module.REPLAY_STEP_S + 0.05 < app_module.SLOW_FRAME_S
+        session.clock.advance(app_module.REPLAY_STEP_S + 0.05)
+        for _ in range(3):
+            await frame(pilot)
+        assert "gather to rank 0" in panel(app, "#phases")  # the replay has turned
+        explanation = panel(app, "#explain")
+        assert "gather:" in explanation and "scatter:" not in explanation

@@ -248,10 +248,31 @@ class CommvizApp(App):
             if part in (None, 2):
                 self._refresh_logs(model)
 
+    def _explain(self, model: Any, shown: Any) -> None:
+        """The explanation and source panels for the op ``shown`` (None: before the first),
+        redrawn only when it is another op (the source also when its room changed)."""
+        paused = shown is None and self.controller is not None \
+            and self.controller.state.mode == "step"
+        key = (shown.op, shown.site, shown.group, shown.root) if shown else \
+            ("before", paused, tuple(sorted({s.backend for s in model.ranks.values()})))
+        if key != self._explained:  # another op (the same again: nothing to redraw)
+            self._explained = key
+            if shown is None and self.demo is not None and self.controller is not None:
+                explanation = render.before_first(model, self.demo, paused, self.lang)
+            else:
+                explanation = render.explanation(model, shown, self.lang)
+            self._show("#explain", explanation, _height_key(explanation))
+            self.query_one("#explain-box").scroll_home(animate=False)  # a new one: its top
+        context = self._source_context()
+        if (key, context) != self._sourced:  # another op, or another room for its lines
+            self._sourced = (key, context)
+            source = render.source(shown, self.lang, context)
+            self._show("#source", source, _height_key(source))
+
     def _refresh_replay(self, model: Any, now: float, slow: bool = True) -> None:
-        """Queue what completed for the replay; the teaching panels follow it (statistics,
-        explanation and source at most every SLOW_FRAME_S, in a ``slow`` frame: one whose
-        part is the lightest)."""
+        """Queue what completed for the replay; the teaching panels follow it (statistics at
+        most every SLOW_FRAME_S, in a ``slow`` frame: one whose part is the lightest;
+        explanation and source as the replay turns to another op)."""
         topology = self.query_one(Topology)
         done = model.instances + model.transfers
         arrived = min(done - self._shown, len(model.recent))
@@ -273,24 +294,11 @@ class CommvizApp(App):
             stats = render.stats_table(model, self.lang)
             self._show("#stats", stats, _height_key(stats))
             self._fit = _fit(model)
-            # the teaching panels follow the replay, else the latest operation
-            shown = frame.instance if frame is not None else latest
-            paused = self.controller is not None and self.controller.state.mode == "step"
-            key = (shown.op, shown.site, shown.group, shown.root) if shown else \
-                ("before", paused, tuple(sorted({s.backend for s in model.ranks.values()})))
-            if key != self._explained:  # the same op again: nothing to redraw
-                self._explained = key
-                if shown is None and self.demo is not None and self.controller is not None:
-                    explanation = render.before_first(model, self.demo, paused, self.lang)
-                else:
-                    explanation = render.explanation(model, shown, self.lang)
-                self._show("#explain", explanation, _height_key(explanation))
-                self.query_one("#explain-box").scroll_home(animate=False)  # a new one: its top
-            context = self._source_context()
-            if (key, context) != self._sourced:
-                self._sourced = (key, context)
-                source = render.source(shown, self.lang, context)
-                self._show("#source", source, _height_key(source))
+        # the teaching panels follow the replay as soon as it turns to another op (an op of
+        # one step, replayed in less than SLOW_FRAME_S, was explained as the op before it),
+        # else the latest operation
+        if frame is not None or slow_tick:
+            self._explain(model, frame.instance if frame is not None else latest)
         if slow_tick or replayed != self._replayed:  # follows the replay step by step
             self._replayed = replayed
             width = self._phases_width()

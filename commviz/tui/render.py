@@ -83,7 +83,7 @@ def ranks_table(model: Model, now: float, now_ns: int | None = None,
             state = Text(_waiting_in(op.op, op.seq, max(0, now_ns - op.t_start),
                                      state_w - len(flag), lang), style="bold yellow")
         elif s.last_op:
-            state, idle = Text(ui("state done").format(s.last_op), style="green"), True
+            state, idle = Text(_done_with(s.last_op, state_w, lang), style="green"), True
         else:
             state, idle = Text(ui("state idle"), style="dim"), True
         if flag:
@@ -122,6 +122,16 @@ def _waiting_in(op: str, seq: int, waited_ns: int, width: int, lang: str) -> str
 
 
 MIN_OP_SHOWN = 8  # characters of an op's name in a waiting rank's state, at least
+
+
+def _done_with(op: str, width: int, lang: str) -> str:
+    """An idle rank's state ("done all_reduce") in ``width``: a long op's name shortened in
+    its middle ("done reduce_sca…tensor"), not cut to "done…"."""
+    state = explain.ui("state done", lang).format(op)
+    room = len(op) - (len(state) - width)
+    if len(state) <= width or room < MIN_OP_SHOWN:
+        return state
+    return explain.ui("state done", lang).format(text.shorten_middle(op, room))
 
 
 def _whole_words(line: str, width: int) -> str:
@@ -364,7 +374,7 @@ def phases(model: Model, lang: str = "en", frame: AnimFrame | None = None,
         out.append(f"{inst.op}: rank {src} → rank {dst}, {_bytes(inst.size, lang)}\n",
                    style="bold")
         out.append(f"{explain.ui('measured', lang)}  "
-                   f"{explain.number(f'{inst.time_ns / 1e3:.1f}', lang)} µs\n")
+                   f"{explain.number(text.duration(inst.time_ns), lang)}\n")
         # NCCL connects a pair on its first transfer (lazily); gloo connected every pair
         # when the process group was created, so there its first transfer set nothing up
         if _backend_of(model, inst.group) != "nccl":
@@ -409,9 +419,9 @@ def _p2p_members(frame: AnimFrame, lang: str) -> Text:
     out = Text(explain.ui("inside round", lang).format(n=len(members), op=frame.instance.op)
                + "\n", style="bold")
     for i in members[:MEMBERS_SHOWN]:
-        took = explain.number(f"{i.time_ns / 1e3:.1f}", lang)
+        took = explain.number(text.duration(i.time_ns), lang)
         out.append(f"  rank {i.group[0]} → rank {i.group[1]}  #{i.seq}  "
-                   f"{_bytes(i.size, lang)}  {took} µs\n")
+                   f"{_bytes(i.size, lang)}  {took}\n")
     if len(members) > MEMBERS_SHOWN:
         out.append(explain.ui("and more", lang).format(n=len(members) - MEMBERS_SHOWN).strip())
     out.rstrip()
@@ -442,7 +452,7 @@ def _collective(sched: schedules.Schedule, inst: Instance, backend: str,
     layout = grid_layout(sched, inst.group, lang, width)
     if n <= MAX_GRID_RANKS and layout.ranks >= min(n, MIN_GRID_RANKS):
         _grid(out, sched, inst.group, current, lang, layout, shown)
-    else:  # too many ranks, or chunks (all_to_all's n x n): the steps without the buffers
+    else:  # too many ranks, or chunks: the steps without the buffers
         _steps(out, sched, inst.group, current, lang, width, shown)
     out.rstrip()  # the panel's height is its text's: no blank line under the grid
     return out
@@ -554,11 +564,28 @@ def grid_layout(sched: schedules.Schedule, ranks: tuple[int, ...], lang: str,
     transfers beside them where those fit too."""
     label_w = max([6, len(explain.ui("start", lang))]
                   + [len(schedule_notes.step_label(s.label, lang)) for s in sched.steps])
-    column_w = max(sched.chunks, len(f"r{max(ranks)}"))
+    column_w = max(len(_slots(sched, 0)), len(f"r{max(ranks)}"))
     shown = min(len(ranks), max(0, (width - label_w - 1) // (column_w + 1)))
     sends_w = max([len(_sends(s, ranks)) for s in sched.steps] + [0])
     beside = shown == len(ranks) and label_w + 1 + sends_w + 1 + shown * (column_w + 1) <= width
     return GridLayout(label_w, column_w, shown, sends_w if beside else 0)
+
+
+def _slots(sched: schedules.Schedule, rank: int) -> list[tuple[int, int]]:
+    """The chunks a rank's column shows, each with the number its digit gives: every chunk,
+    numbered; for all_to_all, the rank's n received blocks, each numbered by its sender (its
+    n x n chunks left no room for a fourth rank at 160 columns)."""
+    if schedules.canonical_op(sched.op) == "all_to_all":
+        return [(s * sched.n + rank, s) for s in range(sched.n)]
+    return [(c, c) for c in range(sched.chunks)]
+
+
+def _digits_key(sched: schedules.Schedule, reducing: bool) -> str:
+    """The UI key of the grid's legend: what its digits say."""
+    if reducing:
+        return "digits summed"
+    return "digits senders" if schedules.canonical_op(sched.op) == "all_to_all" \
+        else "digits chunks"
 
 
 def _left_out(layout: GridLayout, ranks: tuple[int, ...], lang: str) -> str:
@@ -589,9 +616,10 @@ def _grid(out: Text, sched: schedules.Schedule, ranks: tuple[int, ...], current:
         out.append(f"{label:>{label_w}} ", style=style)
         if listed:
             out.append(f"{sends:<{send_w}} ")
-        for held in state[:layout.ranks]:
+        for rank, held in enumerate(state[:layout.ranks]):
             out.append(" ")
-            for c in range(sched.chunks):
+            slots = _slots(sched, rank)
+            for c, number in slots:
                 who = held.get(c)
                 if who is None:
                     out.append("·", style="dim")
@@ -599,13 +627,12 @@ def _grid(out: Text, sched: schedules.Schedule, ranks: tuple[int, ...], current:
                     out.append(_DIGITS[min(len(who), 35)],
                                style="bold green" if len(who) == len(ranks) else "")
                 else:
-                    out.append(_DIGITS[min(c, 35)], style="green")
-            out.append(" " * (width - sched.chunks))
+                    out.append(_DIGITS[min(number, 35)], style="green")
+            out.append(" " * (width - len(slots)))
         out.append("\n")
 
     out.append(f"{explain.ui('buffers', lang)}: "
-               f"{explain.ui('digits summed' if reducing else 'digits chunks', lang)}\n",
-               style="dim")
+               f"{explain.ui(_digits_key(sched, reducing), lang)}\n", style="dim")
     out.append(f"{'':>{label_w}} {'':<{send_w}} " if listed else f"{'':>{label_w}} ")
     out.append("".join(f" {'r' + str(r):<{width}}" for r in ranks[:layout.ranks]) + "\n",
                style="bold")

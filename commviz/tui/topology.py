@@ -1,4 +1,4 @@
-"""The topology view: the ranks on a ring (a grid beyond 16), and each transfer moving along
+"""The topology view: the ranks on a ring (a rectangle beyond 16), and each transfer moving along
 its link, step by step, as the backend's algorithm moves it; beyond 32 ranks, a heatmap of
 who sends how much to whom.
 
@@ -37,7 +37,7 @@ from ..viewer.text import duration, human_bytes
 from .animation import Animator, AnimFrame, frame_label, plan
 from .render import SILENT_AFTER_S, finding_name
 
-RING_MAX = 16  # beyond this many ranks, a grid
+RING_MAX = 16  # beyond this many ranks, a rectangle (a grid where that does not fit)
 HEATMAP_MIN = 33  # from this many ranks, a rank-by-rank traffic heatmap instead of links
 SHADES = " ░▒▓█"
 FPS = 20.0
@@ -65,9 +65,11 @@ _LINK, _PATH, _ALERT, _STATE, _KIND, _HEAD, _CHUNK, _MARK, _RANK = range(1, 10)
 def layout(n: int, width: int, height: int) -> dict[int, tuple[int, int]]:
     """Cell (x, y) of each rank's label centre in a ``width`` x ``height`` area.
 
-    A ring (an ellipse filling the area, rank 0 at the top, rank+1 clockwise) for up to
-    RING_MAX ranks beyond which a grid, its rows alternating direction so that ring neighbours
-    stay side by side. Ranks that do not fit a small area are left out (the title says so).
+    A ring (an ellipse filling the area, rank 0 at the top, rank+1 clockwise; an odd number
+    of ranks, whose lowest sit above the ellipse's bottom, stretched down to it) for up to
+    RING_MAX ranks, beyond which the ring goes round a rectangle (``_loop``), or where that
+    does not fit, a grid, its rows alternating direction so that ring neighbours stay side by
+    side. Ranks that do not fit a small area are left out (the title says so).
     """
     if n <= 0 or width <= 0 or height <= 0:
         return {}
@@ -76,11 +78,15 @@ def layout(n: int, width: int, height: int) -> dict[int, tuple[int, int]]:
         cx, cy = (width - 1) / 2, (height - 1) / 2
         # a free row above and below leaves the top and bottom ranks room for their state
         rx, ry = max(0.0, cx - half), cy - 1 if height >= 9 else cy
-        out = {}
-        for r in range(n):
-            a = -math.pi / 2 + 2 * math.pi * r / n
-            out[r] = (round(cx + rx * math.cos(a)), round(cy + ry * math.sin(a)))
-        return out
+        angles = [-math.pi / 2 + 2 * math.pi * r / n for r in range(n)]
+        lowest = max(math.sin(a) for a in angles)  # 1, but 0.5 for 3 ranks
+        stretch = 2 / (1 + lowest) if n > 1 else 1.0
+        return {r: (round(cx + rx * math.cos(a)),
+                    round(cy - ry + ry * (1 + math.sin(a)) * stretch))
+                for r, a in enumerate(angles)}
+    loop = _loop(n, width, height)
+    if loop:
+        return loop
     w = len(_label(n - 1)) + 1
     max_cols = max(1, width // w)
     cols = min(max_cols, max(math.ceil(math.sqrt(2 * n)), math.ceil(n / height)))
@@ -91,6 +97,30 @@ def layout(n: int, width: int, height: int) -> dict[int, tuple[int, int]]:
         if row % 2:  # a snake: ring neighbours r, r+1 stay next to each other
             col = cols - 1 - col
         out[r] = (int((col + 0.5) * width / cols), int((row + 0.5) * height / rows))
+    return out
+
+
+def _loop(n: int, width: int, height: int) -> dict[int, tuple[int, int]]:
+    """The ring round a rectangle, clockwise from rank 0 at the top left: a row along the top,
+    a column down the right, a row back along the bottom, a column up the left, the sides as
+    short as the width allows. Every rank beside its ring neighbours: in a grid's snake the
+    link from the last rank back to rank 0 crossed every row. {} where it does not fit."""
+    w = len(_label(n - 1)) + 1
+    top, bottom = (1, height - 2) if height >= 9 else (0, height - 1)
+    # a free row between ranks one above the other leaves their link a cell to be drawn in
+    side = next((k for k in range((bottom - top) // 2) if math.ceil((n - 2 * k) / 2) * w <= width),
+                None)
+    if side is None:
+        return {}
+    across = math.ceil((n - 2 * side) / 2)
+    below = n - 2 * side - across
+    xs = [int((i + 0.5) * width / across) for i in range(across)]
+    step = (bottom - top) / (side + 1)
+    out = {i: (x, top) for i, x in enumerate(xs)}
+    out.update({across + j: (xs[-1], round(top + (j + 1) * step)) for j in range(side)})
+    out.update({across + side + i: (int((below - i - 0.5) * width / below), bottom)
+                for i in range(below)})
+    out.update({n - side + j: (xs[0], round(bottom - (j + 1) * step)) for j in range(side)})
     return out
 
 
