@@ -1437,6 +1437,8 @@ _UI_PAIRS: dict[str, tuple[str, str]] = {
     "transfers": ("{n} transfer|{n} transfers", "{n} transferência|{n} transferências"),
     "n more": ("+{n} more", "+{n} outras"),
     "transfers column": ("transfers", "transferências"),
+    "lanes left out": ("… {}: not shown (a taller terminal shows them)",
+                       "… {}: fora da tela (um terminal mais alto os mostra)"),
     "not shown": ("not shown (widen the terminal): {}", "fora da tela (alargue o terminal): {}"),
     "op from root": ("{op} from rank {root}", "{op} a partir do rank {root}"),
     "op to root": ("{op} to rank {root}", "{op} para o rank {root}"),

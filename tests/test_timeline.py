@@ -346,6 +346,24 @@ def test_compute_phases_get_a_line_under_their_ranks_lane_on_the_same_axis():
                                                     ("step", "forward", "backward")]
 
 
+@pytest.mark.parametrize("lang, note", [
+    ("en", "… r3-r5: not shown (a taller terminal shows them)"),
+    ("pt", "… r3-r5: fora da tela (um terminal mais alto os mostra)")])
+def test_in_fewer_lines_the_last_ranks_lanes_give_way_to_a_line_naming_them(lang, note):
+    """18 ranks at 160x48: the timeline's panel cut its lanes and its axis with them."""
+    from commviz.tui.timeline import lane_runs
+
+    seg = Segment("all_reduce", T0_NS, T0_NS, T0_NS + S)
+    lanes = {r: [seg] for r in range(6)}
+    text = ["".join(chars for chars, _ in runs).strip() for runs in
+            lane_runs(lanes, [], T0_NS, T0_NS + 2 * S, 60, lang=lang, height=5)]
+    assert [line.split()[0] for line in text[:3]] == ["r0", "r1", "r2"]
+    assert text[3] == note and text[4].endswith("now" if lang == "en" else "agora")  # the axis
+    assert len(lane_runs(lanes, [], T0_NS, T0_NS + 2 * S, 60, height=7)) == 7  # all fit
+    two = lane_runs({r: [seg] for r in range(3)}, [], T0_NS, T0_NS + 2 * S, 60, height=3)
+    assert "".join(chars for chars, _ in two[1]).strip().startswith("… r1,r2: ")
+
+
 def test_the_phases_legend_is_in_the_language_and_absent_without_phases():
     from commviz.protocol import PhaseSpan
     from commviz.tui.timeline import lane_runs

@@ -2323,3 +2323,37 @@ async def test_the_explanation_turns_with_the_replay_to_an_op_of_one_step() -> N
         assert "gather to rank 0" in panel(app, "#phases")  # the replay has turned
         explanation = panel(app, "#explain")
         assert "gather:" in explanation and "scatter:" not in explanation
+
+
+@pytest.mark.parametrize("size, world, tight", [((120, 40), 8, True), ((160, 48), 18, True),
+                                                ((160, 48), 4, False)])
+@sync
+async def test_with_many_ranks_the_log_then_the_timeline_give_way_to_the_replay_and_source(
+        size: tuple[int, int], world: int, tight: bool, tmp_path) -> None:
+    """8 ranks at 120x40, 18 at 160x48: the left column needed more rows than the screen
+    has, the replay kept two rows and the source panel went off the bottom (user trial)."""
+    program = tmp_path / "train.py"
+    program.write_text("".join(f"line_{i} = {i}\n" for i in range(1, 31)))
+    session = FakeSession()
+    session.feed([dataclasses.replace(m, sites={0: (str(program), 12)})
+                  if isinstance(m, protocol.OpBatch) else m
+                  for m in scripted_all_reduce(world=world)])
+    app = make_app(session)
+    async with app.run_test(size=size) as pilot:
+        for _ in range(3):  # the layout, then the panels fitted to it
+            await frame(pilot)
+            session.clock.advance(1.0)
+        assert app.screen.has_class("-tight") is tight
+        assert (app.query_one("#log").region.height == 0) is tight  # the log gives way first
+        assert app.query_one("#topology").region.height >= 12
+        source = panel(app, "#source").splitlines()
+        assert source[-1].startswith("╰") and "  12 line_12 = 12" in "\n".join(source)
+        assert app.query_one("#source").region.bottom <= app.size.height - 1
+        ranks = panel(app, "#ranks")
+        assert all(re.search(rf"^│\s+{r} node0", ranks, re.M) for r in range(world)), ranks
+        timeline = panel(app, "#timeline").splitlines()
+        assert timeline[-2].rstrip("│ ").endswith("now")  # its axis, whatever it leaves out
+        shown = [r for r in range(world) if any(row.startswith(f"│r{r} ") or
+                                                row.startswith(f"│ r{r} ") for row in timeline)]
+        assert shown == list(range(world)) or "not shown (a taller terminal shows them)" in \
+            "".join(timeline)

@@ -26,6 +26,7 @@ from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.command import CommandPalette
 from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.css.scalar import Scalar
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
@@ -64,6 +65,8 @@ EVENT_STYLES = {"rank failed": "bold red"}  # the events of the ranks that stand
 STATUS_LEAST_ROWS = 5  # the viewer panel's on a wide terminal: the phases panel leaves them
 NARROW_STATUS_ROWS = 6  # the viewer panel on a narrow terminal: its newest rows, if it has more
 TAIL_LINES = 20  # of a job's output, printed when the screen closes
+SOURCE_LEAST_ROWS = 2  # the source panel's title and the call's line: kept on a full screen
+LEAST_LANES_ROWS = 6  # the ranks' and the timeline's panels, borders included, when capped
 MIN_TITLE_SHOWN = 16  # cells of a cut header title, at least: what the run is stays readable
 # keys as the help screen and the palette show them, where not the binding's own key
 KEYS_SHOWN = {"faster": "+", "slower": "-", "help": "?", "quit": "q, ctrl+c"}
@@ -329,6 +332,7 @@ class CommvizApp(App):
         width = self.query_one("#ranks").content_region.width or None  # None: not laid out
         ranks = render.ranks_table(model, now, self._wall_ns(), flagged, self.lang, width)
         self._show("#ranks", ranks, ranks.plain.count("\n"))
+        self._fit_left(ranks.plain.count("\n") + 1)
         # the panel comes up when something goes wrong, and stays a while after it ended
         # (with what ended): a finding that comes and goes does not make the screen jump
         if live:
@@ -454,6 +458,37 @@ class CommvizApp(App):
             return None
         least = STATUS_LEAST_ROWS + self.query_one("#status").styles.gutter.height
         return max(1, left - least - self.query_one("#phases").styles.gutter.height)
+
+    def _fit_left(self, ranks_rows: int) -> None:
+        """Many ranks on a wide terminal: when the left column's panels need more rows than
+        it has, the operations log gives way first (-tight), then the timeline and the ranks
+        give up rows, to LEAST_LANES_ROWS each, so that the replay keeps its least rows and
+        the source the call's line (18 ranks at 160x48 left the replay two rows, and no
+        source)."""
+        left = self.query_one("#left")
+        ranks, timeline = self.query_one("#ranks"), self.query_one(Timeline)
+        wanted = {ranks: ranks_rows + ranks.styles.gutter.height,
+                  timeline: timeline.get_content_height(self.size, self.size, left.size.width)
+                  + timeline.styles.gutter.height}
+        over = -1
+        if not self._narrow and left.size.height > 0:
+            def least(selector: str) -> int:  # a panel's least rows (border-box: its border
+                styles = self.query_one(selector).styles  # included)
+                return int((styles.min_height or styles.height).value)
+
+            need = (sum(wanted.values()) + least("#topology") + SOURCE_LEAST_ROWS
+                    + self.query_one("#source").styles.gutter.height
+                    + self.query_one("#output").outer_size.height)
+            over = need + least("#log") - left.size.height
+            if self.screen.has_class("-tight") != (over > 0):
+                self.screen.set_class(over > 0, "-tight")
+            over -= least("#log")
+        for panel in (timeline, ranks):  # the timeline gives first: the ranks name who
+            cap = max(LEAST_LANES_ROWS, wanted[panel] - over) if over > 0 else None
+            over -= wanted[panel] - (cap or wanted[panel])
+            if panel.styles.inline.max_height != (None if cap is None
+                                                   else Scalar.from_number(cap)):
+                panel.styles.max_height = cap  # None: the stylesheet's
 
     def _source_context(self) -> int:
         """Lines of the program to show around its call: render.SOURCE_CONTEXT, or fewer

@@ -87,13 +87,15 @@ def lane_runs(segments_by_rank: Mapping[int, Lane], inflight: Iterable[InFlight]
               horizon: Mapping[int, int] | None = None,
               phases: Mapping[int, Sequence[PhaseSpan]] | None = None,
               lang: str = "en", right: str = "now",
-              exits: Mapping[int, int] | None = None) -> list[list[tuple[str, str]]]:
+              exits: Mapping[int, int] | None = None,
+              height: int | None = None) -> list[list[tuple[str, str]]]:
     """``render_lanes`` as runs of (characters, style name), each line at most ``width``:
     what the widget turns into segments without building rich Text. A rank with compute
     phases (``commviz.phase``) gets a line of them under its lane, on the same time axis.
     ``right``: what t1_ns is, for the axis' right end (a UI string: "now", "timeline end",
     "latest"). ``exits``: when ranks that left said goodbye; an op they left inside is drawn
-    up to then, not up to now."""
+    up to then, not up to now. In fewer lines than that (``height``), the last ranks' lanes
+    give way to a line that names them, above the axis."""
     running: dict[int, list[InFlight]] = {}
     for op in inflight:
         running.setdefault(op.rank, []).append(op)
@@ -106,18 +108,27 @@ def lane_runs(segments_by_rank: Mapping[int, Lane], inflight: Iterable[InFlight]
                    [running.get(rank, ()) for rank in ranks], t0_ns, t1_ns, lane_w,
                    [cutoffs.get(rank) for rank in ranks], exits or {}) \
         if lane_w else [[] for _ in ranks]
-    lines = []
+    by_rank = []  # each rank's lines: its lane, and its phases under it
     for rank, lane in zip(ranks, lanes):
-        lines.append(_cut([(f"r{rank}".rjust(label_w - 1) + " ", "bold"), *lane], width))
+        own = [_cut([(f"r{rank}".rjust(label_w - 1) + " ", "bold"), *lane], width)]
         if phases and phases.get(rank) and lane_w:
-            lines.append(_cut([(" " * label_w, ""),
-                               *_phase_runs(phases[rank], t0_ns, t1_ns, lane_w)], width))
-    lines.append(_cut([(" " * label_w + _axis(t1_ns - t0_ns, lane_w, lang, right), "dim")],
-                      width))
+            own.append(_cut([(" " * label_w, ""),
+                             *_phase_runs(phases[rank], t0_ns, t1_ns, lane_w)], width))
+        by_rank.append((rank, own))
+    tail = [_cut([(" " * label_w + _axis(t1_ns - t0_ns, lane_w, lang, right), "dim")], width)]
     shown = [phases[rank] for rank in ranks if phases and phases.get(rank)] if lane_w else []
     if shown:
-        lines.append(_cut(_phase_legend(shown, label_w, lang), width))
-    return lines
+        tail.append(_cut(_phase_legend(shown, label_w, lang), width))
+    lines = [line for _, own in by_rank for line in own]
+    if height is not None and len(lines) + len(tail) > height:
+        room, lines = height - len(tail) - 1, []  # a line names the ranks left out
+        while by_rank and len(lines) + len(by_rank[0][1]) <= room:
+            lines.extend(by_rank.pop(0)[1])
+        left_out = ",".join(f"r{rank}" for rank, _ in by_rank) if len(by_rank) < 3 else \
+            f"r{by_rank[0][0]}-r{by_rank[-1][0]}"
+        lines.append(_cut([(" " * label_w + explain.ui("lanes left out", lang).format(left_out),
+                            "dim")], width))
+    return lines + tail
 
 
 def _phase_legend(spans: Sequence[Sequence[PhaseSpan]], label_w: int,
@@ -428,11 +439,12 @@ class Timeline(Widget):
     def _strips(self, width: int) -> list[Strip]:
         if self._frame is None:
             return []
-        key = (self._version, width, self.rich_style, self.lang)  # a new theme: redraw
+        # a new frame, size, theme or language: redraw
+        key = (self._version, width, self.size.height, self.rich_style, self.lang)
         if self._cached is None or self._cached[0] != key:
             f = self._frame
             lines = lane_runs(f.segments, f.inflight, f.t0_ns, f.t1_ns, width, f.horizon,
-                              f.phases, self.lang, f.right, f.exits)
+                              f.phases, self.lang, f.right, f.exits, self.size.height or None)
             base = self.rich_style
             strips = [Strip([RichSegment(chars, _style(base, name)) for chars, name in runs])
                       .extend_cell_length(width, base) for runs in lines]
