@@ -109,9 +109,6 @@ def instance_line(inst: Instance, t0_ns: int,
         who = ",".join(map(str, inst.group))
         if len(who) > who_w:
             who = ui("n ranks").format(n=len(inst.group))
-    parent = "  " + ui("in parent").format(inst.parent) if inst.parent else ""
-    if inst.ddp:
-        parent += "  " + ui("by ddp")
     op = shorten_middle(inst.op, op_w)  # the columns after it stay in line
     head = f"{num(f'{when:8.3f}')}s  {op:<{op_w}} "
     size = f"{num(human_bytes(inst.size)):>9}"
@@ -119,9 +116,9 @@ def instance_line(inst: Instance, t0_ns: int,
     line = (f"{head}{who:<{who_w}} #{inst.seq:<{seq_w}} {size}  {ui('time')} {took:>8}  "
             f"{ui('log skew')} {skew:>8}")
     if width is None or len(line) <= width:
-        return line + parent
+        return line + _notes(inst, lang, None if width is None else width - len(line))
     # one space between columns; then columns left out, a collective's ranks (the ranks
-    # panel lists them) before a transfer's size. The parent, last, is left to be cut: an
+    # panel lists them) before a transfer's size. The notes come last, in what is left: an
     # inner op's columns stay in line with the others'
     head = f"{num(f'{when:.3f}'):>8}s {op:<{op_w}} "
     times = f"{ui('time')} {took:>7} {ui('log skew')} {skew:>7}"
@@ -130,7 +127,29 @@ def instance_line(inst: Instance, t0_ns: int,
                 + (f"{size} " if keep_size else "") + times)
         if len(line) <= width:
             break
-    return line + parent
+    return line + _notes(inst, lang, width - len(line))
+
+
+MIN_PARENT_SHOWN = 4  # characters of a shortened parent op's name, at least ("bat…")
+
+
+def _notes(inst: Instance, lang: str, room: int | None) -> str:
+    """What a log line says after its columns: the op it ran inside, that DDP ran it. In
+    ``room`` (None: any) the parent's name is shortened, its parenthesis closed ("(in
+    scatter_…list)"), or left out: the panel's edge cut it anywhere ("(in batch…")."""
+    ddp = "  " + explain.ui("by ddp", lang) if inst.ddp else ""
+    if room is not None and len(ddp) > room:
+        ddp = ""
+    if not inst.parent:
+        return ddp
+    inside = "  " + explain.ui("in parent", lang)
+    whole = inside.format(inst.parent) + ddp
+    if room is None or len(whole) <= room:
+        return whole
+    name_room = room - len(inside.format("")) - len(ddp)
+    if name_room < MIN_PARENT_SHOWN:
+        return ddp
+    return inside.format(shorten_middle(inst.parent, name_room)) + ddp
 
 
 MICROSECONDS = "µs"  # on screen; the stats table keeps nccl-tests' "(us)" for programs
