@@ -1225,6 +1225,8 @@ _UI_PAIRS: dict[str, tuple[str, str]] = {
     "view explain": ("Explanation and source", "Explicação e código"),
     "replay": ("Replay of each operation, at human speed (schematic inner steps)",
                "Replay de cada operação, em velocidade humana (passos internos esquemáticos)"),
+    "replay short": ("Replay at human speed (schematic inner steps)",
+                     "Replay em velocidade humana (passos esquemáticos)"),
     "hold replay": ("Hold the replay (the job keeps running)",
                     "Segurar o replay (o job continua rodando)"),
     "source not here": ("source not readable on this machine",

@@ -2364,3 +2364,18 @@ async def test_with_many_ranks_the_log_then_the_timeline_give_way_to_the_replay_
                                                 row.startswith(f"│ r{r} ") for row in timeline)]
         assert shown == list(range(world)) or "not shown (a taller terminal shows them)" in \
             "".join(timeline)
+
+
+@pytest.mark.parametrize("size, lang, key", [((120, 40), "pt", "replay short"),
+                                             ((120, 40), "en", "replay"),
+                                             ((160, 48), "pt", "replay")])
+@sync
+async def test_the_replays_title_takes_its_shorter_form_where_the_whole_would_be_cut(
+        size: tuple[int, int], lang: str, key: str) -> None:
+    """At 120 columns the Portuguese title read "… (passos internos es…" (user trial)."""
+    app = make_app(FakeSession(), lang=lang)
+    async with app.run_test(size=size) as pilot:
+        await frame(pilot)
+        title = app.query_one("#topology").border_title
+        assert title == explain.ui(key, lang)
+        assert f"╭─ {title} ─" in panel(app, "#topology")  # whole, not cut

@@ -186,7 +186,7 @@ class CommvizApp(App):
         self.sub_title = self._title(self.lang)
         self.query_one(Topology).lang = self.query_one(Timeline).lang = self.lang
         self.query_one("#ranks").border_title = ui("ranks").lower()
-        self.query_one("#topology").border_title = ui("replay")
+        self._replay_title()
         self.query_one("#timeline").border_title = title(self.lang)
         self.query_one("#timeline").border_subtitle = _zoom_subtitle(
             self.query_one(Timeline).zoom_s, self.lang)
@@ -200,6 +200,15 @@ class CommvizApp(App):
         self.query_one("#output").border_title = ui("job output")
         self.screen.set_class(self._output is not None, "-job")
         self._label_keys()
+
+    def _replay_title(self) -> None:
+        """The replay's title, its shorter form where the whole would be cut (Portuguese at
+        120 columns: "passos internos es…")."""
+        width = self.size.width if self._narrow else self.size.width * 3 // 5  # #left's 3fr
+        whole = explain.ui("replay", self.lang)
+        fits = cell_len(whole) + 4 <= width  # its border's corners and the spaces around it
+        self.query_one("#topology").border_title = whole if fits or not width \
+            else explain.ui("replay short", self.lang)
 
     def _label_keys(self) -> None:
         """The footer's keys and descriptions (Textual's palette's too), in the language;
@@ -675,6 +684,7 @@ class CommvizApp(App):
         if narrow != self._narrow:
             self._narrow = narrow
             self._label_keys()
+        self._replay_title()
 
     def action_faster(self) -> None:
         self.query_one(Topology).faster()
