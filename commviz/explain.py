@@ -1276,6 +1276,10 @@ _UI_PAIRS: dict[str, tuple[str, str]] = {
     "digits chunks": ("digit = chunk held, · = not yet", "dígito = pedaço recebido, · = ainda não"),
     "digits senders": ("digit = the rank the block came from, · = not yet",
                        "dígito = rank que enviou o bloco, · = ainda não"),
+    "digits summed block": ("digit = ranks summed into each part of the row's block, "
+                            "· = not held",
+                            "dígito = ranks somados em cada parte do bloco da linha, "
+                            "· = ausente"),
     "digits summed": ("digit = ranks summed into the chunk, · = not held",
                       "dígito = ranks somados no pedaço, · = ausente"),
     "completed operations": ("Completed operations", "Operações concluídas"),

@@ -303,6 +303,9 @@ def _gloo_reduce_scatter(n: int, size: int, root: int | None) -> _Built:
             "keeps chunk[rank]; segments drawn as one")
 
 
+PER_BLOCK = "all_reduce per block"  # the algorithm of gloo's list-form reduce_scatter
+
+
 def _gloo_reduce_scatter_list(n: int, size: int, root: int | None) -> _Built:
     """The list form on gloo: ProcessGroupGloo::reduce_scatter all-reduces each of the n
     input blocks on its own (Flight Recorder shows n all_reduces of one block), then rank r
@@ -312,7 +315,7 @@ def _gloo_reduce_scatter_list(n: int, size: int, root: int | None) -> _Built:
         for step in _gloo_all_reduce_steps(n, split(block, n)):
             moved = tuple(replace(t, chunk=b * n + t.chunk) for t in step.transfers)
             steps.append(Step(f"b{b} {step.label}", moved))
-    return ("all_reduce per block", n * n, steps,
+    return (PER_BLOCK, n * n, steps,
             "gloo reduce_scatter (list form) runs n ring all_reduces, one per block "
             "(2(n-1) steps each), drawn one after another, and each rank r keeps block r; "
             "chunk b*n+c is part c of block b; segments drawn as one")

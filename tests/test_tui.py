@@ -2287,6 +2287,25 @@ def test_an_all_to_all_grid_shows_each_ranks_received_blocks_by_sender(lang: str
     assert "r3" not in "".join(grid[5:])  # no rank left out
 
 
+def test_a_list_form_reduce_scatters_grid_shows_on_each_row_the_parts_of_its_block() -> None:
+    """gloo's list-form reduce_scatter gave each rank n x n chunks: at 160 columns rank 3
+    of 4 was left out (teacher's trial). A row now shows the n parts of the block its step
+    reduces, each digit how many ranks are summed into it."""
+    lines = _phases_lines("reduce_scatter", 4, "en", render.GRID_MAX_W)
+    at = next(i for i, ln in enumerate(lines) if ln.startswith("Buffers"))
+    assert lines[at] == "Buffers: digit = ranks summed into each part of the row's block, " \
+        "· = not held"
+    grid = lines[at + 1:]
+    head = next(i for i, ln in enumerate(grid) if ln.split()[:1] == ["r0"])
+    assert grid[head].split() == ["r0", "r1", "r2", "r3"]
+    rows = {ln.split()[0] + " " + ln.split()[1]: ln.split()[-4:] for ln in grid[head + 1:]
+            if ln.split()[:1] and ln.split()[0].startswith("b")}
+    # block 3's ring all_reduce: its first reduce-scatter step; at its end each part is the sum
+    assert rows["b3 RS0"] == ["1121", "1112", "2111", "1211"]
+    assert rows["b3 AG2"] == ["4444", "4444", "4444", "4444"]
+    assert "r3" not in "".join(grid[head + 1:])  # no rank left out
+
+
 SOURCE_W_AT_160 = 94  # the source panel's inner width at 160 columns (3/5 of it, less borders)
 
 

@@ -571,17 +571,26 @@ def grid_layout(sched: schedules.Schedule, ranks: tuple[int, ...], lang: str,
     return GridLayout(label_w, column_w, shown, sends_w if beside else 0)
 
 
-def _slots(sched: schedules.Schedule, rank: int) -> list[tuple[int, int]]:
-    """The chunks a rank's column shows, each with the number its digit gives: every chunk,
-    numbered; for all_to_all, the rank's n received blocks, each numbered by its sender (its
-    n x n chunks left no room for a fourth rank at 160 columns)."""
+def _slots(sched: schedules.Schedule, rank: int,
+           step: schedules.Step | None = None) -> list[tuple[int, int]]:
+    """The chunks a rank's column shows on the row of ``step`` (None: the start), each with
+    the number its digit gives: every chunk, numbered; for all_to_all, the rank's n received
+    blocks, each numbered by its sender; for gloo's list-form reduce_scatter, the n parts of
+    the block the step reduces (the n x n chunks of either left no room for a fourth rank
+    at 160 columns)."""
+    n = sched.n
     if schedules.canonical_op(sched.op) == "all_to_all":
-        return [(s * sched.n + rank, s) for s in range(sched.n)]
+        return [(s * n + rank, s) for s in range(n)]
+    if sched.algorithm == schedules.PER_BLOCK:
+        block = step.transfers[0].chunk // n if step is not None and step.transfers else 0
+        return [(block * n + c, c) for c in range(n)]
     return [(c, c) for c in range(sched.chunks)]
 
 
 def _digits_key(sched: schedules.Schedule, reducing: bool) -> str:
     """The UI key of the grid's legend: what its digits say."""
+    if sched.algorithm == schedules.PER_BLOCK:
+        return "digits summed block"
     if reducing:
         return "digits summed"
     return "digits senders" if schedules.canonical_op(sched.op) == "all_to_all" \
@@ -612,13 +621,14 @@ def _grid(out: Text, sched: schedules.Schedule, ranks: tuple[int, ...], current:
     width, label_w, send_w, listed = layout.column_w, layout.label_w, layout.sends_w, \
         bool(layout.sends_w)
 
-    def row(label: str, sends: str, state: list[dict], style: str) -> None:
+    def row(label: str, sends: str, state: list[dict], style: str,
+            step: schedules.Step | None = None) -> None:
         out.append(f"{label:>{label_w}} ", style=style)
         if listed:
             out.append(f"{sends:<{send_w}} ")
         for rank, held in enumerate(state[:layout.ranks]):
             out.append(" ")
-            slots = _slots(sched, rank)
+            slots = _slots(sched, rank, step)
             for c, number in slots:
                 who = held.get(c)
                 if who is None:
@@ -642,7 +652,7 @@ def _grid(out: Text, sched: schedules.Schedule, ranks: tuple[int, ...], current:
         step = sched.steps[k]
         row(schedule_notes.step_label(step.label, lang), _sends(step, ranks) if listed else "",
             states[k + 1],
-            "bold reverse" if k == current else "bold cyan")
+            "bold reverse" if k == current else "bold cyan", step)
     left_out = _left_out(layout, ranks, lang)
     if left_out:
         out.append(explain.ui("not shown", lang).format(left_out) + "\n", style="dim italic")
