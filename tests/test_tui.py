@@ -541,6 +541,23 @@ async def test_the_ranks_panel_says_whom_the_others_waited_for(lang: str, line: 
         assert rows[-3].split()[:2] == ["3", "node0"]
 
 
+def test_the_late_arrivals_line_is_cut_after_a_whole_word() -> None:
+    """At 120 columns it read "a maior 2…", a number cut into another (user trial)."""
+    clock = FakeClock()
+    session = FakeSession(clock)
+    Diagnosis(session.model, wall_ns=clock.wall_ns)
+    session.feed(heartbeats(4))
+    for seq, late_ms in ((1, 200), (2, 0), (3, 100)):
+        starts = {r: T0_NS + seq * 10**9 + (late_ms * 10**6 if r == 2 else r) for r in range(4)}
+        session.feed([op_batch(r, [{"id": seq, "op": "all_reduce", "seq": seq, "bytes_in": 4096,
+                                    "t_start": starts[r], "t_end": max(starts.values()) + 10**6}])
+                      for r in range(4)])
+    for width, lang in ((70, "pt"), (64, "en")):
+        last = render.ranks_table(session.model, clock(), clock.wall_ns(), lang=lang,
+                                  width=width).plain.splitlines()[-1]
+        assert len(last) <= width and last.endswith("…") and not last[-2].isdigit(), last
+
+
 @sync
 async def test_a_rank_without_recent_messages_is_silent() -> None:
     clock = FakeClock()

@@ -97,7 +97,8 @@ def ranks_table(model: Model, now: float, now_ns: int | None = None,
             out.append(_cut(" " * LINKS_AT + rates, width) + "\n", style="cyan")
     late = text.late_line(model.late_arrivals(), lang)
     if late:  # under the ranks: whom the others waited for, the longest waited for first
-        out.append(_cut(late, width) + "\n", style="yellow")
+        out.append((late if width is None else _whole_words(late, width)) + "\n",
+                   style="yellow")
     out.rstrip()
     return out
 
