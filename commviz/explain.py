@@ -1238,7 +1238,7 @@ _UI_PAIRS: dict[str, tuple[str, str]] = {
     "late once": ("rank {rank}: 1×, {waited} ({op} #{seq})",
                   "rank {rank}: 1×, {waited} ({op} #{seq})"),
     "late many": ("rank {rank}: {n}×, {waited} in all, longest {longest} ({op} #{seq})",
-                  "rank {rank}: {n}×, {waited} ao todo, a maior {longest} ({op} #{seq})"),
+                  "rank {rank}: {n}×, {waited} ao todo, o maior {longest} ({op} #{seq})"),
     "no findings short": ("diagnosis: no straggler, hang, lost rank or mismatch",
                           "diagnóstico: nenhum rank atrasado, travado, perdido ou divergente"),
     "findings now": ("diagnosis: {n} finding, in the panel above|diagnosis: {n} findings, "

@@ -187,7 +187,7 @@ def test_every_late_arrival_is_counted_per_rank_in_a_row_or_not():
         "late arrivals (the others waited): rank 1: 3×, 899 ms in all, longest 300 ms "
         "(all_reduce #1) · rank 3: 1×, 40.1 ms (all_reduce #6)")
     assert text.late_line(diag.late_arrivals(), "pt").startswith(
-        "atrasos (os outros esperaram): rank 1: 3×, 899 ms ao todo, a maior 300 ms")
+        "atrasos (os outros esperaram): rank 1: 3×, 899 ms ao todo, o maior 300 ms")
 
 
 def test_late_arrivals_are_all_counted_when_many_instances_come_at_once():

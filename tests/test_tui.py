@@ -515,7 +515,7 @@ def test_a_waiting_ranks_state_keeps_its_time_whole_with_its_unit(
 @pytest.mark.parametrize("lang, line", [
     ("en", "late arrivals (the others waited): rank 2: 2×, 300 ms in all, longest 200 ms "
            "(all_reduce #1)"),
-    ("pt", "atrasos (os outros esperaram): rank 2: 2×, 300 ms ao todo, a maior "
+    ("pt", "atrasos (os outros esperaram): rank 2: 2×, 300 ms ao todo, o maior "
            "200 ms (all_reduce #1)")])
 @sync
 async def test_the_ranks_panel_says_whom_the_others_waited_for(lang: str, line: str) -> None:
@@ -542,7 +542,7 @@ async def test_the_ranks_panel_says_whom_the_others_waited_for(lang: str, line: 
 
 
 def test_the_late_arrivals_line_is_cut_after_a_whole_word() -> None:
-    """At 120 columns it read "a maior 2…", a number cut into another (user trial)."""
+    """At 120 columns it read "o maior 2…", a number cut into another (user trial)."""
     clock = FakeClock()
     session = FakeSession(clock)
     Diagnosis(session.model, wall_ns=clock.wall_ns)
