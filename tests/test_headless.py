@@ -137,6 +137,23 @@ def test_the_stats_tables_bandwidths_share_one_format_under_their_unit():
     assert {len(line) for line in lines} == {len(lines[0])}
 
 
+def test_a_short_jobs_ops_that_ended_before_its_first_message_are_timed_from_the_first():
+    """An instrumented 2-rank script under `commviz watch --headless`: its six ops ended
+    within 2 ms, before its first batch reached the viewer, and every line read 0.000s;
+    they are now timed from the first op's start, as the TUI's log times them."""
+    session = Session("tcp://127.0.0.1:*", collect_instances=True)
+    try:
+        session.first_message_ns = T + 50 * MS  # the emitter's first tick, after them all
+        session.model.new_instances = [_inst("all_reduce", (0, 1), k, 2 * k, 2 * k + 1)
+                                       for k in range(1, 4)]
+        out = io.StringIO()
+        headless._Printer(session, out).flush()
+    finally:
+        session.close()
+    assert [line.split()[0] for line in out.getvalue().splitlines()[1:]] == [
+        "0.001s", "0.003s", "0.005s"]  # ends at 3, 5 and 7 ms, the first began at 2 ms
+
+
 def test_headless_lines_speak_the_language_asked():
     """--lang pt: the header, the lines, the statistics and the counts in Portuguese (the
     source material's language); the table's numbers keep their decimal point for programs."""

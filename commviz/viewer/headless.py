@@ -172,7 +172,10 @@ class _Printer:
                 backend=s.backend, device=s.device), file=self.out)
         if new and self.t0 is None:
             print(text.instance_header(self.lang), file=self.out)
-            self.t0 = self.session.first_message_ns or min(i.t_end for i in new)
+            # the first op's start, as the TUI's log counts, or the first message if that
+            # came first: a short job's ops all end before its first batch arrives (0.000s)
+            first = min(i.t_first_start for i in new)
+            self.t0 = min(first, self.session.first_message_ns or first)
         for inst in sorted(new, key=lambda i: i.t_end):  # in time order within a round
             print(text.instance_line(inst, self.t0, text.COLUMNS, self.lang), file=self.out)
         for f in found:
