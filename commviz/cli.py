@@ -314,7 +314,6 @@ def _stats(args: argparse.Namespace) -> int:
 
     model = Model()
     Diagnosis(model)  # finds on replay whom the others waited for (model.late_arrivals)
-    late = model.late_arrivals
     findings: list[dict] = []
     cut: list[int] = []
     try:
@@ -331,7 +330,7 @@ def _stats(args: argparse.Namespace) -> int:
         if isinstance(exc, recording.RecordingError):
             raise
         raise recording.RecordingError(f"{args.file}: malformed op line ({exc!r})") from None
-    rows = model.stats_table()
+    rows, late = model.stats_table(), model.late_arrivals()
     failed, unmatched = model.incomplete()  # the recording is over: they will not complete
     failed += model.failed
     if cut:  # what a killed viewer leaves: everything before it is whole
@@ -345,15 +344,15 @@ def _stats(args: argparse.Namespace) -> int:
                                              "waited_us": t.waited_ns / 1e3,
                                              "longest_us": t.longest_ns / 1e3,
                                              "longest_at": {"op": t.op, "seq": t.seq}}
-                                            for r, t in late()],
+                                            for r, t in late],
                           "findings": findings},
                          indent=2))
     else:
         print(text.stats_table(rows))
         print("\n" + text.counts_line(model.records, model.instances, model.transfers,
                                       failed, unmatched))
-        if late():
-            print(text.late_line(late()))
+        if late:
+            print(text.late_line(late))
         if findings:
             print(f"\nfindings of the live diagnosis ({len(findings)}):")
             for f in findings:

@@ -189,6 +189,19 @@ def test_headless_lines_speak_the_language_asked():
     assert text.stats_table([], "pt").endswith("(nenhuma coletiva ou transferência concluída)")
 
 
+def _recorded_summary(messages: list, path) -> str:
+    """``messages`` through a session recording to ``path``; its headless summary."""
+    session = Session("tcp://127.0.0.1:*", record=path)
+    try:
+        session.model.apply(messages)
+        session.recorder.write(messages)
+        out = io.StringIO()
+        headless._Printer(session, out).summary()
+    finally:
+        session.close()
+    return out.getvalue()
+
+
 def test_every_summary_counts_an_instance_left_failed_or_incomplete(tmp_path, capsys):
     """The trial's size mismatch: rank 1 failed in all_reduce #2, rank 0 aborted inside it
     and sent no record. '3 op records, 1 collective instances' and a summary with
@@ -211,17 +224,10 @@ def test_every_summary_counts_an_instance_left_failed_or_incomplete(tmp_path, ca
                 op_batch(0, [rec(1)], g2), op_batch(1, [rec(1), rec(2, protocol.FLAG_FAILED)], g2),
                 op_batch(0, [rec(3, op="send", peer=1)], g2)]  # its recv never recorded
     path = tmp_path / "size.jsonl"
-    session = Session("tcp://127.0.0.1:*", record=path)
-    try:
-        session.model.apply(messages)
-        session.recorder.write(messages)
-        out = io.StringIO()
-        headless._Printer(session, out).summary()
-    finally:
-        session.close()
-    assert out.getvalue().strip().splitlines()[-1].startswith(
+    out = _recorded_summary(messages, path)
+    assert out.strip().splitlines()[-1].startswith(
         "4 op records, 1 collective instances, 0 transfers; 1 failed, not counted; 1 left "
-        "incomplete (records missing from some of its ranks); "), out.getvalue()
+        "incomplete (records missing from some of its ranks); "), out
     summary = json.loads(path.read_text(encoding="utf-8").splitlines()[-1])
     assert (summary["kind"], summary["failed"], summary["unmatched"]) == ("summary", 1, 1)
     assert cli.main(["stats", str(path), "--json"]) == 0
@@ -253,17 +259,10 @@ def test_whom_the_others_waited_for_is_said_by_the_summary_and_by_stats(tmp_path
         messages += [op_batch(0, [rec(seq, 0, late + 1)], g2),
                      op_batch(1, [rec(seq, late, late + 1)], g2)]
     path = tmp_path / "late.jsonl"
-    session = Session("tcp://127.0.0.1:*", record=path)
-    try:
-        session.model.apply(messages)
-        session.recorder.write(messages)
-        out = io.StringIO()
-        headless._Printer(session, out).summary()
-    finally:
-        session.close()
+    out = _recorded_summary(messages, path)
     line = ("late arrivals (the others waited): rank 1: 2×, 370 ms in all, longest 250 ms "
             "(all_reduce #1)")
-    assert line in out.getvalue().splitlines(), out.getvalue()
+    assert line in out.splitlines(), out
     assert cli.main(["stats", str(path)]) == 0
     assert line in capsys.readouterr().out.splitlines()
     assert cli.main(["stats", str(path), "--json"]) == 0

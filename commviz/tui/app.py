@@ -481,17 +481,13 @@ class CommvizApp(App):
                   + timeline.styles.gutter.height}
         over = -1
         if not self._narrow and left.size.height > 0:
-            def least(selector: str) -> int:  # a panel's least rows (border-box: its border
-                styles = self.query_one(selector).styles  # included)
-                return int((styles.min_height or styles.height).value)
-
-            need = (sum(wanted.values()) + least("#topology") + SOURCE_LEAST_ROWS
+            need = (sum(wanted.values()) + self._least_rows("#topology") + SOURCE_LEAST_ROWS
                     + self.query_one("#source").styles.gutter.height
                     + self.query_one("#output").outer_size.height)
-            over = need + least("#log") - left.size.height
+            over = need + self._least_rows("#log") - left.size.height
             if self.screen.has_class("-tight") != (over > 0):
                 self.screen.set_class(over > 0, "-tight")
-            over -= least("#log")
+            over -= self._least_rows("#log")
         for panel in (timeline, ranks):  # the timeline gives first: the ranks name who
             cap = max(LEAST_LANES_ROWS, wanted[panel] - over) if over > 0 else None
             over -= wanted[panel] - (cap or wanted[panel])
@@ -508,9 +504,8 @@ class CommvizApp(App):
             return render.SOURCE_CONTEXT
         taken = sum(child.outer_size.height for child in left.children
                     if child.display and child.id not in ("topology", "source"))
-        least = self.query_one("#topology").styles.min_height
-        rows = left.size.height - taken - (int(least.value) if least is not None else 0) \
-            - source.styles.gutter.height - 2  # the title, the call's line
+        rows = left.size.height - taken - self._least_rows("#topology") \
+            - source.styles.gutter.height - SOURCE_LEAST_ROWS
         return max(0, min(render.SOURCE_CONTEXT, rows // 2))
 
     def _phases_width(self) -> int | None:
@@ -529,8 +524,14 @@ class CommvizApp(App):
             return None
         taken = sum(child.outer_size.height for child in right.children
                     if child.display and child.id in taken_by)
-        least = self.query_one("#explain-box").styles.min_height
-        return right.size.height - taken - (int(least.value) if least is not None else 0)
+        return right.size.height - taken - self._least_rows("#explain-box")
+
+    def _least_rows(self, selector: str) -> int:
+        """A panel's least rows by the stylesheet, its border included (border-box): its
+        min-height, else a height in cells; 0 without either."""
+        styles = self.query_one(selector).styles
+        rows = styles.min_height or styles.height
+        return int(rows.value) if rows is not None and rows.is_cells else 0
 
     def _status_shows_whole(self, event: str) -> bool:
         """The viewer panel is on screen and shows ``event`` whole: no toast need repeat it

@@ -600,13 +600,8 @@ def _digits_key(sched: schedules.Schedule, reducing: bool) -> str:
 
 def _left_out(layout: GridLayout, ranks: tuple[int, ...], lang: str) -> str:
     """What the grid leaves out ("r5-r7, transfers"), or ""."""
-    hidden = ranks[layout.ranks:]
-    parts = []
-    if hidden:
-        consecutive = list(hidden) == list(range(hidden[0], hidden[0] + len(hidden)))
-        parts.append(f"r{hidden[0]}" if len(hidden) == 1 else
-                     f"r{hidden[0]}-r{hidden[-1]}" if consecutive else
-                     ",".join(f"r{r}" for r in hidden))
+    hidden = list(ranks[layout.ranks:])
+    parts = [text.rank_labels(hidden)] if hidden else []
     if not layout.sends_w:
         parts.append(explain.ui("transfers column", lang))
     return ", ".join(parts)

@@ -29,7 +29,7 @@ from textual.widget import Widget
 from .. import explain, protocol
 from ..protocol import PhaseSpan
 from ..viewer.model import InFlight, Instance, Model, Segment
-from ..viewer.text import MICROSECONDS, TIME_UNITS
+from ..viewer.text import MICROSECONDS, TIME_UNITS, rank_labels
 
 WAIT, SOLID, UNKNOWN = "░", "█", "╌"
 
@@ -124,8 +124,7 @@ def lane_runs(segments_by_rank: Mapping[int, Lane], inflight: Iterable[InFlight]
         room, lines = height - len(tail) - 1, []  # a line names the ranks left out
         while by_rank and len(lines) + len(by_rank[0][1]) <= room:
             lines.extend(by_rank.pop(0)[1])
-        left_out = ",".join(f"r{rank}" for rank, _ in by_rank) if len(by_rank) < 3 else \
-            f"r{by_rank[0][0]}-r{by_rank[-1][0]}"
+        left_out = rank_labels([rank for rank, _ in by_rank])
         lines.append(_cut([(" " * label_w + explain.ui("lanes left out", lang).format(left_out),
                             "dim")], width))
     return lines + tail

@@ -30,6 +30,14 @@ def ranks_phrase(ranks: list[int]) -> str:
     return "ranks " + ",".join(map(str, ranks))
 
 
+def rank_labels(ranks: list[int]) -> str:
+    """Ranks as the panels label them: ``r5``, ``r5-r7`` (three or more in a row),
+    ``r5,r6``."""
+    if len(ranks) >= 3 and ranks == list(range(ranks[0], ranks[0] + len(ranks))):
+        return f"r{ranks[0]}-r{ranks[-1]}"
+    return ",".join(f"r{r}" for r in ranks)
+
+
 ANSI_ESCAPE = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|.)")
 UNSURE_WIDTH = "�"  # stands for a character terminals draw at widths of their own
 
