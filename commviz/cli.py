@@ -78,6 +78,16 @@ def _parser() -> argparse.ArgumentParser:
                    help="folder to write them in (default ~/.config/commviz/keys)")
     k.add_argument("--force", action="store_true", help="replace keys already there")
 
+    pl = sub.add_parser("play", help="play a recording back in the TUI, as it was seen live")
+    pl.add_argument("file")
+    pl.add_argument("--speed", type=float, default=1.0,
+                    help="how many times as fast as it was recorded (default 1; ] and [ "
+                    "change it while playing)")
+    pl.add_argument("--paused", action="store_true",
+                    help="start paused: n steps from one operation to the next")
+    pl.add_argument("--lang", choices=("en", "pt"), default=None,
+                    help="language of the explanations (default: from the locale)")
+
     s = sub.add_parser("stats", help="nccl-tests-like table of a recording")
     s.add_argument("file")
     s.add_argument("--json", action="store_true", help="machine-readable output")
@@ -95,7 +105,8 @@ def main(argv: list[str] | None = None) -> int:
     args.no_terminal = _no_terminal_for_the_tui(args)
     if args.no_terminal:
         args.headless = True
-    commands = {"demo": _demo, "watch": _watch, "run": _run, "keys": _keys, "stats": _stats}
+    commands = {"demo": _demo, "watch": _watch, "run": _run, "keys": _keys, "stats": _stats,
+                "play": _play}
     try:
         code = commands[args.command](args)
         sys.stdout.flush()  # a reader that went away (`| head`) shows here, not at exit
@@ -113,8 +124,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def _no_terminal_for_the_tui(args: argparse.Namespace) -> bool:
     """The command would draw the TUI, but stdin or stdout is not a terminal (`| tee`, CI)."""
-    tui = not (getattr(args, "headless", True) or getattr(args, "no_viewer", False)
-               or getattr(args, "list", False))
+    tui = args.command == "play" or not (getattr(args, "headless", True)
+                                         or getattr(args, "no_viewer", False)
+                                         or getattr(args, "list", False))
     return tui and not (sys.stdin.isatty() and sys.stdout.isatty())
 
 
@@ -149,7 +161,9 @@ def _demo(args: argparse.Namespace) -> int:
     launcher.check_backend(args.op, backend)
     from .viewer.session import Session
 
-    session = Session("tcp://127.0.0.1:*", args.record, collect_instances=args.headless)
+    titles = {lang: _demo_title(args, size, lang) for lang in explain.LANGS}
+    session = Session("tcp://127.0.0.1:*", args.record, collect_instances=args.headless,
+                      about={"title": titles, "demo": args.op})
     controller = None  # play / pause / next iteration: the TUI only; headless, never gated
     try:
         if not args.headless:
@@ -177,8 +191,6 @@ def _demo(args: argparse.Namespace) -> int:
     from .tui.app import run_app
 
     try:
-
-        titles = {lang: _demo_title(args, size, lang) for lang in explain.LANGS}
         return run_app(session, ranks=ranks, title=lambda lang: titles[lang],
                        lang=_lang(args), controller=controller, restart=start_ranks,
                        demo=args.op)
@@ -209,7 +221,9 @@ def _watch(args: argparse.Namespace) -> int:
 
     try:
         session = Session(args.bind or DEFAULT_BIND, args.record,
-                          collect_instances=args.headless, keys=_keys_dir(args))
+                          collect_instances=args.headless, keys=_keys_dir(args),
+                          about={"title": {lang: explain.ui("watching", lang).format(
+                              args.bind or DEFAULT_BIND) for lang in explain.LANGS}})
     except AddressInUse as exc:
         raise BindError(f"{exc}. Pick another with --bind tcp://127.0.0.1:PORT, and point the "
                         "ranks at it with COMMVIZ_ADDR.") from None
@@ -247,7 +261,9 @@ def _run(args: argparse.Namespace) -> int:
     keys = _keys_dir(args)
     try:
         session = Session(args.bind or "tcp://127.0.0.1:*", args.record,
-                          collect_instances=args.headless, keys=keys)
+                          collect_instances=args.headless, keys=keys,
+                          about={"title": {lang: f"run · {shlex.join(cmd)}"[:80]
+                                           for lang in explain.LANGS}})
     except AddressInUse as exc:
         raise BindError(f"{exc}. Pick another with --bind tcp://127.0.0.1:PORT, or leave out "
                         "--bind: a free port is then taken, and the job is told where.") from None
@@ -306,6 +322,54 @@ def _lang(args: argparse.Namespace) -> str:
     return args.lang or default_lang()
 
 
+def _play(args: argparse.Namespace) -> int:
+    from .recording import RecordingError
+    from .viewer.playback import SPEEDS, Playback, PlaybackControl
+
+    if not SPEEDS[0] <= args.speed <= SPEEDS[-1]:
+        raise RecordingError(f"--speed {args.speed:g}: it must lie between {SPEEDS[0]:g} and "
+                             f"{SPEEDS[-1]:g}")
+    playback = _read_recording(args.file, lambda: Playback(args.file, args.speed))
+    if args.no_terminal:
+        raise RecordingError("commviz play draws the TUI: run it in a terminal (`commviz stats "
+                             f"{args.file}` prints a recording's numbers)")
+    # a demo's recording is held after each operation until the replay has shown it, as the
+    # live demo held its ranks; a job's runs on at its own pace, the replay showing the latest
+    control = PlaybackControl(playback, paused=args.paused, each_op=playback.demo is not None)
+    name = os.path.basename(args.file)
+    titles = {lang: " · ".join(part for part in (
+        explain.ui("play title", lang).format(file=name), playback.title.get(lang)) if part)
+        for lang in explain.LANGS}
+    if playback.cut:
+        print(f"commviz: note: {args.file}:{playback.cut[0]}: the last line is cut short (the "
+              "viewer was stopped while writing it): left out", file=sys.stderr)
+    from .tui.app import run_app
+
+    return run_app(playback, ranks=None, title=lambda lang: titles[lang], lang=_lang(args),
+                   controller=control, restart=lambda: None, demo=playback.demo,
+                   wall_ns=playback.clock.wall_ns)
+
+
+def _read_recording(path: str, read):
+    """``read()``, a reader of the recording at ``path``, with what can go wrong as a
+    RecordingError that says what it is."""
+    from . import recording
+
+    try:
+        return read()
+    except FileNotFoundError:
+        raise recording.RecordingError(f"{path}: no such file") from None
+    except OSError as exc:  # a directory, no permission...
+        raise recording.RecordingError(f"cannot read {path}: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise recording.RecordingError(
+            f"{path} is not a commviz recording (not UTF-8 text)") from None
+    except (KeyError, TypeError, ValueError, IndexError) as exc:
+        if isinstance(exc, recording.RecordingError):
+            raise
+        raise recording.RecordingError(f"{path}: malformed line ({exc!r})") from None
+
+
 def _stats(args: argparse.Namespace) -> int:
     from . import recording
     from .viewer import text
@@ -316,20 +380,12 @@ def _stats(args: argparse.Namespace) -> int:
     Diagnosis(model)  # finds on replay whom the others waited for (model.late_arrivals)
     findings: list[dict] = []
     cut: list[int] = []
-    try:
+
+    def read() -> None:
         for batch in _chunks(recording.read(args.file, findings, cut)):
             model.apply(batch)
-    except FileNotFoundError:
-        raise recording.RecordingError(f"{args.file}: no such file") from None
-    except OSError as exc:  # a directory, no permission...
-        raise recording.RecordingError(f"cannot read {args.file}: {exc.strerror}") from None
-    except UnicodeDecodeError:
-        raise recording.RecordingError(
-            f"{args.file} is not a commviz recording (not UTF-8 text)") from None
-    except (KeyError, TypeError, ValueError, IndexError) as exc:
-        if isinstance(exc, recording.RecordingError):
-            raise
-        raise recording.RecordingError(f"{args.file}: malformed op line ({exc!r})") from None
+
+    _read_recording(args.file, read)
     rows, late = model.stats_table(), model.late_arrivals()
     failed, unmatched = model.incomplete()  # the recording is over: they will not complete
     failed += model.failed

@@ -1500,6 +1500,13 @@ _UI_PAIRS: dict[str, tuple[str, str]] = {
     "stopping others": ("stopping the other ranks", "parando os outros ranks"),
     "job ended": ("the job has ended · q quits", "o job terminou · q sai"),
     "restarted": ("restarted", "reiniciado"),
+    # commviz play: a recording played back
+    "playing file": ("playing back {}", "reproduzindo a gravação {}"),
+    "playback at": ("{at} of {total} s", "{at} de {total} s"),
+    "playback ended": ("End of the recording", "Fim da gravação"),
+    "playback waits": ("the playback waits for the replay", "a gravação espera o replay"),
+    "next operation": ("Next operation", "Próxima operação"),
+    "play title": ("play {file}", "gravação {file}"),
     "the job": ("the job", "o job"),
     "rank n": ("rank {}", "rank {}"),
     # the footer
@@ -1510,6 +1517,9 @@ _UI_PAIRS: dict[str, tuple[str, str]] = {
     "key faster": ("Faster", "Mais rápido"),
     "key slower": ("Slower", "Mais devagar"),
     "key replay_pause": ("Hold replay", "Segurar replay"),
+    "key step op": ("Next operation", "Próxima operação"),
+    "key play_faster": ("Faster playback", "Gravação mais rápida"),
+    "key play_slower": ("Slower playback", "Gravação mais lenta"),
     "key pause short": ("Pause", "Pausa"),
     "key step short": ("Next", "Próxima"),
     "key faster short": ("Speed", "Ritmo"),
@@ -1524,6 +1534,8 @@ _UI_PAIRS: dict[str, tuple[str, str]] = {
     # the help screen: what more there is to say of a key than the footer's words
     "help faster": ("the replay's speed", "a velocidade do replay"),
     "help replay_pause": ("the job keeps running", "o job continua rodando"),
+    "help play_faster": ("the recording's clock: ×1/16 to ×64",
+                         "o relógio da gravação: ×1/16 a ×64"),
     "help zoom_in": ("the timeline; it then holds the latest activity in view",
                      "a linha do tempo, que então mantém à vista a atividade mais recente"),
     "help lang": ("English ↔ Português", "English ↔ Português"),

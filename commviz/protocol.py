@@ -203,7 +203,7 @@ class GpuTopology:
 
 Message = OpBatch | Heartbeat | Bye | Phases | GpuTopology
 
-_TELEMETRY_KEYS = ("cpu_pct", "rss_bytes", "gpu_util_pct", "gpu_mem_used", "gpu_mem_total",
+TELEMETRY_KEYS = ("cpu_pct", "rss_bytes", "gpu_util_pct", "gpu_mem_used", "gpu_mem_total",
                    "gpu_power_w", "nvlink_tx_bps", "nvlink_rx_bps", "pcie_tx_bps",
                    "pcie_rx_bps")
 
@@ -274,7 +274,7 @@ def _decode_heartbeat(msg: dict) -> Heartbeat:
     if not isinstance(tel, dict):
         raise ProtocolError("field 'tel' must be a map")
     telemetry: dict[str, float | None] = {}
-    for key in _TELEMETRY_KEYS:
+    for key in TELEMETRY_KEYS:
         value = tel.get(key)
         if value is not None and (type(value) not in (int, float) or value != value or value < 0):
             raise ProtocolError(f"telemetry {key!r} must be a non-negative number or nil")

@@ -2,12 +2,15 @@
 
 The first line is a header naming the format and its version. Then one line per event:
 ``rank`` (a rank's identity), ``tel`` (a telemetry sample), ``op`` (one completed operation
-on one rank), ``phase`` (one compute phase a rank marked), ``topo`` (the GPUs of a rank's
-host and their links, when first seen or changed), ``bye`` (a rank left normally), ``diag``
-(a finding of the live diagnosis) and a closing ``summary``. Lines of a rank that sent an
+on one rank), ``running`` (an operation a rank announced as running for a while: what a
+hang leaves behind, since its ``op`` line never comes), ``phase`` (one compute phase a rank
+marked), ``topo`` (the GPUs of a rank's host and their links, when first seen or changed),
+``bye`` (a rank left normally), ``diag`` (a finding of the live diagnosis) and a closing
+``summary``. Lines of a rank that sent an
 incarnation id carry it (``inc``), so that the records of two jobs that ran at the same time
 with the same rank numbers are replayed apart. Writes are flushed at least once a second,
-so a killed viewer loses at most the last second.
+so a killed viewer loses at most the last second. The header may say what was recorded
+(``title``, per language, and ``demo``, the demo's name): ``commviz play`` shows it.
 """
 
 from __future__ import annotations
@@ -32,13 +35,15 @@ class RecordingError(ValueError):
 
 
 class Recorder:
-    def __init__(self, path: str | Path) -> None:
+    """``about``: what the header says of the run (``title``, ``demo``)."""
+
+    def __init__(self, path: str | Path, about: dict[str, Any] | None = None) -> None:
         self._file: IO[str] = open(path, "w", encoding="utf-8")  # noqa: SIM115
         self._identities: dict[tuple[int, int], tuple] = {}  # by (rank, inc)
         self._topologies: dict[int, protocol.GpuTopology] = {}  # ranks repeat it every 10 s
         self._last_flush = time.monotonic()
         self._write({"format": FORMAT, "version": VERSION, "commviz": __version__,
-                     "protocol": protocol.VERSION, "created_ns": time.time_ns()})
+                     "protocol": protocol.VERSION, "created_ns": time.time_ns(), **(about or {})})
 
     def write(self, messages: Iterable[protocol.Message]) -> None:
         for msg in messages:
@@ -93,7 +98,7 @@ class Recorder:
         self._file.write(json.dumps(obj, separators=(",", ":")) + "\n")
 
     def _ops(self, batch: protocol.OpBatch) -> None:
-        for record in op_dicts(batch):
+        for record in op_dicts(batch, running=True):
             self._write(record)
 
 
@@ -102,20 +107,23 @@ def _inc(inc: int) -> dict[str, int]:
     return {"inc": inc} if inc else {}
 
 
-def op_dicts(batch: protocol.OpBatch) -> list[dict[str, Any]]:
-    """The completed records of a batch as recording lines (in-flight snapshots left out)."""
+def op_dicts(batch: protocol.OpBatch, running: bool = False) -> list[dict[str, Any]]:
+    """The completed records of a batch as recording lines; with ``running``, the in-flight
+    snapshots too, as ``running`` lines (no ``t_end_ns``)."""
     cols = {k: v.tolist() for k, v in batch.cols.items()}
     ops, dtypes, out = protocol.OPS, protocol.DTYPES, []
     inc = _inc(batch.inc)
     for i in range(len(batch)):
-        if cols["t_end"][i] < 0:
+        t_end = cols["t_end"][i]
+        if t_end < 0 and not running:
             continue  # still in flight: its completed record comes later
         name, ranks = batch.groups[cols["gid"][i]]
         file, line = batch.sites[cols["site"][i]]
         peer, parent, dtype, flags = (cols["peer"][i], cols["parent"][i], cols["dtype"][i],
                                       cols["flags"][i])
-        out.append({
-            "kind": "op", "rank": batch.rank, **inc, "id": cols["id"][i],
+        rec = {
+            "kind": "op" if t_end >= 0 else "running", "rank": batch.rank, **inc,
+            "id": cols["id"][i],
             "op": ops[cols["op"][i]],
             "parent": None if parent == protocol.NO_CODE else ops[parent],
             "group": list(ranks), "pg": name, "seq": cols["seq"][i],
@@ -124,27 +132,41 @@ def op_dicts(batch: protocol.OpBatch) -> list[dict[str, Any]]:
             "dtype": None if dtype == protocol.NO_CODE else dtypes[dtype],
             "async": bool(flags & protocol.FLAG_ASYNC), "ddp": bool(flags & protocol.FLAG_DDP),
             "flags": flags,
-            "t_start_ns": cols["t_start"][i], "t_end_ns": cols["t_end"][i],
-            "file": file, "line": line})
+            "t_start_ns": cols["t_start"][i], "t_end_ns": t_end, "file": file, "line": line}
+        if t_end < 0:
+            del rec["t_end_ns"]
+        out.append(rec)
     return out
 
 
+def read_header(path: str | Path) -> dict[str, Any]:
+    """The header line of a recording, checked."""
+    with open(path, encoding="utf-8") as f:
+        return _header(f, path)
+
+
+def _header(f: IO[str], path: str | Path) -> dict[str, Any]:
+    try:
+        header = json.loads(f.readline())
+    except json.JSONDecodeError:
+        header = None
+    if not isinstance(header, dict) or header.get("format") != FORMAT:
+        raise RecordingError(f"{path} is not a commviz recording (no header line)")
+    if header.get("version") != VERSION:
+        raise RecordingError(f"{path}: recording version {header.get('version')} is not "
+                             f"supported (this commviz reads version {VERSION})")
+    return header
+
+
 def read(path: str | Path, findings: list[dict] | None = None,
-         cut: list[int] | None = None) -> Iterator[protocol.Message]:
+         cut: list[int] | None = None, playback: bool = False) -> Iterator[protocol.Message]:
     """Messages equivalent to what was recorded, for the same model the live viewer uses;
     the live diagnosis's findings (``diag`` lines, without their kind) go to ``findings``,
-    the number of a last line cut short (a viewer killed while writing it) to ``cut``."""
+    the number of a last line cut short (a viewer killed while writing it) to ``cut``.
+    ``playback``: also every heartbeat with its telemetry, and the ops announced as running
+    (t_end -1), as the live viewer received them."""
     with open(path, encoding="utf-8") as f:
-        first = f.readline()
-        try:
-            header = json.loads(first)
-        except json.JSONDecodeError:
-            header = None
-        if not isinstance(header, dict) or header.get("format") != FORMAT:
-            raise RecordingError(f"{path} is not a commviz recording (no header line)")
-        if header.get("version") != VERSION:
-            raise RecordingError(f"{path}: recording version {header.get('version')} is not "
-                                 f"supported (this commviz reads version {VERSION})")
+        _header(f, path)
         pending: list[dict] = []
         ranks: dict[tuple[int, int], dict] = {}  # identities by (rank, inc)
         with_ops: set[tuple[int, int]] = set()  # (rank, inc) of every op line
@@ -163,6 +185,8 @@ def read(path: str | Path, findings: list[dict] | None = None,
             if kind in ("rank", "bye"):  # they begin and end incarnations: earlier ops first
                 yield from _batches(pending)
                 pending = []
+            if kind == "running" and playback:
+                kind, obj = "op", {**obj, "t_end_ns": -1}
             if kind == "op":
                 pending.append(obj)
                 if len(pending) >= protocol.MAX_BATCH:
@@ -171,9 +195,11 @@ def read(path: str | Path, findings: list[dict] | None = None,
             elif kind == "rank":
                 ranks[(obj["rank"], obj.get("inc", 0))] = obj
                 yield _identity(obj, 0, 0, ())
-            elif kind == "tel" and obj.get("clk") and (obj["rank"], obj.get("inc", 0)) in ranks:
+            elif (kind == "tel" and (playback or obj.get("clk"))
+                  and (obj["rank"], obj.get("inc", 0)) in ranks):
                 yield _identity(ranks[(obj["rank"], obj.get("inc", 0))], obj["t_ns"],
-                                obj["dropped"], tuple(tuple(row) for row in obj["clk"]))
+                                obj["dropped"], tuple(tuple(row) for row in obj.get("clk", ())),
+                                _telemetry(obj) if playback else {})
             elif kind == "bye":  # the model's job generations end with their goodbyes
                 yield protocol.Bye(obj["rank"], obj["t_ns"], obj["dropped"], obj.get("inc", 0))
             elif kind == "phase":
@@ -196,11 +222,20 @@ def read(path: str | Path, findings: list[dict] | None = None,
                                      inc, last.get("job", ""))
 
 
-def _identity(obj: dict, t_ns: int, dropped: int, clock: tuple) -> protocol.Heartbeat:
-    """The heartbeat a ``rank`` line stands for (with a ``tel`` line's clock round trips)."""
+def _identity(obj: dict, t_ns: int, dropped: int, clock: tuple,
+              telemetry: dict | None = None) -> protocol.Heartbeat:
+    """The heartbeat a ``rank`` line stands for (with a ``tel`` line's clock round trips and
+    telemetry)."""
     return protocol.Heartbeat(obj["rank"], obj["world"], obj["host"], obj["pid"],
-                              obj["backend"], obj["device"], t_ns, dropped, {}, clock,
-                              obj.get("inc", 0), obj.get("job", ""))
+                              obj["backend"], obj["device"], t_ns, dropped, telemetry or {},
+                              clock, obj.get("inc", 0), obj.get("job", ""))
+
+
+def _telemetry(obj: dict) -> dict[str, float | None]:
+    """A ``tel`` line's telemetry fields, as the heartbeat carried them (a value that is not
+    a non-negative number is read as unknown, as the live viewer would not have taken it)."""
+    return {k: v if type(v) in (int, float) and v >= 0 else None
+            for k, v in ((k, obj.get(k)) for k in protocol.TELEMETRY_KEYS)}
 
 
 def _topology(obj: dict, where: str) -> protocol.GpuTopology:

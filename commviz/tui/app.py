@@ -35,6 +35,7 @@ from ..control import Controller
 from ..job import JobAsRanks
 from ..launcher import Ranks
 from ..viewer import diagnose, text
+from ..viewer.playback import PlaybackControl
 from . import render
 from .animation import Animator
 from .help import HelpScreen
@@ -69,7 +70,8 @@ SOURCE_LEAST_ROWS = 2  # the source panel's title and the call's line: kept on a
 LEAST_LANES_ROWS = 6  # the ranks' and the timeline's panels, borders included, when capped
 MIN_TITLE_SHOWN = 16  # cells of a cut header title, at least: what the run is stays readable
 # keys as the help screen and the palette show them, where not the binding's own key
-KEYS_SHOWN = {"faster": "+", "slower": "-", "help": "?", "quit": "q, ctrl+c"}
+KEYS_SHOWN = {"faster": "+", "slower": "-", "play_faster": "]", "play_slower": "[", "help": "?",
+              "quit": "q, ctrl+c"}
 RESTART_SETTLE_S = 0.15  # after stopping the ranks: time for their last messages to land
 
 
@@ -90,27 +92,33 @@ class CommvizApp(App):
         Binding("z", "zoom_in", "Zoom", id="zoom_in"),
         Binding("Z", "zoom_out", "Zoom out", id="zoom_out", show=False),
         Binding("r", "restart", "Restart", id="restart"),
+        # a recording's clock: not in the footer (the viewer panel's playback line says them)
+        Binding("right_square_bracket", "play_faster", "Faster playback", key_display="]",
+                id="play_faster", show=False),
+        Binding("left_square_bracket", "play_slower", "Slower playback", key_display="[",
+                id="play_slower", show=False),
         Binding("l", "switch_lang", "Language", id="lang", show=False),
         Binding("ctrl+c", "quit('stop ctrl+c')", "Quit", show=False, priority=True),
     ]
     # Keys listed by the help screen, in the footer's words ("key <id>"), then what more
     # there is to say ("help <id>"): (the bindings' ids, whether check_action says if they
     # work in this session, else they always do: v's text says it is for a narrow terminal)
-    HELP = [(("pause",), True), (("step",), True), (("faster", "slower"), False),
+    HELP = [(("pause",), True), (("step",), True), (("play_faster", "play_slower"), True),
+            (("faster", "slower"), False),
             (("replay_pause",), False), (("zoom_in", "zoom_out"), False),
             (("restart",), True), (("lang",), False), (("view",), False),
             (("quit",), False), (("help",), False)]
-    HELP_MORE = ("faster", "replay_pause", "zoom_in", "lang", "view", "palette")
+    HELP_MORE = ("faster", "play_faster", "replay_pause", "zoom_in", "lang", "view", "palette")
     # The command palette's own entries, by binding id, in the footer's words too
-    PALETTE = ("pause", "step", "faster", "slower", "replay_pause", "zoom_in", "zoom_out",
-               "restart", "lang", "view", "help")
+    PALETTE = ("pause", "step", "play_faster", "play_slower", "faster", "slower",
+               "replay_pause", "zoom_in", "zoom_out", "restart", "lang", "view", "help")
     # What `v` turns through below 120 columns, where one panel group fits at a time
     NARROW_VIEWS = ("numbers", "replay", "inside", "explain")
 
     def __init__(self, session: Any, ranks: Ranks | None = None,
                  title: str | Callable[[str], str] = "",
                  clock: Any = time.monotonic, wall_ns: Any = time.time_ns,
-                 lang: str = "en", controller: Controller | None = None,
+                 lang: str = "en", controller: Controller | PlaybackControl | None = None,
                  restart: Callable[[], Ranks] | None = None, output: Any = None,
                  demo: str | None = None) -> None:
         """``restart`` starts the demo's ranks again (the ``r`` key); None: not a demo.
@@ -121,6 +129,8 @@ class CommvizApp(App):
         super().__init__()
         self.session, self.ranks, self.lang, self.demo = session, ranks, lang, demo
         self.controller = controller  # a demo's step gate; None when watching a job
+        # a recording played back: the controller plays, pauses and steps its clock
+        self._playback = controller if isinstance(controller, PlaybackControl) else None
         self._restart = restart
         self._output, self._output_n = output, 0
         self._ticks = 0
@@ -224,8 +234,11 @@ class CommvizApp(App):
                 return b
             short = narrow and b.id in SHORT_KEYS
             display = {"faster": "+/-" if narrow else "+", "pause": ui("space")}
+            key = f"key {b.id}"
+            if b.id == "step" and self._playback is not None:
+                key = "key step op"  # a recording steps from one operation to the next
             return dataclasses.replace(
-                b, description=ui(f"key {b.id} short" if short else f"key {b.id}"),
+                b, description=ui(f"{key} short" if short else key),
                 key_display=display.get(b.id, b.key_display),
                 show=not narrow if b.id == "slower" else b.show)
 
@@ -339,7 +352,8 @@ class CommvizApp(App):
         live = model.findings()
         flagged = {r: f for f in live for r in f.ranks}
         width = self.query_one("#ranks").content_region.width or None  # None: not laid out
-        ranks = render.ranks_table(model, now, self._wall_ns(), flagged, self.lang, width)
+        ranks = render.ranks_table(model, model.clock(), self._wall_ns(), flagged, self.lang,
+                                   width)
         self._show("#ranks", ranks, ranks.plain.count("\n"))
         self._fit_left(ranks.plain.count("\n") + 1)
         # the panel comes up when something goes wrong, and stays a while after it ended
@@ -412,7 +426,8 @@ class CommvizApp(App):
         # once the job has ended (before, its records may still come); a line only then
         left = " · ".join(counted(key, n) for key, n in (
             ("failed ops", failed), ("incomplete ops", unmatched if self._ended else 0)) if n)
-        status = (f"{ui('listening on').format(self.session.addr)}\n"
+        source = "playing file" if self._playback is not None else "listening on"
+        status = (f"{ui(source).format(self.session.addr)}\n"
                   f"{counted('op records', model.records)} · "
                   f"{counted('collectives', model.instances)} · "
                   f"{counted('transfers', model.transfers)}\n"
@@ -575,9 +590,11 @@ class CommvizApp(App):
                 if self.check_action("restart", ()) else ""
             return f"■ {explain.ui('demo ended', self.lang)}{again} · q: " \
                 f"{explain.ui('quit', self.lang)}"
-        state = self.controller.state  # type: ignore[union-attr]
         held = f" · {explain.ui('replay held', self.lang)}" \
             if self.query_one(Topology).animator.paused else ""
+        if self._playback is not None:
+            return self._playback_line(held)
+        state = self.controller.state  # type: ignore[union-attr]
         if state.mode == "play":
             waits = f" · {explain.ui('waiting for replay', self.lang)}" if state.held else ""
             return f"▶ {explain.ui('playing', self.lang)} · {explain.ui('space', self.lang)}: " \
@@ -585,6 +602,24 @@ class CommvizApp(App):
         waiting = f" · n: {explain.ui('next step', self.lang)} ({state.allow + 2})" \
             if state.reached >= state.allow else ""
         return f"⏸ {explain.ui('paused', self.lang)}{waiting}{held}"
+
+    def _playback_line(self, held: str) -> str:
+        """Where the playback is in the recording, at what speed, and what the keys do."""
+        ui = functools.partial(explain.ui, lang=self.lang)
+        control, playback = self._playback, self._playback.playback  # type: ignore[union-attr]
+        at = (playback.clock.wall_ns() - playback.start_ns) / 1e9
+        total = (playback.end_ns - playback.start_ns) / 1e9
+        where = ui("playback at").format(at=explain.number(f"{at:.1f}", self.lang),
+                                         total=explain.number(f"{total:.1f}", self.lang))
+        if control.ended:
+            return f"■ {ui('playback ended')} · {where} · r: {ui('key restart')} · q: " \
+                f"{ui('quit')}"
+        if control.paused:
+            return f"⏸ {ui('paused')} · {where} · n: {ui('next operation')}{held}"
+        waits = f" · {ui('playback waits')}" if control.state.held else ""
+        speed = explain.number(f"{playback.clock.speed:g}", self.lang)
+        return f"▶ {ui('playing')} ×{speed} · {where} · {ui('space')}: {ui('pause')} · ]/[: " \
+            f"{ui('speed').lower()}{waits}{held}"
 
     def _event(self, key: str, fields: dict[str, Any]) -> str:
         """An event of the ranks in the language (a rank's ``who`` reads "rank N", a job's
@@ -627,6 +662,8 @@ class CommvizApp(App):
         """Pause and step exist only for a demo, whose ranks wait at a real step barrier."""
         if action in ("toggle_play", "step"):
             return self.controller is not None and not self._ended
+        if action in ("play_faster", "play_slower"):  # the clock of a recording played back
+            return self._playback is not None
         if action == "restart":  # a recording holds one run: none while recording
             return self._restart is not None and not self._recording
         if action == "next_view":
@@ -644,6 +681,16 @@ class CommvizApp(App):
         if self.controller is not None:
             self.controller.step()
             self.refresh_view()
+
+    def action_play_faster(self) -> None:
+        if self._playback is not None:
+            self._playback.faster()
+            self.refresh_view(2)
+
+    def action_play_slower(self) -> None:
+        if self._playback is not None:
+            self._playback.slower()
+            self.refresh_view(2)
 
     def action_restart(self) -> None:
         """Stop the demo's ranks and start new ones on an empty screen (the key works only
@@ -793,16 +840,18 @@ def _height_key(renderable: Any) -> int | None:
 
 
 def run_app(session: Any, ranks: Ranks | None, title: str | Callable[[str], str], lang: str,
-            controller: Controller | None = None,
+            controller: Controller | PlaybackControl | None = None,
             restart: Callable[[], Ranks] | None = None, output: Any = None,
-            demo: str | None = None, out: TextIO | None = None) -> int:
+            demo: str | None = None, out: TextIO | None = None,
+            wall_ns: Callable[[], int] = time.time_ns) -> int:
     """Run the TUI until quit or SIGTERM; always stops the ranks and closes the session (the
     caller closes the controller, after the ranks are stopped). Then says how the run ended
     on ``out`` (stdout; a job's run prefixes commviz's lines there): the failures, the
     findings still holding, a job's last lines of ``output`` (written to stdout as the job
-    wrote them), where the logs of a failed run are kept and, last, how a job ended."""
+    wrote them), where the logs of a failed run are kept and, last, how a job ended.
+    ``wall_ns``: the clock the ranks' times are read against (a recording's, played back)."""
     app = CommvizApp(session, ranks, title, lang=lang, controller=controller, restart=restart,
-                     output=output, demo=demo)
+                     output=output, demo=demo, wall_ns=wall_ns)
     session.start()
 
     def on_sigterm(signo: int, frame: Any) -> None:

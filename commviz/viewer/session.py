@@ -25,7 +25,10 @@ STALL_S = 0.5  # a gap this long between polls: this process was not running, ca
 
 class Session:
     def __init__(self, bind: str = DEFAULT_BIND, record: str | Path | None = None,
-                 collect_instances: bool = False, keys: str | Path | None = None) -> None:
+                 collect_instances: bool = False, keys: str | Path | None = None,
+                 about: dict | None = None) -> None:
+        """``about``: what a recording's header says of the run (``title`` per language,
+        ``demo``), besides the viewer's host."""
         self.receiver = Receiver(bind, keys)
         self.model = Model()
         if collect_instances:
@@ -41,7 +44,8 @@ class Session:
         # the wall clock (ns) when the first message arrived: time zero of the headless lines
         self.first_message_ns: int | None = None
         try:
-            self.recorder = recording.Recorder(record) if record else None
+            self.recorder = recording.Recorder(
+                record, {"host": self.model.local_host, **(about or {})}) if record else None
         except OSError as exc:
             self.receiver.close()
             raise recording.RecordingError(f"cannot write {record}: {exc.strerror}") from None

@@ -1,0 +1,377 @@
+"""A recording played back as if live (``commviz play``).
+
+``Playback`` stands in for a live ``Session``: the same model and diagnosis, written by a
+background thread and read by the TUI under ``lock``. Its messages reach the model when a
+``PlaybackClock`` that runs the recording's own time passes theirs: an op at its end, an op
+announced as running ``ANNOUNCE_S`` after its start, a heartbeat, a phase or a goodbye at its
+own time. So the screen shows what the live viewer showed, paced as the ranks ran. The clock
+runs at a chosen speed; ``PlaybackControl`` pauses it, steps it from one operation to the
+next and, for a demo's recording, holds it while the replay animates (as a live demo holds
+its ranks). Pure: no Textual.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+import numpy as np
+
+from .. import protocol, recording
+from ..control import ControlState
+from .diagnose import ANNOUNCE_S, Diagnosis, Finding
+from .model import Model
+
+ROUND_S = 0.02  # between two takes of what is due
+DIAGNOSE_EVERY_S = 0.25  # of the recording's time, as live
+FRAME_YIELD_S = 0.05  # the longest a take waits for a frame being drawn
+LEAD_NS = 200_000_000  # the clock starts this long before the first message
+SPEEDS = (1 / 16, 1 / 8, 1 / 4, 1 / 2, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0)
+_ANNOUNCE_NS = int(ANNOUNCE_S * 1e9)
+
+
+class PlaybackClock:
+    """The recording's wall clock (ns): from ``start_ns`` it runs ``speed`` times as fast as
+    ``real`` (seconds) while nothing stops it (a pause, a hold for the replay, the end)."""
+
+    def __init__(self, start_ns: int, speed: float = 1.0,
+                 real: Callable[[], float] = time.monotonic) -> None:
+        self._real = real
+        self._lock = threading.Lock()
+        self._at_ns, self._since = start_ns, real()
+        self.speed = speed
+        self._stops: set[str] = set()
+
+    def wall_ns(self) -> int:
+        with self._lock:
+            return self._now()
+
+    def seconds(self) -> float:
+        """The same time in seconds: the model's and the diagnosis' clock."""
+        return self.wall_ns() / 1e9
+
+    def stopped(self, why: str | None = None) -> bool:
+        """Whether ``why`` stops it (None: anything)."""
+        with self._lock:
+            return bool(self._stops) if why is None else why in self._stops
+
+    def stop(self, why: str, at_ns: int | None = None) -> None:
+        """Stop the clock for ``why`` (at ``at_ns``, if given, rather than now)."""
+        with self._lock:
+            self._rebase()
+            if at_ns is not None:
+                self._at_ns = at_ns
+            self._stops.add(why)
+
+    def go(self, why: str) -> None:
+        """``why`` no longer stops it: it runs again if nothing else does."""
+        with self._lock:
+            self._rebase()
+            self._stops.discard(why)
+
+    def jump(self, to_ns: int) -> None:
+        """Forward to ``to_ns`` at once (never back)."""
+        with self._lock:
+            self._rebase()
+            self._at_ns = max(self._at_ns, to_ns)
+
+    def set_speed(self, speed: float) -> None:
+        with self._lock:
+            self._rebase()
+            self.speed = speed
+
+    def reset(self, start_ns: int) -> None:
+        """Back to ``start_ns``; what stopped it for the end no longer does."""
+        with self._lock:
+            self._at_ns, self._since = start_ns, self._real()
+            self._stops.discard("end")
+
+    def _now(self) -> int:
+        if self._stops:
+            return self._at_ns
+        return self._at_ns + int((self._real() - self._since) * self.speed * 1e9)
+
+    def _rebase(self) -> None:
+        self._at_ns, self._since = self._now(), self._real()
+
+
+class Schedule:
+    """A recording's messages ordered by their times, taken up to a time. An op batch is
+    taken row by row: each op at its own time (its end; an announced running op shortly
+    after its start)."""
+
+    def __init__(self, messages: Iterable[protocol.Message]) -> None:
+        self._messages: list[protocol.Message] = []
+        dues: list[np.ndarray] = []
+        for msg in messages:
+            self._messages.append(msg)
+            dues.append(_dues(msg))
+        counts = np.array([len(d) for d in dues], dtype=np.int64)
+        due = np.concatenate(dues) if dues else np.zeros(0, dtype=np.int64)
+        # a message that carries no time (a rank's identity, a GPU topology) is due with the
+        # one recorded before it (the first known time, at the start)
+        known = due >= 0
+        if known.any():
+            last_known = np.maximum.accumulate(np.where(known, np.arange(len(due)), 0))
+            due = np.where(known, due, due[last_known])
+            due[: int(np.argmax(known))] = due[known][0]
+        self._msg = np.repeat(np.arange(len(counts)), counts)
+        self._row = np.arange(len(due)) - np.repeat(np.cumsum(counts) - counts, counts)
+        order = np.lexsort((self._row, self._msg, due))
+        self._due, self._msg, self._row = due[order], self._msg[order], self._row[order]
+        self._next = 0
+
+    def __len__(self) -> int:
+        return len(self._due)
+
+    @property
+    def done(self) -> bool:
+        return self._next >= len(self._due)
+
+    @property
+    def first_ns(self) -> int | None:
+        return int(self._due[0]) if len(self._due) else None
+
+    @property
+    def last_ns(self) -> int | None:
+        return int(self._due[-1]) if len(self._due) else None
+
+    def next_ns(self) -> int | None:
+        """When the next message not yet taken is due; None: every one was taken."""
+        return None if self.done else int(self._due[self._next])
+
+    def rewind(self) -> None:
+        self._next = 0
+
+    def take(self, until_ns: int) -> list[protocol.Message]:
+        """The messages due up to ``until_ns`` not taken yet, in time order; an op batch's
+        rows due then as one batch (at its first row's place)."""
+        end = int(np.searchsorted(self._due, until_ns, side="right"))
+        if end <= self._next:
+            return []
+        msgs, rows = self._msg[self._next:end], self._row[self._next:end]
+        self._next = end
+        firsts = np.unique(msgs, return_index=True)[1]
+        out = []
+        for i in np.sort(firsts).tolist():
+            msg = self._messages[int(msgs[i])]
+            if isinstance(msg, protocol.OpBatch):
+                mine = np.sort(rows[msgs == msgs[i]])
+                if len(mine) < len(msg):
+                    msg = protocol.OpBatch(msg.rank, {k: v[mine] for k, v in msg.cols.items()},
+                                           msg.groups, msg.sites, msg.inc)
+            out.append(msg)
+        return out
+
+
+def _dues(msg: protocol.Message) -> np.ndarray:
+    """When each part of ``msg`` reached the live viewer, as near as its times tell (-1: it
+    carries no time)."""
+    if isinstance(msg, protocol.OpBatch):
+        t_end, t_start = msg.cols["t_end"], msg.cols["t_start"]
+        return np.where(t_end >= 0, t_end, t_start + _ANNOUNCE_NS).astype(np.int64)
+    if isinstance(msg, protocol.Heartbeat | protocol.Bye):
+        t = msg.t_ns if msg.t_ns > 0 else -1
+    elif isinstance(msg, protocol.Phases):
+        t = max(span.t_end for span in msg.spans)
+    else:
+        t = -1
+    return np.array([t], dtype=np.int64)
+
+
+class Playback:
+    """A recording as a session the TUI can show. ``speed``: how many times as fast as it was
+    recorded; ``real``: the clock it runs against (seconds)."""
+
+    def __init__(self, path: str | Path, speed: float = 1.0,
+                 real: Callable[[], float] = time.monotonic) -> None:
+        self.path = str(path)
+        self.header = recording.read_header(path)
+        # the live diagnosis's findings as recorded (this playback diagnoses again)
+        self.recorded_findings: list[dict] = []
+        self.cut: list[int] = []
+        self.schedule = Schedule(recording.read(path, self.recorded_findings, self.cut,
+                                                playback=True))
+        if not len(self.schedule):
+            raise recording.RecordingError(f"{path}: nothing was recorded (no rank reported)")
+        self.start_ns = self.schedule.first_ns - LEAD_NS  # type: ignore[operator]
+        self.end_ns: int = self.schedule.last_ns  # type: ignore[assignment]
+        self.clock = PlaybackClock(self.start_ns, speed, real)
+        self.host = self.header.get("host")  # the viewer's: its clock is the others' reference
+        self.lock = threading.Lock()
+        self.stop_at_each_op = False  # hold the clock after each operation (PlaybackControl)
+        self.rejected = 0  # nothing is received: nothing is rejected
+        self._fresh()
+        self._idle = threading.Event()
+        self._idle.set()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @property
+    def addr(self) -> str:
+        return self.path
+
+    @property
+    def title(self) -> dict[str, str]:
+        """The recorded run's title per language ({} if the header has none)."""
+        title = self.header.get("title")
+        return {k: v for k, v in title.items() if isinstance(v, str)} \
+            if isinstance(title, dict) else {}
+
+    @property
+    def demo(self) -> str | None:
+        """The demo recorded, if the recording was a demo's."""
+        demo = self.header.get("demo")
+        return demo if isinstance(demo, str) else None
+
+    def _fresh(self) -> None:
+        self.model = Model(self.clock.seconds, self.host if isinstance(self.host, str) else None)
+        self.diagnosis = Diagnosis(self.model, wall_ns=self.clock.wall_ns)
+        self._next_diagnosis = float("-inf")
+
+    def frame_begins(self) -> None:
+        self._idle.clear()
+
+    def frame_ends(self) -> None:
+        self._idle.set()
+
+    def advance(self) -> int:
+        """Give the model what is due by the clock; returns how many messages. Holding
+        after each operation, it stops the clock at the first one that completes."""
+        with self.lock:
+            n = self._take(self.clock.wall_ns(), self.stop_at_each_op)
+            if self.schedule.done and not self.clock.stopped("end"):
+                self.clock.stop("end", at_ns=self.end_ns)
+            if self.clock.seconds() >= self._next_diagnosis:
+                self._next_diagnosis = self.clock.seconds() + DIAGNOSE_EVERY_S
+                self.diagnosis.update()
+        return n
+
+    def step(self) -> None:
+        """Forward to the next operation: until a collective instance or a transfer
+        completes or fails, or an op is seen running (the end, if none is left)."""
+        with self.lock:
+            while (due := self.schedule.next_ns()) is not None:
+                self.clock.jump(due)
+                if self._take(due, each_op=True, running_too=True, hold=False):
+                    break
+            self.diagnosis.update()
+
+    def _take(self, until_ns: int, each_op: bool, running_too: bool = False,
+              hold: bool = True) -> int:
+        """Apply what is due by ``until_ns``. With ``each_op``, only up to the first time at
+        which an operation completes or fails (or, ``running_too``, is seen running), where
+        the clock then stops (``hold``: until the replay has shown it). Returns how many
+        messages were applied (with ``each_op``: 0 unless an operation came)."""
+        if not each_op:
+            msgs = self.schedule.take(until_ns)
+            if msgs:
+                self.model.apply(msgs)
+            return len(msgs)
+        model = self.model
+        while (due := self.schedule.next_ns()) is not None and due <= until_ns:
+            done, running = model.instances + model.transfers + model.failed, len(model.inflight)
+            msgs = self.schedule.take(due)
+            model.apply(msgs)
+            if (model.instances + model.transfers + model.failed > done
+                    or running_too and len(model.inflight) > running):
+                if hold:
+                    self.clock.stop("held", at_ns=due)
+                return len(msgs)
+        return 0
+
+    def reset(self) -> None:
+        """From the start again, on an empty model."""
+        with self.lock:
+            self.schedule.rewind()
+            self.clock.reset(self.start_ns)
+            self._fresh()
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="commviz-playback", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._idle.wait(FRAME_YIELD_S)
+            self.advance()
+            self._stop.wait(ROUND_S)
+
+    def close(self, ended: Iterable[int] | None = ()) -> None:
+        """Stop taking messages; the model stays as it is (what the screen showed last)."""
+        self._stop.set()
+        self._idle.set()
+        if self._thread is not None:
+            self._thread.join(timeout=2)
+
+    def findings(self) -> list[Finding]:
+        with self.lock:
+            return self.model.findings()
+
+
+class PlaybackControl:
+    """Play, pause and single-step a playback: what ``control.Controller`` is to a demo's
+    ranks, for the TUI's same keys. ``each_op``: hold the clock after each operation until
+    the replay has shown it (a demo's recording, as the live demo held its ranks)."""
+
+    def __init__(self, playback: Playback, paused: bool = False, each_op: bool = False) -> None:
+        self.playback = playback
+        playback.stop_at_each_op = each_op
+        if paused:
+            playback.clock.stop("paused")
+
+    @property
+    def clock(self) -> PlaybackClock:
+        return self.playback.clock
+
+    @property
+    def paused(self) -> bool:
+        return self.clock.stopped("paused")
+
+    @property
+    def ended(self) -> bool:
+        return self.clock.stopped("end")
+
+    @property
+    def state(self) -> ControlState:
+        """The state as a demo's controller tells it (``held``: waiting for the replay)."""
+        return ControlState("step" if self.paused else "play", -1, 0,
+                            held=self.clock.stopped("held"))
+
+    def toggle(self) -> None:
+        if self.paused:
+            self.clock.go("paused")
+        else:
+            self.clock.stop("paused")
+
+    def step(self) -> None:
+        """Pause when playing; when paused, forward to the next operation."""
+        if not self.paused:
+            self.clock.stop("paused")
+        else:
+            self.playback.step()
+
+    def hold(self, on: bool) -> None:
+        """Whether the replay is busy: once it is not, an operation held for it is let go."""
+        if not on:
+            self.clock.go("held")
+
+    def faster(self) -> float:
+        return self._speed(+1)
+
+    def slower(self) -> float:
+        return self._speed(-1)
+
+    def _speed(self, by: int) -> float:
+        at = min(range(len(SPEEDS)), key=lambda i: abs(SPEEDS[i] - self.clock.speed))
+        self.clock.set_speed(SPEEDS[max(0, min(len(SPEEDS) - 1, at + by))])
+        return self.clock.speed
+
+    def restart(self) -> None:
+        """The playback itself rewinds (``Playback.reset``): nothing held is left."""
+        self.clock.go("held")
+
+    def close(self) -> None:
+        pass
