@@ -23,9 +23,11 @@ from pathlib import Path
 import psutil
 import pytest
 import zmq
+from fakes import FakeClock
 from procs import INSTANCE, PY, SUMMARY, TAG_VAR, Proc, Procs
 
 from commviz import launcher
+from commviz.viewer.playback import Playback, PlaybackControl
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -105,6 +107,13 @@ ERRORS = {
     "stats-newer-version": (["stats", "{tmp}/v2.jsonl"], ("version 2",)),
     "stats-not-object": (["stats", "{tmp}/list.jsonl"], ("list.jsonl:2",)),
     "stats-bad-middle-line": (["stats", "{tmp}/broken.jsonl"], ("broken.jsonl:2", "not JSON")),
+    "play-missing": (["play", "{tmp}/missing.jsonl"], ("missing.jsonl", "no such file")),
+    "play-not-recording": (["play", "{tmp}/notes.txt"], ("notes.txt", "not a commviz recording")),
+    "play-nothing-recorded": (["play", "{tmp}/header.jsonl"], ("header.jsonl",
+                                                               "nothing was recorded")),
+    "play-speed": (["play", "{tmp}/header.jsonl", "--speed", "0"], ("--speed 0", "between")),
+    "play-no-terminal": (["play", "{tmp}/one-rank.jsonl"], ("one-rank.jsonl", "a terminal",
+                                                            "commviz stats")),
 }
 
 
@@ -194,6 +203,8 @@ def test_errors_are_one_line_with_exit_code_2(procs, tmp_path, case):
     _write(tmp_path / "v2.jsonl", HEADER.replace(b'"version":1', b'"version":2'))
     _write(tmp_path / "list.jsonl", HEADER + b"[1, 2]\n")
     _write(tmp_path / "broken.jsonl", HEADER + b'{"kind": "op", \n{"kind":"bye"}\n')
+    _write(tmp_path / "header.jsonl", HEADER)
+    _write(tmp_path / "one-rank.jsonl", HEADER + b'{"kind":"bye","rank":0,"t_ns":5,"dropped":0}\n')
     result = procs.commviz(*[a.replace("{tmp}", str(tmp_path)) for a in args])
     assert result.returncode == 2, (result.stdout, result.stderr)
     lines = result.stderr.splitlines()
@@ -360,6 +371,9 @@ def test_headless_demo_recording(demo_run):
     header = lines[0]
     assert header["format"] == "commviz-recording" and header["version"] == 1
     assert header["protocol"] == 1 and isinstance(header["created_ns"], int)
+    assert header["demo"] == "all_reduce"  # what commviz play shows and how it paces it
+    assert header["title"]["en"].startswith("all_reduce · 2 ranks · gloo")
+    assert header["title"]["pt"].startswith("all_reduce · 2 ranks · gloo")
     ops = [line for line in lines if line.get("kind") == "op"]
     assert len(ops) == 10
     for rank in (0, 1):
@@ -401,6 +415,24 @@ def test_stats_of_the_recording(procs, demo_run):
     row = data["rows"][0]
     assert (row["op"], row["ranks"], row["size"], row["count"]) == ("all_reduce", 2, 4096, 5)
     assert row["time_p50_us"] > 0 and row["algbw_gbps"] > 0
+
+
+def test_played_back_the_recording_shows_what_stats_counts(procs, demo_run):
+    """commviz play's session, run to the end: the same instances and table as stats, the
+    ranks' telemetry and their goodbyes, and no finding."""
+    record = demo_run[3]
+    stats = json.loads(procs.commviz("stats", str(record), "--json").stdout)
+    real = FakeClock()
+    playback = Playback(record, real=real)
+    PlaybackControl(playback, each_op=False)
+    while not playback.clock.stopped("end"):
+        real.advance(0.1)
+        playback.advance()
+    model = playback.model
+    assert (model.records, model.instances, model.transfers) == (10, 5, 0)
+    assert model.stats_table() == stats["rows"]
+    assert all(s.exited and s.telemetry for s in model.ranks.values())
+    assert model.findings() == []
 
 
 def test_stats_tells_the_counts_and_the_recorded_findings(procs, demo_run, tmp_path):

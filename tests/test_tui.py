@@ -41,7 +41,7 @@ from textual.geometry import Region
 from textual.pilot import Pilot
 from textual.widgets import Static
 
-from commviz import explain, protocol
+from commviz import explain, protocol, recording
 from commviz.control import Controller, ControlState
 from commviz.tui import app as app_module
 from commviz.tui import render
@@ -52,6 +52,7 @@ from commviz.tui.oplog import OpLog, line_text
 from commviz.tui.timeline import Timeline
 from commviz.tui.topology import Topology
 from commviz.viewer.diagnose import Diagnosis, Finding
+from commviz.viewer.playback import Playback, PlaybackControl
 
 SIZE = (160, 48)
 
@@ -2415,3 +2416,106 @@ async def test_the_replays_title_takes_its_shorter_form_where_the_whole_would_be
         title = app.query_one("#topology").border_title
         assert title == explain.ui(key, lang)
         assert f"╭─ {title} ─" in panel(app, "#topology")  # whole, not cut
+
+
+# ---- commviz play: a recording played back --------------------------------------------
+
+def _played(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, about: dict | None = None,
+            paused: bool = True) -> tuple[FakeClock, Playback, PlaybackControl, CommvizApp]:
+    """Four ranks' three all_gathers recorded, then goodbyes; the app plays the recording
+    back, on one FakeClock for the replay and the recording's clock (no collector thread:
+    the test takes what is due with ``advance``). The recording is p.jsonl in ``tmp_path``,
+    the current directory."""
+    monkeypatch.chdir(tmp_path)
+    path = Path("p.jsonl")
+    rec = recording.Recorder(path, about)
+    rec.write([*scripted_all_gather(world=4, steps=3),
+               *(bye(r, T0_NS + 5 * STEP_NS) for r in range(4))])
+    rec.close({})
+    real = FakeClock()
+    playback = Playback(path, real=real)
+    control = PlaybackControl(playback, paused=paused, each_op=playback.demo is not None)
+    app = CommvizApp(playback, None, "play p.jsonl", clock=real, wall_ns=playback.clock.wall_ns,
+                     controller=control, restart=lambda: None, demo=playback.demo)
+    return real, playback, control, app
+
+
+@sync
+async def test_a_recording_played_back_steps_pauses_changes_speed_and_starts_again(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    real, playback, control, app = _played(tmp_path, monkeypatch)
+    async with app.run_test(size=SIZE) as pilot:
+        await frame(pilot)
+        status = panel(app, "#status")
+        assert "playing back p.jsonl" in status
+        assert "⏸ Paused · 0.0 of 0.2 s · n: Next operation" in status, status
+        assert app._binding("step").description == "Next operation"
+        await pilot.press("n")
+        await frame(pilot)
+        assert playback.model.instances == 1
+        assert "#0" in panel(app, "#log") and "#1" not in panel(app, "#log")
+        await pilot.press("space")
+        real.advance(1.0)
+        playback.advance()
+        await frame(pilot)
+        assert playback.model.instances == 3 and control.ended
+        status = panel(app, "#status")
+        assert "■ End of the recording · 0.2 of 0.2 s · r: Restart" in status, status
+        await pilot.press("r")
+        await frame(pilot)
+        assert playback.model.instances == 0 and not control.ended
+        await pilot.press("right_square_bracket", "right_square_bracket")
+        await frame(pilot)
+        assert playback.clock.speed == 4.0
+        assert "▶ Playing ×4 · 0.0 of 0.2 s · space: Pause · ]/[: speed" in \
+            panel(app, "#status").replace("\n│", "").replace("│", "")
+
+
+@sync
+async def test_a_demos_recording_waits_for_the_replay_of_each_operation(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    real, playback, control, app = _played(tmp_path, monkeypatch, {"demo": "all_gather"},
+                                           paused=False)
+    async with app.run_test(size=SIZE) as pilot:
+        real.advance(1.0)
+        playback.advance()
+        await frame(pilot)  # the replay takes the first all_gather: the recording waits
+        assert playback.model.instances == 1 and control.state.held
+        real.advance(0.5)
+        playback.advance()
+        await frame(pilot)
+        assert playback.model.instances == 1
+        assert "the playback waits for the replay" in \
+            panel(app, "#status").replace("\n│", " ").replace("│", "")
+        real.advance(60.0)  # the replay is done with it: the recording's clock goes on
+        await frame(pilot)
+        assert not control.state.held
+        real.advance(0.01)
+        playback.advance()
+        assert playback.model.instances == 2
+
+
+@sync
+async def test_playback_keys_are_in_the_help_of_a_playback_only(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    *_, app = _played(tmp_path, monkeypatch)
+    live = CommvizApp(FakeSession(), None, "t", lang="en", controller=FakeController())
+    for each, expected in ((app, True), (live, False)):
+        async with each.run_test(size=SIZE):
+            rows = dict(each._help_rows())
+            assert ("] / [" in rows) is expected, rows
+            if expected:
+                assert rows["] / ["].startswith("Faster playback / Slower playback")
+                assert rows["n"] == "Next operation"
+
+
+def test_snapshot_of_a_recording_played_back(snap_compare, tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    real, playback, control, app = _played(tmp_path, monkeypatch)
+
+    async def two_ops(pilot: Pilot) -> None:
+        control.step()
+        control.step()
+        await frame(pilot)
+
+    assert snap_compare(app, terminal_size=(160, 48), run_before=two_ops)

@@ -234,9 +234,7 @@ class CommvizApp(App):
                 return b
             short = narrow and b.id in SHORT_KEYS
             display = {"faster": "+/-" if narrow else "+", "pause": ui("space")}
-            key = f"key {b.id}"
-            if b.id == "step" and self._playback is not None:
-                key = "key step op"  # a recording steps from one operation to the next
+            key = self._key_words(b.id)
             return dataclasses.replace(
                 b, description=ui(f"{key} short" if short else key),
                 key_display=display.get(b.id, b.key_display),
@@ -246,6 +244,12 @@ class CommvizApp(App):
         for key, group in bindings.items():
             bindings[key] = [label(b) for b in group]
         self.refresh_bindings()
+
+    def _key_words(self, key_id: str) -> str:
+        """The UI string that names what a key does in this session."""
+        if key_id == "step" and self._playback is not None:
+            return "key step op"  # a recording steps from one operation to the next
+        return f"key {key_id}"
 
     def _tick(self) -> None:
         """The frame timer: the replay every frame, the other panels every PARTS frames, in
@@ -763,7 +767,7 @@ class CommvizApp(App):
         for key_id in self.PALETTE:
             action = self._binding(key_id).action
             if self.check_action(action, ()):
-                title = explain.ui(f"key {key_id}", self.lang)
+                title = explain.ui(self._key_words(key_id), self.lang)
                 help_text = f"{explain.ui('key', self.lang)}: {self._key_shown(key_id)}"
                 if key_id == "lang":
                     title = f"{title}: {'Português' if self.lang == 'en' else 'English'}"
@@ -788,7 +792,7 @@ class CommvizApp(App):
         for ids, checked in self.HELP:
             if checked and not self.check_action(self._binding(ids[0]).action, ()):
                 continue
-            words = " / ".join(ui(f"key {key_id}") for key_id in ids)
+            words = " / ".join(ui(self._key_words(key_id)) for key_id in ids)
             if ids[0] in self.HELP_MORE:
                 words += f" ({ui(f'help {ids[0]}')})"
             rows.append((" / ".join(map(self._key_shown, ids)), words))

@@ -111,12 +111,12 @@ class Schedule:
         counts = np.array([len(d) for d in dues], dtype=np.int64)
         due = np.concatenate(dues) if dues else np.zeros(0, dtype=np.int64)
         # a message that carries no time (a rank's identity, a GPU topology) is due with the
-        # one recorded before it (the first known time, at the start)
+        # one recorded before it (before any, with the earliest)
         known = due >= 0
         if known.any():
             last_known = np.maximum.accumulate(np.where(known, np.arange(len(due)), 0))
             due = np.where(known, due, due[last_known])
-            due[: int(np.argmax(known))] = due[known][0]
+            due[: int(np.argmax(known))] = due[known].min()
         self._msg = np.repeat(np.arange(len(counts)), counts)
         self._row = np.arange(len(due)) - np.repeat(np.cumsum(counts) - counts, counts)
         order = np.lexsort((self._row, self._msg, due))

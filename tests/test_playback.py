@@ -1,0 +1,232 @@
+"""Playing a recording back (commviz play): the clock, the schedule of its messages and the
+session that feeds the model, pure (no Textual, no sockets)."""
+
+import json
+
+import pytest
+from fakes import STEP_NS, T0_NS, FakeClock, bye, heartbeats, inflight, scripted_all_reduce
+
+from commviz import protocol, recording
+from commviz.viewer.playback import LEAD_NS, Playback, PlaybackClock, PlaybackControl, Schedule
+
+
+def _record(path, messages, about=None):
+    rec = recording.Recorder(path, about)
+    rec.write(messages)
+    rec.close({})
+    return path
+
+
+def _three_steps(tmp_path, about=None, world=2):
+    """Two ranks, three all_reduce instances 1 ms apart, then goodbyes."""
+    messages = scripted_all_reduce(world=world, steps=3)
+    last = T0_NS + 3 * STEP_NS
+    return _record(tmp_path / "r.jsonl", [*messages, *(bye(r, last) for r in range(world))],
+                   about)
+
+
+def _end_of_instance(k, world=2):
+    """When instance k of scripted_all_reduce ends (as fakes.scripted_collective times it)."""
+    return T0_NS + k * STEP_NS + (world - 1) * 10_000 + 250_000 + k * 50_000
+
+
+# ---- the clock -------------------------------------------------------------------------
+
+def test_the_clock_runs_at_its_speed_and_stands_still_while_anything_stops_it():
+    real = FakeClock()
+    clock = PlaybackClock(1_000, speed=2.0, real=real)
+    real.advance(1.0)
+    assert clock.wall_ns() == 1_000 + 2_000_000_000
+    clock.stop("paused")
+    clock.stop("held")
+    real.advance(5.0)
+    clock.go("paused")
+    assert clock.wall_ns() == 1_000 + 2_000_000_000  # still held
+    clock.go("held")
+    real.advance(0.5)
+    assert clock.wall_ns() == 1_000 + 3_000_000_000
+    clock.set_speed(0.5)
+    real.advance(2.0)
+    assert clock.wall_ns() == 1_000 + 4_000_000_000
+    assert clock.seconds() == pytest.approx(clock.wall_ns() / 1e9)
+
+
+def test_the_clock_jumps_only_forward_and_a_reset_forgets_the_end():
+    real = FakeClock()
+    clock = PlaybackClock(1_000, real=real)
+    clock.jump(500)
+    assert clock.wall_ns() == 1_000
+    clock.jump(9_000)
+    assert clock.wall_ns() == 9_000
+    clock.stop("end", at_ns=7_000)
+    assert clock.wall_ns() == 7_000 and clock.stopped("end")
+    clock.reset(1_000)
+    assert not clock.stopped() and clock.wall_ns() == 1_000
+
+
+# ---- the schedule ----------------------------------------------------------------------
+
+def test_ops_are_due_at_their_end_announced_ones_after_their_start_untimed_with_the_one_before():
+    hb = heartbeats(2, t_ns=0)[0]  # an identity with no time: a `rank` line read back
+    batch = scripted_all_reduce(world=2, steps=3)[2]  # rank 0's three records
+    running = inflight(1, "all_reduce", 7, t_start=T0_NS + 10 * STEP_NS, world=2)
+    goodbye = bye(0, T0_NS + 40 * STEP_NS)
+    schedule = Schedule([hb, batch, running, goodbye])
+    assert len(schedule) == 6
+    assert schedule.take(_end_of_instance(0) - 1) == []
+    ident, first = schedule.take(_end_of_instance(1))  # untimed, first: with the earliest
+    assert ident is hb
+    assert isinstance(first, protocol.OpBatch) and first.cols["seq"].tolist() == [0, 1]
+    (rest,) = schedule.take(_end_of_instance(2))
+    assert rest.cols["seq"].tolist() == [2]
+    announced = T0_NS + 10 * STEP_NS + 20_000_000
+    assert schedule.take(announced - 1) == []
+    (run,) = schedule.take(announced)
+    assert run.cols["t_end"].tolist() == [-1]
+    assert schedule.next_ns() == goodbye.t_ns
+    assert schedule.take(goodbye.t_ns) == [goodbye] and schedule.done
+    schedule.rewind()
+    assert schedule.next_ns() == schedule.first_ns
+
+
+def test_rows_of_several_batches_due_together_come_as_one_batch_each():
+    messages = scripted_all_reduce(world=2, steps=3)
+    schedule = Schedule(messages)
+    taken = schedule.take(_end_of_instance(2))
+    batches = [m for m in taken if isinstance(m, protocol.OpBatch)]
+    assert [b.rank for b in batches] == [0, 1]
+    assert all(len(b) == 3 for b in batches)
+
+
+# ---- the playback ----------------------------------------------------------------------
+
+def test_ops_reach_the_model_as_the_recordings_clock_passes_their_end(tmp_path):
+    real = FakeClock()
+    playback = Playback(_three_steps(tmp_path), real=real)
+    assert playback.start_ns == T0_NS - LEAD_NS
+    playback.advance()
+    assert playback.model.instances == 0 and not playback.model.ranks  # LEAD_NS early
+    real.advance((_end_of_instance(1) - playback.start_ns) / 1e9)
+    playback.advance()
+    assert playback.model.instances == 2 and set(playback.model.ranks) == {0, 1}
+    real.advance(1.0)
+    playback.advance()
+    assert playback.model.instances == 3
+    assert all(s.exited for s in playback.model.ranks.values())
+    assert playback.clock.stopped("end") and playback.clock.wall_ns() == playback.end_ns
+    assert playback.model.findings() == []
+
+
+def test_a_demos_recording_holds_after_each_operation_until_the_replay_lets_it_go(tmp_path):
+    real = FakeClock()
+    playback = Playback(_three_steps(tmp_path, {"demo": "all_reduce"}), real=real)
+    control = PlaybackControl(playback, each_op=playback.demo is not None)
+    real.advance(10.0)  # far past every op
+    playback.advance()
+    assert playback.model.instances == 1 and control.state.held
+    assert playback.clock.wall_ns() == _end_of_instance(0)
+    control.hold(True)  # the replay is busy with it
+    playback.advance()
+    assert playback.model.instances == 1
+    control.hold(False)  # done: the next one, once its time has come
+    playback.advance()
+    assert playback.model.instances == 1
+    real.advance(0.01)
+    playback.advance()
+    assert playback.model.instances == 2 and playback.clock.wall_ns() == _end_of_instance(1)
+
+
+def test_a_jobs_recording_is_not_held_for_the_replay(tmp_path):
+    real = FakeClock()
+    playback = Playback(_three_steps(tmp_path, {"title": {"en": "run · python t.py"}}),
+                        real=real)
+    PlaybackControl(playback, each_op=playback.demo is not None)
+    real.advance(10.0)
+    playback.advance()
+    assert playback.model.instances == 3 and playback.clock.stopped("end")
+
+
+def test_paused_n_steps_from_one_operation_to_the_next_then_stays_at_the_end(tmp_path):
+    real = FakeClock()
+    playback = Playback(_three_steps(tmp_path), real=real)
+    control = PlaybackControl(playback, paused=True)
+    real.advance(10.0)
+    playback.advance()
+    assert playback.model.instances == 0  # paused from the start
+    for k in range(3):
+        control.step()
+        assert playback.model.instances == k + 1
+        assert playback.clock.wall_ns() == _end_of_instance(k)
+    control.step()  # the goodbyes, then nothing
+    control.step()
+    assert playback.model.instances == 3 and control.paused
+    control.toggle()
+    playback.advance()
+    assert control.ended and not control.paused
+
+
+def test_step_stops_at_an_op_seen_running(tmp_path):
+    world = 2
+    running = [inflight(r, "all_reduce", 5, t_start=T0_NS + 10 * STEP_NS, world=world)
+               for r in range(world)]
+    path = _record(tmp_path / "h.jsonl", [*heartbeats(world), *running])
+    playback = Playback(path, real=FakeClock())
+    control = PlaybackControl(playback, paused=True)
+    control.step()
+    assert len(playback.model.inflight) >= 1
+
+
+def test_playing_when_not_paused_n_pauses_first(tmp_path):
+    playback = Playback(_three_steps(tmp_path), real=FakeClock())
+    control = PlaybackControl(playback)
+    control.step()
+    assert control.paused and playback.model.instances == 0
+
+
+def test_restart_begins_again_on_an_empty_model(tmp_path):
+    real = FakeClock()
+    playback = Playback(_three_steps(tmp_path), real=real)
+    control = PlaybackControl(playback)
+    real.advance(10.0)
+    playback.advance()
+    assert playback.model.instances == 3 and control.ended
+    control.restart()
+    playback.reset()
+    assert playback.model.instances == 0 and not control.ended
+    assert playback.clock.wall_ns() == playback.start_ns
+    real.advance(10.0)
+    playback.advance()
+    assert playback.model.instances == 3
+
+
+def test_speed_keys_double_and_halve_within_their_range(tmp_path):
+    playback = Playback(_three_steps(tmp_path), speed=1.0, real=FakeClock())
+    control = PlaybackControl(playback)
+    assert [control.faster() for _ in range(8)][-2:] == [64.0, 64.0]
+    assert [control.slower() for _ in range(12)][-2:] == [1 / 16, 1 / 16]
+
+
+def test_an_empty_recording_is_an_error_that_says_so(tmp_path):
+    path = _record(tmp_path / "e.jsonl", [])
+    with pytest.raises(recording.RecordingError, match="nothing was recorded"):
+        Playback(path)
+
+
+# ---- what the recording keeps for it --------------------------------------------------
+
+def test_the_recording_keeps_running_ops_and_telemetry_that_only_playback_reads(tmp_path):
+    world = 2
+    messages = [*heartbeats(world),
+                inflight(0, "all_reduce", 1, t_start=T0_NS, world=world)]
+    path = _record(tmp_path / "r.jsonl", messages, {"title": {"en": "t"}, "demo": "x"})
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    assert lines[0]["demo"] == "x" and lines[0]["title"] == {"en": "t"}
+    (running,) = [line for line in lines if line.get("kind") == "running"]
+    assert "t_end_ns" not in running and running["seq"] == 1
+    # commviz stats reads completed ops only, and heartbeats only for their identity
+    assert not any(isinstance(m, protocol.OpBatch) for m in recording.read(path))
+    back = list(recording.read(path, playback=True))
+    (batch,) = [m for m in back if isinstance(m, protocol.OpBatch)]
+    assert batch.cols["t_end"].tolist() == [-1]
+    tel = [m for m in back if isinstance(m, protocol.Heartbeat) and m.telemetry]
+    assert {m.rank: m.telemetry["cpu_pct"] for m in tel} == {0: 10.0, 1: 30.0}
