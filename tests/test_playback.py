@@ -4,7 +4,16 @@ session that feeds the model, pure (no Textual, no sockets)."""
 import json
 
 import pytest
-from fakes import STEP_NS, T0_NS, FakeClock, bye, heartbeats, inflight, scripted_all_reduce
+from fakes import (
+    STEP_NS,
+    T0_NS,
+    FakeClock,
+    bye,
+    heartbeats,
+    inflight,
+    op_batch,
+    scripted_all_reduce,
+)
 
 from commviz import protocol, recording
 from commviz.viewer.playback import LEAD_NS, Playback, PlaybackClock, PlaybackControl, Schedule
@@ -230,3 +239,26 @@ def test_the_recording_keeps_running_ops_and_telemetry_that_only_playback_reads(
     assert batch.cols["t_end"].tolist() == [-1]
     tel = [m for m in back if isinstance(m, protocol.Heartbeat) and m.telemetry]
     assert {m.rank: m.telemetry["cpu_pct"] for m in tel} == {0: 10.0, 1: 30.0}
+
+
+def test_what_the_last_messages_say_is_judged_when_the_recording_ends(tmp_path):
+    """A hang that a timeout ended: ranks 0 and 1 wait in an all_reduce rank 2 never calls,
+    and their failed records come last; the clock stops with them, and the diagnosis must
+    still see them (it said "hang" for ever)."""
+    world, start = 3, T0_NS + STEP_NS
+    running = [inflight(r, "all_reduce", 1, t_start=start, world=world) for r in (0, 1)]
+    failed = [op_batch(r, [{"id": 100, "op": "all_reduce", "seq": 1, "t_start": start,
+                            "t_end": start + 6_000_000_000, "flags": protocol.FLAG_FAILED}],
+                       groups={0: ("0", (0, 1, 2))}) for r in (0, 1)]
+    beats = [h for t in range(7) for h in heartbeats(world, t_ns=start + t * 1_000_000_000)]
+    path = _record(tmp_path / "h.jsonl", [*beats[:world], *running, *beats[world:], *failed])
+    real = FakeClock()
+    playback = Playback(path, real=real)
+    for _ in range(30):  # taken every 0.1 s, as the collector's rounds do
+        real.advance(0.1)
+        playback.advance()
+    assert [f.type for f in playback.model.findings()] == ["hang"]
+    while not playback.clock.stopped("end"):  # the end lies within a diagnosis' period
+        real.advance(0.1)
+        playback.advance()
+    assert [f.type for f in playback.model.findings()] == ["failed"]

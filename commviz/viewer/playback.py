@@ -242,9 +242,10 @@ class Playback:
         after each operation, it stops the clock at the first one that completes."""
         with self.lock:
             n = self._take(self.clock.wall_ns(), self.stop_at_each_op)
-            if self.schedule.done and not self.clock.stopped("end"):
+            ended = self.schedule.done and not self.clock.stopped("end")
+            if ended:  # the clock stops: what the last messages say is judged now
                 self.clock.stop("end", at_ns=self.end_ns)
-            if self.clock.seconds() >= self._next_diagnosis:
+            if ended or self.clock.seconds() >= self._next_diagnosis:
                 self._next_diagnosis = self.clock.seconds() + DIAGNOSE_EVERY_S
                 self.diagnosis.update()
         return n
