@@ -1518,6 +1518,7 @@ _UI_PAIRS: dict[str, tuple[str, str]] = {
     "key slower": ("Slower", "Mais devagar"),
     "key replay_pause": ("Hold replay", "Segurar replay"),
     "key step op": ("Next operation", "Próxima operação"),
+    "key step op short": ("Next", "Próxima"),
     "key play_faster": ("Faster playback", "Gravação mais rápida"),
     "key play_slower": ("Slower playback", "Gravação mais lenta"),
     "key pause short": ("Pause", "Pausa"),

@@ -76,7 +76,7 @@ class FakeSession:
     def frame_ends(self) -> None:
         self.frames_ended += 1
 
-    def close(self) -> None:
+    def close(self, ended: Iterable[int] | None = ()) -> None:
         self.closed = True
 
     def reset(self) -> None:

@@ -2519,3 +2519,30 @@ def test_snapshot_of_a_recording_played_back(snap_compare, tmp_path: Path,
         await frame(pilot)
 
     assert snap_compare(app, terminal_size=(160, 48), run_before=two_ops)
+
+
+def test_a_screen_that_failed_is_no_success(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A KeyError in a frame: Textual printed its traceback, and commviz exited 0."""
+    monkeypatch.setattr(CommvizApp, "run", lambda self: setattr(self, "_return_code", 1))
+    session = FakeSession()
+    assert app_module.run_app(session, None, "t", "en", out=io.StringIO()) == 1
+    assert session.closed
+    monkeypatch.setattr(CommvizApp, "run", lambda self: None)
+    assert app_module.run_app(FakeSession(), None, "t", "en", out=io.StringIO()) == 0
+
+
+@sync
+async def test_a_recording_played_back_on_a_narrow_terminal(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """80x24 and Portuguese: the footer's short words for n (there was none: KeyError)."""
+    real, playback, control, app = _played(tmp_path, monkeypatch)
+    app.lang = "pt"
+    async with app.run_test(size=(80, 24)) as pilot:
+        await frame(pilot)
+        assert app._binding("step").description == "Próxima"
+        await pilot.press("n")
+        await frame(pilot)
+        assert playback.model.instances == 1
+        app.lang = "en"
+        app._titles()
+        assert app._binding("step").description == "Next"

@@ -894,6 +894,8 @@ def run_app(session: Any, ranks: Ranks | None, title: str | Callable[[str], str]
         if isinstance(ranks, JobAsRanks):  # how it ended, in the language the screen had
             print(ranks.job.describe_end(lang), file=out)
         out.flush()
+    if app.return_code:  # the screen itself failed (Textual printed why): no success
+        return app.return_code
     return 1 if ranks is not None and ranks.failed() else 0
 
 
