@@ -2449,6 +2449,7 @@ async def test_a_recording_played_back_steps_pauses_changes_speed_and_starts_aga
         status = panel(app, "#status")
         assert "playing back p.jsonl" in status
         assert "⏸ Paused · 0.0 of 0.2 s · n: Next operation" in status, status
+        assert "waiting for ranks" not in status  # they come at their time
         assert app._binding("step").description == "Next operation"
         await pilot.press("n")
         await frame(pilot)

@@ -444,7 +444,9 @@ class CommvizApp(App):
         gpus = render.gpu_links_line(model, lang)  # NVML's links (drawn in the replay) or no GPU
         if gpus:
             status += "\n" + gpus
-        if not model.ranks:  # once the ranks or the job have ended, nothing is awaited
+        # once the ranks or the job have ended, nothing is awaited; a recording's ranks come
+        # at their time
+        if not model.ranks and self._playback is None:
             status += "\n" + ui("no rank connected" if self._ended else "waiting ranks")
         if self.controller is not None:
             status += "\n" + self._control_line()
