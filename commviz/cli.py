@@ -83,6 +83,9 @@ def _parser() -> argparse.ArgumentParser:
     pl.add_argument("--speed", type=float, default=1.0,
                     help="how many times as fast as it was recorded (default 1; ] and [ "
                     "change it while playing)")
+    pl.add_argument("--from", dest="start", type=float, default=0.0, metavar="SECONDS",
+                    help="start this many seconds into the recording (what came before is "
+                    "taken in at once)")
     pl.add_argument("--paused", action="store_true",
                     help="start paused: n steps from one operation to the next")
     pl.add_argument("--lang", choices=("en", "pt"), default=None,
@@ -330,9 +333,13 @@ def _play(args: argparse.Namespace) -> int:
         raise RecordingError(f"--speed {args.speed:g}: it must lie between {SPEEDS[0]:g} and "
                              f"{SPEEDS[-1]:g}")
     playback = _read_recording(args.file, lambda: Playback(args.file, args.speed))
+    if not 0 <= args.start <= playback.duration_s:
+        raise RecordingError(f"--from {args.start:g}: the recording lasts "
+                             f"{playback.duration_s:.1f} s")
     if args.no_terminal:
         raise RecordingError("commviz play draws the TUI: run it in a terminal (`commviz stats "
                              f"{args.file}` prints a recording's numbers)")
+    playback.seek(args.start)
     # a demo's recording is held after each operation until the replay has shown it, as the
     # live demo held its ranks; a job's runs on at its own pace, the replay showing the latest
     control = PlaybackControl(playback, paused=args.paused, each_op=playback.demo is not None)

@@ -114,6 +114,8 @@ ERRORS = {
     "play-speed": (["play", "{tmp}/header.jsonl", "--speed", "0"], ("--speed 0", "between")),
     "play-no-terminal": (["play", "{tmp}/one-rank.jsonl"], ("one-rank.jsonl", "a terminal",
                                                             "commviz stats")),
+    "play-from-beyond-the-end": (["play", "{tmp}/one-rank.jsonl", "--from", "10"],
+                                 ("--from 10", "lasts 0.2 s")),
 }
 
 

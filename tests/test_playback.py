@@ -262,3 +262,12 @@ def test_what_the_last_messages_say_is_judged_when_the_recording_ends(tmp_path):
         real.advance(0.1)
         playback.advance()
     assert [f.type for f in playback.model.findings()] == ["failed"]
+
+
+def test_seeking_takes_in_everything_before_at_once(tmp_path):
+    real = FakeClock()
+    playback = Playback(_three_steps(tmp_path, {"demo": "all_reduce"}), real=real)
+    PlaybackControl(playback, each_op=True)  # seeking is not held for the replay
+    playback.seek((_end_of_instance(1) - playback.start_ns) / 1e9)
+    assert playback.model.instances == 2 and not playback.clock.stopped()
+    assert playback.duration_s == pytest.approx((T0_NS + 3 * STEP_NS - playback.start_ns) / 1e9)

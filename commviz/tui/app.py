@@ -614,7 +614,7 @@ class CommvizApp(App):
         ui = functools.partial(explain.ui, lang=self.lang)
         control, playback = self._playback, self._playback.playback  # type: ignore[union-attr]
         at = (playback.clock.wall_ns() - playback.start_ns) / 1e9
-        total = (playback.end_ns - playback.start_ns) / 1e9
+        total = playback.duration_s
         where = ui("playback at").format(at=explain.number(f"{at:.1f}", self.lang),
                                          total=explain.number(f"{total:.1f}", self.lang))
         if control.ended:

@@ -250,6 +250,17 @@ class Playback:
                 self.diagnosis.update()
         return n
 
+    def seek(self, seconds: float) -> None:
+        """Forward to ``seconds`` into the recording at once, everything before taken in."""
+        with self.lock:
+            self.clock.jump(self.start_ns + int(seconds * 1e9))
+            self._take(self.clock.wall_ns(), each_op=False)
+            self.diagnosis.update()
+
+    @property
+    def duration_s(self) -> float:
+        return (self.end_ns - self.start_ns) / 1e9
+
     def step(self) -> None:
         """Forward to the next operation: until a collective instance or a transfer
         completes or fails, or an op is seen running (the end, if none is left)."""
@@ -346,6 +357,17 @@ class PlaybackControl:
             self.clock.go("paused")
         else:
             self.clock.stop("paused")
+
+    def seek(self, seconds: float) -> None:
+        """Forward to ``seconds`` into the recording at once, everything before taken in."""
+        with self.lock:
+            self.clock.jump(self.start_ns + int(seconds * 1e9))
+            self._take(self.clock.wall_ns(), each_op=False)
+            self.diagnosis.update()
+
+    @property
+    def duration_s(self) -> float:
+        return (self.end_ns - self.start_ns) / 1e9
 
     def step(self) -> None:
         """Pause when playing; when paused, forward to the next operation."""
