@@ -273,15 +273,16 @@ def _run(args: argparse.Namespace) -> int:
     env = {**os.environ, ENV_KEYS: str(keys)} if keys else None  # this node's ranks
     if args.headless:
         headless = _headless_module(args)
-        # NCCL's own lines are read only when the job asked NCCL for them: the output then
-        # goes through commviz (a tee) rather than straight to the terminal
-        reader = session.nccl.feed if os.environ.get("NCCL_DEBUG") else None
+        # the job's lines are read only when NCCL was asked for its own or the run is
+        # recorded: the output then goes through commviz (a tee) rather than straight to the
+        # terminal
+        reader = session.job_line if os.environ.get("NCCL_DEBUG") or args.record else None
         return headless.run_job(session, lambda: Job(cmd, session.addr, env=env, on_line=reader),
                                 lang=_lang(args),
                                 banner=explain.ui("banner run", _lang(args)).format(
                                     addr=session.addr, cmd=shlex.join(cmd)))
     try:
-        job = Job(cmd, session.addr, capture=True, env=env, on_line=session.nccl.feed)
+        job = Job(cmd, session.addr, capture=True, env=env, on_line=session.job_line)
     except BaseException:
         session.close()
         raise
@@ -354,7 +355,7 @@ def _play(args: argparse.Namespace) -> int:
 
     return run_app(playback, ranks=None, title=lambda lang: titles[lang], lang=_lang(args),
                    controller=control, restart=lambda: None, demo=playback.demo,
-                   wall_ns=playback.clock.wall_ns)
+                   wall_ns=playback.clock.wall_ns, output=playback.output)
 
 
 def _read_recording(path: str, read):

@@ -5,8 +5,8 @@ The first line is a header naming the format and its version. Then one line per 
 on one rank), ``running`` (an operation a rank announced as running for a while: what a
 hang leaves behind, since its ``op`` line never comes), ``phase`` (one compute phase a rank
 marked), ``topo`` (the GPUs of a rank's host and their links, when first seen or changed),
-``bye`` (a rank left normally), ``diag`` (a finding of the live diagnosis) and a closing
-``summary``. Lines of a rank that sent an
+``bye`` (a rank left normally), ``diag`` (a finding of the live diagnosis), ``out`` (a line
+of the output of a job commviz ran) and a closing ``summary``. Lines of a rank that sent an
 incarnation id carry it (``inc``), so that the records of two jobs that ran at the same time
 with the same rank numbers are replayed apart. Writes are flushed at least once a second,
 so a killed viewer loses at most the last second. The header may say what was recorded
@@ -16,6 +16,7 @@ so a killed viewer loses at most the last second. The header may say what was re
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -28,6 +29,7 @@ from . import __version__, protocol
 FORMAT = "commviz-recording"
 VERSION = 1
 FLUSH_S = 1.0
+MAX_OUTPUT_CHARS = 2000  # of one line of a job's output; the rest is left out
 
 
 class RecordingError(ValueError):
@@ -39,6 +41,7 @@ class Recorder:
 
     def __init__(self, path: str | Path, about: dict[str, Any] | None = None) -> None:
         self._file: IO[str] = open(path, "w", encoding="utf-8")  # noqa: SIM115
+        self._lock = threading.Lock()  # the job's output comes from its reader threads
         self._identities: dict[tuple[int, int], tuple] = {}  # by (rank, inc)
         self._topologies: dict[int, protocol.GpuTopology] = {}  # ranks repeat it every 10 s
         self._last_flush = time.monotonic()
@@ -85,17 +88,28 @@ class Recorder:
             self._write(finding.record())
         self.maybe_flush()
 
+    def write_output(self, text: str) -> None:
+        """One line of a job's output, when the viewer read it (any thread; none once the
+        recording is closed)."""
+        self._write({"kind": "out", "t_ns": time.time_ns(), "text": text[:MAX_OUTPUT_CHARS]})
+
     def maybe_flush(self) -> None:
         if time.monotonic() - self._last_flush >= FLUSH_S:
-            self._file.flush()
+            with self._lock:
+                if not self._file.closed:
+                    self._file.flush()
             self._last_flush = time.monotonic()
 
     def close(self, summary: dict[str, Any]) -> None:
         self._write({"kind": "summary", **summary})
-        self._file.close()
+        with self._lock:
+            self._file.close()
 
     def _write(self, obj: dict[str, Any]) -> None:
-        self._file.write(json.dumps(obj, separators=(",", ":")) + "\n")
+        line = json.dumps(obj, separators=(",", ":")) + "\n"
+        with self._lock:
+            if not self._file.closed:
+                self._file.write(line)
 
     def _ops(self, batch: protocol.OpBatch) -> None:
         for record in op_dicts(batch, running=True):
@@ -159,10 +173,12 @@ def _header(f: IO[str], path: str | Path) -> dict[str, Any]:
 
 
 def read(path: str | Path, findings: list[dict] | None = None,
-         cut: list[int] | None = None, playback: bool = False) -> Iterator[protocol.Message]:
+         cut: list[int] | None = None, playback: bool = False,
+         output: list[tuple[int, str]] | None = None) -> Iterator[protocol.Message]:
     """Messages equivalent to what was recorded, for the same model the live viewer uses;
     the live diagnosis's findings (``diag`` lines, without their kind) go to ``findings``,
-    the number of a last line cut short (a viewer killed while writing it) to ``cut``.
+    the number of a last line cut short (a viewer killed while writing it) to ``cut``, the
+    job's output lines (``out``: when read, text) to ``output``.
     ``playback``: also every heartbeat with its telemetry, and the ops announced as running
     (t_end -1), as the live viewer received them."""
     with open(path, encoding="utf-8") as f:
@@ -210,6 +226,8 @@ def read(path: str | Path, findings: list[dict] | None = None,
                 yield _topology(obj, f"{path}:{lineno}")
             elif kind == "diag" and findings is not None:
                 findings.append({k: v for k, v in obj.items() if k != "kind"})
+            elif kind == "out" and output is not None:
+                output.append((int(obj["t_ns"]), str(obj["text"])))
             if kind == "op":
                 with_ops.add((obj["rank"], obj.get("inc", 0)))
         yield from _batches(pending)

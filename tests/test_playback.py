@@ -2,6 +2,7 @@
 session that feeds the model, pure (no Textual, no sockets)."""
 
 import json
+import time
 
 import pytest
 from fakes import (
@@ -271,3 +272,33 @@ def test_seeking_takes_in_everything_before_at_once(tmp_path):
     playback.seek((_end_of_instance(1) - playback.start_ns) / 1e9)
     assert playback.model.instances == 2 and not playback.clock.stopped()
     assert playback.duration_s == pytest.approx((T0_NS + 3 * STEP_NS - playback.start_ns) / 1e9)
+
+
+def test_a_jobs_output_comes_at_the_time_it_was_read_and_feeds_nccls_log(tmp_path):
+    path = tmp_path / "o.jsonl"
+    rec = recording.Recorder(path)
+    rec.write(scripted_all_reduce(world=2, steps=1, t0_ns=time.time_ns() - 1_000_000_000))
+    lines = ["step 0 loss 2.3", "gpu-a:4001:4001 [0] NCCL INFO NCCL version 2.21.5+cuda12.4",
+             "done"]
+    for text in lines:
+        rec.write_output(text)
+    rec.close({})
+    got = []
+    list(recording.read(path, output=got))
+    assert [text for _, text in got] == lines
+    real = FakeClock()
+    playback = Playback(path, real=real)
+    assert playback.output is not None and playback.output.total == 0
+    assert playback.end_ns == got[-1][0]  # the output's last line ends the recording
+    playback.seek((got[0][0] - playback.start_ns) / 1e9)
+    assert [line.text for line in playback.output.since(0)] == lines[:1]
+    playback.seek(playback.duration_s)
+    assert [line.text for line in playback.output.since(0)] == lines
+    assert playback.nccl.version == "2.21.5+cuda12.4"  # NCCL's line was read
+    playback.reset()
+    assert playback.output.since(3)[0].text.startswith("──── played again")
+    assert playback.nccl.version is None
+
+
+def test_a_recording_without_a_jobs_output_has_no_output_panel(tmp_path):
+    assert Playback(_three_steps(tmp_path), real=FakeClock()).output is None

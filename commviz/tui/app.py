@@ -886,7 +886,7 @@ def run_app(session: Any, ranks: Ranks | None, title: str | Callable[[str], str]
         late = text.late_line(session.model.late_arrivals(), lang)
         if late:
             print(late, file=out)
-        if output is not None:
+        if output is not None and ranks is not None:  # a job's (not a recording's)
             _print_tail(output, out, lang)
         if ranks is not None:
             if ranks.failed():  # last: the one line to copy, not scrolled away by the tail

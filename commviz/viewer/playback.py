@@ -4,7 +4,8 @@
 background thread and read by the TUI under ``lock``. Its messages reach the model when a
 ``PlaybackClock`` that runs the recording's own time passes theirs: an op at its end, an op
 announced as running ``ANNOUNCE_S`` after its start, a heartbeat, a phase or a goodbye at its
-own time. So the screen shows what the live viewer showed, paced as the ranks ran. The clock
+own time; a line of a job's output when the viewer read it. So the screen shows what the live
+viewer showed, paced as the ranks ran. The clock
 runs at a chosen speed; ``PlaybackControl`` pauses it, steps it from one operation to the
 next and, for a demo's recording, holds it while the replay animates (as a live demo holds
 its ranks). Pure: no Textual.
@@ -21,6 +22,8 @@ import numpy as np
 
 from .. import protocol, recording
 from ..control import ControlState
+from ..job import OutputBuffer
+from ..nccl_log import NcclLog
 from .diagnose import ANNOUNCE_S, Diagnosis, Finding
 from .model import Model
 
@@ -30,6 +33,7 @@ FRAME_YIELD_S = 0.05  # the longest a take waits for a frame being drawn
 LEAD_NS = 200_000_000  # the clock starts this long before the first message
 SPEEDS = (1 / 16, 1 / 8, 1 / 4, 1 / 2, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0)
 _ANNOUNCE_NS = int(ANNOUNCE_S * 1e9)
+RESTART_LINE = "──── played again from the start ────"
 
 
 class PlaybackClock:
@@ -192,12 +196,19 @@ class Playback:
         # the live diagnosis's findings as recorded (this playback diagnoses again)
         self.recorded_findings: list[dict] = []
         self.cut: list[int] = []
+        lines: list[tuple[int, str]] = []
         self.schedule = Schedule(recording.read(path, self.recorded_findings, self.cut,
-                                                playback=True))
+                                                playback=True, output=lines))
+        self._lines_ns = np.array([t for t, _ in lines], dtype=np.int64)
+        self._lines = [text for _, text in lines]
+        # the job's output, for its panel (None: no job's output was recorded)
+        self.output = OutputBuffer() if lines else None
         if not len(self.schedule):
             raise recording.RecordingError(f"{path}: nothing was recorded (no rank reported)")
-        self.start_ns = self.schedule.first_ns - LEAD_NS  # type: ignore[operator]
-        self.end_ns: int = self.schedule.last_ns  # type: ignore[assignment]
+        times = [self.schedule.first_ns, self.schedule.last_ns, *self._lines_ns[[0, -1]]] \
+            if lines else [self.schedule.first_ns, self.schedule.last_ns]
+        self.start_ns = int(min(times)) - LEAD_NS  # type: ignore[arg-type]
+        self.end_ns = int(max(times))  # type: ignore[arg-type]
         self.clock = PlaybackClock(self.start_ns, speed, real)
         self.host = self.header.get("host")  # the viewer's: its clock is the others' reference
         self.lock = threading.Lock()
@@ -228,6 +239,8 @@ class Playback:
 
     def _fresh(self) -> None:
         self.model = Model(self.clock.seconds, self.host if isinstance(self.host, str) else None)
+        self.nccl = NcclLog()  # what NCCL printed of itself, read from the job's output
+        self._next_line = 0
         self.diagnosis = Diagnosis(self.model, wall_ns=self.clock.wall_ns)
         self._next_diagnosis = float("-inf")
 
@@ -242,7 +255,8 @@ class Playback:
         after each operation, it stops the clock at the first one that completes."""
         with self.lock:
             n = self._take(self.clock.wall_ns(), self.stop_at_each_op)
-            ended = self.schedule.done and not self.clock.stopped("end")
+            self._output_until(self.clock.wall_ns())
+            ended = self.clock.wall_ns() >= self.end_ns and not self.clock.stopped("end")
             if ended:  # the clock stops: what the last messages say is judged now
                 self.clock.stop("end", at_ns=self.end_ns)
             if ended or self.clock.seconds() >= self._next_diagnosis:
@@ -253,8 +267,9 @@ class Playback:
     def seek(self, seconds: float) -> None:
         """Forward to ``seconds`` into the recording at once, everything before taken in."""
         with self.lock:
-            self.clock.jump(self.start_ns + int(seconds * 1e9))
+            self.clock.jump(min(self.end_ns, self.start_ns + round(seconds * 1e9)))
             self._take(self.clock.wall_ns(), each_op=False)
+            self._output_until(self.clock.wall_ns())
             self.diagnosis.update()
 
     @property
@@ -269,6 +284,7 @@ class Playback:
                 self.clock.jump(due)
                 if self._take(due, each_op=True, running_too=True, hold=False):
                     break
+            self._output_until(self.clock.wall_ns())
             self.diagnosis.update()
 
     def _take(self, until_ns: int, each_op: bool, running_too: bool = False,
@@ -294,12 +310,23 @@ class Playback:
                 return len(msgs)
         return 0
 
+    def _output_until(self, until_ns: int) -> None:
+        """The job's output lines read by ``until_ns``, to its panel and to NCCL's log."""
+        end = int(np.searchsorted(self._lines_ns, until_ns, side="right"))
+        for text in self._lines[self._next_line:end]:
+            self.output.append("stdout", text)  # type: ignore[union-attr]
+            self.nccl.feed(text)
+        self._next_line = max(self._next_line, end)
+
     def reset(self) -> None:
-        """From the start again, on an empty model."""
+        """From the start again, on an empty model (the output panel goes on below a line
+        that says so)."""
         with self.lock:
             self.schedule.rewind()
             self.clock.reset(self.start_ns)
             self._fresh()
+            if self.output is not None and self.output.total:
+                self.output.append("stdout", RESTART_LINE)
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="commviz-playback", daemon=True)
@@ -357,17 +384,6 @@ class PlaybackControl:
             self.clock.go("paused")
         else:
             self.clock.stop("paused")
-
-    def seek(self, seconds: float) -> None:
-        """Forward to ``seconds`` into the recording at once, everything before taken in."""
-        with self.lock:
-            self.clock.jump(self.start_ns + int(seconds * 1e9))
-            self._take(self.clock.wall_ns(), each_op=False)
-            self.diagnosis.update()
-
-    @property
-    def duration_s(self) -> float:
-        return (self.end_ns - self.start_ns) / 1e9
 
     def step(self) -> None:
         """Pause when playing; when paused, forward to the next operation."""

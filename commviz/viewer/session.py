@@ -72,6 +72,14 @@ class Session:
             ranks = {(s.host, s.pid): r for r, s in self.model.ranks.items() if s.pid}
         return self.nccl.links(ranks)
 
+    def job_line(self, text: str) -> None:
+        """A line of the output of the job commviz runs (any thread): NCCL's own lines are
+        read, and every line is recorded."""
+        self.nccl.feed(text)
+        recorder = self.recorder
+        if recorder is not None:
+            recorder.write_output(text)
+
     def frame_begins(self) -> None:
         """The viewer starts drawing a frame: hold back the collector until ``frame_ends``
         (or FRAME_YIELD_S)."""
