@@ -3,12 +3,12 @@
 ``Playback`` stands in for a live ``Session``: the same model and diagnosis, written by a
 background thread and read by the TUI under ``lock``. Its messages reach the model when a
 ``PlaybackClock`` that runs the recording's own time passes theirs: an op at its end, an op
-announced as running ``ANNOUNCE_S`` after its start, a heartbeat, a phase or a goodbye at its
-own time; a line of a job's output when the viewer read it. So the screen shows what the live
-viewer showed, paced as the ranks ran. The clock
-runs at a chosen speed; ``PlaybackControl`` pauses it, steps it from one operation to the
-next and, for a demo's recording, holds it while the replay animates (as a live demo holds
-its ranks). Pure: no Textual.
+announced as running ``ANNOUNCE_S`` after its start, a heartbeat, a phase or a goodbye at
+its own time; a line of a job's output when the viewer read it. So the screen shows what the
+live viewer showed, paced as the ranks ran. The clock runs at a chosen speed;
+``PlaybackControl`` pauses it, steps it from one operation to the next and, for a demo's
+recording, holds it while the replay animates (as a live demo holds its ranks). Pure: no
+Textual.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from .. import protocol, recording
 from ..control import ControlState
 from ..job import OutputBuffer
 from ..nccl_log import NcclLog
-from .diagnose import ANNOUNCE_S, Diagnosis, Finding
+from .diagnose import ANNOUNCE_S, Diagnosis
 from .model import Model
 
 ROUND_S = 0.02  # between two takes of what is due
@@ -193,12 +193,11 @@ class Playback:
                  real: Callable[[], float] = time.monotonic) -> None:
         self.path = str(path)
         self.header = recording.read_header(path)
-        # the live diagnosis's findings as recorded (this playback diagnoses again)
-        self.recorded_findings: list[dict] = []
-        self.cut: list[int] = []
+        self.cut: list[int] = []  # the number of a last line cut short, if one was
         lines: list[tuple[int, str]] = []
-        self.schedule = Schedule(recording.read(path, self.recorded_findings, self.cut,
-                                                playback=True, output=lines))
+        # the live diagnosis's findings are not read: this playback diagnoses again
+        self.schedule = Schedule(recording.read(path, None, self.cut, playback=True,
+                                                output=lines))
         self._lines_ns = np.array([t for t, _ in lines], dtype=np.int64)
         self._lines = [text for _, text in lines]
         # the job's output, for its panel (None: no job's output was recorded)
@@ -345,10 +344,6 @@ class Playback:
         if self._thread is not None:
             self._thread.join(timeout=2)
 
-    def findings(self) -> list[Finding]:
-        with self.lock:
-            return self.model.findings()
-
 
 class PlaybackControl:
     """Play, pause and single-step a playback: what ``control.Controller`` is to a demo's
@@ -411,6 +406,3 @@ class PlaybackControl:
     def restart(self) -> None:
         """The playback itself rewinds (``Playback.reset``): nothing held is left."""
         self.clock.go("held")
-
-    def close(self) -> None:
-        pass
