@@ -6,6 +6,7 @@ import io
 import re
 import time
 
+import pytest
 import zmq
 
 from commviz import protocol
@@ -299,3 +300,12 @@ def test_a_jobs_summary_repeats_the_findings_that_still_held(tmp_path):
     assert len(said) == 2, lines  # live, then again at the end
     end = lines.index("[commviz] no fim do job, 1 problema ainda presente:")
     assert said[0] < end < said[1] < len(lines) - 1
+
+
+@pytest.mark.parametrize(("ns", "shown"), [
+    (850_000, "850 µs"), (999_700, "1 ms"), (7_142_000, "7.14 ms"), (1.2e9, "1.2 s"),
+    (999.4e9, "999 s"), (3700e9, "61.7 min"), (59_000e9, "983 min"), (9_000e9 * 10, "25 h"),
+    (4e15, "1111 h")])
+def test_durations_keep_three_digits_and_never_an_exponent(ns, shown):
+    """A training job waited an hour for a rank: the line read "3.7e+03 s"."""
+    assert text.duration(ns) == shown

@@ -166,10 +166,15 @@ TIME_UNITS = (("s", 1e9), ("ms", 1e6), (MICROSECONDS, 1e3))
 
 def duration(ns: float) -> str:
     """Three significant digits in the unit that suits: 850 µs, 7.14 ms, 1.2 s (999.7 µs
-    reads 1 ms, not 1e+03 µs)."""
-    unit, scale = next((u, f) for u, f in TIME_UNITS
-                       if ns >= f * 0.9995 or u == MICROSECONDS)
-    return f"{ns / scale:.3g} {unit}"
+    reads 1 ms, not 1e+03 µs); beyond 999 s in minutes (61.7 min), then hours (2.5 h), whole
+    hours from 1000 h."""
+    if ns >= 999.5e9:
+        unit, scale = ("min", 60e9) if ns < 999.5 * 60e9 else ("h", 3600e9)
+    else:
+        unit, scale = next((u, f) for u, f in TIME_UNITS
+                           if ns >= f * 0.9995 or u == MICROSECONDS)
+    value = ns / scale
+    return f"{value:.0f} {unit}" if value >= 999.5 else f"{value:.3g} {unit}"
 
 
 def counts_line(records: int, instances: int, transfers: int, failed: int, unmatched: int,
