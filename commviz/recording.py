@@ -101,7 +101,9 @@ class Recorder:
             self._last_flush = time.monotonic()
 
     def close(self, summary: dict[str, Any]) -> None:
-        self._write({"kind": "summary", **summary})
+        """The closing ``summary`` line, with when the viewer closed (``t_ns``, unless the
+        summary gives it)."""
+        self._write({"kind": "summary", "t_ns": time.time_ns(), **summary})
         with self._lock:
             self._file.close()
 
@@ -174,11 +176,13 @@ def _header(f: IO[str], path: str | Path) -> dict[str, Any]:
 
 def read(path: str | Path, findings: list[dict] | None = None,
          cut: list[int] | None = None, playback: bool = False,
-         output: list[tuple[int, str]] | None = None) -> Iterator[protocol.Message]:
+         output: list[tuple[int, str]] | None = None,
+         summary: list[dict] | None = None) -> Iterator[protocol.Message]:
     """Messages equivalent to what was recorded, for the same model the live viewer uses;
     the live diagnosis's findings (``diag`` lines, without their kind) go to ``findings``,
     the number of a last line cut short (a viewer killed while writing it) to ``cut``, the
-    job's output lines (``out``: when read, text) to ``output``.
+    job's output lines (``out``: when read, text) to ``output``, the closing summary line
+    (without its kind) to ``summary``.
     ``playback``: also every heartbeat with its telemetry, and the ops announced as running
     (t_end -1), as the live viewer received them."""
     with open(path, encoding="utf-8") as f:
@@ -228,6 +232,8 @@ def read(path: str | Path, findings: list[dict] | None = None,
                 findings.append({k: v for k, v in obj.items() if k != "kind"})
             elif kind == "out" and output is not None:
                 output.append((int(obj["t_ns"]), str(obj["text"])))
+            elif kind == "summary" and summary is not None:
+                summary.append({k: v for k, v in obj.items() if k != "kind"})
             if kind == "op":
                 with_ops.add((obj["rank"], obj.get("inc", 0)))
         yield from _batches(pending)

@@ -14,8 +14,10 @@ import shutil
 from pathlib import Path
 
 import pytest
+from fakes import FakeClock
 
 from commviz.viewer import diagnose
+from commviz.viewer.playback import Playback
 
 WORLD = 4
 GROUP = [0, 1, 2, 3]
@@ -35,6 +37,22 @@ def _run(procs, tmp_path: Path, demo: str, iters: int,
     lines = [json.loads(line) for line in record.read_text(encoding="utf-8").splitlines()]
     assert lines[-1]["kind"] == "summary", proc.stdout
     return rc, proc.stdout, lines
+
+
+def _played(tmp_path: Path, demo: str) -> set[tuple[str, tuple[int, ...]]]:
+    """What ``commviz play`` finds in the demo's recording, played to its end in the rounds
+    of its collector: every finding's (type, ranks)."""
+    real = FakeClock()
+    playback = Playback(tmp_path / f"{demo}.jsonl", real=real)
+    while not playback.clock.stopped("end"):
+        real.advance(0.02)
+        playback.advance()
+    return {(f.type, f.ranks) for f in playback.diagnosis.history if f.type != "resolved"}
+
+
+def _live(lines: list[dict]) -> set[tuple[str, tuple[int, ...]]]:
+    """What the live diagnosis found: every recorded finding's (type, ranks)."""
+    return {(x["type"], tuple(x["ranks"])) for x in _diags(lines) if x["type"] != "resolved"}
 
 
 def _diags(lines: list[dict], kind: str | None = None) -> list[dict]:
@@ -57,6 +75,7 @@ def test_straggler_named_within_five_instances(procs, tmp_path):
     detectable = max(op["t_end_ns"] for op in _ops(lines, f["seq"]))
     assert 0 <= f["t_ns"] - detectable < 2 * S
     assert f"!! straggler: rank {WORLD - 1} arrived last" in out
+    assert _played(tmp_path, "straggler") == _live(lines)  # commviz play finds the same
 
 
 def test_hang_names_the_collective_and_the_missing_rank(procs, tmp_path):
@@ -78,6 +97,7 @@ def test_hang_names_the_collective_and_the_missing_rank(procs, tmp_path):
     assert [f["ranks"] for f in _diags(lines, "hang") if f["group"] is None] == [[0, 3, 1, 2]]
     assert "deadlock: rank 0 (all_reduce #3) waits on 3 (recv from 0 #1), which waits on 0; " \
         "ranks 1,2 (all_reduce #3) wait on 3 too" in out
+    assert _played(tmp_path, "hang") == _live(lines)  # commviz play finds the same
     # the timeout ends them all: each failure says so, and names the deadlock as the cause
     failed = _diags(lines, "failed")
     assert sorted(f["group"] or [] for f in failed) == [[], GROUP, [0, 3]], failed
@@ -116,6 +136,7 @@ def test_crash_names_the_lost_rank(procs, tmp_path):
     assert out.index("!! lost_rank: ") < out.index("rank logs kept in ")
     # the steps before the crash are whole: every rank's records reached the viewer
     assert re.search(r"^all_reduce\s+4\s+\d+\s+3\s", out, re.M), out
+    assert _played(tmp_path, "crash") == _live(lines)  # commviz play finds the same
 
 
 def test_mismatch_named_with_both_sides_before_the_job_fails(procs, tmp_path):
@@ -130,6 +151,7 @@ def test_mismatch_named_with_both_sides_before_the_job_fails(procs, tmp_path):
     assert 0 <= f["t_ns"] - max(op["t_start_ns"] for op in entered) < 2 * S
     assert f["t_ns"] < min(op["t_end_ns"] for op in entered)  # before the timeout failed them
     assert not _diags(lines, "hang")
+    assert _played(tmp_path, "mismatch") == _live(lines)  # commviz play finds the same
 
 
 @pytest.mark.parametrize("demo", ["straggler", "hang", "crash", "mismatch"])

@@ -17,13 +17,23 @@ from fakes import (
 )
 
 from commviz import protocol, recording
-from commviz.viewer.playback import LEAD_NS, Playback, PlaybackClock, PlaybackControl, Schedule
+from commviz.viewer.playback import (
+    LEAD_NS,
+    TAIL_NS,
+    Playback,
+    PlaybackClock,
+    PlaybackControl,
+    Schedule,
+)
 
 
-def _record(path, messages, about=None):
+def _record(path, messages, about=None, closed_ns=None):
+    """A recording of ``messages``, closed at ``closed_ns`` (default: with the last one)."""
     rec = recording.Recorder(path, about)
     rec.write(messages)
-    rec.close({})
+    ends = [t for m in messages for t in (getattr(m, "t_ns", 0),
+                                          *getattr(m, "cols", {}).get("t_end", ()))]
+    rec.close({"t_ns": int(closed_ns if closed_ns is not None else max(ends, default=0))})
     return path
 
 
@@ -289,7 +299,7 @@ def test_a_jobs_output_comes_at_the_time_it_was_read_and_feeds_nccls_log(tmp_pat
     real = FakeClock()
     playback = Playback(path, real=real)
     assert playback.output is not None and playback.output.total == 0
-    assert playback.end_ns == got[-1][0]  # the output's last line ends the recording
+    assert got[-1][0] <= playback.end_ns <= got[-1][0] + 1_000_000_000  # then it closed
     playback.seek((got[0][0] - playback.start_ns) / 1e9)
     assert [line.text for line in playback.output.since(0)] == lines[:1]
     playback.seek(playback.duration_s)
@@ -302,3 +312,27 @@ def test_a_jobs_output_comes_at_the_time_it_was_read_and_feeds_nccls_log(tmp_pat
 
 def test_a_recording_without_a_jobs_output_has_no_output_panel(tmp_path):
     assert Playback(_three_steps(tmp_path), real=FakeClock()).output is None
+
+
+def test_a_rank_that_died_silent_is_named_lost_by_the_time_the_viewer_closed(tmp_path):
+    """The crash demo played back: rank 1's last heartbeat at 1 s, the others' goodbyes at
+    1.7 s, the viewer closed at 2.6 s: live it named rank 1 lost; the playback ended at the
+    last goodbye and said nothing."""
+    world, t0 = 3, T0_NS
+    beats = [*heartbeats(world, t_ns=t0), *heartbeats(world, t_ns=t0 + 1_000_000_000)]
+    goodbyes = [bye(r, t0 + 1_700_000_000) for r in (0, 2)]
+    path = _record(tmp_path / "c.jsonl", [*beats, *goodbyes], closed_ns=t0 + 2_600_000_000)
+    real = FakeClock()
+    playback = Playback(path, real=real)
+    assert playback.end_ns == t0 + 2_600_000_000
+    while not playback.clock.stopped("end"):
+        real.advance(0.1)
+        playback.advance()
+    assert [(f.type, f.ranks) for f in playback.model.findings()] == [("lost_rank", (1,))]
+
+
+def test_the_playback_ends_soon_after_the_last_message_of_a_viewer_left_open(tmp_path):
+    path = _record(tmp_path / "o.jsonl", scripted_all_reduce(world=2, steps=1),
+                   closed_ns=T0_NS + 3600 * 1_000_000_000)
+    playback = Playback(path, real=FakeClock())
+    assert playback.end_ns - playback.schedule.last_ns == TAIL_NS

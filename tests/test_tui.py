@@ -2431,7 +2431,7 @@ def _played(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, about: dict | None 
     rec = recording.Recorder(path, about)
     rec.write([*scripted_all_gather(world=4, steps=3),
                *(bye(r, T0_NS + 5 * STEP_NS) for r in range(4))])
-    rec.close({})
+    rec.close({"t_ns": T0_NS + 5 * STEP_NS})  # closed with the last goodbye
     real = FakeClock()
     playback = Playback(path, real=real)
     control = PlaybackControl(playback, paused=paused, each_op=playback.demo is not None)

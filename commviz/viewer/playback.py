@@ -31,6 +31,9 @@ ROUND_S = 0.02  # between two takes of what is due
 DIAGNOSE_EVERY_S = 0.25  # of the recording's time, as live
 FRAME_YIELD_S = 0.05  # the longest a take waits for a frame being drawn
 LEAD_NS = 200_000_000  # the clock starts this long before the first message
+# it ends when the viewer closed the recording, at most this long after the last message
+# (time enough to find a rank lost: the live diagnosis' LOST_AFTER_S and LOST_CONFIRM_S)
+TAIL_NS = 5_000_000_000
 SPEEDS = (1 / 16, 1 / 8, 1 / 4, 1 / 2, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0)
 _ANNOUNCE_NS = int(ANNOUNCE_S * 1e9)
 RESTART_LINE = "──── played again from the start ────"
@@ -195,19 +198,29 @@ class Playback:
         self.header = recording.read_header(path)
         self.cut: list[int] = []  # the number of a last line cut short, if one was
         lines: list[tuple[int, str]] = []
-        # the live diagnosis's findings are not read: this playback diagnoses again
-        self.schedule = Schedule(recording.read(path, None, self.cut, playback=True,
-                                                output=lines))
+        # the live diagnosis's findings, for their times only (this playback diagnoses again)
+        found: list[dict] = []
+        summary: list[dict] = []
+        self.schedule = Schedule(recording.read(path, found, self.cut, playback=True,
+                                                output=lines, summary=summary))
         self._lines_ns = np.array([t for t, _ in lines], dtype=np.int64)
         self._lines = [text for _, text in lines]
         # the job's output, for its panel (None: no job's output was recorded)
         self.output = OutputBuffer() if lines else None
         if not len(self.schedule):
             raise recording.RecordingError(f"{path}: nothing was recorded (no rank reported)")
-        times = [self.schedule.first_ns, self.schedule.last_ns, *self._lines_ns[[0, -1]]] \
-            if lines else [self.schedule.first_ns, self.schedule.last_ns]
-        self.start_ns = int(min(times)) - LEAD_NS  # type: ignore[arg-type]
-        self.end_ns = int(max(times))  # type: ignore[arg-type]
+        # the recording lasts from its first message or line of output until the viewer
+        # closed it (or, if it was not closed, its last finding or message)
+        ends = [t for t in (*(f.get("t_ns") for f in found), *(s.get("t_ns") for s in summary))
+                if type(t) is int]
+        # the ranks the viewer judged ended when it closed (None: as a watcher, the silent)
+        ended = summary[-1].get("ended") if summary else None
+        self.ended = [r for r in ended if type(r) is int] if isinstance(ended, list) else None
+        times = [self.schedule.first_ns, self.schedule.last_ns, *self._lines_ns[:1],
+                 *self._lines_ns[-1:]]
+        self.start_ns = int(min(times)) - LEAD_NS  # type: ignore[type-var]
+        last = int(max(times))  # type: ignore[type-var]
+        self.end_ns = min(max([last, *ends]), last + TAIL_NS)
         self.clock = PlaybackClock(self.start_ns, speed, real)
         self.host = self.header.get("host")  # the viewer's: its clock is the others' reference
         self.lock = threading.Lock()
@@ -261,6 +274,9 @@ class Playback:
             if ended or self.clock.seconds() >= self._next_diagnosis:
                 self._next_diagnosis = self.clock.seconds() + DIAGNOSE_EVERY_S
                 self.diagnosis.update()
+            if ended:  # as the viewer closed: ranks that ended without a goodbye are lost
+                self.diagnosis.finish(self.diagnosis.silent() if self.ended is None
+                                      else self.ended)
         return n
 
     def seek(self, seconds: float) -> None:

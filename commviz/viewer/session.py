@@ -158,10 +158,11 @@ class Session:
             pass
         with self.lock:
             found = self.diagnosis.update()
-            found += self.diagnosis.finish(self.diagnosis.silent() if ended is None else ended)
+            ended = self.diagnosis.silent() if ended is None else sorted(set(ended))
+            found += self.diagnosis.finish(ended)
         self._report(found)
-        if self.recorder:
-            self.recorder.close(self.summary())
+        if self.recorder:  # with the ranks judged ended: a playback judges them the same
+            self.recorder.close({**self.summary(), "ended": ended})
             self.recorder = None
         self.receiver.close()
 
