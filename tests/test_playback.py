@@ -336,3 +336,13 @@ def test_the_playback_ends_soon_after_the_last_message_of_a_viewer_left_open(tmp
                    closed_ns=T0_NS + 3600 * 1_000_000_000)
     playback = Playback(path, real=FakeClock())
     assert playback.end_ns - playback.schedule.last_ns == TAIL_NS
+
+
+def test_a_ranks_identity_read_back_adds_no_empty_telemetry_sample(tmp_path):
+    """Played back, ranks read 'CPU 0% rss 0B' between their samples: the `rank` line's
+    identity counted as a sample of nothing."""
+    path = _record(tmp_path / "t.jsonl", [*heartbeats(2), *heartbeats(2, t_ns=T0_NS + 500)])
+    playback = Playback(path, real=FakeClock())
+    playback.seek(playback.duration_s)
+    for rank, s in playback.model.ranks.items():
+        assert [tel["cpu_pct"] for _, tel in s.telemetry] == [10.0 + 20 * rank] * 2

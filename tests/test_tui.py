@@ -2547,3 +2547,18 @@ async def test_a_recording_played_back_on_a_narrow_terminal(
         app.lang = "en"
         app._titles()
         assert app._binding("step").description == "Next"
+
+
+@sync
+async def test_a_playback_started_further_on_replays_only_the_latest_operation(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--from: the operations before it were replayed one by one for seconds."""
+    real, playback, control, app = _played(tmp_path, monkeypatch)
+    playback.seek(playback.duration_s)
+    assert playback.model.instances == 3
+    async with app.run_test(size=SIZE) as pilot:
+        await frame(pilot)
+        animator = app.query_one(Topology).animator
+        assert animator.enqueued == 1 and not animator.waiting
+        log = panel(app, "#log")
+        assert "#2" in log and "#1" not in log

@@ -180,6 +180,10 @@ class CommvizApp(App):
 
     def on_mount(self) -> None:
         self._titles()
+        if self._playback is not None:  # a recording started further on (--from): only the
+            with self.session.lock:     # latest operation before it is replayed and logged
+                model = self.session.model
+                self._shown = max(0, model.instances + model.transfers - 1)
         self.refresh_view()
         self.set_interval(FRAME_S, self._tick)
         # what exists by now (modules, widgets, styles) lives as long as the app: out of the

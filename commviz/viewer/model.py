@@ -508,7 +508,8 @@ class Model:
             est = estimate(samples)
             if est is not None:
                 self._offsets[hb.host] = est
-        s.telemetry.append((hb.t_ns - self._offset_ns(s), hb.telemetry))
+        if hb.telemetry:  # none in an identity read back from a recording's `rank` line
+            s.telemetry.append((hb.t_ns - self._offset_ns(s), hb.telemetry))
         return s
 
     def _supersede(self, rank: int, key: str) -> None:
