@@ -1290,6 +1290,12 @@ _UI_PAIRS: dict[str, tuple[str, str]] = {
     "before playing": ("Starting: space pauses the ranks, then n runs one iteration at a time.",
                        "Começando: espaço pausa os ranks, e então n executa uma iteração por "
                        "vez."),
+    "before paused playback": (
+        "Paused at the start of the recording: n plays the next operation, space plays.",
+        "Pausado no início da gravação: n reproduz a próxima operação, espaço continua."),
+    "before playing playback": (
+        "Playing the recording: space pauses, then n plays one operation at a time.",
+        "Reproduzindo a gravação: espaço pausa, e então n reproduz uma operação por vez."),
     "next op": ("About to run: {op}", "Prestes a executar: {op}"),
     "demo starts": ("The {demo} demo: its first operation is explained here once it is done.",
                     "A demo {demo}: sua primeira operação é explicada aqui assim que terminar."),
@@ -1535,6 +1541,7 @@ _UI_PAIRS: dict[str, tuple[str, str]] = {
     # the help screen: what more there is to say of a key than the footer's words
     "help faster": ("the replay's speed", "a velocidade do replay"),
     "help replay_pause": ("the job keeps running", "o job continua rodando"),
+    "help replay_pause playback": ("the recording plays on", "a gravação continua"),
     "help play_faster": ("the recording's clock: ×1/16 to ×64",
                          "o relógio da gravação: ×1/16 a ×64"),
     "help zoom_in": ("the timeline; it then holds the latest activity in view",

@@ -2478,6 +2478,9 @@ async def test_a_demos_recording_waits_for_the_replay_of_each_operation(
     real, playback, control, app = _played(tmp_path, monkeypatch, {"demo": "all_gather"},
                                            paused=False)
     async with app.run_test(size=SIZE) as pilot:
+        await frame(pilot)
+        assert "Playing the recording: space pauses, then n plays one" in \
+            panel(app, "#explain")
         real.advance(1.0)
         playback.advance()
         await frame(pilot)  # the replay takes the first all_gather: the recording waits
@@ -2508,6 +2511,9 @@ async def test_playback_keys_are_in_the_help_of_a_playback_only(
             if expected:
                 assert rows["] / ["].startswith("Faster playback / Slower playback")
                 assert rows["n"] == "Next operation"
+                assert rows["p"] == "Hold replay (the recording plays on)"
+            else:
+                assert rows["p"] == "Hold replay (the job keeps running)"
 
 
 def test_snapshot_of_a_recording_played_back(snap_compare, tmp_path: Path,

@@ -73,6 +73,9 @@ MIN_TITLE_SHOWN = 16  # cells of a cut header title, at least: what the run is s
 KEYS_SHOWN = {"faster": "+", "slower": "-", "play_faster": "]", "play_slower": "[", "help": "?",
               "quit": "q, ctrl+c"}
 RESTART_SETTLE_S = 0.15  # after stopping the ranks: time for their last messages to land
+# what keys do when a recording is played back, where it differs: n steps from one operation
+# to the next; p holds the replay while the recording plays on
+PLAYBACK_WORDS = {"key step": "key step op", "help replay_pause": "help replay_pause playback"}
 
 
 class CommvizApp(App):
@@ -249,11 +252,11 @@ class CommvizApp(App):
             bindings[key] = [label(b) for b in group]
         self.refresh_bindings()
 
-    def _key_words(self, key_id: str) -> str:
-        """The UI string that names what a key does in this session."""
-        if key_id == "step" and self._playback is not None:
-            return "key step op"  # a recording steps from one operation to the next
-        return f"key {key_id}"
+    def _key_words(self, key_id: str, kind: str = "key") -> str:
+        """The UI string that names (``kind`` "key") or explains ("help") what a key does in
+        this session."""
+        words = f"{kind} {key_id}"
+        return PLAYBACK_WORDS.get(words, words) if self._playback is not None else words
 
     def _tick(self) -> None:
         """The frame timer: the replay every frame, the other panels every PARTS frames, in
@@ -291,7 +294,8 @@ class CommvizApp(App):
         if key != self._explained:  # another op (the same again: nothing to redraw)
             self._explained = key
             if shown is None and self.demo is not None and self.controller is not None:
-                explanation = render.before_first(model, self.demo, paused, self.lang)
+                explanation = render.before_first(model, self.demo, paused, self.lang,
+                                                  self._playback is not None)
             else:
                 explanation = render.explanation(model, shown, self.lang)
             self._show("#explain", explanation, _height_key(explanation))
@@ -800,7 +804,7 @@ class CommvizApp(App):
                 continue
             words = " / ".join(ui(self._key_words(key_id)) for key_id in ids)
             if ids[0] in self.HELP_MORE:
-                words += f" ({ui(f'help {ids[0]}')})"
+                words += f" ({ui(self._key_words(ids[0], 'help'))})"
             rows.append((" / ".join(map(self._key_shown, ids)), words))
         palette = ui("key palette")
         rows.append(("ctrl+p", f"{palette[:1].upper()}{palette[1:]} ({ui('help palette')})"))

@@ -680,11 +680,14 @@ def explanation(model: Model, inst: Instance | None, lang: str) -> Text:
     return out
 
 
-def before_first(model: Model, demo: str, paused: bool, lang: str) -> Text:
+def before_first(model: Model, demo: str, paused: bool, lang: str,
+                 playback: bool = False) -> Text:
     """The explanation panel before a demo's first operation is done: which key steps or
-    plays it, and what its operation is about to do (a demo named after one)."""
+    plays it (``playback``: its recording), and what its operation is about to do (a demo
+    named after one)."""
     out = Text()
-    out.append(explain.ui("before paused" if paused else "before playing", lang) + "\n",
+    key = "before paused" if paused else "before playing"
+    out.append(explain.ui(f"{key} playback" if playback else key, lang) + "\n",
                style="bold yellow")
     if demo not in explain.EXPLAINED:  # straggler, ddp...: which op comes first is theirs
         out.append(explain.ui("demo starts", lang).format(demo=demo) + "\n", style="italic")
