@@ -335,8 +335,8 @@ def _play(args: argparse.Namespace) -> int:
                              f"{SPEEDS[-1]:g}")
     playback = _read_recording(args.file, lambda: Playback(args.file, args.speed))
     if not 0 <= args.start <= playback.duration_s:
-        raise RecordingError(f"--from {args.start:g}: the recording lasts "
-                             f"{playback.duration_s:.1f} s")
+        raise RecordingError(f"--from {args.start:g}: it must lie between 0 and "
+                             f"{playback.duration_s:.1f} s, the recording's length")
     if args.no_terminal:
         raise RecordingError("commviz play draws the TUI: run it in a terminal (`commviz stats "
                              f"{args.file}` prints a recording's numbers)")

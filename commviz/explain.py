@@ -1510,6 +1510,10 @@ _UI_PAIRS: dict[str, tuple[str, str]] = {
     "playing file": ("playing back {}", "reproduzindo a gravação {}"),
     "playback at": ("{at} of {total} s", "{at} de {total} s"),
     "playback ended": ("End of the recording", "Fim da gravação"),
+    "recording cut": ("the recording's line {line} is cut short (its viewer was stopped while "
+                      "writing it): left out",
+                      "a linha {line} da gravação está cortada (o visualizador parou enquanto a "
+                      "escrevia): deixada de fora"),
     "playback waits": ("the playback waits for the replay", "a gravação espera o replay"),
     "next operation": ("Next operation", "Próxima operação"),
     "play title": ("play {file}", "gravação {file}"),

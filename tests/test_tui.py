@@ -2568,3 +2568,35 @@ async def test_a_playback_started_further_on_replays_only_the_latest_operation(
         assert animator.enqueued == 1 and not animator.waiting
         log = panel(app, "#log")
         assert "#2" in log and "#1" not in log
+
+
+@sync
+async def test_at_the_end_of_a_recording_pause_and_n_rest_until_it_starts_again(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Space at the end put '⏸ Paused' in the header beside '■ End of the recording'."""
+    real, playback, control, app = _played(tmp_path, monkeypatch, paused=False)
+    async with app.run_test(size=SIZE) as pilot:
+        real.advance(10.0)
+        playback.advance()
+        await frame(pilot)
+        assert control.ended and not app.check_action("toggle_play", ())
+        await pilot.press("space")
+        await frame(pilot)
+        assert not control.paused and "Paused" not in panel(app, "#header")
+        await pilot.press("r")
+        await frame(pilot)
+        assert app.check_action("toggle_play", ()) and app.check_action("step", ())
+
+
+@sync
+async def test_a_recording_cut_short_says_so_on_the_screen(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    real, *_ = _played(tmp_path, monkeypatch)
+    text = Path("p.jsonl").read_text()
+    Path("p.jsonl").write_text(text[: text.rindex('{"kind":"bye"') + 20])  # a line cut short
+    cut = Playback("p.jsonl", real=real)
+    app = CommvizApp(cut, None, "play p.jsonl", clock=real, controller=PlaybackControl(cut),
+                     restart=lambda: None)
+    async with app.run_test(size=SIZE) as pilot:
+        await frame(pilot)
+        assert "is cut short" in panel(app, "#status").replace("│\n│", " ")

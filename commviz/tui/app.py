@@ -183,6 +183,9 @@ class CommvizApp(App):
 
     def on_mount(self) -> None:
         self._titles()
+        cut = self._playback.playback.cut if self._playback is not None else None
+        if cut:  # a recording whose viewer was killed while writing its last line
+            self._events.append(("recording cut", {"line": cut[0]}))
         if self._playback is not None:  # a recording started further on (--from): only the
             with self.session.lock:     # latest operation before it is replayed and logged
                 model = self.session.model
@@ -599,15 +602,15 @@ class CommvizApp(App):
 
     def _control_line(self) -> str:
         """The ranks' state (playing, paused), and the replay's when it is held apart."""
+        held = f" · {explain.ui('replay held', self.lang)}" \
+            if self.query_one(Topology).animator.paused else ""
+        if self._playback is not None:
+            return self._playback_line(held)
         if self._ended:
             again = f" · r: {explain.ui('key restart', self.lang)}" \
                 if self.check_action("restart", ()) else ""
             return f"■ {explain.ui('demo ended', self.lang)}{again} · q: " \
                 f"{explain.ui('quit', self.lang)}"
-        held = f" · {explain.ui('replay held', self.lang)}" \
-            if self.query_one(Topology).animator.paused else ""
-        if self._playback is not None:
-            return self._playback_line(held)
         state = self.controller.state  # type: ignore[union-attr]
         if state.mode == "play":
             waits = f" · {explain.ui('waiting for replay', self.lang)}" if state.held else ""
@@ -643,6 +646,9 @@ class CommvizApp(App):
         return explain.ui(key, self.lang).format(**fields)
 
     def _watch_ranks(self) -> None:
+        if self._playback is not None and self._playback.ended != self._ended:
+            self._ended = self._playback.ended  # the recording is over: pause and n rest
+            self.refresh_bindings()
         if self.ranks is None:
             return
         for rp in self.ranks.poll():
