@@ -6,7 +6,8 @@ on one rank), ``running`` (an operation a rank announced as running for a while:
 hang leaves behind, since its ``op`` line never comes), ``phase`` (one compute phase a rank
 marked), ``topo`` (the GPUs of a rank's host and their links, when first seen or changed),
 ``bye`` (a rank left normally), ``diag`` (a finding of the live diagnosis), ``out`` (a line
-of the output of a job commviz ran) and a closing ``summary``. Lines of a rank that sent an
+of the output of a job commviz ran), ``event`` (a rank's process ended, as its launcher
+told) and a closing ``summary``. Lines of a rank that sent an
 incarnation id carry it (``inc``), so that the records of two jobs that ran at the same time
 with the same rank numbers are replayed apart. Writes are flushed at least once a second,
 so a killed viewer loses at most the last second. The header may say what was recorded
@@ -93,6 +94,11 @@ class Recorder:
         recording is closed)."""
         self._write({"kind": "out", "t_ns": time.time_ns(), "text": text[:MAX_OUTPUT_CHARS]})
 
+    def write_event(self, key: str, fields: dict[str, Any]) -> None:
+        """What the viewer learnt of the ranks' processes (``key``, a UI string: "rank
+        failed"...; ``fields``, its fields), when it did."""
+        self._write({"kind": "event", "t_ns": time.time_ns(), "key": key, "fields": fields})
+
     def maybe_flush(self) -> None:
         if time.monotonic() - self._last_flush >= FLUSH_S:
             with self._lock:
@@ -176,13 +182,12 @@ def _header(f: IO[str], path: str | Path) -> dict[str, Any]:
 
 def read(path: str | Path, findings: list[dict] | None = None,
          cut: list[int] | None = None, playback: bool = False,
-         output: list[tuple[int, str]] | None = None,
-         summary: list[dict] | None = None) -> Iterator[protocol.Message]:
+         lines: dict[str, list[dict]] | None = None) -> Iterator[protocol.Message]:
     """Messages equivalent to what was recorded, for the same model the live viewer uses;
     the live diagnosis's findings (``diag`` lines, without their kind) go to ``findings``,
     the number of a last line cut short (a viewer killed while writing it) to ``cut``, the
-    job's output lines (``out``: when read, text) to ``output``, the closing summary line
-    (without its kind) to ``summary``.
+    lines of the kinds that ``lines`` has keys for (``out``, ``event``, ``summary``: no
+    message of the model) to their lists, without their kind.
     ``playback``: also every heartbeat with its telemetry, and the ops announced as running
     (t_end -1), as the live viewer received them."""
     with open(path, encoding="utf-8") as f:
@@ -230,10 +235,8 @@ def read(path: str | Path, findings: list[dict] | None = None,
                 yield _topology(obj, f"{path}:{lineno}")
             elif kind == "diag" and findings is not None:
                 findings.append({k: v for k, v in obj.items() if k != "kind"})
-            elif kind == "out" and output is not None:
-                output.append((int(obj["t_ns"]), str(obj["text"])))
-            elif kind == "summary" and summary is not None:
-                summary.append({k: v for k, v in obj.items() if k != "kind"})
+            elif lines is not None and kind in lines:
+                lines[kind].append({k: v for k, v in obj.items() if k != "kind"})
             if kind == "op":
                 with_ops.add((obj["rank"], obj.get("inc", 0)))
         yield from _batches(pending)

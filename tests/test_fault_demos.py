@@ -137,6 +137,10 @@ def test_crash_names_the_lost_rank(procs, tmp_path):
     # the steps before the crash are whole: every rank's records reached the viewer
     assert re.search(r"^all_reduce\s+4\s+\d+\s+3\s", out, re.M), out
     assert _played(tmp_path, "crash") == _live(lines)  # commviz play finds the same
+    # and tells how each rank's process ended, as the screen did
+    events = [(x["key"], x["fields"]["who"], x["fields"].get("code"))
+              for x in lines if x.get("kind") == "event"]
+    assert ("rank failed", f"rank {victim}", -9) in events, events
 
 
 def test_mismatch_named_with_both_sides_before_the_job_fails(procs, tmp_path):

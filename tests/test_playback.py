@@ -284,6 +284,24 @@ def test_seeking_takes_in_everything_before_at_once(tmp_path):
     assert playback.duration_s == pytest.approx((T0_NS + 3 * STEP_NS - playback.start_ns) / 1e9)
 
 
+def test_the_launchers_events_come_at_their_time_and_malformed_ones_are_left_out(tmp_path):
+    path = tmp_path / "e.jsonl"
+    rec = recording.Recorder(path)
+    rec.write(scripted_all_reduce(world=2, steps=1, t0_ns=time.time_ns() - 1_000_000_000))
+    failed = {"who": "rank 1", "code": -9, "line": "killed by SIGKILL, no error written"}
+    rec.write_event("rank failed", failed)
+    rec.write_event("rank failed", {"who": "rank 0"})  # no code nor line: left out
+    rec.write_event("no such event", {})
+    rec.write_event("stopping others", {})
+    rec.close({})
+    playback = Playback(path, real=FakeClock())
+    playback.seek(0)
+    assert playback.take_events() == []
+    playback.seek(playback.duration_s)
+    assert playback.take_events() == [("rank failed", failed), ("stopping others", {})]
+    assert playback.take_events() == []
+
+
 def test_a_jobs_output_comes_at_the_time_it_was_read_and_feeds_nccls_log(tmp_path):
     path = tmp_path / "o.jsonl"
     rec = recording.Recorder(path)
@@ -293,8 +311,9 @@ def test_a_jobs_output_comes_at_the_time_it_was_read_and_feeds_nccls_log(tmp_pat
     for text in lines:
         rec.write_output(text)
     rec.close({})
-    got = []
-    list(recording.read(path, output=got))
+    extra = {"out": []}
+    list(recording.read(path, lines=extra))
+    got = [(line["t_ns"], line["text"]) for line in extra["out"]]
     assert [text for _, text in got] == lines
     real = FakeClock()
     playback = Playback(path, real=real)

@@ -87,10 +87,10 @@ def test_torchrun_job_is_recorded_from_both_ranks_without_a_change(run, tmp_path
         assert all(d["bytes_in"] + d["bytes_out"] >= 1024 for d in recs)
         assert all(d["file"].endswith("allreduce_job.py") for d in recs)
     # the job's output is recorded too (commviz play shows it), and still printed as is
-    lines = []
-    list(recording.read(rec, output=lines))
-    assert {"rank 0: 3 steps ok", "rank 1: 3 steps ok"} <= {text for _, text in lines}
-    assert [t for t, _ in lines] == sorted(t for t, _ in lines)
+    extra = {"out": []}
+    list(recording.read(rec, lines=extra))
+    assert {"rank 0: 3 steps ok", "rank 1: 3 steps ok"} <= {x["text"] for x in extra["out"]}
+    assert [x["t_ns"] for x in extra["out"]] == sorted(x["t_ns"] for x in extra["out"])
 
 
 @pytest.mark.timeout(120)

@@ -10,6 +10,7 @@ import asyncio
 import dataclasses
 import functools
 import io
+import json
 import math
 import re
 from collections.abc import Callable, Coroutine
@@ -2514,6 +2515,26 @@ async def test_playback_keys_are_in_the_help_of_a_playback_only(
                 assert rows["p"] == "Hold replay (the recording plays on)"
             else:
                 assert rows["p"] == "Hold replay (the job keeps running)"
+
+
+@sync
+async def test_a_recording_played_back_lists_how_the_ranks_processes_ended(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    real, *_ = _played(tmp_path, monkeypatch)
+    text = Path("p.jsonl").read_text().splitlines(keepends=True)
+    failed = {"kind": "event", "t_ns": T0_NS + 4 * STEP_NS, "key": "rank failed",
+              "fields": {"who": "rank 3", "code": -9, "line": "killed by SIGKILL"}}
+    Path("p.jsonl").write_text("".join(text[:-1]) + json.dumps(failed) + "\n" + text[-1])
+    playback = Playback("p.jsonl", real=real)
+    app = CommvizApp(playback, None, "play p.jsonl", clock=real,
+                     controller=PlaybackControl(playback), restart=lambda: None)
+    async with app.run_test(size=SIZE) as pilot:
+        await frame(pilot)
+        assert "rank 3 failed" not in panel(app, "#status")
+        real.advance(1.0)
+        playback.advance()
+        await frame(pilot)
+        assert "rank 3 failed (exit -9): killed by SIGKILL" in panel(app, "#status")
 
 
 def test_snapshot_of_a_recording_played_back(snap_compare, tmp_path: Path,

@@ -646,32 +646,40 @@ class CommvizApp(App):
         return explain.ui(key, self.lang).format(**fields)
 
     def _watch_ranks(self) -> None:
-        if self._playback is not None and self._playback.ended != self._ended:
-            self._ended = self._playback.ended  # the recording is over: pause and n rest
-            self.refresh_bindings()
+        if self._playback is not None:  # what the launcher told, as recorded
+            for key, fields in self._playback.playback.take_events():
+                self._ranks_event(key, fields)
+            if self._playback.ended != self._ended:
+                self._ended = self._playback.ended  # the recording is over: pause and n rest
+                self.refresh_bindings()
         if self.ranks is None:
             return
         for rp in self.ranks.poll():
             if rp.returncode:
-                fields = {"who": rp.who, "code": rp.returncode,
-                          "line": text.cell_safe(rp.error_line())}
-                # the first failure is the one to read whole; those after it are mostly its
-                # consequences (peers that lost it), told in the viewer panel and findings
-                first = all(key != "rank failed" for key, _ in self._events)
-                self._events.append(("rank failed", fields))
-                if first and not self._status_shows_whole(self._event("rank failed", fields)):
-                    self.notify(self._event("rank failed", fields), severity="error",
-                                timeout=10, markup=False)
+                self._ranks_event("rank failed", {"who": rp.who, "code": rp.returncode,
+                                                  "line": text.cell_safe(rp.error_line())})
             elif self._output is None:  # a job's end has its own line, below
-                self._events.append(("rank finished", {"who": rp.who}))
+                self._ranks_event("rank finished", {"who": rp.who})
         if self.ranks.failed() and self.ranks.running():
-            self._events.append(("stopping others", {}))
+            self._ranks_event("stopping others", {})
             self.ranks.stop()
         if not self._ended and not self.ranks.running():
             self._ended = True  # the screen stays, to be read: q quits
             if self._output is not None:
-                self._events.append(("job ended", {}))
+                self._ranks_event("job ended", {})
             self.refresh_bindings()  # pause and step have nothing left to hold
+
+    def _ranks_event(self, key: str, fields: dict[str, Any]) -> None:
+        """What the launcher tells of the ranks' processes: listed in the viewer panel,
+        recorded; the first failure also toasted when the panel cannot show it whole (the
+        failures after it are mostly its consequences: peers that lost it)."""
+        first = key == "rank failed" and all(k != key for k, _ in self._events)
+        self._events.append((key, fields))
+        note = getattr(self.session, "note_event", None)  # a playback records nothing
+        if note is not None:
+            note(key, fields)
+        if first and not self._status_shows_whole(self._event(key, fields)):
+            self.notify(self._event(key, fields), severity="error", timeout=10, markup=False)
 
     async def action_quit(self, why: str = "stop q") -> None:
         """``why``: the UI string naming the key, for the job's end line (Job.stop)."""

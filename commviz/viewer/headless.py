@@ -45,9 +45,12 @@ def run(session: Session, ranks: Ranks | None = None, out: TextIO = sys.stdout,
             if ranks is not None:
                 for rp in ranks.poll():
                     if rp.returncode:
-                        print(explain.ui("rank failed", lang).format(
-                            who=rp.who, code=rp.returncode, line=rp.error_line()),
-                              file=out, flush=True)
+                        fields = {"who": rp.who, "code": rp.returncode, "line": rp.error_line()}
+                        print(explain.ui("rank failed", lang).format(**fields), file=out,
+                              flush=True)
+                        session.note_event("rank failed", fields)
+                    else:
+                        session.note_event("rank finished", {"who": rp.who})
                 if ranks.failed():
                     code = 1
                     failed_at = failed_at or time.monotonic()

@@ -173,6 +173,23 @@ class Schedule:
         return out
 
 
+# the events a recording may hold, and the fields each one's words need
+EVENT_FIELDS = {"rank failed": ("who", "code", "line"), "rank finished": ("who",),
+                "stopping others": (), "job ended": ()}
+
+
+def _well_formed(kind: str, line: dict) -> bool:
+    """Whether an ``out`` or ``event`` line has what playing it needs (a hand-edited or
+    foreign line is left out, never a crash)."""
+    if type(line.get("t_ns")) is not int:
+        return False
+    if kind == "out":
+        return isinstance(line.get("text"), str)
+    fields, key = line.get("fields"), line.get("key")
+    return key in EVENT_FIELDS and isinstance(fields, dict) and all(
+        type(fields.get(name)) in (str, int) for name in EVENT_FIELDS[key])
+
+
 def _dues(msg: protocol.Message) -> np.ndarray:
     """When each part of ``msg`` reached the live viewer, as near as its times tell (-1: it
     carries no time)."""
@@ -197,16 +214,19 @@ class Playback:
         self.path = str(path)
         self.header = recording.read_header(path)
         self.cut: list[int] = []  # the number of a last line cut short, if one was
-        lines: list[tuple[int, str]] = []
         # the live diagnosis's findings, for their times only (this playback diagnoses again)
         found: list[dict] = []
-        summary: list[dict] = []
+        extra: dict[str, list[dict]] = {"out": [], "event": [], "summary": []}
         self.schedule = Schedule(recording.read(path, found, self.cut, playback=True,
-                                                output=lines, summary=summary))
-        self._lines_ns = np.array([t for t, _ in lines], dtype=np.int64)
-        self._lines = [text for _, text in lines]
+                                                lines=extra))
+        # the job's output lines and the ranks' events, in time order: (t_ns, kind, line)
+        timed = sorted((line["t_ns"], kind, line) for kind in ("out", "event")
+                       for line in extra[kind] if _well_formed(kind, line))
+        self._lines_ns = np.array([t for t, _, _ in timed], dtype=np.int64)
+        self._lines = [(kind, line) for _, kind, line in timed]
         # the job's output, for its panel (None: no job's output was recorded)
-        self.output = OutputBuffer() if lines else None
+        self.output = OutputBuffer() if extra["out"] else None
+        summary = extra["summary"]
         if not len(self.schedule):
             raise recording.RecordingError(f"{path}: nothing was recorded (no rank reported)")
         # the recording lasts from its first message or line of output until the viewer
@@ -216,8 +236,8 @@ class Playback:
         # the ranks the viewer judged ended when it closed (None: as a watcher, the silent)
         ended = summary[-1].get("ended") if summary else None
         self.ended = [r for r in ended if type(r) is int] if isinstance(ended, list) else None
-        times = [self.schedule.first_ns, self.schedule.last_ns, *self._lines_ns[:1],
-                 *self._lines_ns[-1:]]
+        times = [self.schedule.first_ns, self.schedule.last_ns, *self._lines_ns[:1].tolist(),
+                 *self._lines_ns[-1:].tolist()]
         self.start_ns = int(min(times)) - LEAD_NS  # type: ignore[type-var]
         last = int(max(times))  # type: ignore[type-var]
         self.end_ns = min(max([last, *ends]), last + TAIL_NS)
@@ -253,6 +273,7 @@ class Playback:
         self.model = Model(self.clock.seconds, self.host if isinstance(self.host, str) else None)
         self.nccl = NcclLog()  # what NCCL printed of itself, read from the job's output
         self._next_line = 0
+        self._events: list[tuple[str, dict]] = []
         self.diagnosis = Diagnosis(self.model, wall_ns=self.clock.wall_ns)
         self._next_diagnosis = float("-inf")
 
@@ -326,12 +347,23 @@ class Playback:
         return 0
 
     def _output_until(self, until_ns: int) -> None:
-        """The job's output lines read by ``until_ns``, to its panel and to NCCL's log."""
+        """The job's output lines read by ``until_ns``, to its panel and to NCCL's log, and
+        the ranks' events by then, for ``take_events``."""
         end = int(np.searchsorted(self._lines_ns, until_ns, side="right"))
-        for text in self._lines[self._next_line:end]:
-            self.output.append("stdout", text)  # type: ignore[union-attr]
-            self.nccl.feed(text)
+        for kind, line in self._lines[self._next_line:end]:
+            if kind == "out":
+                self.output.append("stdout", line["text"])  # type: ignore[union-attr]
+                self.nccl.feed(line["text"])
+            else:
+                self._events.append((line["key"], line["fields"]))
         self._next_line = max(self._next_line, end)
+
+    def take_events(self) -> list[tuple[str, dict]]:
+        """What the launcher told of the ranks' processes ("rank failed"...) that came since
+        the last call, as the live screen listed it."""
+        with self.lock:
+            events, self._events = self._events, []
+            return events
 
     def reset(self) -> None:
         """From the start again, on an empty model (the output panel goes on below a line

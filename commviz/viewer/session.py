@@ -80,6 +80,12 @@ class Session:
         if recorder is not None:
             recorder.write_output(text)
 
+    def note_event(self, key: str, fields: dict) -> None:
+        """What the launcher told of the ranks' processes ("rank failed"...), recorded."""
+        recorder = self.recorder
+        if recorder is not None:
+            recorder.write_event(key, fields)
+
     def frame_begins(self) -> None:
         """The viewer starts drawing a frame: hold back the collector until ``frame_ends``
         (or FRAME_YIELD_S)."""
