@@ -1223,6 +1223,7 @@ _UI_PAIRS: dict[str, tuple[str, str]] = {
     "view replay": ("Replay and timeline", "Replay e linha do tempo"),
     "view inside": ("Inside the operation", "Por dentro da operação"),
     "view explain": ("Explanation and source", "Explicação e código"),
+    "view output": ("Job output", "Saída do job"),
     "replay": ("Replay of each operation, at human speed (schematic inner steps)",
                "Replay de cada operação, em velocidade humana (passos internos esquemáticos)"),
     "replay short": ("Replay at human speed (schematic inner steps)",

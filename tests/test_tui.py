@@ -2621,3 +2621,33 @@ async def test_a_recording_cut_short_says_so_on_the_screen(
     async with app.run_test(size=SIZE) as pilot:
         await frame(pilot)
         assert "is cut short" in panel(app, "#status").replace("│\n│", " ")
+
+
+@sync
+async def test_a_jobs_output_has_a_view_of_its_own_on_a_narrow_terminal() -> None:
+    """80x24 beside a job: its output panel had one row, or none, under the ranks and the
+    log, and the statistics covered it."""
+    from commviz.job import OutputBuffer
+
+    output = OutputBuffer()
+    for step in range(12):
+        output.append("stdout", f"step {step} loss 2.3")
+    session = FakeSession()
+    session.feed(scripted_all_reduce(world=2, steps=2))
+    app = CommvizApp(session, FakeRanks(world=2), "run", clock=session.clock,
+                     wall_ns=session.clock.wall_ns, lang="en", output=output)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await frame(pilot)
+        assert not app.query_one("#output").display  # the numbers' view: ranks, log, numbers
+        for _ in range(len(app.NARROW_VIEWS)):
+            await pilot.press("v")
+        await frame(pilot)
+        assert app.query_one("#output").display and not app.query_one("#log").display
+        shown = panel(app, "#output")
+        assert all(f"step {step} loss 2.3" in shown for step in range(12)), shown
+        assert panel(app, "#header").strip().startswith("[Job output · v]")
+        await pilot.press("v")  # and round again
+        await frame(pilot)
+        assert app.query_one("#log").display and not app.query_one("#output").display
+    demo = CommvizApp(FakeSession(), FakeRanks(world=2), "t", lang="en")
+    assert demo._views == demo.NARROW_VIEWS  # no job, no such view

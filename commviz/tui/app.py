@@ -115,8 +115,10 @@ class CommvizApp(App):
     # The command palette's own entries, by binding id, in the footer's words too
     PALETTE = ("pause", "step", "play_faster", "play_slower", "faster", "slower",
                "replay_pause", "zoom_in", "zoom_out", "restart", "lang", "view", "help")
-    # What `v` turns through below 120 columns, where one panel group fits at a time
+    # What `v` turns through below 120 columns, where one panel group fits at a time (and,
+    # beside a job, its output: OUTPUT_VIEW)
     NARROW_VIEWS = ("numbers", "replay", "inside", "explain")
+    OUTPUT_VIEW = "output"
 
     def __init__(self, session: Any, ranks: Ranks | None = None,
                  title: str | Callable[[str], str] = "",
@@ -741,10 +743,14 @@ class CommvizApp(App):
         self.refresh_bindings()
         self.refresh_view()
 
+    @property
+    def _views(self) -> tuple[str, ...]:
+        return self.NARROW_VIEWS + ((self.OUTPUT_VIEW,) if self._output is not None else ())
+
     def action_next_view(self) -> None:
         """Narrow terminals: the next group of panels (numbers, replay, inside, explanation
-        and source)."""
-        views = self.NARROW_VIEWS
+        and source; a job's output)."""
+        views = self._views
         self._view = views[(views.index(self._view) + 1) % len(views)]
         for view in views:
             self.screen.set_class(view == self._view and view != views[0], f"-view-{view}")
