@@ -12,6 +12,7 @@ from types import ModuleType
 from . import __version__, explain
 
 DEFAULT_SIZE = 4096  # --size: bytes per rank per op
+BIG_RECORDING_BYTES = 20_000_000  # commviz play says it is reading one larger than this
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -333,6 +334,10 @@ def _play(args: argparse.Namespace) -> int:
     if not SPEEDS[0] <= args.speed <= SPEEDS[-1]:
         raise RecordingError(f"--speed {args.speed:g}: it must lie between {SPEEDS[0]:g} and "
                              f"{SPEEDS[-1]:g}")
+    size = os.path.getsize(args.file) if os.path.isfile(args.file) else 0
+    if size > BIG_RECORDING_BYTES:  # read whole before the screen opens: ~30 MB/s
+        print(f"commviz: reading {args.file} ({size / 1e6:.0f} MB)…", file=sys.stderr,
+              flush=True)
     playback = _read_recording(args.file, lambda: Playback(args.file, args.speed))
     if not 0 <= args.start <= playback.duration_s:
         raise RecordingError(f"--from {args.start:g}: it must lie between 0 and "
