@@ -688,3 +688,14 @@ def test_ctrl_c_while_starting_up_is_one_line_not_a_traceback(monkeypatch, capsy
     monkeypatch.setattr(cli, "_stats", interrupted)
     assert cli.main(["stats", "x.jsonl"]) == 128 + signal.SIGINT
     assert capsys.readouterr().err == "commviz: interrupted\n"
+
+
+def test_play_says_it_is_reading_a_large_recording(monkeypatch, capsys, demo_run):
+    """The screen opens once the whole recording is read: 400,000 records take seconds."""
+    from commviz import cli
+
+    monkeypatch.setattr(cli, "BIG_RECORDING_BYTES", 100)
+    assert cli.main(["play", str(demo_run[3])]) == 2  # no terminal here: after the reading
+    err = capsys.readouterr().err.splitlines()
+    assert re.fullmatch(r"commviz: reading \S+ar\.jsonl \(\d+ MB\)…", err[0]), err
+    assert "a terminal" in err[1]
