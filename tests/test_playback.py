@@ -293,12 +293,14 @@ def test_the_launchers_events_come_at_their_time_and_malformed_ones_are_left_out
     rec.write_event("rank failed", {"who": "rank 0"})  # no code nor line: left out
     rec.write_event("no such event", {})
     rec.write_event("stopping others", {})
+    rec.write_event("rank finished", {"who": "rank 2\x1b[2J"})  # an escape: drawn as text
     rec.close({})
     playback = Playback(path, real=FakeClock())
     playback.seek(0)
     assert playback.take_events() == []
     playback.seek(playback.duration_s)
-    assert playback.take_events() == [("rank failed", failed), ("stopping others", {})]
+    assert playback.take_events() == [("rank failed", failed), ("stopping others", {}),
+                                      ("rank finished", {"who": "rank 2"})]
     assert playback.take_events() == []
 
 

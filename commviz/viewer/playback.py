@@ -26,6 +26,7 @@ from ..job import OutputBuffer
 from ..nccl_log import NcclLog
 from .diagnose import ANNOUNCE_S, Diagnosis
 from .model import Model
+from .text import cell_safe
 
 ROUND_S = 0.02  # between two takes of what is due
 DIAGNOSE_EVERY_S = 0.25  # of the recording's time, as live
@@ -354,8 +355,9 @@ class Playback:
             if kind == "out":
                 self.output.append("stdout", line["text"])  # type: ignore[union-attr]
                 self.nccl.feed(line["text"])
-            else:
-                self._events.append((line["key"], line["fields"]))
+            else:  # what a file says is drawn as text only, as a job's own lines are
+                self._events.append((line["key"], {k: cell_safe(v) if isinstance(v, str) else v
+                                                   for k, v in line["fields"].items()}))
         self._next_line = max(self._next_line, end)
 
     def take_events(self) -> list[tuple[str, dict]]:
