@@ -367,3 +367,30 @@ def test_a_ranks_identity_read_back_adds_no_empty_telemetry_sample(tmp_path):
     playback.seek(playback.duration_s)
     for rank, s in playback.model.ranks.items():
         assert [tel["cpu_pct"] for _, tel in s.telemetry] == [10.0 + 20 * rank] * 2
+
+
+def _with_findings(path, *times_ns):
+    """The recording at ``path`` with a straggler finding made at each of ``times_ns``, and
+    a resolution (not a finding to go to) after the first."""
+    lines = path.read_text().splitlines(keepends=True)
+    diags = [json.dumps({"kind": "diag", "type": "straggler", "ranks": [1], "group": [0, 1],
+                         "seq": 1, "message": "m", "t_ns": t}) + "\n" for t in times_ns]
+    diags.insert(1, json.dumps({"kind": "diag", "type": "resolved", "ranks": [1],
+                                "group": [0, 1], "seq": 2, "message": "over",
+                                "t_ns": times_ns[0] + 1}) + "\n")
+    path.write_text("".join(lines[:-1] + diags + lines[-1:]))
+    return path
+
+
+def test_f_goes_to_just_before_each_finding_the_live_diagnosis_made(tmp_path):
+    ms = 1_000_000
+    path = _with_findings(_record(tmp_path / "f.jsonl", scripted_all_reduce(world=2, steps=3),
+                                  closed_ns=T0_NS + 5000 * ms), T0_NS + 3000 * ms,
+                          T0_NS + 4500 * ms)
+    playback = Playback(path, real=FakeClock())
+    assert playback.finding_ns == [T0_NS + 3000 * ms, T0_NS + 4500 * ms]
+    assert playback.to_next_finding() and playback.clock.wall_ns() == T0_NS + 1000 * ms
+    assert playback.model.instances == 3  # everything before taken in
+    assert playback.to_next_finding() and playback.clock.wall_ns() == T0_NS + 2500 * ms
+    assert playback.next_finding_ns() is None and not playback.to_next_finding()
+    assert playback.clock.wall_ns() == T0_NS + 2500 * ms

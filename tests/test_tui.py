@@ -2508,7 +2508,7 @@ async def test_playback_keys_are_in_the_help_of_a_playback_only(
     for each, expected in ((app, True), (live, False)):
         async with each.run_test(size=SIZE):
             rows = dict(each._help_rows())
-            assert ("] / [" in rows) is expected, rows
+            assert ("] / [" in rows) is expected and ("f" in rows) is expected, rows
             if expected:
                 assert rows["] / ["].startswith("Faster playback / Slower playback")
                 assert rows["n"] == "Next operation"
@@ -2651,3 +2651,33 @@ async def test_a_jobs_output_has_a_view_of_its_own_on_a_narrow_terminal() -> Non
         assert app.query_one("#log").display and not app.query_one("#output").display
     demo = CommvizApp(FakeSession(), FakeRanks(world=2), "t", lang="en")
     assert demo._views == demo.NARROW_VIEWS  # no job, no such view
+
+
+@sync
+async def test_f_sends_a_playback_to_just_before_the_next_finding(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    real, *_ = _played(tmp_path, monkeypatch)
+    text = Path("p.jsonl").read_text().splitlines(keepends=True)
+    found = {"kind": "diag", "type": "straggler", "ranks": [3], "group": [0, 1, 2, 3],
+             "seq": 2, "message": "rank 3 arrived last", "t_ns": T0_NS + 2_002_000_000}
+    Path("p.jsonl").write_text("".join(text[:-1]) + json.dumps(found) + "\n" + text[-1])
+    playback = Playback("p.jsonl", real=real)
+    app = CommvizApp(playback, None, "play p.jsonl", clock=real,
+                     controller=PlaybackControl(playback, paused=True), restart=lambda: None)
+    async with app.run_test(size=SIZE) as pilot:
+        await frame(pilot)
+        assert "f: next finding" in _flat(panel(app, "#status"))
+        await pilot.press("f")
+        await frame(pilot)
+        assert playback.clock.wall_ns() == T0_NS + 2_000_000
+        assert playback.model.instances == 2  # taken in at once: only the latest replayed
+        assert app.query_one(Topology).animator.enqueued == 1
+        assert "f: next finding" not in _flat(panel(app, "#status"))
+        await pilot.press("f")  # none later: said so
+        await pilot.pause()
+        assert any("no later finding" in str(n.message) for n in app._notifications)
+
+
+def _flat(text: str) -> str:
+    """A panel's words on one line: its borders and line breaks gone."""
+    return " ".join(text.replace("│", " ").replace("╭", " ").replace("╰", " ").split())

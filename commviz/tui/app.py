@@ -100,20 +100,23 @@ class CommvizApp(App):
                 id="play_faster", show=False),
         Binding("left_square_bracket", "play_slower", "Slower playback", key_display="[",
                 id="play_slower", show=False),
+        Binding("f", "next_finding", "Next finding", id="next_finding", show=False),
         Binding("l", "switch_lang", "Language", id="lang", show=False),
         Binding("ctrl+c", "quit('stop ctrl+c')", "Quit", show=False, priority=True),
     ]
     # Keys listed by the help screen, in the footer's words ("key <id>"), then what more
     # there is to say ("help <id>"): (the bindings' ids, whether check_action says if they
     # work in this session, else they always do: v's text says it is for a narrow terminal)
-    HELP = [(("pause",), True), (("step",), True), (("play_faster", "play_slower"), True),
+    HELP = [(("pause",), True), (("step",), True), (("next_finding",), True),
+            (("play_faster", "play_slower"), True),
             (("faster", "slower"), False),
             (("replay_pause",), False), (("zoom_in", "zoom_out"), False),
             (("restart",), True), (("lang",), False), (("view",), False),
             (("quit",), False), (("help",), False)]
-    HELP_MORE = ("faster", "play_faster", "replay_pause", "zoom_in", "lang", "view", "palette")
+    HELP_MORE = ("faster", "play_faster", "next_finding", "replay_pause", "zoom_in", "lang",
+                 "view", "palette")
     # The command palette's own entries, by binding id, in the footer's words too
-    PALETTE = ("pause", "step", "play_faster", "play_slower", "faster", "slower",
+    PALETTE = ("pause", "step", "next_finding", "play_faster", "play_slower", "faster", "slower",
                "replay_pause", "zoom_in", "zoom_out", "restart", "lang", "view", "help")
     # What `v` turns through below 120 columns, where one panel group fits at a time (and,
     # beside a job, its output: OUTPUT_VIEW)
@@ -188,10 +191,8 @@ class CommvizApp(App):
         cut = self._playback.playback.cut if self._playback is not None else None
         if cut:  # a recording whose viewer was killed while writing its last line
             self._events.append(("recording cut", {"line": cut[0]}))
-        if self._playback is not None:  # a recording started further on (--from): only the
-            with self.session.lock:     # latest operation before it is replayed and logged
-                model = self.session.model
-                self._shown = max(0, model.instances + model.transfers - 1)
+        if self._playback is not None:  # a recording started further on (--from)
+            self._skip_to_latest()
         self.refresh_view()
         self.set_interval(FRAME_S, self._tick)
         # what exists by now (modules, widgets, styles) lives as long as the app: out of the
@@ -633,12 +634,14 @@ class CommvizApp(App):
         if control.ended:
             return f"■ {ui('playback ended')} · {where} · r: {ui('key restart')} · q: " \
                 f"{ui('quit')}"
+        ahead = f" · f: {ui('key next_finding').lower()}" \
+            if playback.next_finding_ns() is not None else ""
         if control.paused:
-            return f"⏸ {ui('paused')} · {where} · n: {ui('next operation')}{held}"
+            return f"⏸ {ui('paused')} · {where} · n: {ui('next operation')}{ahead}{held}"
         waits = f" · {ui('playback waits')}" if control.state.held else ""
         speed = explain.number(f"{playback.clock.speed:g}", self.lang)
         return f"▶ {ui('playing')} ×{speed} · {where} · {ui('space')}: {ui('pause')} · ]/[: " \
-            f"{ui('speed').lower()}{waits}{held}"
+            f"{ui('speed').lower()}{ahead}{waits}{held}"
 
     def _event(self, key: str, fields: dict[str, Any]) -> str:
         """An event of the ranks in the language (a rank's ``who`` reads "rank N", a job's
@@ -692,7 +695,7 @@ class CommvizApp(App):
         """Pause and step exist only for a demo, whose ranks wait at a real step barrier."""
         if action in ("toggle_play", "step"):
             return self.controller is not None and not self._ended
-        if action in ("play_faster", "play_slower"):  # the clock of a recording played back
+        if action in ("play_faster", "play_slower", "next_finding"):  # a recording's clock
             return self._playback is not None
         if action == "restart":  # a recording holds one run: none while recording
             return self._restart is not None and not self._recording
@@ -711,6 +714,22 @@ class CommvizApp(App):
         if self.controller is not None:
             self.controller.step()
             self.refresh_view()
+
+    def _skip_to_latest(self) -> None:
+        """Of what a playback took in at once (started further on, or sent to a finding),
+        only the latest operation is replayed and logged."""
+        with self.session.lock:
+            model = self.session.model
+            self._shown = max(self._shown, model.instances + model.transfers - 1)
+
+    def action_next_finding(self) -> None:
+        if self._playback is None:
+            return
+        if self._playback.playback.to_next_finding():
+            self._skip_to_latest()
+            self.refresh_view()
+        else:
+            self.notify(explain.ui("no later finding", self.lang), timeout=4)
 
     def action_play_faster(self) -> None:
         if self._playback is not None:

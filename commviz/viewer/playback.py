@@ -35,6 +35,7 @@ LEAD_NS = 200_000_000  # the clock starts this long before the first message
 # it ends when the viewer closed the recording, at most this long after the last message
 # (time enough to find a rank lost: the live diagnosis' LOST_AFTER_S and LOST_CONFIRM_S)
 TAIL_NS = 5_000_000_000
+LOOKBACK_NS = 2_000_000_000  # `f` lands this long before the next finding the viewer made
 SPEEDS = (1 / 16, 1 / 8, 1 / 4, 1 / 2, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0)
 _ANNOUNCE_NS = int(ANNOUNCE_S * 1e9)
 RESTART_LINE = "──── played again from the start ────"
@@ -234,6 +235,9 @@ class Playback:
         # closed it (or, if it was not closed, its last finding or message)
         ends = [t for t in (*(f.get("t_ns") for f in found), *(s.get("t_ns") for s in summary))
                 if type(t) is int]
+        # when the live diagnosis made each finding: `f` goes to the next one
+        self.finding_ns = sorted(f["t_ns"] for f in found
+                                 if type(f.get("t_ns")) is int and f.get("type") != "resolved")
         # the ranks the viewer judged ended when it closed (None: as a watcher, the silent)
         ended = summary[-1].get("ended") if summary else None
         self.ended = [r for r in ended if type(r) is int] if isinstance(ended, list) else None
@@ -308,6 +312,21 @@ class Playback:
             self._take(self.clock.wall_ns(), each_op=False)
             self._output_until(self.clock.wall_ns())
             self.diagnosis.update()
+
+    def next_finding_ns(self) -> int | None:
+        """Where `f` goes: LOOKBACK_NS before the next finding the live diagnosis made, so
+        that it is seen coming (None: no later one)."""
+        now = self.clock.wall_ns()
+        return next((t - LOOKBACK_NS for t in self.finding_ns if t - LOOKBACK_NS > now), None)
+
+    def to_next_finding(self) -> bool:
+        """Forward to ``next_finding_ns``, everything before taken in at once; False if
+        there is no later finding."""
+        to = self.next_finding_ns()
+        if to is None:
+            return False
+        self.seek((to - self.start_ns) / 1e9)
+        return True
 
     @property
     def duration_s(self) -> float:
