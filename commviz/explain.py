@@ -1548,8 +1548,10 @@ _UI_PAIRS: dict[str, tuple[str, str]] = {
     "help faster": ("the replay's speed", "a velocidade do replay"),
     "help replay_pause": ("the job keeps running", "o job continua rodando"),
     "help replay_pause playback": ("the recording plays on", "a gravação continua"),
-    "help next_finding": ("to 2 s before the next finding the live diagnosis made",
-                          "até 2 s antes do próximo problema que o diagnóstico ao vivo achou"),
+    "help next_finding": ("2 s before the next finding of the live diagnosis, then the "
+                          "finding itself",
+                          "2 s antes do próximo problema achado pelo diagnóstico ao vivo, "
+                          "depois o próprio problema"),
     "no later finding": ("no later finding in the recording",
                          "nenhum problema adiante na gravação"),
     "help play_faster": ("the recording's clock: ×1/16 to ×64",

@@ -2672,6 +2672,9 @@ async def test_f_sends_a_playback_to_just_before_the_next_finding(
         assert playback.clock.wall_ns() == T0_NS + 2_000_000
         assert playback.model.instances == 2  # taken in at once: only the latest replayed
         assert app.query_one(Topology).animator.enqueued == 1
+        await pilot.press("f")  # then to the finding itself
+        await frame(pilot)
+        assert playback.clock.wall_ns() == T0_NS + 2_002_000_000
         assert "f: next finding" not in _flat(panel(app, "#status"))
         await pilot.press("f")  # none later: said so
         await pilot.pause()

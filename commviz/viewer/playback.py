@@ -315,9 +315,11 @@ class Playback:
 
     def next_finding_ns(self) -> int | None:
         """Where `f` goes: LOOKBACK_NS before the next finding the live diagnosis made, so
-        that it is seen coming (None: no later one)."""
+        that it is seen coming, or to the finding itself once closer than that (None: no
+        later one)."""
         now = self.clock.wall_ns()
-        return next((t - LOOKBACK_NS for t in self.finding_ns if t - LOOKBACK_NS > now), None)
+        t = next((t for t in self.finding_ns if t > now), None)
+        return None if t is None else t - LOOKBACK_NS if t - LOOKBACK_NS > now else t
 
     def to_next_finding(self) -> bool:
         """Forward to ``next_finding_ns``, everything before taken in at once; False if
