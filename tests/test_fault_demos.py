@@ -50,6 +50,18 @@ def _played(tmp_path: Path, demo: str) -> set[tuple[str, tuple[int, ...]]]:
     return {(f.type, f.ranks) for f in playback.diagnosis.history if f.type != "resolved"}
 
 
+def _f_shows_each_finding(tmp_path: Path, demo: str, lines: list[dict]) -> None:
+    """`f` on the demo's recording: wherever it lands after a finding the live diagnosis
+    made, this playback has made it too (a hang or a lost rank is judged on how long the
+    ranks waited or went quiet: taken in at once, it was not there)."""
+    playback = Playback(tmp_path / f"{demo}.jsonl", real=FakeClock())
+    while playback.to_next_finding():
+        now = playback.clock.wall_ns()
+        made = {x["type"] for x in _diags(lines) if x["t_ns"] <= now} - {"resolved"}
+        found = {f.type for f in playback.diagnosis.history}
+        assert made <= found, (demo, (now - playback.start_ns) / S, made, found)
+
+
 def _live(lines: list[dict]) -> set[tuple[str, tuple[int, ...]]]:
     """What the live diagnosis found: every recorded finding's (type, ranks)."""
     return {(x["type"], tuple(x["ranks"])) for x in _diags(lines) if x["type"] != "resolved"}
@@ -76,6 +88,7 @@ def test_straggler_named_within_five_instances(procs, tmp_path):
     assert 0 <= f["t_ns"] - detectable < 2 * S
     assert f"!! straggler: rank {WORLD - 1} arrived last" in out
     assert _played(tmp_path, "straggler") == _live(lines)  # commviz play finds the same
+    _f_shows_each_finding(tmp_path, "straggler", lines)
 
 
 def test_hang_names_the_collective_and_the_missing_rank(procs, tmp_path):
@@ -98,6 +111,7 @@ def test_hang_names_the_collective_and_the_missing_rank(procs, tmp_path):
     assert "deadlock: rank 0 (all_reduce #3) waits on 3 (recv from 0 #1), which waits on 0; " \
         "ranks 1,2 (all_reduce #3) wait on 3 too" in out
     assert _played(tmp_path, "hang") == _live(lines)  # commviz play finds the same
+    _f_shows_each_finding(tmp_path, "hang", lines)
     # the timeout ends them all: each failure says so, and names the deadlock as the cause
     failed = _diags(lines, "failed")
     assert sorted(f["group"] or [] for f in failed) == [[], GROUP, [0, 3]], failed
@@ -137,6 +151,7 @@ def test_crash_names_the_lost_rank(procs, tmp_path):
     # the steps before the crash are whole: every rank's records reached the viewer
     assert re.search(r"^all_reduce\s+4\s+\d+\s+3\s", out, re.M), out
     assert _played(tmp_path, "crash") == _live(lines)  # commviz play finds the same
+    _f_shows_each_finding(tmp_path, "crash", lines)
     # and tells how each rank's process ended, as the screen did
     events = [(x["key"], x["fields"]["who"], x["fields"].get("code"))
               for x in lines if x.get("kind") == "event"]
@@ -156,6 +171,7 @@ def test_mismatch_named_with_both_sides_before_the_job_fails(procs, tmp_path):
     assert f["t_ns"] < min(op["t_end_ns"] for op in entered)  # before the timeout failed them
     assert not _diags(lines, "hang")
     assert _played(tmp_path, "mismatch") == _live(lines)  # commviz play finds the same
+    _f_shows_each_finding(tmp_path, "mismatch", lines)
 
 
 @pytest.mark.parametrize("demo", ["straggler", "hang", "crash", "mismatch"])

@@ -391,12 +391,12 @@ def test_f_goes_to_just_before_each_finding_the_live_diagnosis_made(tmp_path):
     assert playback.finding_ns == [T0_NS + 3000 * ms, T0_NS + 4500 * ms]
     assert playback.to_next_finding() and playback.clock.wall_ns() == T0_NS + 1000 * ms
     assert playback.model.instances == 3  # everything before taken in
-    # then to the finding itself, being closer to it than that; the next one's 2 s before
-    # lies behind: to that finding itself too
-    assert playback.to_next_finding() and playback.clock.wall_ns() == T0_NS + 3000 * ms
-    assert playback.to_next_finding() and playback.clock.wall_ns() == T0_NS + 4500 * ms
+    # then just after the finding itself (closer to it than that), once this playback's
+    # diagnosis has come; the next one's 2 s before lies behind: just after it too
+    assert playback.to_next_finding() and playback.clock.wall_ns() == T0_NS + 3400 * ms
+    assert playback.to_next_finding() and playback.clock.wall_ns() == T0_NS + 4900 * ms
     assert playback.next_finding_ns() is None and not playback.to_next_finding()
-    assert playback.clock.wall_ns() == T0_NS + 4500 * ms
+    assert playback.clock.wall_ns() == T0_NS + 4900 * ms
 
 
 def test_f_goes_to_a_finding_made_in_the_first_seconds_from_the_start(tmp_path):
@@ -404,4 +404,4 @@ def test_f_goes_to_a_finding_made_in_the_first_seconds_from_the_start(tmp_path):
     path = _with_findings(_record(tmp_path / "f.jsonl", scripted_all_reduce(world=2, steps=3),
                                   closed_ns=T0_NS + 2000 * ms), T0_NS + 900 * ms)
     playback = Playback(path, real=FakeClock())
-    assert playback.to_next_finding() and playback.clock.wall_ns() == T0_NS + 900 * ms
+    assert playback.to_next_finding() and playback.clock.wall_ns() == T0_NS + 1300 * ms

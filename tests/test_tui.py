@@ -2579,7 +2579,8 @@ async def test_a_recording_played_back_on_a_narrow_terminal(
 @sync
 async def test_a_playback_started_further_on_replays_only_the_latest_operation(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """--from: the operations before it were replayed one by one for seconds."""
+    """--from: the operations before it were replayed one by one for seconds; then they
+    were left out of the log too, and its times counted from the first one logged."""
     real, playback, control, app = _played(tmp_path, monkeypatch)
     playback.seek(playback.duration_s)
     assert playback.model.instances == 3
@@ -2587,8 +2588,10 @@ async def test_a_playback_started_further_on_replays_only_the_latest_operation(
         await frame(pilot)
         animator = app.query_one(Topology).animator
         assert animator.enqueued == 1 and not animator.waiting
-        log = panel(app, "#log")
-        assert "#2" in log and "#1" not in log
+        times = {next(w for w in line.split() if w.startswith("#")): line.split()[0]
+                 for line in log_lines(app)}
+        # as a straight play logs them: from the first op's start (ends 250-350 us later)
+        assert times == {"#0": "0.000s", "#1": "0.001s", "#2": "0.002s"}, times
 
 
 @sync
@@ -2684,3 +2687,27 @@ async def test_f_sends_a_playback_to_just_before_the_next_finding(
 def _flat(text: str) -> str:
     """A panel's words on one line: its borders and line breaks gone."""
     return " ".join(text.replace("│", " ").replace("╭", " ").replace("╰", " ").split())
+
+
+@sync
+async def test_a_playback_started_again_drops_the_findings_panel_of_its_end(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """After `r` an empty Live diagnosis box stayed for ten seconds."""
+    monkeypatch.chdir(tmp_path)
+    rec = recording.Recorder("lost.jsonl")
+    rec.write([*heartbeats(2), bye(0, T0_NS + 1_000_000_000)])
+    rec.close({"t_ns": T0_NS + 1_500_000_000, "ended": [0, 1]})  # rank 1: no goodbye
+    real = FakeClock()
+    playback = Playback("lost.jsonl", real=real)
+    app = CommvizApp(playback, None, "play lost.jsonl", clock=real,
+                     wall_ns=playback.clock.wall_ns, controller=PlaybackControl(playback),
+                     restart=lambda: None)
+    async with app.run_test(size=SIZE) as pilot:
+        real.advance(5.0)
+        playback.advance()
+        await frame(pilot)
+        assert app.screen.has_class("-findings")
+        assert [f.type for f in playback.model.findings()] == ["lost_rank"]
+        await pilot.press("r")
+        await frame(pilot)
+        assert not app.screen.has_class("-findings")

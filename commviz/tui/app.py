@@ -159,7 +159,8 @@ class CommvizApp(App):
         # the panels around it leave
         self._replayed: tuple | None = None
         self._fit: costmodel.Fit | None = None
-        self._t0: int | None = None
+        self._t0: int | None = None  # the log's time 0: its first operation's start
+        self._seeked = False  # a playback went further on at once: replay only its latest
         self._findings_until = float("-inf")  # the findings panel is shown until then
         self._events: list[tuple[str, dict[str, Any]]] = []  # (UI string key, its fields)
         # why the app quit: (the signal it counts as, Job.stop's reason); run_app tells a job
@@ -192,7 +193,8 @@ class CommvizApp(App):
         if cut:  # a recording whose viewer was killed while writing its last line
             self._events.append(("recording cut", {"line": cut[0]}))
         if self._playback is not None:  # a recording started further on (--from)
-            self._skip_to_latest()
+            self._seeked = True
+            self._t0 = self._playback.playback.first_op_ns
         self.refresh_view()
         self.set_interval(FRAME_S, self._tick)
         # what exists by now (modules, widgets, styles) lives as long as the app: out of the
@@ -320,7 +322,10 @@ class CommvizApp(App):
         done = model.instances + model.transfers
         arrived = min(done - self._shown, len(model.recent))
         new = [model.recent[-i] for i in range(arrived, 0, -1)] if arrived > 0 else []
-        topology.update_from(model, new)
+        # a playback sent further on: every operation it took in is logged, only the latest
+        # replayed
+        topology.update_from(model, new[-1:] if self._seeked else new)
+        self._seeked = False
         topology.animator.missed(done - self._shown - arrived)
         if self.controller is not None:  # a demo waits for its replay, unless that is held
             self.controller.hold(topology.animator.busy and not topology.animator.paused)
@@ -715,18 +720,11 @@ class CommvizApp(App):
             self.controller.step()
             self.refresh_view()
 
-    def _skip_to_latest(self) -> None:
-        """Of what a playback took in at once (started further on, or sent to a finding),
-        only the latest operation is replayed and logged."""
-        with self.session.lock:
-            model = self.session.model
-            self._shown = max(self._shown, model.instances + model.transfers - 1)
-
     def action_next_finding(self) -> None:
         if self._playback is None:
             return
         if self._playback.playback.to_next_finding():
-            self._skip_to_latest()
+            self._seeked = True
             self.refresh_view()
         else:
             self.notify(explain.ui("no later finding", self.lang), timeout=4)
@@ -751,7 +749,9 @@ class CommvizApp(App):
         if self.controller is not None:
             self.controller.restart()
         self.session.reset()
-        self._shown, self._t0, self._events = 0, None, [("restarted", {})]
+        self._shown, self._events = 0, [("restarted", {})]
+        self._t0 = self._playback.playback.first_op_ns if self._playback is not None else None
+        self._findings_until = float("-inf")  # the old run's findings: gone with it
         self._new, self._skipped = [], 0
         self._explained = self._replayed = self._sourced = None
         self._slow_at = float("-inf")

@@ -36,6 +36,9 @@ LEAD_NS = 200_000_000  # the clock starts this long before the first message
 # (time enough to find a rank lost: the live diagnosis' LOST_AFTER_S and LOST_CONFIRM_S)
 TAIL_NS = 5_000_000_000
 LOOKBACK_NS = 2_000_000_000  # `f` lands this long before the next finding the viewer made
+SETTLE_NS = 400_000_000  # ... then this long after it, once its diagnosis has come
+WARMUP_NS = 5_000_000_000  # a seek takes the last of it in rounds: waits and silences count
+ROUND_NS = int(ROUND_S * 1e9)
 SPEEDS = (1 / 16, 1 / 8, 1 / 4, 1 / 2, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0)
 _ANNOUNCE_NS = int(ANNOUNCE_S * 1e9)
 RESTART_LINE = "──── played again from the start ────"
@@ -144,6 +147,13 @@ class Schedule:
         return int(self._due[0]) if len(self._due) else None
 
     @property
+    def first_op_ns(self) -> int | None:
+        """The earliest start of an op recorded (None: none was)."""
+        starts = [int(m.cols["t_start"].min()) for m in self._messages
+                  if isinstance(m, protocol.OpBatch) and len(m)]
+        return min(starts, default=None)
+
+    @property
     def last_ns(self) -> int | None:
         return int(self._due[-1]) if len(self._due) else None
 
@@ -244,6 +254,7 @@ class Playback:
         times = [self.schedule.first_ns, self.schedule.last_ns, *self._lines_ns[:1].tolist(),
                  *self._lines_ns[-1:].tolist()]
         self.start_ns = int(min(times)) - LEAD_NS  # type: ignore[type-var]
+        self.first_op_ns = self.schedule.first_op_ns  # time 0 of the operations log
         last = int(max(times))  # type: ignore[type-var]
         self.end_ns = min(max([last, *ends]), last + TAIL_NS)
         self.clock = PlaybackClock(self.start_ns, speed, real)
@@ -292,34 +303,48 @@ class Playback:
         """Give the model what is due by the clock; returns how many messages. Holding
         after each operation, it stops the clock at the first one that completes."""
         with self.lock:
-            n = self._take(self.clock.wall_ns(), self.stop_at_each_op)
-            self._output_until(self.clock.wall_ns())
-            ended = self.clock.wall_ns() >= self.end_ns and not self.clock.stopped("end")
-            if ended:  # the clock stops: what the last messages say is judged now
-                self.clock.stop("end", at_ns=self.end_ns)
-            if ended or self.clock.seconds() >= self._next_diagnosis:
-                self._next_diagnosis = self.clock.seconds() + DIAGNOSE_EVERY_S
-                self.diagnosis.update()
-            if ended:  # as the viewer closed: ranks that ended without a goodbye are lost
-                self.diagnosis.finish(self.diagnosis.silent() if self.ended is None
-                                      else self.ended)
+            return self._round(self.clock.wall_ns(), self.stop_at_each_op)
+
+    def _round(self, now_ns: int, each_op: bool) -> int:
+        """One round of the collector at ``now_ns`` of the recording: what is due, then the
+        diagnosis when its period is over; at the end, the end judged as the viewer did."""
+        n = self._take(now_ns, each_op)
+        now_ns = min(now_ns, self.clock.wall_ns())  # held at an operation: there
+        self._output_until(now_ns)
+        ended = now_ns >= self.end_ns and not self.clock.stopped("end")
+        if ended:  # the clock stops: what the last messages say is judged now
+            self.clock.stop("end", at_ns=self.end_ns)
+        if ended or self.clock.seconds() >= self._next_diagnosis:
+            self._next_diagnosis = self.clock.seconds() + DIAGNOSE_EVERY_S
+            self.diagnosis.update()
+        if ended:  # as the viewer closed: ranks that ended without a goodbye are lost
+            self.diagnosis.finish(self.diagnosis.silent() if self.ended is None
+                                  else self.ended)
         return n
 
     def seek(self, seconds: float) -> None:
-        """Forward to ``seconds`` into the recording at once, everything before taken in."""
+        """Forward to ``seconds`` into the recording: what came before WARMUP_NS of it taken
+        in at once, the rest in the collector's rounds, so that the diagnosis sees how long
+        ranks have waited or gone quiet there as it did live."""
         with self.lock:
-            self.clock.jump(min(self.end_ns, self.start_ns + round(seconds * 1e9)))
-            self._take(self.clock.wall_ns(), each_op=False)
-            self._output_until(self.clock.wall_ns())
-            self.diagnosis.update()
+            to = min(self.end_ns, self.start_ns + round(seconds * 1e9))
+            if to - WARMUP_NS > self.clock.wall_ns():
+                self.clock.jump(to - WARMUP_NS)
+                self._take(self.clock.wall_ns(), each_op=False)
+            while (now := self.clock.wall_ns()) < to:
+                self.clock.jump(min(to, now + ROUND_NS))
+                self._round(self.clock.wall_ns(), each_op=False)
+            self._round(to, each_op=False)
 
     def next_finding_ns(self) -> int | None:
         """Where `f` goes: LOOKBACK_NS before the next finding the live diagnosis made, so
-        that it is seen coming, or to the finding itself once closer than that (None: no
-        later one)."""
+        that it is seen coming, or, once closer than that, just after it (a diagnosis'
+        period later: this playback's diagnosis has made it too); None: no later one."""
         now = self.clock.wall_ns()
         t = next((t for t in self.finding_ns if t > now), None)
-        return None if t is None else t - LOOKBACK_NS if t - LOOKBACK_NS > now else t
+        if t is None:
+            return None
+        return t - LOOKBACK_NS if t - LOOKBACK_NS > now else min(self.end_ns, t + SETTLE_NS)
 
     def to_next_finding(self) -> bool:
         """Forward to ``next_finding_ns``, everything before taken in at once; False if
