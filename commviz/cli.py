@@ -393,9 +393,10 @@ def _stats(args: argparse.Namespace) -> int:
     Diagnosis(model)  # finds on replay whom the others waited for (model.late_arrivals)
     findings: list[dict] = []
     cut: list[int] = []
+    extra: dict[str, list[dict]] = {"summary": []}
 
     def read() -> None:
-        for batch in _chunks(recording.read(args.file, findings, cut)):
+        for batch in _chunks(recording.read(args.file, findings, cut, lines=extra)):
             model.apply(batch)
 
     _read_recording(args.file, read)
@@ -405,6 +406,9 @@ def _stats(args: argparse.Namespace) -> int:
     if cut:  # what a killed viewer leaves: everything before it is whole
         print(f"commviz: note: {args.file}:{cut[0]}: the last line is cut short (the viewer "
               "was stopped while writing it): left out", file=sys.stderr)
+    elif not extra["summary"]:
+        print(f"commviz: note: {args.file} has no closing summary line: its viewer did not "
+              "close it (killed?); what it recorded is all here", file=sys.stderr)
     if args.json:
         print(json.dumps({"file": args.file, "records": model.records,
                           "instances": model.instances, "transfers": model.transfers,

@@ -1515,6 +1515,10 @@ _UI_PAIRS: dict[str, tuple[str, str]] = {
                       "writing it): left out",
                       "a linha {line} da gravação está cortada (o visualizador parou enquanto a "
                       "escrevia): deixada de fora"),
+    "recording unclosed": ("the recording has no closing line: its viewer did not close it "
+                           "(killed?), and it ends with its last message",
+                           "a gravação não tem a linha final: o visualizador não a fechou "
+                           "(foi morto?), e ela termina com sua última mensagem"),
     "playback waits": ("the playback waits for the replay", "a gravação espera o replay"),
     "next operation": ("Next operation", "Próxima operação"),
     "play title": ("play {file}", "gravação {file}"),

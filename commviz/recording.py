@@ -168,8 +168,11 @@ def read_header(path: str | Path) -> dict[str, Any]:
 
 
 def _header(f: IO[str], path: str | Path) -> dict[str, Any]:
+    first = f.readline()
+    if not first:
+        raise RecordingError(f"{path} is empty (not a commviz recording)")
     try:
-        header = json.loads(f.readline())
+        header = json.loads(first)
     except json.JSONDecodeError:
         header = None
     if not isinstance(header, dict) or header.get("format") != FORMAT:

@@ -101,7 +101,8 @@ ERRORS = {
     "stats-missing": (["stats", "{tmp}/missing.jsonl"], ("missing.jsonl", "no such file")),
     "stats-not-recording": (["stats", "{tmp}/notes.txt"], ("notes.txt",
                                                           "not a commviz recording")),
-    "stats-empty": (["stats", "{tmp}/empty.jsonl"], ("not a commviz recording",)),
+    "stats-empty": (["stats", "{tmp}/empty.jsonl"], ("empty.jsonl is empty",
+                                                     "not a commviz recording")),
     "stats-binary": (["stats", "{tmp}/noise.bin"], ("noise.bin", "not a commviz recording")),
     "stats-directory": (["stats", "{tmp}"], ("cannot read",)),
     "stats-newer-version": (["stats", "{tmp}/v2.jsonl"], ("version 2",)),
@@ -490,8 +491,14 @@ def test_stats_of_a_truncated_recording(procs, demo_run, tmp_path):
 
     whole_lines = tmp_path / "no-summary.jsonl"  # cut exactly after a line: nothing lost
     whole_lines.write_text("".join(text[:last_op + 1]))
-    data = json.loads(procs.commviz("stats", str(whole_lines), "--json").stdout)
+    result = procs.commviz("stats", str(whole_lines), "--json")
+    data = json.loads(result.stdout)
     assert data["records"] == 10 and data["rows"][0]["count"] == 5
+    assert result.stderr == f"commviz: note: {whole_lines} has no closing summary line: its " \
+        "viewer did not close it (killed?); what it recorded is all here\n"
+    # commviz play says so on its screen
+    playback = Playback(whole_lines)
+    assert not playback.closed and Playback(demo_run[3]).closed
 
     # a rank's ops come before its rank line when they ran before its first heartbeat (it
     # waits for a clock round trip): cut before any rank line, they still count (they read

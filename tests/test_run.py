@@ -121,17 +121,28 @@ def test_dataloader_workers_forked_from_a_rank_are_never_taken_for_it(run, tmp_p
 
 
 @pytest.mark.timeout(150)
-def test_a_crashing_rank_makes_commviz_fail_and_say_so(run):
+def test_a_crashing_rank_makes_commviz_fail_and_say_so(run, tmp_path):
     # half a second between steps: rank 1 dies once it has been heard (os._exit right after
     # its start, under load, left nothing sent: a rank never heard is named by no one)
-    rc, out, err = run("--headless", "--", *TORCHRUN, str(JOBS / "allreduce_job.py"), "3",
-                       "--crash-rank", "1", "--sleep", "0.5", timeout=120)
+    rec = tmp_path / "crash.jsonl"
+    rc, out, err = run("--headless", "--record", str(rec), "--", *TORCHRUN,
+                       str(JOBS / "allreduce_job.py"), "3", "--crash-rank", "1", "--sleep",
+                       "0.5", timeout=120)
     assert rc != 0
     assert "rank 1: crashing on purpose" in out
     ours = _commviz_lines(out)
     assert ours[-1] == f"the job exited with code {rc}"
     assert re.fullmatch(r"ranks? [\d,-]+ ended without saying goodbye \(crashed, killed, or "
                         r"stopped\)", ours[-2]) and "1" in ours[-2].split("ended")[0], ours
+    # recorded as the TUI records it, with the line that says why: commviz play lists it
+    extra = {"event": []}
+    list(recording.read(rec, lines=extra))
+    (ended,) = extra["event"]
+    assert (ended["key"], ended["fields"]["who"], ended["fields"]["code"]) == \
+        ("rank failed", "the job", rc)
+    # the first exception in the job's output, as the TUI's line says (rank 1 exits without
+    # one: its peers' read errors come first)
+    assert re.match(r"rank \d: \w+Error: ", ended["fields"]["line"]), ended
 
 
 @pytest.mark.timeout(150)

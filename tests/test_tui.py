@@ -2624,6 +2624,15 @@ async def test_a_recording_cut_short_says_so_on_the_screen(
     async with app.run_test(size=SIZE) as pilot:
         await frame(pilot)
         assert "is cut short" in panel(app, "#status").replace("│\n│", " ")
+    # cut after a whole line: nothing lost, but no closing line either (its viewer killed)
+    Path("p.jsonl").write_text(text[: text.rindex('{"kind":"summary"')])
+    unclosed = Playback("p.jsonl", real=real)
+    app = CommvizApp(unclosed, None, "play p.jsonl", clock=real,
+                     controller=PlaybackControl(unclosed), restart=lambda: None)
+    async with app.run_test(size=SIZE) as pilot:
+        await frame(pilot)
+        assert "has no closing line: its viewer did not close it" in \
+            _flat(panel(app, "#status"))
 
 
 @sync

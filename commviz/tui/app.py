@@ -192,6 +192,8 @@ class CommvizApp(App):
         cut = self._playback.playback.cut if self._playback is not None else None
         if cut:  # a recording whose viewer was killed while writing its last line
             self._events.append(("recording cut", {"line": cut[0]}))
+        elif self._playback is not None and not self._playback.playback.closed:
+            self._events.append(("recording unclosed", {}))
         if self._playback is not None:  # a recording started further on (--from)
             self._seeked = True
             self._t0 = self._playback.playback.first_op_ns

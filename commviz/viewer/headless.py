@@ -13,7 +13,7 @@ from typing import TextIO
 
 from .. import explain
 from ..job import Interrupts, Job
-from ..launcher import Ranks
+from ..launcher import Ranks, telling_line
 from . import text
 from .diagnose import by_cause
 from .session import Session
@@ -107,6 +107,7 @@ def run_job(session: Session, start: Callable[[], Job], out: TextIO = sys.stdout
         finally:
             if job is not None:  # stops it if interrupted; else ends only what is left of it
                 job.stop(interrupts.first or signal.SIGINT, "stop signal")
+                _note_job_end(session, job)
             session.close()
             if job is not None:
                 printer.flush()
@@ -120,6 +121,19 @@ def run_job(session: Session, start: Callable[[], Job], out: TextIO = sys.stdout
                 print(job.describe_end(lang), file=out, flush=True)
     assert job is not None and job.exit_code is not None
     return job.exit_code
+
+
+def _note_job_end(session: Session, job: Job) -> None:
+    """How the job ended, recorded as the TUI records it: a failure with the line of its
+    output that says why; nothing when commviz stopped it."""
+    if job.stopped_by is not None:
+        return
+    if job.exit_code:
+        line = telling_line(list(session.job_tail), whose=True) or job.describe_end()
+        session.note_event("rank failed", {"who": "the job", "code": job.exit_code,
+                                           "line": line})
+    else:
+        session.note_event("job ended", {})
 
 
 PREFIX = "[commviz] "

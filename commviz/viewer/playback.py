@@ -239,6 +239,7 @@ class Playback:
         # the job's output, for its panel (None: no job's output was recorded)
         self.output = OutputBuffer() if extra["out"] else None
         summary = extra["summary"]
+        self.closed = bool(summary)  # False: its viewer never closed it (killed?)
         if not len(self.schedule):
             raise recording.RecordingError(f"{path}: nothing was recorded (no rank reported)")
         # the recording lasts from its first message or line of output until the viewer

@@ -5,6 +5,7 @@ The TUI and the headless printer read the model under ``lock``; only this thread
 
 from __future__ import annotations
 
+import collections
 import threading
 import time
 from collections.abc import Iterable
@@ -21,6 +22,7 @@ ROUND_S = 0.02
 DIAGNOSE_EVERY_S = 0.25  # findings come within this of their threshold, events or not
 FRAME_YIELD_S = 0.05  # the longest the collector holds back for a frame being drawn
 STALL_S = 0.5  # a gap this long between polls: this process was not running, catch up first
+JOB_TAIL_LINES = 200  # of a job's output kept by job_line
 
 
 class Session:
@@ -37,6 +39,9 @@ class Session:
         # what NCCL printed about itself (NCCL_DEBUG=INFO), fed by `commviz run` from the
         # job's output; thread-safe on its own, no need of ``lock``
         self.nccl = NcclLog()
+        # the last lines of a job's output read through job_line (headless: what says why
+        # it failed)
+        self.job_tail: collections.deque[str] = collections.deque(maxlen=JOB_TAIL_LINES)
         # findings and resolutions as they happen, for the headless printer (None: not kept)
         self.new_findings: list[Finding] | None = [] if collect_instances else None
         self._next_diagnosis = 0.0
@@ -76,6 +81,7 @@ class Session:
         """A line of the output of the job commviz runs (any thread): NCCL's own lines are
         read, and every line is recorded."""
         self.nccl.feed(text)
+        self.job_tail.append(text)
         recorder = self.recorder
         if recorder is not None:
             recorder.write_output(text)
