@@ -1318,6 +1318,8 @@ _UI_PAIRS: dict[str, tuple[str, str]] = {
     "col load": ("load (last 3 s)", "carga (últimos 3 s)"),
     "col bytes": ("read/written", "lido/escrito"),
     "state exited": ("exited", "encerrado"),
+    "state killed": ("killed ({})", "morto ({})"),
+    "state ended code": ("ended, exit {}", "terminou, saída {}"),
     "state silent": ("silent", "sem sinal"),
     "state silent for": ("silent {}s", "sem sinal há {} s"),
     "state in": ("in {}", "em {}"),

@@ -52,6 +52,7 @@ from commviz.tui.help import HelpScreen
 from commviz.tui.oplog import OpLog, line_text
 from commviz.tui.timeline import Timeline
 from commviz.tui.topology import Topology
+from commviz.viewer import text as text_mod
 from commviz.viewer.diagnose import Diagnosis, Finding
 from commviz.viewer.playback import Playback, PlaybackControl
 
@@ -2720,3 +2721,42 @@ async def test_a_playback_started_again_drops_the_findings_panel_of_its_end(
         await pilot.press("r")
         await frame(pilot)
         assert not app.screen.has_class("-findings")
+
+
+@sync
+async def test_a_rank_whose_launcher_said_it_was_killed_reads_killed_not_silent(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The crash demo: rank 1 read 'silent 14s', still counting after the launcher had said
+    it was killed by SIGKILL (live, and played back)."""
+    monkeypatch.chdir(tmp_path)
+    rec = recording.Recorder("k.jsonl")
+    rec.write([*heartbeats(2), bye(0, T0_NS + 3_000_000_000)])
+    rec.write_event("rank failed", {"who": "rank 1", "code": -9, "rank": 1,
+                                    "line": "killed by SIGKILL, no error written"})
+    rec.close({"t_ns": T0_NS + 3_500_000_000, "ended": [0, 1]})
+    text = Path("k.jsonl").read_text().splitlines(keepends=True)  # the event, at 1 s
+    event = json.loads(text[-2])
+    Path("k.jsonl").write_text("".join(text[:-2]) + json.dumps(
+        {**event, "t_ns": T0_NS + 1_000_000_000}) + "\n" + text[-1])
+    real = FakeClock()
+    playback = Playback("k.jsonl", real=real)
+    app = CommvizApp(playback, None, "play k.jsonl", clock=real,
+                     wall_ns=playback.clock.wall_ns, controller=PlaybackControl(playback),
+                     restart=lambda: None)
+    async with app.run_test(size=SIZE) as pilot:
+        for _ in range(30):
+            real.advance(0.1)
+            playback.advance()
+        await frame(pilot)
+        assert "killed (SIGKILL)" in rank_row(app, 1) and "silent" not in rank_row(app, 1)
+    # the replay's ring says so too, under no finding
+    from commviz.tui.topology import rank_states
+
+    session = FakeSession()
+    session.feed(heartbeats(2))
+    session.model.process_ended(1, -9)
+    session.model.process_ended(7, 1)  # never heard from: unknown, nothing to say
+    assert {r: t.plain for r, t in rank_states(session.model).items()} == \
+        {0: "idle", 1: "killed (SIGKILL)"}
+    assert text_mod.process_end(-9, "pt") == "morto (SIGKILL)"
+    assert text_mod.process_end(3) == "ended, exit 3"

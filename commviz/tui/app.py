@@ -667,11 +667,13 @@ class CommvizApp(App):
         if self.ranks is None:
             return
         for rp in self.ranks.poll():
+            rank = {"rank": rp.rank} if type(rp.rank) is int else {}  # a job's has none
             if rp.returncode:
                 self._ranks_event("rank failed", {"who": rp.who, "code": rp.returncode,
-                                                  "line": text.cell_safe(rp.error_line())})
+                                                  "line": text.cell_safe(rp.error_line()),
+                                                  **rank})
             elif self._output is None:  # a job's end has its own line, below
-                self._ranks_event("rank finished", {"who": rp.who})
+                self._ranks_event("rank finished", {"who": rp.who, "code": 0, **rank})
         if self.ranks.failed() and self.ranks.running():
             self._ranks_event("stopping others", {})
             self.ranks.stop()
@@ -687,6 +689,9 @@ class CommvizApp(App):
         failures after it are mostly its consequences: peers that lost it)."""
         first = key == "rank failed" and all(k != key for k, _ in self._events)
         self._events.append((key, fields))
+        if type(fields.get("rank")) is int and type(fields.get("code")) is int:
+            with self.session.lock:  # the ranks table says how it ended, not "silent"
+                self.session.model.process_ended(fields["rank"], fields["code"])
         note = getattr(self.session, "note_event", None)  # a playback records nothing
         if note is not None:
             note(key, fields)

@@ -75,6 +75,9 @@ def ranks_table(model: Model, now: float, now_ns: int | None = None,
             if flagged and rank in flagged else ""
         if s.exited:
             state = Text(ui("state exited"), style="dim")
+        elif s.exit_code is not None:  # gone without a goodbye: its launcher says how
+            state = Text(text.process_end(s.exit_code, lang),
+                         style="bold red" if s.exit_code else "dim")
         elif now - s.last_seen > SILENT_AFTER_S:
             state = Text(ui("state silent for").format(f"{now - s.last_seen:.0f}"),
                          style="bold red")

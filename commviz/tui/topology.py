@@ -33,7 +33,7 @@ from textual.widget import Widget
 from .. import explain, schedule_notes, schedules
 from ..schedules import Schedule, Transfer
 from ..viewer.model import Instance, Model
-from ..viewer.text import duration, human_bytes
+from ..viewer.text import duration, human_bytes, process_end
 from .animation import Animator, AnimFrame, frame_label, plan
 from .render import SILENT_AFTER_S, finding_name
 
@@ -531,6 +531,8 @@ def rank_states(model: Model, now: float | None = None, lang: str = "en") -> dic
             out[rank] = Text(f"⚠ {finding_name(flagged[rank], lang)}", style="bold red")
         elif s.exited:
             out[rank] = Text(ui("state exited"), style="dim")
+        elif s.exit_code is not None:
+            out[rank] = Text(process_end(s.exit_code, lang), style="bold red")
         elif now - s.last_seen > SILENT_AFTER_S:
             out[rank] = Text(ui("state silent"), style="bold red")
         elif rank in busy:

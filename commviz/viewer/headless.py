@@ -45,12 +45,14 @@ def run(session: Session, ranks: Ranks | None = None, out: TextIO = sys.stdout,
             if ranks is not None:
                 for rp in ranks.poll():
                     if rp.returncode:
-                        fields = {"who": rp.who, "code": rp.returncode, "line": rp.error_line()}
+                        fields = {"who": rp.who, "code": rp.returncode, "line": rp.error_line(),
+                                  "rank": rp.rank}
                         print(explain.ui("rank failed", lang).format(**fields), file=out,
                               flush=True)
                         session.note_event("rank failed", fields)
                     else:
-                        session.note_event("rank finished", {"who": rp.who})
+                        session.note_event("rank finished", {"who": rp.who, "code": 0,
+                                                             "rank": rp.rank})
                 if ranks.failed():
                     code = 1
                     failed_at = failed_at or time.monotonic()

@@ -99,6 +99,9 @@ class RankState:
     inc: int = 0  # its incarnation id (protocol ``inc``), 0 for a rank that sends none
     job_key: str = ""  # protocol ``job``: what the ranks of its job share
     superseded: bool = False  # a later process of its rank number and job key reported
+    # its process's exit code as its launcher told (a negative signal number: killed), None
+    # before: a rank that died without a goodbye is said dead rather than silent for ever
+    exit_code: int | None = None
     telemetry: collections.deque = field(
         default_factory=lambda: collections.deque(maxlen=TELEMETRY_MAX))
 
@@ -304,6 +307,13 @@ class Model:
         if batches:
             rows = {k: np.concatenate([b[k] for b in batches]) for k in _ROW_FIELDS}
             self._apply_rows(rows)
+
+    def process_ended(self, rank: int, code: int) -> None:
+        """The launcher says rank ``rank``'s process ended with ``code`` (a demo's, or what a
+        recording says it said); a rank not heard from is left unknown."""
+        state = self.ranks.get(rank)
+        if state is not None:
+            state.exit_code = code
 
     def nodes(self) -> dict[str, list[int]]:
         """Hosts -> their ranks (sorted): the viewer's own host first, then by lowest rank.

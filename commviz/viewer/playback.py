@@ -199,7 +199,8 @@ def _well_formed(kind: str, line: dict) -> bool:
         return isinstance(line.get("text"), str)
     fields, key = line.get("fields"), line.get("key")
     return key in EVENT_FIELDS and isinstance(fields, dict) and all(
-        type(fields.get(name)) in (str, int) for name in EVENT_FIELDS[key])
+        type(fields.get(name)) in (str, int) for name in EVENT_FIELDS[key]) and \
+        type(fields.get("rank", 0)) is int and type(fields.get("code", 0)) is int
 
 
 def _dues(msg: protocol.Message) -> np.ndarray:

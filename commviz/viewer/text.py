@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import re
+import signal
 import unicodedata
 
 from .. import explain
@@ -162,6 +163,17 @@ def _notes(inst: Instance, lang: str, room: int | None) -> str:
 
 MICROSECONDS = "µs"  # on screen; the stats table keeps nccl-tests' "(us)" for programs
 TIME_UNITS = (("s", 1e9), ("ms", 1e6), (MICROSECONDS, 1e3))
+
+
+def process_end(code: int, lang: str = "en") -> str:
+    """A rank process's end as its launcher told it: "killed (SIGKILL)", "ended, exit 1"."""
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        return explain.ui("state killed", lang).format(name)
+    return explain.ui("state ended code", lang).format(code)
 
 
 def duration(ns: float) -> str:
