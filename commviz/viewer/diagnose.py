@@ -508,11 +508,11 @@ class Diagnosis:
             out.append(Finding(
                 "straggler", (s.rank,), group, s.seq,
                 f"rank {s.rank} arrived last at {op} in group {_group(group)} {s.late} times "
-                f"in a row, on average {avg:.0f} ms after the others, who waited for it "
-                f"{each:.2f} s each on average ({waited:.2f} s of rank time in all)",
+                f"in a row, on average {avg:.0f} ms after the others, who waited {each:.2f} s "
+                f"each for it in all ({waited:.2f} s of rank time)",
                 f"rank {s.rank} chegou por último em {s.late} instâncias seguidas de {op} no "
                 f"grupo {_group(group)}, em média {avg:.0f} ms depois dos outros, que "
-                f"esperaram por ele em média {each:.2f} s cada um ({waited:.2f} s de tempo de "
+                f"esperaram por ele {each:.2f} s cada um no total ({waited:.2f} s de tempo de "
                 "rank somados)",
                 ("straggler", gkey, s.rank), now, wall,
                 links=tuple((r, s.rank) for r in group if r != s.rank)))
