@@ -12,6 +12,7 @@ what differs, at least the title, which always names the actual function.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
@@ -1491,6 +1492,9 @@ _UI_PAIRS: dict[str, tuple[str, str]] = {
     "no rank connected": ("no rank ever connected", "nenhum rank chegou a se conectar"),
     "space": ("space", "espaço"),
     "rank failed": ("{who} failed (exit {code}): {line}", "{who} falhou (saída {code}): {line}"),
+    # what the launcher says of a rank that wrote no error (recorded in English)
+    "killed no error": ("killed by {}, no error written", "morto por {}, sem erro escrito"),
+    "no error written": ("no error written in its log", "nenhum erro escrito no seu log"),
     # after the screen closes: where the logs of a failed run are, the job's last lines
     "rank logs kept": ("rank logs kept in {dir}", "logs dos ranks guardados em {dir}"),
     "job output kept": ("the job's output kept in {dir}", "saída do job guardada em {dir}"),
@@ -1633,6 +1637,20 @@ def ui(key: str, lang: str = "en") -> str:
         return UI[lang][key]
     except KeyError:
         raise KeyError(f"no UI string {key!r}") from None
+
+
+def in_language(line: str, lang: str) -> str:
+    """A line commviz wrote in English from one of its UI strings ("killed by SIGKILL, no
+    error written"), in ``lang``; any other line (a program's own error) as it is."""
+    if lang == "en":
+        return line
+    for key in ("killed no error", "no error written"):
+        en = UI["en"][key]
+        pattern = re.escape(en).replace(re.escape("{}"), r"(\S+)")
+        match = re.fullmatch(pattern, line)
+        if match:
+            return UI[lang][key].format(*match.groups())
+    return line
 
 
 def ui_n(key: str, n: int, lang: str = "en", **fields: Any) -> str:

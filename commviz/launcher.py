@@ -230,13 +230,14 @@ class RankProcess:
 
 
 def _without_words(returncode: int | None) -> str:
-    """What a rank that wrote no error said by its exit: the signal that killed it."""
+    """What a rank that wrote no error said by its exit: the signal that killed it (English:
+    ``explain.in_language`` says it in the screen's language)."""
     if returncode is not None and returncode < 0:
         try:
-            return f"killed by {signal.Signals(-returncode).name}, no error written"
+            return explain.ui("killed no error").format(signal.Signals(-returncode).name)
         except ValueError:
             pass
-    return "no error written in its log"
+    return explain.ui("no error written")
 
 
 # where in gloo's or NCCL's C++ sources an error was raised: "[/__w/.../unbound_buffer.cc:78] "

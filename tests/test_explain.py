@@ -283,3 +283,17 @@ def test_no_formula_has_a_space_the_panel_could_wrap_at(lang):
     found = [m.group(0) for op in protocol.OPS for text in _texts(ex.explain(op, lang))
              for m in spaced.finditer(text)]
     assert not found, found
+
+
+def test_commviz_own_words_in_a_rank_failure_follow_the_language():
+    """--lang pt read 'rank 1 falhou (saída -9): killed by SIGKILL, no error written'."""
+    from commviz import launcher
+
+    said = launcher._without_words(-9)
+    assert said == "killed by SIGKILL, no error written"
+    assert ex.in_language(said, "pt") == "morto por SIGKILL, sem erro escrito"
+    assert ex.in_language(launcher._without_words(1), "pt") == \
+        "nenhum erro escrito no seu log"
+    assert ex.in_language(said, "en") == said
+    assert ex.in_language("ValueError: killed by SIGKILL", "pt") == \
+        "ValueError: killed by SIGKILL"  # a program's own words stay as written

@@ -655,6 +655,8 @@ class CommvizApp(App):
         "the job")."""
         if fields.get("who") == "the job":
             fields = {**fields, "who": explain.ui("the job", self.lang)}
+        if isinstance(fields.get("line"), str):
+            fields = {**fields, "line": explain.in_language(fields["line"], self.lang)}
         return explain.ui(key, self.lang).format(**fields)
 
     def _watch_ranks(self) -> None:

@@ -47,8 +47,9 @@ def run(session: Session, ranks: Ranks | None = None, out: TextIO = sys.stdout,
                     if rp.returncode:
                         fields = {"who": rp.who, "code": rp.returncode, "line": rp.error_line(),
                                   "rank": rp.rank}
-                        print(explain.ui("rank failed", lang).format(**fields), file=out,
-                              flush=True)
+                        said = explain.in_language(fields["line"], lang)
+                        print(explain.ui("rank failed", lang).format(**{**fields, "line": said}),
+                              file=out, flush=True)
                         session.note_event("rank failed", fields)
                     else:
                         session.note_event("rank finished", {"who": rp.who, "code": 0,
