@@ -18,10 +18,10 @@ class HelpScreen(ModalScreen[None]):
     }
     HelpScreen > Static {
         width: auto;
-        max-width: 80%;
+        max-width: 96%;  /* 80 columns: fewer wrapped lines, so that every key fits 24 rows */
         height: auto;
         border: round $accent;
-        padding: 1 2;
+        padding: 0 2;
         background: $surface;
     }
     """
