@@ -2760,3 +2760,22 @@ async def test_a_rank_whose_launcher_said_it_was_killed_reads_killed_not_silent(
         {0: "idle", 1: "killed (SIGKILL)"}
     assert text_mod.process_end(-9, "pt") == "morto (SIGKILL)"
     assert text_mod.process_end(3) == "ended, exit 3"
+
+
+@sync
+async def test_the_control_line_stays_under_the_events_on_a_narrow_terminal() -> None:
+    """80x24: three ranks' failures pushed '■ The demo has ended · r: Restart' (what the
+    keys do now) out of the viewer panel."""
+    ranks = FakeRanks(world=4)
+    session = FakeSession()
+    session.feed(heartbeats(4))
+    app = CommvizApp(session, ranks, "t", clock=session.clock, wall_ns=session.clock.wall_ns,
+                     lang="en", controller=FakeController(), restart=FakeRanks)
+    async with app.run_test(size=(80, 24)) as pilot:
+        for rank in range(4):
+            ranks.end(rank, 1, f"RuntimeError: Connection reset by peer, rank {rank} lost")
+        await frame(pilot)
+        await frame(pilot)
+        lines = [line.strip("│ ") for line in panel(app, "#status").splitlines()[1:-1]]
+        assert lines[-1].startswith("■ The demo has ended"), lines
+        assert any("rank 3 failed" in line for line in lines), lines  # the newest event

@@ -469,21 +469,22 @@ class CommvizApp(App):
         # at their time
         if not model.ranks and self._playback is None:
             status += "\n" + ui("no rank connected" if self._ended else "waiting ranks")
-        if self.controller is not None:
-            status += "\n" + self._control_line()
         events = [Text(self._event(key, fields), style=EVENT_STYLES.get(key, ""))
                   for key, fields in self._events[-8:]]  # Text, not markup: [brackets]
-        shown = Text("\n").join([Text(status), *events])
+        # last, under the events: what the keys do now (it went when events filled the panel)
+        control = self._control_line() if self.controller is not None else ""
+        shown = Text("\n").join([Text(status), *events, *([Text(control)] if control else [])])
         width = self.query_one("#status").content_region.width
         if width > 0:
-            shown = self._fit_status(status, events, width)
+            shown = self._fit_status(status, events, width, control)
         self._show("#status", shown, _height_key(shown))  # its lines wrap: a longer one may too
 
-    def _fit_status(self, status: str, events: list[Text], width: int) -> Text:
+    def _fit_status(self, status: str, events: list[Text], width: int,
+                    control: str = "") -> Text:
         """The viewer panel in the rows it has: each event in EVENT_ROWS at most, cut with an
         ellipsis (a failed rank's whole error is then in a toast, and printed when the screen
         closes); with more rows than the room (``_status_room``), the newest, the first
-        marked "…"."""
+        marked "…", above the ``control`` line, which is always shown."""
         rows = Text(status).wrap(self.console, width)
         for event in events:
             wrapped = event.wrap(self.console, width)
@@ -493,12 +494,14 @@ class CommvizApp(App):
                 last.append("…")
                 last.truncate(width, overflow="ellipsis")
             rows.extend(wrapped[:EVENT_ROWS])
+        last = Text(control).wrap(self.console, width) if control else []
         room = self._status_room()
-        if room is not None and len(rows) > room:
-            rows = rows[len(rows) - room:]
-            rows[0] = Text("… ") + rows[0]
-            rows[0].truncate(width, overflow="ellipsis")
-        return Text("\n").join(rows)
+        if room is not None and len(rows) + len(last) > room:
+            rows = rows[len(rows) + len(last) - room:]
+            if rows:
+                rows[0] = Text("… ") + rows[0]
+                rows[0].truncate(width, overflow="ellipsis")
+        return Text("\n").join([*rows, *last])
 
     def _phases_rows(self) -> int | None:
         """The rows the phases panel may take on a wide terminal, so that the viewer panel
