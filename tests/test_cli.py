@@ -53,7 +53,7 @@ def test_a_reader_that_went_away_ends_it_quietly(tmp_path, args):
     """`commviz demo --list | head -1`: no traceback when the pipe closes, the exit status of
     a program ended by SIGPIPE."""
     rec = tmp_path / "r.jsonl"
-    rec.write_bytes(HEADER)
+    rec.write_bytes(HEADER + b'{"kind":"summary","records":0}\n')  # closed: no note
     read, write = os.pipe()
     os.close(read)  # the reader is gone before the first line
     with os.fdopen(write, "wb") as out:
