@@ -2467,7 +2467,10 @@ async def test_a_recording_played_back_steps_pauses_changes_speed_and_starts_aga
         await pilot.press("r")
         await frame(pilot)
         assert playback.model.instances == 0 and not control.ended
-        await pilot.press("right_square_bracket", "right_square_bracket")
+        await pilot.press("left_square_bracket")
+        await frame(pilot)
+        assert "▶ Playing ×1/2 ·" in _flat(panel(app, "#status"))
+        await pilot.press("right_square_bracket", "right_square_bracket", "right_square_bracket")
         await frame(pilot)
         assert playback.clock.speed == 4.0
         assert "▶ Playing ×4 · 0.0 of 0.2 s · space: Pause · ]/[: speed" in \
@@ -2757,7 +2760,12 @@ async def test_a_rank_whose_launcher_said_it_was_killed_reads_killed_not_silent(
     session.model.process_ended(1, -9)
     session.model.process_ended(7, 1)  # never heard from: unknown, nothing to say
     assert {r: t.plain for r, t in rank_states(session.model).items()} == \
-        {0: "idle", 1: "killed (SIGKILL)"}
+        {0: "idle", 1: "⚠ killed (SIGKILL)"}
+    # before a finding's word: the ring said "⚠ failed" for the rank the others failed without
+    session.feed([op_batch(r, [{"id": 1, "op": "all_reduce", "seq": 1, "t_start": T0_NS}],
+                           groups={0: ("0", (0, 1))}) for r in (0,)])
+    Diagnosis(session.model, wall_ns=session.clock.wall_ns).finish([1])
+    assert rank_states(session.model)[1].plain == "⚠ killed (SIGKILL)"
     assert text_mod.process_end(-9, "pt") == "morto (SIGKILL)"
     assert text_mod.process_end(3) == "ended, exit 3"
 

@@ -649,7 +649,7 @@ class CommvizApp(App):
         if control.paused:
             return f"⏸ {ui('paused')} · {where} · n: {ui('next operation')}{ahead}{held}"
         waits = f" · {ui('playback waits')}" if control.state.held else ""
-        speed = explain.number(f"{playback.clock.speed:g}", self.lang)
+        speed = _speed(playback.clock.speed, self.lang)
         return f"▶ {ui('playing')} ×{speed} · {where} · {ui('space')}: {ui('pause')} · ]/[: " \
             f"{ui('speed').lower()}{ahead}{waits}{held}"
 
@@ -958,6 +958,13 @@ def run_app(session: Any, ranks: Ranks | None, title: str | Callable[[str], str]
     if app.return_code:  # the screen itself failed (Textual printed why): no success
         return app.return_code
     return 1 if ranks is not None and ranks.failed() else 0
+
+
+def _speed(speed: float, lang: str) -> str:
+    """A playback speed as the keys step it: 4, 1/16 (a power of two), else its value."""
+    if 0 < speed < 1 and (1 / speed).is_integer():
+        return f"1/{1 / speed:.0f}"
+    return explain.number(f"{speed:g}", lang)
 
 
 def _fit_header(head: str, title: str, live: str, width: int) -> str:

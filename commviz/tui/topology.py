@@ -527,12 +527,14 @@ def rank_states(model: Model, now: float | None = None, lang: str = "en") -> dic
     out = {}
     flagged = {r: f.type for f in model.findings() for r in f.ranks}
     for rank, s in model.ranks.items():
-        if rank in flagged:
+        if s.exit_code and not s.exited:  # what its launcher said: plainer than a finding's
+            out[rank] = Text(f"⚠ {process_end(s.exit_code, lang)}", style="bold red")
+        elif rank in flagged:
             out[rank] = Text(f"⚠ {finding_name(flagged[rank], lang)}", style="bold red")
         elif s.exited:
             out[rank] = Text(ui("state exited"), style="dim")
         elif s.exit_code is not None:
-            out[rank] = Text(process_end(s.exit_code, lang), style="bold red")
+            out[rank] = Text(process_end(s.exit_code, lang), style="dim")
         elif now - s.last_seen > SILENT_AFTER_S:
             out[rank] = Text(ui("state silent"), style="bold red")
         elif rank in busy:
