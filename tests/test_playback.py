@@ -279,9 +279,10 @@ def test_seeking_takes_in_everything_before_at_once(tmp_path):
     real = FakeClock()
     playback = Playback(_three_steps(tmp_path, {"demo": "all_reduce"}), real=real)
     PlaybackControl(playback, each_op=True)  # seeking is not held for the replay
-    playback.seek((_end_of_instance(1) - playback.start_ns) / 1e9)
+    playback.seek((_end_of_instance(1) - playback.origin_ns) / 1e9)
     assert playback.model.instances == 2 and not playback.clock.stopped()
-    assert playback.duration_s == pytest.approx((T0_NS + 3 * STEP_NS - playback.start_ns) / 1e9)
+    assert playback.origin_ns == playback.start_ns + LEAD_NS  # its first message
+    assert playback.duration_s == pytest.approx((T0_NS + 3 * STEP_NS - playback.origin_ns) / 1e9)
 
 
 def test_the_launchers_events_come_at_their_time_and_malformed_ones_are_left_out(tmp_path):
@@ -321,7 +322,7 @@ def test_a_jobs_output_comes_at_the_time_it_was_read_and_feeds_nccls_log(tmp_pat
     playback = Playback(path, real=real)
     assert playback.output is not None and playback.output.total == 0
     assert got[-1][0] <= playback.end_ns <= got[-1][0] + 1_000_000_000  # then it closed
-    playback.seek((got[0][0] - playback.start_ns) / 1e9)
+    playback.seek((got[0][0] - playback.origin_ns) / 1e9)
     assert [line.text for line in playback.output.since(0)] == lines[:1]
     playback.seek(playback.duration_s)
     assert [line.text for line in playback.output.since(0)] == lines

@@ -2450,7 +2450,7 @@ async def test_a_recording_played_back_steps_pauses_changes_speed_and_starts_aga
         await frame(pilot)
         status = panel(app, "#status")
         assert "playing back p.jsonl" in status
-        assert "⏸ Paused · 0.0 of 0.2 s · n: Next operation" in status, status
+        assert "⏸ Paused · 0.0 of 0.0 s · n: Next operation" in status, status
         assert "waiting for ranks" not in status  # they come at their time
         assert app._binding("step").description == "Next operation"
         await pilot.press("n")
@@ -2463,7 +2463,7 @@ async def test_a_recording_played_back_steps_pauses_changes_speed_and_starts_aga
         await frame(pilot)
         assert playback.model.instances == 3 and control.ended
         status = panel(app, "#status")
-        assert "■ End of the recording · 0.2 of 0.2 s · r: Restart" in status, status
+        assert "■ End of the recording · 0.0 of 0.0 s · r: Restart" in status, status
         await pilot.press("r")
         await frame(pilot)
         assert playback.model.instances == 0 and not control.ended
@@ -2473,7 +2473,7 @@ async def test_a_recording_played_back_steps_pauses_changes_speed_and_starts_aga
         await pilot.press("right_square_bracket", "right_square_bracket", "right_square_bracket")
         await frame(pilot)
         assert playback.clock.speed == 4.0
-        assert "▶ Playing ×4 · 0.0 of 0.2 s · space: Pause · ]/[: speed" in \
+        assert "▶ Playing ×4 · 0.0 of 0.0 s · space: Pause · ]/[: speed" in \
             panel(app, "#status").replace("\n│", "").replace("│", "")
 
 

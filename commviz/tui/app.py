@@ -196,7 +196,7 @@ class CommvizApp(App):
             self._events.append(("recording unclosed", {}))
         if self._playback is not None:  # a recording started further on (--from)
             self._seeked = True
-            self._t0 = self._playback.playback.first_op_ns
+            self._t0 = self._playback.playback.origin_ns  # as its place and --from count
         self.refresh_view()
         self.set_interval(FRAME_S, self._tick)
         # what exists by now (modules, widgets, styles) lives as long as the app: out of the
@@ -637,8 +637,7 @@ class CommvizApp(App):
         """Where the playback is in the recording, at what speed, and what the keys do."""
         ui = functools.partial(explain.ui, lang=self.lang)
         control, playback = self._playback, self._playback.playback  # type: ignore[union-attr]
-        at = (playback.clock.wall_ns() - playback.start_ns) / 1e9
-        total = playback.duration_s
+        at, total = playback.at_s, playback.duration_s
         where = ui("playback at").format(at=explain.number(f"{at:.1f}", self.lang),
                                          total=explain.number(f"{total:.1f}", self.lang))
         if control.ended:
@@ -762,7 +761,7 @@ class CommvizApp(App):
             self.controller.restart()
         self.session.reset()
         self._shown, self._events = 0, [("restarted", {})]
-        self._t0 = self._playback.playback.first_op_ns if self._playback is not None else None
+        self._t0 = self._playback.playback.origin_ns if self._playback is not None else None
         self._findings_until = float("-inf")  # the old run's findings: gone with it
         self._new, self._skipped = [], 0
         self._explained = self._replayed = self._sourced = None

@@ -147,13 +147,6 @@ class Schedule:
         return int(self._due[0]) if len(self._due) else None
 
     @property
-    def first_op_ns(self) -> int | None:
-        """The earliest start of an op recorded (None: none was)."""
-        starts = [int(m.cols["t_start"].min()) for m in self._messages
-                  if isinstance(m, protocol.OpBatch) and len(m)]
-        return min(starts, default=None)
-
-    @property
     def last_ns(self) -> int | None:
         return int(self._due[-1]) if len(self._due) else None
 
@@ -255,8 +248,10 @@ class Playback:
         self.ended = [r for r in ended if type(r) is int] if isinstance(ended, list) else None
         times = [self.schedule.first_ns, self.schedule.last_ns, *self._lines_ns[:1].tolist(),
                  *self._lines_ns[-1:].tolist()]
-        self.start_ns = int(min(times)) - LEAD_NS  # type: ignore[type-var]
-        self.first_op_ns = self.schedule.first_op_ns  # time 0 of the operations log
+        # time 0 of the playback: its first message or line of output; the log's times, the
+        # playback's place and --from count from it (the clock starts LEAD_NS before it)
+        self.origin_ns = int(min(times))  # type: ignore[type-var]
+        self.start_ns = self.origin_ns - LEAD_NS
         last = int(max(times))  # type: ignore[type-var]
         self.end_ns = min(max([last, *ends]), last + TAIL_NS)
         self.clock = PlaybackClock(self.start_ns, speed, real)
@@ -329,7 +324,7 @@ class Playback:
         in at once, the rest in the collector's rounds, so that the diagnosis sees how long
         ranks have waited or gone quiet there as it did live."""
         with self.lock:
-            to = min(self.end_ns, self.start_ns + round(seconds * 1e9))
+            to = min(self.end_ns, self.origin_ns + round(seconds * 1e9))
             if to - WARMUP_NS > self.clock.wall_ns():
                 self.clock.jump(to - WARMUP_NS)
                 self._take(self.clock.wall_ns(), each_op=False)
@@ -354,12 +349,18 @@ class Playback:
         to = self.next_finding_ns()
         if to is None:
             return False
-        self.seek((to - self.start_ns) / 1e9)
+        self.seek((to - self.origin_ns) / 1e9)
         return True
 
     @property
     def duration_s(self) -> float:
-        return (self.end_ns - self.start_ns) / 1e9
+        """From time 0 (``origin_ns``) to the end."""
+        return (self.end_ns - self.origin_ns) / 1e9
+
+    @property
+    def at_s(self) -> float:
+        """Where the playback is, from time 0 (0 during the lead before it)."""
+        return max(0.0, (self.clock.wall_ns() - self.origin_ns) / 1e9)
 
     def step(self) -> None:
         """Forward to the next operation: until a collective instance or a transfer
