@@ -1492,6 +1492,8 @@ _UI_PAIRS: dict[str, tuple[str, str]] = {
     "no rank connected": ("no rank ever connected", "nenhum rank chegou a se conectar"),
     "space": ("space", "espaço"),
     "rank failed": ("{who} failed (exit {code}): {line}", "{who} falhou (saída {code}): {line}"),
+    "rank ended": ("{who}: {end}, says torchrun's summary",
+                   "{who}: {end}, diz o resumo do torchrun"),
     # what the launcher says of a rank that wrote no error (recorded in English)
     "killed no error": ("killed by {}, no error written", "morto por {}, sem erro escrito"),
     "no error written": ("no error written in its log", "nenhum erro escrito no seu log"),

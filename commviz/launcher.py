@@ -290,6 +290,25 @@ def _killed_root_cause(lines: list[str]) -> str | None:
     return f"rank {rank} was killed by {name} (torchrun's root cause)"
 
 
+def torchrun_exit_codes(lines: list[str]) -> dict[int, int]:
+    """The exit code of each rank torchrun's failure summary lists (its "Failures:" and its
+    root cause; a negative code: the signal that ended it); {} without a summary."""
+    start = next((i for i, line in enumerate(lines)
+                  if line.strip() in ("Failures:", _ROOT_CAUSE)), None)
+    if start is None:
+        return {}
+    codes: dict[int, int] = {}
+    rank = None
+    for line in lines[start:]:
+        found = _ROOT_FIELD.match(line)
+        if found and found.group(1) == "rank":
+            rank = int(found.group(2))
+        elif found and rank is not None:
+            codes[rank] = int(found.group(2))
+            rank = None
+    return codes
+
+
 def _spawn_root_cause(lines: list[str]) -> str | None:
     """What torch.multiprocessing.spawn says made the first of its processes fail: the other
     processes' broken connections may come before it in the output."""

@@ -137,9 +137,12 @@ def test_a_crashing_rank_makes_commviz_fail_and_say_so(run, tmp_path):
     # recorded as the TUI records it, with the line that says why: commviz play lists it
     extra = {"event": []}
     list(recording.read(rec, lines=extra))
-    (ended,) = extra["event"]
-    assert (ended["key"], ended["fields"]["who"], ended["fields"]["code"]) == \
-        ("rank failed", "the job", rc)
+    (ended,) = [e for e in extra["event"] if e["key"] == "rank failed"]
+    assert (ended["fields"]["who"], ended["fields"]["code"]) == ("the job", rc)
+    # and each rank's exit as torchrun's summary gives it: rank 1's own code
+    codes = {e["fields"]["rank"]: e["fields"]["code"] for e in extra["event"]
+             if e["key"] == "rank ended"}
+    assert codes.get(1) == 3, extra["event"]
     # the first exception in the job's output, as the TUI's line says (rank 1 exits without
     # one: its peers' read errors come first)
     assert re.match(r"rank \d: \w+Error: ", ended["fields"]["line"]), ended
@@ -497,3 +500,13 @@ def test_a_killed_commviz_takes_the_job_with_it(procs):
         assert not any(_alive(p) for p in job)
     finally:
         proc.kill_group()
+
+
+def test_torchruns_summary_gives_each_ranks_exit_code():
+    """A job whose rank 1 raised: rank 0, which torchrun stopped, read 'lost rank: silent'
+    for ever and rank 1 'exited', as if it had ended well."""
+    from commviz.launcher import torchrun_exit_codes
+
+    lines = (Path(__file__).parent / "data" / "torchrun_crash.log").read_text().splitlines()
+    assert torchrun_exit_codes(lines) == {0: -15, 1: 1}
+    assert torchrun_exit_codes(lines[:40]) == {}  # no summary: nothing said

@@ -659,6 +659,8 @@ class CommvizApp(App):
             fields = {**fields, "who": explain.ui("the job", self.lang)}
         if isinstance(fields.get("line"), str):
             fields = {**fields, "line": explain.in_language(fields["line"], self.lang)}
+        if key == "rank ended":  # as torchrun's summary gave it: killed (SIGTERM), exit 1
+            fields = {**fields, "end": text.process_end(fields["code"], self.lang)}
         return explain.ui(key, self.lang).format(**fields)
 
     def _watch_ranks(self) -> None:
@@ -684,6 +686,10 @@ class CommvizApp(App):
         if not self._ended and not self.ranks.running():
             self._ended = True  # the screen stays, to be read: q quits
             if self._output is not None:
+                codes = getattr(self.ranks, "rank_exit_codes", dict)()  # torchrun's summary
+                for rank, code in codes.items():
+                    self._ranks_event("rank ended", {"who": f"rank {rank}", "code": code,
+                                                     "rank": rank})
                 self._ranks_event("job ended", {})
             self.refresh_bindings()  # pause and step have nothing left to hold
 

@@ -527,7 +527,7 @@ def rank_states(model: Model, now: float | None = None, lang: str = "en") -> dic
     out = {}
     flagged = {r: f.type for f in model.findings() for r in f.ranks}
     for rank, s in model.ranks.items():
-        if s.exit_code and not s.exited:  # what its launcher said: plainer than a finding's
+        if s.exit_code:  # what its launcher said of its process: plainer than a finding's
             out[rank] = Text(f"⚠ {process_end(s.exit_code, lang)}", style="bold red")
         elif rank in flagged:
             out[rank] = Text(f"⚠ {finding_name(flagged[rank], lang)}", style="bold red")

@@ -13,7 +13,7 @@ from typing import TextIO
 
 from .. import explain
 from ..job import Interrupts, Job
-from ..launcher import Ranks, telling_line
+from ..launcher import Ranks, telling_line, torchrun_exit_codes
 from . import text
 from .diagnose import by_cause
 from .session import Session
@@ -131,6 +131,8 @@ def _note_job_end(session: Session, job: Job) -> None:
     output that says why; nothing when commviz stopped it."""
     if job.stopped_by is not None:
         return
+    for rank, code in torchrun_exit_codes(list(session.job_tail)).items():
+        session.note_event("rank ended", {"who": f"rank {rank}", "code": code, "rank": rank})
     if job.exit_code:
         line = telling_line(list(session.job_tail), whose=True) or job.describe_end()
         session.note_event("rank failed", {"who": "the job", "code": job.exit_code,

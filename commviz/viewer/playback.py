@@ -180,6 +180,7 @@ class Schedule:
 
 # the events a recording may hold, and the fields each one's words need
 EVENT_FIELDS = {"rank failed": ("who", "code", "line"), "rank finished": ("who",),
+                "rank ended": ("who", "code"),
                 "stopping others": (), "job ended": ()}
 
 
