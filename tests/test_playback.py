@@ -296,12 +296,18 @@ def test_the_launchers_events_come_at_their_time_and_malformed_ones_are_left_out
     rec.write_event("stopping others", {})
     rec.write_event("rank finished", {"who": "rank 2\x1b[2J"})  # an escape: drawn as text
     rec.close({})
+    lines = path.read_text().splitlines(keepends=True)  # two more, at one time
+    same = [json.dumps({"kind": "event", "t_ns": int(time.time_ns()), "key": "job ended",
+                        "fields": {"n": n}}) + "\n" for n in (1, 2)]
+    path.write_text("".join(lines[:-1] + [same[0], same[1].replace(
+        str(json.loads(same[1])["t_ns"]), str(json.loads(same[0])["t_ns"]))] + lines[-1:]))
     playback = Playback(path, real=FakeClock())
     playback.seek(0)
     assert playback.take_events() == []
     playback.seek(playback.duration_s)
     assert playback.take_events() == [("rank failed", failed), ("stopping others", {}),
-                                      ("rank finished", {"who": "rank 2"})]
+                                      ("rank finished", {"who": "rank 2"}),
+                                      ("job ended", {"n": 1}), ("job ended", {"n": 2})]
     assert playback.take_events() == []
 
 

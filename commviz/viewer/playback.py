@@ -227,8 +227,9 @@ class Playback:
         self.schedule = Schedule(recording.read(path, found, self.cut, playback=True,
                                                 lines=extra))
         # the job's output lines and the ranks' events, in time order: (t_ns, kind, line)
-        timed = sorted((line["t_ns"], kind, line) for kind in ("out", "event")
-                       for line in extra[kind] if _well_formed(kind, line))
+        timed = sorted(((line["t_ns"], kind, line) for kind in ("out", "event")
+                        for line in extra[kind] if _well_formed(kind, line)),
+                       key=lambda timed: timed[0])  # at one time: as written
         self._lines_ns = np.array([t for t, _, _ in timed], dtype=np.int64)
         self._lines = [(kind, line) for _, kind, line in timed]
         # the job's output, for its panel (None: no job's output was recorded)
