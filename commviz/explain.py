@@ -1573,6 +1573,9 @@ _UI_PAIRS: dict[str, tuple[str, str]] = {
     "help lang": ("English ↔ Português", "English ↔ Português"),
     "help view": ("narrow terminal: the next panels", "terminal estreito: os próximos painéis"),
     "help palette": ("every command, by name", "todos os comandos, por nome"),
+    "help scroll": ("Scroll a panel back (the log, the job's output, the findings); Home, End",
+                    "Rolar um painel para trás (o registro, a saída do job, os problemas); "
+                    "Home, End"),
     "nccl algorithm": ("algorithm: {} (from NCCL's log)", "algoritmo: {} (do log do NCCL)"),
     "palette search": ("Search for commands…", "Buscar comandos…"),
     "language help": ("every panel in Brazilian Portuguese", "todos os painéis em inglês"),

@@ -2787,3 +2787,32 @@ async def test_the_control_line_stays_under_the_events_on_a_narrow_terminal() ->
         lines = [line.strip("│ ") for line in panel(app, "#status").splitlines()[1:-1]]
         assert lines[-1].startswith("■ The demo has ended"), lines
         assert any("rank 3 failed" in line for line in lines), lines  # the newest event
+
+
+@sync
+async def test_a_jobs_output_scrolls_back_to_its_traceback() -> None:
+    """torchrun's 20-line summary pushed the rank's traceback out of the output panel, and
+    no key brought it back."""
+    from commviz.job import OutputBuffer
+
+    output = OutputBuffer()
+    output.append("stderr", "[rank1]: ValueError: bad batch at step 3 on rank 1")
+    for n in range(30):
+        output.append("stderr", f"torchrun summary line {n}")
+    app = CommvizApp(FakeSession(), FakeRanks(world=2), "run", lang="en", output=output)
+    async with app.run_test(size=SIZE) as pilot:
+        await frame(pilot)
+        log = app.query_one("#output", OpLog)
+        assert "ValueError" not in panel(app, "#output")
+        log.focus()
+        await pilot.press("home")
+        await pilot.pause()
+        shown = panel(app, "#output")
+        assert "ValueError: bad batch" in shown and "↑ " in shown
+        output.append("stdout", "a line after")  # scrolled back: the view stays put
+        await frame(pilot)
+        assert "ValueError: bad batch" in panel(app, "#output")
+        await pilot.press("end")
+        await pilot.pause()
+        shown = panel(app, "#output")
+        assert "a line after" in shown and "ValueError" not in shown and "↑ " not in shown

@@ -862,6 +862,7 @@ class CommvizApp(App):
             if ids[0] in self.HELP_MORE:
                 words += f" ({ui(self._key_words(ids[0], 'help'))})"
             rows.append((" / ".join(map(self._key_shown, ids)), words))
+        rows.append(("tab, ↑↓", ui("help scroll")))
         palette = ui("key palette")
         rows.append(("ctrl+p", f"{palette[:1].upper()}{palette[1:]} ({ui('help palette')})"))
         return rows

@@ -4,7 +4,10 @@ A ``RichLog`` grows its virtual size with every line it is given, and each growt
 whole screen out again: under a training job's event rate that was most of the TUI's time.
 This widget only ever shows the tail that fits, so adding lines repaints it alone.
 A line may be a function of the width that writes it to fit (the operations log's): it is
-written when drawn, so a narrow or resized panel gets lines made for its width.
+written when drawn, so a narrow or resized panel gets lines made for its width. Focused
+(tab), ↑↓, PgUp/PgDn, Home and End scroll back through the lines kept and to the newest
+again (a job's traceback had scrolled out of reach); scrolled back, the view stays put as
+lines come.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import collections
 from collections.abc import Callable
 
 from rich.text import Text
+from textual.binding import Binding
 from textual.strip import Strip
 from textual.widget import Widget
 
@@ -25,23 +29,45 @@ def line_text(line: Line, width: int | None = None) -> str:
     return line if isinstance(line, str) else line(width)
 
 
-class OpLog(Widget):
+class OpLog(Widget, can_focus=True):
     DEFAULT_CSS = """
     OpLog {
         height: 8;
     }
     """
+    BINDINGS = [Binding("up", "back(1)", show=False), Binding("down", "back(-1)", show=False),
+                Binding("pageup", "page(1)", show=False),
+                Binding("pagedown", "page(-1)", show=False),
+                Binding("home", "back(1_000_000)", show=False),
+                Binding("end", "back(-1_000_000)", show=False)]
 
     def __init__(self, *, name: str | None = None, id: str | None = None,
                  classes: str | None = None) -> None:
         super().__init__(name=name, id=id, classes=classes)
         self.lines: collections.deque[Line] = collections.deque(maxlen=MAX_LINES)
+        self.back = 0  # lines scrolled back from the newest (0: it follows them)
         self._version = 0
         self._cached: tuple[tuple, list[Strip]] | None = None
 
     def write(self, *lines: Line) -> None:
         if lines:
             self.lines.extend(lines)
+            if self.back:  # scrolled back: the lines shown stay
+                self._scroll_to(self.back + len(lines))
+            self._version += 1
+            self.refresh()
+
+    def action_back(self, lines: int) -> None:
+        self._scroll_to(self.back + lines)
+
+    def action_page(self, pages: int) -> None:
+        self._scroll_to(self.back + pages * max(1, self.size.height - 1))
+
+    def _scroll_to(self, back: int) -> None:
+        back = max(0, min(back, len(self.lines) - self.size.height))
+        if back != self.back:
+            self.back = back
+            self.border_subtitle = f"↑ {back} · End ↓" if back else ""  # the way back down
             self._version += 1
             self.refresh()
 
@@ -52,6 +78,7 @@ class OpLog(Widget):
 
     def clear(self) -> None:
         self.lines.clear()
+        self.back = 0
         self._version += 1
         self.refresh()
 
@@ -63,7 +90,8 @@ class OpLog(Widget):
     def _strips(self, width: int, height: int) -> list[Strip]:
         key = (self._version, width, height, self.rich_style)  # a new theme: redraw
         if self._cached is None or self._cached[0] != key:
-            tail = list(self.lines)[-height:] if height > 0 else []
+            end = len(self.lines) - self.back
+            tail = list(self.lines)[max(0, end - height):end] if height > 0 else []
             console, style = self.app.console, self.rich_style
             strips = [Strip(_fitted(line_text(line, width), width).render(console))
                       .crop_extend(0, width, style).apply_style(style) for line in tail]
