@@ -2435,11 +2435,18 @@ def _played(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, about: dict | None 
                *(bye(r, T0_NS + 5 * STEP_NS) for r in range(4))])
     rec.close({"t_ns": T0_NS + 5 * STEP_NS})  # closed with the last goodbye
     real = FakeClock()
+    playback, app = _play_app(path, real, paused)
+    return real, playback, app.controller, app
+
+
+def _play_app(path: str | Path, real: FakeClock, paused: bool = False
+              ) -> tuple[Playback, CommvizApp]:
+    """The app commviz play makes of the recording at ``path``, on the FakeClock ``real``."""
     playback = Playback(path, real=real)
     control = PlaybackControl(playback, paused=paused, each_op=playback.demo is not None)
-    app = CommvizApp(playback, None, "play p.jsonl", clock=real, wall_ns=playback.clock.wall_ns,
-                     controller=control, restart=lambda: None, demo=playback.demo)
-    return real, playback, control, app
+    return playback, CommvizApp(playback, None, f"play {path}", clock=real,
+                                wall_ns=playback.clock.wall_ns, controller=control,
+                                restart=lambda: None, demo=playback.demo)
 
 
 @sync
@@ -2529,9 +2536,7 @@ async def test_a_recording_played_back_lists_how_the_ranks_processes_ended(
     failed = {"kind": "event", "t_ns": T0_NS + 4 * STEP_NS, "key": "rank failed",
               "fields": {"who": "rank 3", "code": -9, "line": "killed by SIGKILL"}}
     Path("p.jsonl").write_text("".join(text[:-1]) + json.dumps(failed) + "\n" + text[-1])
-    playback = Playback("p.jsonl", real=real)
-    app = CommvizApp(playback, None, "play p.jsonl", clock=real,
-                     controller=PlaybackControl(playback), restart=lambda: None)
+    playback, app = _play_app("p.jsonl", real)
     async with app.run_test(size=SIZE) as pilot:
         await frame(pilot)
         assert "rank 3 failed" not in panel(app, "#status")
@@ -2622,17 +2627,13 @@ async def test_a_recording_cut_short_says_so_on_the_screen(
     real, *_ = _played(tmp_path, monkeypatch)
     text = Path("p.jsonl").read_text()
     Path("p.jsonl").write_text(text[: text.rindex('{"kind":"bye"') + 20])  # a line cut short
-    cut = Playback("p.jsonl", real=real)
-    app = CommvizApp(cut, None, "play p.jsonl", clock=real, controller=PlaybackControl(cut),
-                     restart=lambda: None)
+    _, app = _play_app("p.jsonl", real)
     async with app.run_test(size=SIZE) as pilot:
         await frame(pilot)
         assert "is cut short" in panel(app, "#status").replace("│\n│", " ")
     # cut after a whole line: nothing lost, but no closing line either (its viewer killed)
     Path("p.jsonl").write_text(text[: text.rindex('{"kind":"summary"')])
-    unclosed = Playback("p.jsonl", real=real)
-    app = CommvizApp(unclosed, None, "play p.jsonl", clock=real,
-                     controller=PlaybackControl(unclosed), restart=lambda: None)
+    _, app = _play_app("p.jsonl", real)
     async with app.run_test(size=SIZE) as pilot:
         await frame(pilot)
         assert "has no closing line: its viewer did not close it" in \
@@ -2677,9 +2678,7 @@ async def test_f_sends_a_playback_to_just_before_the_next_finding(
     found = {"kind": "diag", "type": "straggler", "ranks": [3], "group": [0, 1, 2, 3],
              "seq": 2, "message": "rank 3 arrived last", "t_ns": T0_NS + 2_002_000_000}
     Path("p.jsonl").write_text("".join(text[:-1]) + json.dumps(found) + "\n" + text[-1])
-    playback = Playback("p.jsonl", real=real)
-    app = CommvizApp(playback, None, "play p.jsonl", clock=real,
-                     controller=PlaybackControl(playback, paused=True), restart=lambda: None)
+    playback, app = _play_app("p.jsonl", real, paused=True)
     async with app.run_test(size=SIZE) as pilot:
         await frame(pilot)
         assert "f: next finding" in _flat(panel(app, "#status"))
@@ -2711,10 +2710,7 @@ async def test_a_playback_started_again_drops_the_findings_panel_of_its_end(
     rec.write([*heartbeats(2), bye(0, T0_NS + 1_000_000_000)])
     rec.close({"t_ns": T0_NS + 1_500_000_000, "ended": [0, 1]})  # rank 1: no goodbye
     real = FakeClock()
-    playback = Playback("lost.jsonl", real=real)
-    app = CommvizApp(playback, None, "play lost.jsonl", clock=real,
-                     wall_ns=playback.clock.wall_ns, controller=PlaybackControl(playback),
-                     restart=lambda: None)
+    playback, app = _play_app("lost.jsonl", real)
     async with app.run_test(size=SIZE) as pilot:
         real.advance(5.0)
         playback.advance()
@@ -2742,10 +2738,7 @@ async def test_a_rank_whose_launcher_said_it_was_killed_reads_killed_not_silent(
     Path("k.jsonl").write_text("".join(text[:-2]) + json.dumps(
         {**event, "t_ns": T0_NS + 1_000_000_000}) + "\n" + text[-1])
     real = FakeClock()
-    playback = Playback("k.jsonl", real=real)
-    app = CommvizApp(playback, None, "play k.jsonl", clock=real,
-                     wall_ns=playback.clock.wall_ns, controller=PlaybackControl(playback),
-                     restart=lambda: None)
+    playback, app = _play_app("k.jsonl", real)
     async with app.run_test(size=SIZE) as pilot:
         for _ in range(30):
             real.advance(0.1)

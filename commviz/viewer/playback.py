@@ -26,11 +26,9 @@ from ..job import OutputBuffer
 from ..nccl_log import NcclLog
 from .diagnose import ANNOUNCE_S, Diagnosis
 from .model import Model
+from .session import DIAGNOSE_EVERY_S, FRAME_YIELD_S, ROUND_S, Collector  # as live
 from .text import cell_safe
 
-ROUND_S = 0.02  # between two takes of what is due
-DIAGNOSE_EVERY_S = 0.25  # of the recording's time, as live
-FRAME_YIELD_S = 0.05  # the longest a take waits for a frame being drawn
 LEAD_NS = 200_000_000  # the clock starts this long before the first message
 # it ends when the viewer closed the recording, at most this long after the last message
 # (time enough to find a rank lost: the live diagnosis' LOST_AFTER_S and LOST_CONFIRM_S)
@@ -212,12 +210,13 @@ def _dues(msg: protocol.Message) -> np.ndarray:
     return np.array([t], dtype=np.int64)
 
 
-class Playback:
+class Playback(Collector):
     """A recording as a session the TUI can show. ``speed``: how many times as fast as it was
     recorded; ``real``: the clock it runs against (seconds)."""
 
     def __init__(self, path: str | Path, speed: float = 1.0,
                  real: Callable[[], float] = time.monotonic) -> None:
+        super().__init__()
         self.path = str(path)
         self.header = recording.read_header(path)
         self.cut: list[int] = []  # the number of a last line cut short, if one was
@@ -258,14 +257,9 @@ class Playback:
         self.end_ns = min(max([last, *ends]), last + TAIL_NS)
         self.clock = PlaybackClock(self.start_ns, speed, real)
         self.host = self.header.get("host")  # the viewer's: its clock is the others' reference
-        self.lock = threading.Lock()
         self.stop_at_each_op = False  # hold the clock after each operation (PlaybackControl)
         self.rejected = 0  # nothing is received: nothing is rejected
         self._fresh()
-        self._idle = threading.Event()
-        self._idle.set()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
 
     @property
     def addr(self) -> str:
@@ -291,12 +285,6 @@ class Playback:
         self._events: list[tuple[str, dict]] = []
         self.diagnosis = Diagnosis(self.model, wall_ns=self.clock.wall_ns)
         self._next_diagnosis = float("-inf")
-
-    def frame_begins(self) -> None:
-        self._idle.clear()
-
-    def frame_ends(self) -> None:
-        self._idle.set()
 
     def advance(self) -> int:
         """Give the model what is due by the clock; returns how many messages. Holding
@@ -428,10 +416,6 @@ class Playback:
             if self.output is not None and self.output.total:
                 self.output.append("stdout", RESTART_LINE)
 
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="commviz-playback", daemon=True)
-        self._thread.start()
-
     def _run(self) -> None:
         while not self._stop.is_set():
             self._idle.wait(FRAME_YIELD_S)
@@ -440,10 +424,7 @@ class Playback:
 
     def close(self, ended: Iterable[int] | None = ()) -> None:
         """Stop taking messages; the model stays as it is (what the screen showed last)."""
-        self._stop.set()
-        self._idle.set()
-        if self._thread is not None:
-            self._thread.join(timeout=2)
+        self._stop_collecting()
 
 
 class PlaybackControl:

@@ -25,12 +25,48 @@ STALL_S = 0.5  # a gap this long between polls: this process was not running, ca
 JOB_TAIL_LINES = 200  # of a job's output kept by job_line
 
 
-class Session:
+class Collector:
+    """A background thread that writes ``model`` under ``lock`` (the TUI reads it under the
+    same lock), holding back while a frame is drawn; subclasses give its rounds (``_run``)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        # cleared while the TUI draws a frame: the collector holds back meanwhile, so that a
+        # frame does not share the interpreter (its GIL) with receiving and matching
+        self._idle = threading.Event()
+        self._idle.set()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def frame_begins(self) -> None:
+        """The viewer starts drawing a frame: hold back the collector until ``frame_ends``
+        (or FRAME_YIELD_S)."""
+        self._idle.clear()
+
+    def frame_ends(self) -> None:
+        self._idle.set()
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="commviz-collector", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        raise NotImplementedError
+
+    def _stop_collecting(self) -> None:
+        self._stop.set()
+        self._idle.set()  # no frame will end now
+        if self._thread is not None:
+            self._thread.join(timeout=2)
+
+
+class Session(Collector):
     def __init__(self, bind: str = DEFAULT_BIND, record: str | Path | None = None,
                  collect_instances: bool = False, keys: str | Path | None = None,
                  about: dict | None = None) -> None:
         """``about``: what a recording's header says of the run (``title`` per language,
         ``demo``), besides the viewer's host."""
+        super().__init__()
         self.receiver = Receiver(bind, keys)
         self.model = Model()
         if collect_instances:
@@ -54,13 +90,6 @@ class Session:
         except OSError as exc:
             self.receiver.close()
             raise recording.RecordingError(f"cannot write {record}: {exc.strerror}") from None
-        self.lock = threading.Lock()
-        # cleared while the TUI draws a frame: the collector holds back meanwhile, so that a
-        # frame does not share the interpreter (its GIL) with receiving and matching
-        self._idle = threading.Event()
-        self._idle.set()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
 
     @property
     def addr(self) -> str:
@@ -91,14 +120,6 @@ class Session:
         recorder = self.recorder
         if recorder is not None:
             recorder.write_event(key, fields)
-
-    def frame_begins(self) -> None:
-        """The viewer starts drawing a frame: hold back the collector until ``frame_ends``
-        (or FRAME_YIELD_S)."""
-        self._idle.clear()
-
-    def frame_ends(self) -> None:
-        self._idle.set()
 
     def poll(self, timeout_ms: int = POLL_MS) -> int:
         """Drain once; returns how many messages were applied."""
@@ -144,10 +165,6 @@ class Session:
             with self.lock:
                 self.new_findings.extend(found)
 
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="commviz-collector", daemon=True)
-        self._thread.start()
-
     def _run(self) -> None:
         while not self._stop.is_set():
             if self.poll():
@@ -162,10 +179,7 @@ class Session:
         without a goodbye are reported as lost before the recording closes. None: the ranks
         gone silent without a goodbye (a watcher is never told that a job ended).
         """
-        self._stop.set()
-        self._idle.set()  # no frame will end now
-        if self._thread is not None:
-            self._thread.join(timeout=2)
+        self._stop_collecting()
         while self.poll(0):
             pass
         with self.lock:
