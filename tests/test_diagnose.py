@@ -858,7 +858,15 @@ def test_mismatch_named_with_the_ranks_in_once_the_others_are_overdue():
     _tick(clock, model, diagnose.MISMATCH_WAIT_S)
     (f,) = diag.update()
     assert _types([f]) == [("mismatch", (3,), (0, 1, 2, 3), 3)]
-    assert "while ranks 0,1 called all_reduce" in f.message
+    # the line is recorded once: it says who had not come in when it was named
+    assert f.message.endswith("while ranks 0,1 called all_reduce (4096 B float32) (rank 2 has "
+                              "not reached it yet)")
+    assert f.message_pt.endswith("(rank 2 ainda não chegou a ele)")
+    # once it is in, the panel's line says what it called
+    model.apply([_in_flight(2, 3, 0)])
+    assert diag.update() == []
+    (now,) = diag.findings()
+    assert now.message.endswith("while ranks 0,1,2 called all_reduce (4096 B float32)")
 
 
 @pytest.mark.parametrize("field, value, shown", [("nbytes", 8192, "(8192 B float32)"),

@@ -907,12 +907,21 @@ class Diagnosis:
         desc = "; ".join(f"{_ranks((r,))} called {_call(entries[r])}" for r in odd)
         desc_pt = "; ".join(f"{_ranks((r,), 'pt')} chamou {_call(entries[r])}" for r in odd)
         base = _call(entries[same[0]])
+        # named before every rank's record is in (MISMATCH_WAIT_S): say who is not, so that the
+        # line, recorded once, is not read as the whole group
+        out = [r for r in group if r not in entries]
+        late = late_pt = ""
+        if out:
+            late = f" ({_ranks(out)} {'has' if len(out) == 1 else 'have'} not reached it yet)"
+            late_pt = (f" ({_ranks(out, 'pt')} ainda não "
+                       f"{'chegou' if len(out) == 1 else 'chegaram'} a ele)")
         return Finding(
             "mismatch", odd, group, seq,
             f"ranks disagree at #{seq} in group {_group(group)}: {desc}, while {_ranks(same)} "
-            f"called {base}",
+            f"called {base}{late}",
             f"os ranks divergem no #{seq} do grupo {_group(group)}: {desc_pt}, enquanto "
-            f"{_ranks(same, 'pt')} {'chamou' if len(same) == 1 else 'chamaram'} {base}",
+            f"{_ranks(same, 'pt')} {'chamou' if len(same) == 1 else 'chamaram'} {base}"
+            f"{late_pt}",
             ("mismatch", gkey, seq), now, wall)
 
     def _slow(self, now: float, wall: int) -> list[Finding]:
