@@ -1340,7 +1340,8 @@ _UI_PAIRS: dict[str, tuple[str, str]] = {
     # the timeline
     "legend waiting": ("waiting for peers", "aguardando os outros"),
     "legend transferring": ("transferring", "transferindo"),
-    "legend dropped": ("history dropped", "histórico descartado"),
+    "legend waiting short": ("waiting", "aguardando"),
+    "legend dropped": ("history dropped", "histórico perdido"),
     "legend phases": ("phases", "fases"),
     "now": ("now", "agora"),
     "timeline end": ("end", "fim"),

@@ -931,6 +931,17 @@ def test_a_findings_name_on_screen_has_no_underscore() -> None:
         ["lost rank", "rank perdido"]
 
 
+@pytest.mark.parametrize("lang", ["en", "pt"])
+def test_every_findings_name_fits_a_ranks_label_whole(lang: str) -> None:
+    """'⚠ rank atrasa…' beside rank 3 in Portuguese at 120 columns (user trial)."""
+    from commviz.tui.render import finding_name
+    from commviz.tui.topology import STATE_W
+    from commviz.viewer.diagnose import TYPES
+
+    for kind in TYPES:
+        assert len(f"⚠ {finding_name(kind, lang)}") <= STATE_W, kind
+
+
 @pytest.mark.parametrize("n", [3, 5])
 def test_an_odd_ring_reaches_down_to_the_bottom_of_its_area(n: int) -> None:
     """3 ranks sat on a triangle in the top three quarters of the replay, its bottom rows

@@ -515,6 +515,25 @@ def test_a_waiting_ranks_state_keeps_its_time_whole_with_its_unit(
 
 
 
+@pytest.mark.parametrize("lang, op, shown", [
+    ("en", "recv", "⚠ straggler: done recv"), ("en", "all_reduce", "⚠ straggler"),
+    ("pt", "all_reduce", "⚠ atrasado")])
+def test_a_flagged_ranks_state_is_whole_or_left_out(lang: str, op: str, shown: str) -> None:
+    """'⚠ rank atrasado:…' in Portuguese at 120 columns (user trial): a done state that does
+    not fit after the finding's name is left out, not cut."""
+    clock = FakeClock()
+    session = FakeSession(clock)
+    session.feed(heartbeats(4))
+    session.feed([op_batch(3, [{"id": 1, "op": op, "seq": 1, "peer": 0 if op == "recv" else -1,
+                                "bytes_in": 4096, "t_start": T0_NS}])])
+    late = Finding("straggler", (3,), (0, 1, 2, 3), 1, "late", "atrasado", ("straggler", 3),
+                   0.0, 0)
+    table = render.ranks_table(session.model, clock(), clock.wall_ns(), {3: late}, lang, 94)
+    width = render.RANK_COLUMNS[3][1]
+    at = render.LINKS_AT - width - 1  # where the state column starts
+    assert table.plain.splitlines()[4][at:at + width].rstrip() == shown
+
+
 @pytest.mark.parametrize("lang, line", [
     ("en", "late arrivals (the others waited): rank 2: 2×, 300 ms in all, longest 200 ms "
            "(all_reduce #1)"),
@@ -1453,7 +1472,9 @@ async def test_ctrl_p_opens_the_palette_and_its_language_entry_works() -> None:
 @sync
 async def test_at_80x24_the_footer_shows_every_key_of_a_demo(lang: str) -> None:
     """At 80 columns the footer cut off `p`, `z`, `r` and even `?` (user trial): there it
-    packs short labels, `+/-` as one, without the palette's key; wide again, the long ones."""
+    packs short labels, `+/-` as one, without the palette's key or `z` (the timeline's
+    subtitle says z/Z); wide again, the long ones; at 120 columns, the long ones where they
+    fit (Portuguese's did not: "p Segurar repla▏^p paleta")."""
     app = CommvizApp(FakeSession(), None, "t", lang=lang, controller=FakeController(),
                      restart=FakeRanks)
 
@@ -1465,9 +1486,20 @@ async def test_at_80x24_the_footer_shows_every_key_of_a_demo(lang: str) -> None:
         await pilot.press("v")  # the replay and the timeline: z zooms there
         await frame(pilot)
         keys = re.findall(r"(\S+) [^ ]+", footer())
-        assert keys == ["q", "v", "?", explain.ui("space", lang), "n", "+/-", "p", "z", "r"], \
+        assert keys == ["q", "v", "?", explain.ui("space", lang), "n", "+/-", "p", "r"], \
             footer()
-        assert len(footer().rstrip()) <= 80 and "^p" not in footer()
+        assert footer().rstrip().endswith("r " + explain.ui("key restart", lang)), footer()
+        assert "^p" not in footer()
+        assert "z/Z" in panel(app, "#timeline")
+        for box in ("#timeline", "#topology"):  # their titles whole, in shorter words
+            assert "…" not in panel(app, box).splitlines()[0], panel(app, box)
+        await pilot.resize_terminal(120, 40)
+        await frame(pilot)
+        for box in ("#timeline", "#topology"):
+            assert "…" not in panel(app, box).splitlines()[0], panel(app, box)
+        whole = "- " + explain.ui("key slower", lang) in footer()
+        assert whole == (lang == "en"), footer()
+        assert footer().rstrip().endswith("^p " + explain.ui("key palette", lang)), footer()
         await pilot.resize_terminal(160, 48)
         await frame(pilot)
         wide = footer()

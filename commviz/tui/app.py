@@ -147,6 +147,7 @@ class CommvizApp(App):
         self._ended = False
         self._view = self.NARROW_VIEWS[0]
         self._narrow = False  # below the width breakpoint, as of the last resize
+        self._width = 0  # the screen's width, as of the last resize
         self._title = title if callable(title) else lambda lang: title
         self._clock, self._wall_ns = clock, wall_ns
         self._shown = 0
@@ -213,8 +214,7 @@ class CommvizApp(App):
         self.sub_title = self._title(self.lang)
         self.query_one(Topology).lang = self.query_one(Timeline).lang = self.lang
         self.query_one("#ranks").border_title = ui("ranks").lower()
-        self._replay_title()
-        self.query_one("#timeline").border_title = title(self.lang)
+        self._fit_titles()
         self.query_one("#timeline").border_subtitle = _zoom_subtitle(
             self.query_one(Timeline).zoom_s, self.lang)
         self.query_one("#log").border_title = ui("completed operations")
@@ -228,20 +228,22 @@ class CommvizApp(App):
         self.screen.set_class(self._output is not None, "-job")
         self._label_keys()
 
-    def _replay_title(self) -> None:
-        """The replay's title, its shorter form where the whole would be cut (Portuguese at
-        120 columns: "passos internos es…")."""
-        width = self.size.width if self._narrow else self.size.width * 3 // 5  # #left's 3fr
+    def _fit_titles(self) -> None:
+        """The replay's and the timeline's titles, their shorter forms where the whole would
+        be cut (Portuguese at 120 columns: "passos internos es…")."""
+        width = self._width if self._narrow else self._width * 3 // 5  # #left's 3fr
+        room = (width - 6) if width else None  # "╭─ " and " ─╮" around a title
         whole = explain.ui("replay", self.lang)
-        fits = cell_len(whole) + 4 <= width  # its border's corners and the spaces around it
-        self.query_one("#topology").border_title = whole if fits or not width \
-            else explain.ui("replay short", self.lang)
+        self.query_one("#topology").border_title = \
+            whole if room is None or cell_len(whole) <= room else explain.ui("replay short",
+                                                                              self.lang)
+        self.query_one("#timeline").border_title = title(self.lang, room)
 
     def _label_keys(self) -> None:
         """The footer's keys and descriptions (Textual's palette's too), in the language;
-        shorter on a narrow terminal, where `+` stands for `+/-`, so that every key fits in
-        80 columns."""
-        narrow = self._narrow
+        shorter where the whole ones do not fit (a narrow terminal, Portuguese at 120
+        columns), where `+` stands for `+/-`, so that every key fits in 80 columns."""
+        narrow = self._narrow or 0 < self._width < self._footer_width()
         ui = functools.partial(explain.ui, lang=self.lang)
 
         def label(b: Binding) -> Binding:
@@ -255,12 +257,24 @@ class CommvizApp(App):
             return dataclasses.replace(
                 b, description=ui(f"{key} short" if short else key),
                 key_display=display.get(b.id, b.key_display),
-                show=not narrow if b.id == "slower" else b.show)
+                # z/Z: the timeline's subtitle says them
+                show=not narrow if b.id in ("slower", "zoom_in") else b.show)
 
         bindings = self._bindings.key_to_bindings
         for key, group in bindings.items():
             bindings[key] = [label(b) for b in group]
         self.refresh_bindings()
+
+    def _footer_width(self) -> int:
+        """The cells the footer's keys take with their whole descriptions: each key, a space,
+        its words and two spaces; the command palette's key on the right."""
+        ui = functools.partial(explain.ui, lang=self.lang)
+        shown = [b for b in self.BINDINGS if isinstance(b, Binding) and b.show and b.id
+                 and self.check_action(b.action, ()) is not False]
+        keys = {"pause": ui("space")}
+        return sum(cell_len(keys.get(b.id, b.key_display or b.key))
+                   + cell_len(ui(self._key_words(b.id))) + 3 for b in shown) \
+            + cell_len(ui("key palette")) + 4
 
     def _key_words(self, key_id: str, kind: str = "key") -> str:
         """The UI string that names (``kind`` "key") or explains ("help") what a key does in
@@ -799,10 +813,9 @@ class CommvizApp(App):
         narrow = event.size.width < self.HORIZONTAL_BREAKPOINTS[1][0]  # the screen's: later
         footer = self.query_one(Footer)
         footer.compact, footer.show_command_palette = narrow, not narrow
-        if narrow != self._narrow:
-            self._narrow = narrow
-            self._label_keys()
-        self._replay_title()
+        self._narrow, self._width = narrow, event.size.width  # self.size: not yet
+        self._label_keys()  # whether the whole descriptions fit
+        self._fit_titles()
 
     def action_faster(self) -> None:
         self.query_one(Topology).faster()

@@ -38,10 +38,17 @@ RANK_COLUMNS = (("col rank", 4, True), ("col host", 8, False), ("col device", 6,
                 ("col bytes", 13, True))
 
 
+# a finding's type in Portuguese where a rank's state or a ring label shows it: within
+# topology.STATE_W with its "⚠ " ("rank atrasado" was cut to "rank atrasa…")
+_SHORT_PT = {"straggler": "atrasado", "failed": "falha"}
+
+
 def finding_name(kind: str, lang: str) -> str:
     """A finding's type as the screen names it: its own name in English (``hang``, ``lost
-    rank``), its title in Portuguese (``travamento``)."""
-    return kind.replace("_", " ") if lang == "en" else findings_text.TITLES[kind][lang].lower()
+    rank``), its title in Portuguese (``travamento``), shortened where it is long."""
+    if lang == "en":
+        return kind.replace("_", " ")
+    return _SHORT_PT.get(kind) or findings_text.TITLES[kind][lang].lower()
 
 
 def ranks_table(model: Model, now: float, now_ns: int | None = None,
@@ -87,7 +94,8 @@ def ranks_table(model: Model, now: float, now_ns: int | None = None,
             state = Text(_waiting_in(op.op, op.seq, max(0, now_ns - op.t_start),
                                      state_w - len(flag), lang), style="bold yellow")
         elif s.last_op:
-            state, idle = Text(_done_with(s.last_op, state_w, lang), style="green"), True
+            state = Text(_done_with(s.last_op, state_w - len(flag), lang), style="green")
+            idle = True
         else:
             state, idle = Text(ui("state idle"), style="dim"), True
         if flag:
@@ -152,9 +160,12 @@ def _flagged(f: Finding, state: str, idle: bool, lang: str, width: int) -> str:
     """A flagged rank's state: the finding's name before it. A rank missing from the op of
     a hang or a failed op reads what the finding says of it if idle ("not in all_reduce
     #7": "hang: done all_reduce" read as a contradiction), else its own state (in another
-    op, silent): the findings panel names the finding, the name left no room for either."""
+    op, silent): the findings panel names the finding, the name left no room for either.
+    A state that does not fit after the name is left out ("⚠ straggler", not
+    "⚠ straggler: d…")."""
     if not (f.type in ("hang", "failed") and f.op and f.seq is not None):
-        return f"⚠ {finding_name(f.type, lang)}: {state}"
+        full = f"⚠ {finding_name(f.type, lang)}: {state}"  # the state cut: the name alone
+        return full if not state or len(full) <= width else f"⚠ {finding_name(f.type, lang)}"
     if not idle:
         return f"⚠ {state}"
     not_in = explain.ui("state not in", lang)

@@ -34,13 +34,17 @@ from ..viewer.text import MICROSECONDS, TIME_UNITS, rank_labels
 WAIT, SOLID, UNKNOWN = "░", "█", "╌"
 
 
-def title(lang: str = "en") -> str:
-    """The panel's title: its name, then what the lanes' characters mean, in ``lang``. No
-    separator glyph in it: a "·" between name and legend read as a status, not a key."""
-    return (f"{explain.ui('timeline', lang)}  "
-            f"{WAIT} {explain.ui('legend waiting', lang)}  "
-            f"{SOLID} {explain.ui('legend transferring', lang)}  "
-            f"{UNKNOWN} {explain.ui('legend dropped', lang)}")
+def title(lang: str = "en", room: int | None = None) -> str:
+    """The panel's title: its name, then what the lanes' characters mean, in ``lang``, in
+    shorter words where the whole does not fit ``room`` cells. No separator glyph in it: a
+    "·" between name and legend read as a status, not a key."""
+    def legend(waiting: str) -> str:
+        return (f"{explain.ui('timeline', lang)}  {WAIT} {explain.ui(waiting, lang)}  "
+                f"{SOLID} {explain.ui('legend transferring', lang)}  "
+                f"{UNKNOWN} {explain.ui('legend dropped', lang)}")
+
+    whole = legend("legend waiting")
+    return whole if room is None or len(whole) <= room else legend("legend waiting short")
 
 
 INFLIGHT_STYLE = "bold yellow"

@@ -139,7 +139,7 @@ TITLES: dict[str, dict[str, str]] = {
     "failed": {"en": "Failed operation", "pt": "Operação que falhou"},
     "timeout": {"en": "Hang ended by a timeout", "pt": "Travamento encerrado por timeout"},
     "lost_rank": {"en": "Lost rank", "pt": "Rank perdido"},
-    "mismatch": {"en": "Mismatch", "pt": "Incompatibilidade"},
+    "mismatch": {"en": "Mismatch", "pt": "Divergência"},
     "slow": {"en": "Slow link", "pt": "Enlace lento"},
     "resolved": {"en": "Resolved", "pt": "Resolvido"},
 }
