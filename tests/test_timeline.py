@@ -203,8 +203,11 @@ def test_the_title_reads_as_a_legend_of_the_lanes_glyphs(lang: str, name: str) -
     assert text.startswith(f"{name}  {WAIT} ") and "·" not in text
     assert len({WAIT, SOLID, UNKNOWN}) == 3
     assert all(text.count(glyph) == 1 for glyph in (WAIT, SOLID, UNKNOWN))
-    dropped = "history dropped" if lang == "en" else "histórico descartado"
+    dropped = "history dropped" if lang == "en" else "histórico perdido"
     assert text.endswith(f"  {UNKNOWN} {dropped}")
+    # where the whole does not fit: shorter words, every glyph still explained
+    short = title(lang, len(text) - 1)
+    assert len(short) < len(text) and all(short.count(g) == 1 for g in (WAIT, SOLID, UNKNOWN))
 
 
 def test_columns_before_the_history_horizon_are_marked_unknown() -> None:
