@@ -19,12 +19,15 @@ from fakes import (
 from commviz import protocol, recording
 from commviz.viewer.playback import (
     LEAD_NS,
+    ROUND_NS,
+    SETTLE_NS,
     TAIL_NS,
     Playback,
     PlaybackClock,
     PlaybackControl,
     Schedule,
 )
+from commviz.viewer.session import DIAGNOSE_EVERY_S
 
 
 def _record(path, messages, about=None, closed_ns=None):
@@ -404,6 +407,31 @@ def test_f_goes_to_just_before_each_finding_the_live_diagnosis_made(tmp_path):
     assert playback.to_next_finding() and playback.clock.wall_ns() == T0_NS + 4900 * ms
     assert playback.next_finding_ns() is None and not playback.to_next_finding()
     assert playback.clock.wall_ns() == T0_NS + 4900 * ms
+
+
+def test_f_lands_just_after_a_finding_once_this_playback_has_made_it(tmp_path):
+    """A fast demo's operations went on for SETTLE_NS after the finding `f` went to."""
+    ms = 1_000_000
+    at = T0_NS + 3000 * ms
+    group = {0: ("0", (0, 1, 2))}
+    calls = [op_batch(r, [{"id": 1, "op": "broadcast" if r == 2 else "all_reduce", "seq": 1,
+                           "peer": 0 if r == 2 else -1, "bytes_in": 4096, "t_start": at}],
+                      group) for r in range(3)]
+    path = _record(tmp_path / "m.jsonl", [*heartbeats(3), *calls,
+                                          *heartbeats(3, t_ns=at + 900 * ms)],
+                   closed_ns=at + 1000 * ms)
+    lines = path.read_text().splitlines(keepends=True)
+    made = json.dumps({"kind": "diag", "type": "mismatch", "ranks": [2], "group": [0, 1, 2],
+                       "seq": 1, "message": "m", "t_ns": at + 5 * ms}) + "\n"
+    path.write_text("".join([*lines[:-1], made, lines[-1]]))
+    playback = Playback(path, real=FakeClock())
+    assert playback.to_next_finding() and playback.clock.wall_ns() == at + 5 * ms - 2000 * ms
+    assert not playback.diagnosis.history
+    assert playback.to_next_finding()
+    landed = playback.clock.wall_ns() - (at + 5 * ms)
+    assert [(f.type, f.ranks) for f in playback.diagnosis.history] == [("mismatch", (2,))]
+    # the diagnosis' next period, not SETTLE_NS
+    assert 0 <= landed <= DIAGNOSE_EVERY_S * 1e9 + ROUND_NS < SETTLE_NS, landed / ms
 
 
 def test_f_goes_to_a_finding_made_in_the_first_seconds_from_the_start(tmp_path):

@@ -241,9 +241,11 @@ class Playback(Collector):
         # closed it (or, if it was not closed, its last finding or message)
         ends = [t for t in (*(f.get("t_ns") for f in found), *(s.get("t_ns") for s in summary))
                 if type(t) is int]
-        # when the live diagnosis made each finding: `f` goes to the next one
-        self.finding_ns = sorted(f["t_ns"] for f in found
-                                 if type(f.get("t_ns")) is int and f.get("type") != "resolved")
+        # when the live diagnosis made each finding (and which): `f` goes to the next one
+        self._found = sorted((f["t_ns"], str(f.get("type")), tuple(f.get("ranks") or ()))
+                             for f in found
+                             if type(f.get("t_ns")) is int and f.get("type") != "resolved")
+        self.finding_ns = [t for t, _, _ in self._found]
         # the ranks the viewer judged ended when it closed (None: as a watcher, the silent)
         ended = summary[-1].get("ended") if summary else None
         self.ended = [r for r in ended if type(r) is int] if isinstance(ended, list) else None
@@ -325,8 +327,8 @@ class Playback(Collector):
 
     def next_finding_ns(self) -> int | None:
         """Where `f` goes: LOOKBACK_NS before the next finding the live diagnosis made, so
-        that it is seen coming, or, once closer than that, just after it (a diagnosis'
-        period later: this playback's diagnosis has made it too); None: no later one."""
+        that it is seen coming, or, once closer than that, just after it, at most SETTLE_NS
+        (this playback's diagnosis has made it too); None: no later one."""
         now = self.clock.wall_ns()
         t = next((t for t in self.finding_ns if t > now), None)
         if t is None:
@@ -335,12 +337,27 @@ class Playback(Collector):
 
     def to_next_finding(self) -> bool:
         """Forward to ``next_finding_ns``, everything before taken in at once; False if
-        there is no later finding."""
+        there is no later finding. Going to just after a finding, it stops at the first
+        round where this playback's diagnosis has made what the live one had by then: on a
+        fast demo the operations go on within SETTLE_NS."""
         to = self.next_finding_ns()
         if to is None:
             return False
-        self.seek((to - self.origin_ns) / 1e9)
+        t = next(t for t in self.finding_ns if t > self.clock.wall_ns())
+        if to < t:
+            self.seek((to - self.origin_ns) / 1e9)
+            return True
+        self.seek((t - self.origin_ns) / 1e9)
+        made = {(kind, ranks) for at, kind, ranks in self._found if at <= t}
+        with self.lock:
+            while (now := self.clock.wall_ns()) < to and not made <= self._made():
+                self.clock.jump(min(to, now + ROUND_NS))
+                self._round(self.clock.wall_ns(), each_op=False)
         return True
+
+    def _made(self) -> set[tuple[str, tuple[int, ...]]]:
+        """What this playback's diagnosis has found so far: each finding's (type, ranks)."""
+        return {(f.type, f.ranks) for f in self.diagnosis.history}
 
     @property
     def duration_s(self) -> float:
