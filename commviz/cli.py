@@ -163,6 +163,7 @@ def _demo(args: argparse.Namespace) -> int:
         info.headless_interval if args.headless else 2.0)
     backend, why = launcher.choose_backend(args.backend, args.ranks, _lang(args))
     launcher.check_backend(args.op, backend)
+    launcher.check_memory(size, args.ranks, backend)
     from .viewer.session import Session
 
     titles = {lang: _demo_title(args, size, lang) for lang in explain.LANGS}

@@ -25,6 +25,7 @@ from . import explain
 from .rank.runner import block_elements, elements
 
 MAX_RANKS = 64
+MAX_INTERVAL_S = 3600.0  # --interval: an hour between iterations at most
 STOP_GRACE_S = 3.0
 # the rank runner without the current directory on its path: a folder named commviz there
 # (the parent of a clone, with commviz installed in editable mode) would be imported instead
@@ -163,9 +164,25 @@ def validate(name: str, ranks: int, iters: int | None, size: int, interval: floa
         raise LaunchError("--iters must be at least 1")
     if size < 1:
         raise LaunchError("--size must be at least 1 byte")
-    if interval < 0:
-        raise LaunchError("--interval cannot be negative")
+    if not 0 <= interval <= MAX_INTERVAL_S:  # nan and inf too
+        raise LaunchError(f"--interval must be between 0 and {MAX_INTERVAL_S:.0f} seconds, "
+                          f"got {interval}")
     return info
+
+
+def check_memory(size: int, ranks: int, backend: str) -> None:
+    """A --size whose CPU buffers cannot fit in this machine's free memory is refused before
+    any rank starts (each rank holds at least a buffer to send and one to receive into),
+    rather than failing in every rank at its first allocation."""
+    if backend != "gloo":  # CUDA tensors: each rank's GPU says so itself
+        return
+    import psutil
+
+    need, free = 2 * size * ranks, psutil.virtual_memory().available
+    if need > free:
+        raise LaunchError(f"--size {size} B is too big here: {ranks} ranks need at least "
+                          f"{need / 2**30:,.1f} GiB for their buffers, and "
+                          f"{free / 2**30:,.1f} GiB of memory is free")
 
 
 def torch_version() -> tuple[int, int]:

@@ -97,6 +97,16 @@ ERRORS = {
     "nccl-without-gpus": (["demo", "all_reduce", "--ranks", "2", "--backend", "nccl"],
                           ("nccl", "GPU", "--backend gloo")),
     "iters-0": (["demo", "all_reduce", "--ranks", "2", "--iters", "0"], ("--iters",)),
+    # an infinite interval failed every rank at its first wait (OverflowError), nan passed
+    "interval-inf": (["demo", "all_reduce", "--ranks", "2", "--interval", "inf"],
+                     ("--interval", "between 0 and 3600", "got inf")),
+    "interval-nan": (["demo", "all_reduce", "--ranks", "2", "--interval", "nan"],
+                     ("--interval", "got nan")),
+    # every rank failed at its first allocation (or overflowed converting the size)
+    "size-beyond-memory": (["demo", "all_reduce", "--ranks", "2", "--size", str(10**15)],
+                           ("--size 1000000000000000 B is too big", "GiB of memory is free")),
+    "size-beyond-int64": (["demo", "all_reduce", "--ranks", "2", "--size", str(10**23)],
+                          ("--size", "too big")),
     "no-op": (["demo"], ("name a demo", "--list")),
     "stats-missing": (["stats", "{tmp}/missing.jsonl"], ("missing.jsonl", "no such file")),
     "stats-not-recording": (["stats", "{tmp}/notes.txt"], ("notes.txt",
