@@ -144,3 +144,22 @@ def _uninstrumented(rank, world):
 def test_uninstrument_restores_ddp():
     run = run_ranks(_uninstrumented, 2, timeout=60)
     assert run.ops(0) == run.ops(1) == []
+
+
+def test_a_demo_installed_inside_commviz_is_the_programs_line():
+    """Installed with `pip install .`, the demos lie in commviz/demos/: their frames were
+    skipped as commviz's own, and the ddp demo's buckets read '<frozen runpy>:88' (user
+    trial); commviz's other frames are still skipped."""
+    import os
+
+    from commviz.rank import ddp
+
+    def frame_in(path: str):
+        scope: dict = {}
+        exec(compile("import sys\nframe = sys._getframe()", path, "exec"), scope)
+        return scope["frame"]
+
+    demo = frame_in(os.path.join(ddp._DEMOS_DIR, "ddp.py"))
+    assert ddp._program_frame(demo) is demo
+    runner = frame_in(os.path.join(os.path.dirname(ddp.__file__), "runner.py"))
+    assert ddp._program_frame(runner) is not runner

@@ -31,9 +31,11 @@ from .. import protocol
 from . import describe, hooks
 from .emitter import FLAGS
 
-# Frames of torch and of commviz are not the program's line: the site is found outside them.
+# Frames of torch and of commviz are not the program's line: the site is found outside them;
+# but a demo is a program, and installed (not editable) it lies inside commviz's package
 _SKIP_DIRS = (os.path.dirname(torch.__file__) + os.sep,
               os.path.dirname(os.path.dirname(__file__)) + os.sep)
+_DEMOS_DIR = os.path.join(os.path.dirname(os.path.dirname(__file__)), "demos") + os.sep
 _BROADCAST = protocol.OP_CODE["broadcast"]
 _DDP_FILE = sys.modules[DistributedDataParallel.__module__].__file__
 
@@ -49,7 +51,8 @@ def install(saved: list[tuple[Any, str, Any]]) -> None:
 
 
 def _program_frame(frame: Any) -> Any:
-    while frame is not None and frame.f_code.co_filename.startswith(_SKIP_DIRS):
+    while frame is not None and frame.f_code.co_filename.startswith(_SKIP_DIRS) \
+            and not frame.f_code.co_filename.startswith(_DEMOS_DIR):
         frame = frame.f_back
     return frame
 
