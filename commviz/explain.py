@@ -1364,6 +1364,32 @@ _UI_PAIRS: dict[str, tuple[str, str]] = {
                        "{n} {op} numa rodada (o próximo de cada par, nº {seq}-{last}){times}: "
                        "{pairs}, {size}"),
     "and more": (" and {n} more", " e mais {n}"),
+    "ring demo title": ("ring_allreduce (this demo): all_reduce written by hand",
+                        "ring_allreduce (esta demo): all_reduce escrito à mão"),
+    "ring demo": ("The tensor is cut into n chunks (n: the ranks). In each round every rank "
+                  "sends one chunk to its right neighbour with isend and receives one from "
+                  "its left with irecv. Rounds 1 to n-1 (reduce-scatter): the chunk received "
+                  "is added into the rank's own copy of it, so that after them each rank "
+                  "holds one chunk summed over all ranks. Rounds n to 2(n-1) (all-gather): "
+                  "those finished chunks go round the ring and are copied. Each rank sends "
+                  "2(n-1)·S/n bytes in all, as the ring all_reduce of gloo and NCCL does. "
+                  "Below: the isend each round is made of.",
+                  "O tensor é dividido em n pedaços (n: os ranks). A cada rodada, cada rank "
+                  "manda um pedaço para o vizinho da direita com isend e recebe outro do "
+                  "vizinho da esquerda com irecv. Nas rodadas 1 a n-1 (reduce-scatter), o "
+                  "pedaço recebido é somado à cópia que o rank tem dele: ao fim delas, cada "
+                  "rank tem um pedaço já somado sobre todos os ranks. Nas rodadas n a 2(n-1) "
+                  "(all-gather), esses pedaços prontos dão a volta no anel e são copiados. "
+                  "No total, cada rank envia 2(n-1)·S/n bytes, como no all_reduce em anel "
+                  "do gloo e da NCCL. Abaixo: o isend de que cada rodada é feita."),
+    "ring demo reduce": ("the demo's ring, round {k} of {total}: reduce-scatter {j} of {m}, "
+                         "each rank adds the chunk it receives into its own copy of it",
+                         "o anel da demo, rodada {k} de {total}: reduce-scatter {j} de {m}, "
+                         "cada rank soma o pedaço que recebe à sua cópia dele"),
+    "ring demo gather": ("the demo's ring, round {k} of {total}: all-gather {j} of {m}, "
+                         "each rank copies the finished chunk it receives",
+                         "o anel da demo, rodada {k} de {total}: all-gather {j} de {m}, "
+                         "cada rank copia o pedaço pronto que recebe"),
     "inside round": ("{n} {op}s drawn as one round, each measured:",
                      "{n} {op} desenhados como uma rodada, cada um medido:"),
     "each": ("{size} each", "{size} cada"),

@@ -2221,6 +2221,45 @@ def test_the_inside_panel_lists_every_transfer_of_a_round(lang: str, head: str) 
                               for s in range(4)]
 
 
+@pytest.mark.parametrize("n, seq, line", [
+    (4, 9, "the demo's ring, round 3 of 6: reduce-scatter 3 of 3, each rank adds the chunk it "
+           "receives into its own copy of it"),
+    (4, 60, "the demo's ring, round 6 of 6: all-gather 3 of 3, each rank copies the finished "
+            "chunk it receives"),
+    (4, 10, "the demo's ring, round 4 of 6: all-gather 1 of 3, each rank copies the finished "
+            "chunk it receives"),
+    (2, 3, "the demo's ring, round 1 of 2: reduce-scatter 1 of 1, each rank adds the chunk it "
+           "receives into its own copy of it")])
+def test_a_round_of_the_ring_allreduce_demo_says_which_step_of_its_ring(
+        n: int, seq: int, line: str) -> None:
+    """The demo that writes all_reduce by hand showed '8 isends in one round (#36)': nothing
+    of the reduce-scatter and all-gather its docstring teaches (user trial). Each iteration
+    is 2(n-1) rounds of one isend per rank to its right."""
+    from commviz.tui.animation import AnimFrame
+    from commviz.viewer.model import Instance
+
+    members = tuple(Instance("isend", (src, (src + 1) % n), seq, 256, 0, 1000, 2000, "float32",
+                             None, None) for src in range(n))
+    frame = AnimFrame(members[0], None, 1, 0, 1, "", 0.5, "", (), False, True, members)
+    model = FakeSession().model
+    lines = render.phases(model, "en", frame=frame, demo="ring_allreduce").plain.splitlines()
+    assert lines[0] == line and lines[1].startswith(f"{n} isends drawn as one round")
+    pt = render.phases(model, "pt", frame=frame, demo="ring_allreduce").plain.splitlines()
+    assert pt[0].startswith(f"o anel da demo, rodada {(seq - 1) % (2 * n - 2) + 1} de ")
+    # another demo's round, or a round that is not a ring to the right: no such line
+    assert render.phases(model, "en", frame=frame).plain.splitlines()[0] == lines[1]
+    back = tuple(Instance("isend", (src, (src - 1) % n), seq, 256, 0, 1000, 2000, "float32",
+                          None, None) for src in range(n))
+    if n > 2:
+        other = AnimFrame(back[0], None, 1, 0, 1, "", 0.5, "", (), False, True, back)
+        assert "ring" not in render.phases(model, "en", frame=other, demo="ring_allreduce").plain
+    # and the explanation says what the demo's ring does before what an isend is
+    explained = render.explanation(model, members[0], "pt", "ring_allreduce").plain
+    assert explained.startswith("ring_allreduce (esta demo): all_reduce escrito à mão\n")
+    assert "reduce-scatter" in explained and "isend: " in explained
+    assert "esta demo" not in render.explanation(model, members[0], "pt").plain
+
+
 @pytest.mark.parametrize("size, crowded", [((120, 40), True), ((160, 48), False)])
 @sync
 async def test_beside_a_long_finding_the_grid_gives_way_to_the_viewer_panel(

@@ -321,7 +321,7 @@ class CommvizApp(App):
                 explanation = render.before_first(model, self.demo, paused, self.lang,
                                                   self._playback is not None)
             else:
-                explanation = render.explanation(model, shown, self.lang)
+                explanation = render.explanation(model, shown, self.lang, self.demo)
             self._show("#explain", explanation, _height_key(explanation))
             self.query_one("#explain-box").scroll_home(animate=False)  # a new one: its top
         context = self._source_context()
@@ -367,7 +367,7 @@ class CommvizApp(App):
             self._replayed = replayed
             width = self._phases_width()
             phases = render.phases(model, self.lang, frame, self._fit,
-                                   getattr(self.session, "nccl", None), width, rows)
+                                   getattr(self.session, "nccl", None), width, rows, self.demo)
             # too few rows for even its smallest form (a finding's panel took them): the
             # panel gives way, so that the viewer panel below stays on screen
             crowded = rows is not None and width is not None \

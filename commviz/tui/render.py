@@ -9,6 +9,7 @@ import linecache
 import math
 import os
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from rich.console import Console
@@ -367,7 +368,7 @@ _DIGITS = "0123456789abcdefghijklmnopqrstuvwxyz"
 
 def phases(model: Model, lang: str = "en", frame: AnimFrame | None = None,
            fit: costmodel.Fit | None = None, nccl: Any = None, width: int | None = None,
-           rows: int | None = None) -> Text:
+           rows: int | None = None, demo: str | None = None) -> Text:
     """Inside one operation: its measured time, its cost model, and the steps its backend
     runs with the chunks each rank holds after each step, drawn from its schedule.
 
@@ -377,14 +378,16 @@ def phases(model: Model, lang: str = "en", frame: AnimFrame | None = None,
     ``nccl_log`` reader) says which algorithm NCCL chose, when its log said so. The steps
     fit ``width`` (the panel's inner width; None: GRID_MAX_W), saying what they leave out.
     In fewer ``rows`` than it takes (None: any), a collective leaves out its cost model and
-    schematic note (the replay's title has the note), then shows fewer steps.
+    schematic note (the replay's title has the note), then shows fewer steps. A round of
+    the ``ring_allreduce`` demo says which step of its ring it is.
     """
     if frame is None and not model.recent:
         return Text(explain.ui("no operation yet", lang), style="dim")
     inst = frame.instance if frame is not None else model.recent[-1]
     out = Text()
     if frame is not None and frame.round:
-        return _p2p_members(frame, lang)
+        out = _p2p_members(frame, lang)
+        return ring_demo_round(frame.members, lang) + out if demo == "ring_allreduce" else out
     if inst.op in protocol.P2P:
         src, dst = inst.group
         out.append(f"{inst.op}: rank {src} → rank {dst}, {_bytes(inst.size, lang)}\n",
@@ -442,6 +445,24 @@ def _p2p_members(frame: AnimFrame, lang: str) -> Text:
         out.append(explain.ui("and more", lang).format(n=len(members) - MEMBERS_SHOWN).strip())
     out.rstrip()
     return out
+
+
+def ring_demo_round(members: Sequence[Instance], lang: str) -> Text:
+    """Which step of the ``ring_allreduce`` demo's ring a round of its transfers is: each
+    iteration runs 2(n-1) rounds of one isend per rank to its right, so each pair's k-th
+    transfer is step (k-1) mod 2(n-1) + 1; the first n-1 reduce-scatter, the others
+    all-gather (the demo's loops). Empty when the round is not one of that ring's."""
+    senders = {i.group[0] for i in members}
+    n, seqs = len(senders), {i.seq for i in members}
+    if n < 2 or len(members) != n or len(seqs) != 1 or senders != set(range(n)) or \
+            any(i.group[1] != (i.group[0] + 1) % n for i in members):
+        return Text()
+    total = 2 * (n - 1)
+    k = (seqs.pop() - 1) % total + 1
+    phase = "ring demo reduce" if k < n else "ring demo gather"
+    line = explain.ui(phase, lang).format(k=k, total=total, j=k if k < n else k - n + 1,
+                                          m=n - 1)
+    return Text(line + "\n", style="bold cyan")
 
 
 def _collective(sched: schedules.Schedule, inst: Instance, backend: str,
@@ -679,9 +700,11 @@ def _root_of(inst: Instance) -> int | None:
     return inst.group.index(inst.root) if inst.root in inst.group else None
 
 
-def explanation(model: Model, inst: Instance | None, lang: str) -> Text:
+def explanation(model: Model, inst: Instance | None, lang: str,
+                demo: str | None = None) -> Text:
     """Plain words on an operation: what it does, how its backend does it, when to use it,
-    and the practical points that apply."""
+    and the practical points that apply; in the ``ring_allreduce`` demo, the ring its
+    transfers make first."""
     if inst is None:
         return Text(explain.ui("waiting for peers", lang), style="dim")
     try:
@@ -689,6 +712,9 @@ def explanation(model: Model, inst: Instance | None, lang: str) -> Text:
     except KeyError:
         return Text(inst.op, style="dim")
     out = Text()
+    if demo == "ring_allreduce" and inst.op in protocol.P2P:
+        out.append(explain.ui("ring demo title", lang) + "\n", style="bold")
+        out.append(explain.ui("ring demo", lang) + "\n")
     described = op_described(inst, lang)
     _explained(out, ex, _backend_of(model, inst.group), lang,
                described if described != inst.op else "")
