@@ -1583,6 +1583,10 @@ _UI_PAIRS: dict[str, tuple[str, str]] = {
     "key help": ("Help", "Ajuda"),
     "key palette": ("palette", "paleta"),
     "key lang": ("Language", "Idioma"),
+    "key read": ("The explanation, full screen", "A explicação em tela cheia"),
+    "close": ("esc: close", "esc: fechar"),
+    "reading keys": ("↑↓ PgUp/PgDn · esc: close", "↑↓ PgUp/PgDn · esc: fechar"),
+    "explain subtitle": ("e: full screen", "e: tela cheia"),
     # the help screen: what more there is to say of a key than the footer's words
     "help faster": ("the replay's speed", "a velocidade do replay"),
     "help replay_pause": ("the job keeps running", "o job continua rodando"),

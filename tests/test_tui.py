@@ -694,6 +694,39 @@ async def test_question_mark_lists_every_key_and_escape_closes_it() -> None:
         assert not isinstance(app.screen, HelpScreen) and app.is_running
 
 
+@pytest.mark.parametrize("lang", ["en", "pt"])
+@sync
+async def test_e_reads_the_explanation_whole_on_a_screen_of_its_own(lang: str) -> None:
+    """At 120x40 the explanation box showed its title and a few lines, for a class to read
+    (user trial): `e`, as its subtitle says, shows the whole of it; esc goes back."""
+    from commviz.tui.reading import ReadingScreen
+
+    session = FakeSession()
+    session.feed(scripted_all_reduce(world=4))
+    app = make_app(session, lang=lang)
+    async with app.run_test(size=(120, 40)) as pilot:
+        for _ in range(3):
+            await frame(pilot)
+        box = panel(app, "#explain-box")
+        assert explain.ui("explain subtitle", lang) in box.splitlines()[-1]
+        whole = app._explanation.plain
+        assert whole.startswith("all_reduce: ") and whole.strip().splitlines()[-1] not in box
+        await pilot.press("e")
+        await pilot.pause()
+        assert isinstance(app.screen, ReadingScreen)
+        shown = screen_text(app)
+        assert explain.ui("explanation", lang) in shown and "esc" in shown
+        for line in whole.strip().splitlines():  # every paragraph begins on screen
+            assert " ".join(line.split()[:3]) in " ".join(shown.split()), line
+        await pilot.press("escape")
+        await pilot.pause()
+        assert not isinstance(app.screen, ReadingScreen) and app.is_running
+        await pilot.press("question_mark")
+        await pilot.pause()
+        assert "e " in screen_text(app) and explain.ui("key read", lang) in screen_text(app)
+        assert explain.ui("close", lang) in screen_text(app)  # how the help closes
+
+
 def _help_text(app: CommvizApp) -> str:
     return "\n".join(strip.text for strip in app.screen.query_one(Static).render_lines(
         Region(0, 0, 70, 14)))

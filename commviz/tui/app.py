@@ -40,6 +40,7 @@ from . import render
 from .animation import Animator
 from .help import HelpScreen
 from .oplog import Line, OpLog
+from .reading import ReadingScreen
 from .timeline import Timeline, title
 from .topology import Topology
 
@@ -102,6 +103,7 @@ class CommvizApp(App):
                 id="play_slower", show=False),
         Binding("f", "next_finding", "Next finding", id="next_finding", show=False),
         Binding("l", "switch_lang", "Language", id="lang", show=False),
+        Binding("e", "read", "Explanation, full screen", id="read", show=False),
         Binding("ctrl+c", "quit('stop ctrl+c')", "Quit", show=False, priority=True),
     ]
     # Keys listed by the help screen, in the footer's words ("key <id>"), then what more
@@ -111,13 +113,14 @@ class CommvizApp(App):
             (("play_faster", "play_slower"), True),
             (("faster", "slower"), False),
             (("replay_pause",), False), (("zoom_in", "zoom_out"), False),
-            (("restart",), True), (("lang",), False), (("view",), False),
+            (("restart",), True), (("read",), False), (("lang",), False), (("view",), False),
             (("quit",), False), (("help",), False)]
     HELP_MORE = ("faster", "play_faster", "next_finding", "replay_pause", "zoom_in", "lang",
                  "view", "palette")
     # The command palette's own entries, by binding id, in the footer's words too
     PALETTE = ("pause", "step", "next_finding", "play_faster", "play_slower", "faster", "slower",
-               "replay_pause", "zoom_in", "zoom_out", "restart", "lang", "view", "help")
+               "replay_pause", "zoom_in", "zoom_out", "restart", "read", "lang", "view",
+               "help")
     # What `v` turns through below 120 columns, where one panel group fits at a time (and,
     # beside a job, its output: OUTPUT_VIEW)
     NARROW_VIEWS = ("numbers", "replay", "inside", "explain")
@@ -156,6 +159,7 @@ class CommvizApp(App):
         self._shown_panels: dict[str, Any] = {}
         self._explained: tuple | None = None  # (op, site, group, root): the teaching panels'
         self._sourced: tuple | None = None  # (the same, the source's lines of context)
+        self._explanation = Text()  # the explanation panel's text, for `e`
         # (instance, step, rows) the phases panel shows: it follows the replay, in the rows
         # the panels around it leave
         self._replayed: tuple | None = None
@@ -222,6 +226,7 @@ class CommvizApp(App):
         self.query_one("#phases").border_title = ui("inside")
         self.query_one("#source").border_title = ui("source")
         self.query_one("#explain-box").border_title = ui("explanation")
+        self.query_one("#explain-box").border_subtitle = ui("explain subtitle")
         self.query_one("#status").border_title = ui("viewer")
         self.query_one("#findings").border_title = ui("findings")
         self.query_one("#output").border_title = ui("job output")
@@ -323,6 +328,7 @@ class CommvizApp(App):
             else:
                 explanation = render.explanation(model, shown, self.lang, self.demo)
             self._show("#explain", explanation, _height_key(explanation))
+            self._explanation = explanation
             self.query_one("#explain-box").scroll_home(animate=False)  # a new one: its top
         context = self._source_context()
         if (key, context) != self._sourced:  # another op, or another room for its lines
@@ -896,7 +902,14 @@ class CommvizApp(App):
         self.refresh_view()
 
     def action_help(self) -> None:
-        self.push_screen(HelpScreen(self._help_rows(), explain.ui("help", self.lang)))
+        self.push_screen(HelpScreen(self._help_rows(), explain.ui("help", self.lang),
+                                    explain.ui("close", self.lang)))
+
+    def action_read(self) -> None:
+        """The explanation panel's text full screen: at 120x40 its box shows a few lines."""
+        ui = functools.partial(explain.ui, lang=self.lang)
+        self.push_screen(ReadingScreen(self._explanation.copy(), ui("explanation"),
+                                       ui("reading keys")))
 
 
 def _fit(model: Any) -> costmodel.Fit | None:

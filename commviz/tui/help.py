@@ -27,9 +27,9 @@ class HelpScreen(ModalScreen[None]):
     """
     BINDINGS = [Binding("escape,q,question_mark", "dismiss", "Close", show=False)]
 
-    def __init__(self, keys: list[tuple[str, str]], title: str) -> None:
+    def __init__(self, keys: list[tuple[str, str]], title: str, subtitle: str = "") -> None:
         super().__init__()
-        self._keys, self._title = keys, title
+        self._keys, self._title, self._subtitle = keys, title, subtitle
 
     def compose(self) -> ComposeResult:
         table = Table(box=None, show_header=False, padding=(0, 2))
@@ -38,5 +38,5 @@ class HelpScreen(ModalScreen[None]):
         for key, description in self._keys:
             table.add_row(key, description)
         panel = Static(table)
-        panel.border_title = self._title
+        panel.border_title, panel.border_subtitle = self._title, self._subtitle
         yield panel
