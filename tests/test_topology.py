@@ -89,7 +89,7 @@ def test_steps_advance_with_elapsed_time_not_with_calls() -> None:
     assert (f.step, f.progress) == (0, pytest.approx(0.5))
     f = frame_at(a, clock, 0.9)
     assert (f.step, f.step_label, f.progress) == (1, "RS1", pytest.approx(0.5))
-    assert f.label == "all_reduce · schematic: gloo ring, step RS1 (2 of 6)"
+    assert f.label == "all_reduce · step RS1 (2 of 6) · schematic: gloo ring"
     f = frame_at(a, clock, 2.1)
     assert f.step_label == "AG0" and not any(t.reduce for t in f.transfers)
     f = frame_at(a, clock, 3.6)  # all 6 steps played: the last one is held, complete
@@ -129,7 +129,7 @@ def test_transfers_use_the_groups_global_ranks() -> None:
     f = frame_at(a, clock, 0.0)
     assert f.step_label == "tree 0" and [(t.src, t.dst) for t in f.transfers] == [(6, 7)]
     assert frame_label(f, "pt") == \
-        "broadcast · esquemático: árvore binomial do gloo, passo árvore 0 (1 de 2)"
+        "broadcast · passo árvore 0 (1 de 2) · esquemático: árvore binomial do gloo"
     f = frame_at(a, clock, 0.6)  # the binomial tree doubles the holders
     assert sorted((t.src, t.dst) for t in f.transfers) == [(6, 4), (7, 5)]
 
@@ -207,7 +207,7 @@ def test_runs_of_identical_instances_collapse_when_the_queue_is_full() -> None:
         assert counts_add_up(a)
     assert a.skipped == 0 and a.waiting == 10
     f = frame_at(a, clock, 3.6)  # the first is over: the next is all ten at once
-    assert f.count == 10 and f.label.startswith("all_reduce ×10 · schematic")
+    assert f.count == 10 and f.label.startswith("all_reduce ×10 · step ")
     assert a.waiting == 0 and a.shown == 11 and counts_add_up(a)
 
 
@@ -462,7 +462,7 @@ def test_gloo_all_reduce_rs0_moves_from_rank_0_towards_rank_3() -> None:
     f = gloo_all_reduce_frame(0.5)
     lines = render_topology(4, f, W, H)
     assert len(lines) == H and all(line.cell_len == W for line in lines)
-    assert lines[0].plain.startswith("all_reduce · schematic: gloo ring, step RS0 (1 of 6)")
+    assert lines[0].plain.startswith("all_reduce · step RS0 (1 of 6) · schematic: gloo ring")
     rows = canvas_rows(lines)
     where = layout(4, W, H - 3)
     (x0, y0), (x3, y3) = where[0], where[3]
@@ -819,7 +819,7 @@ def test_widget_update_from_plans_with_the_ranks_backend() -> None:
                 topo.update_from(session.model, list(session.model.recent))
             await pilot.pause()
             lines = shown(topo)
-            assert "schematic: gloo ring, step RS0 (1 of 6)" in lines[0]
+            assert "step RS0 (1 of 6) · schematic: gloo ring" in lines[0]
             assert topo.n_ranks == 4 and {t.plain for t in topo.states.values()} == {"idle"}
             # a past op is replayed: not the states now, nor (a ring's step) the same part
             assert "idle" not in "".join(lines) and "sends" not in "".join(lines[2:])

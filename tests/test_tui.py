@@ -1931,8 +1931,10 @@ async def test_at_80x24_each_log_line_fits_with_its_skew(lang: str) -> None:
                    for row in rows), rows
 
 
-@pytest.mark.parametrize("width", [74, 78])
+@pytest.mark.parametrize("width", [70, 74, 78])
 def test_a_narrow_log_line_leaves_out_columns_rather_than_the_skew(width: int) -> None:
+    """The pipeline demo in Portuguese at 120 columns (a log 70 wide): 'defasagem 1,8…'
+    (user trial); a transfer's line takes a narrower op column too."""
     from commviz.viewer import text
 
     session = FakeSession()
@@ -1943,6 +1945,7 @@ def test_a_narrow_log_line_leaves_out_columns_rather_than_the_skew(width: int) -
         line = text.instance_line(inst, T0_NS, lang="pt", width=width)
         assert len(full) > 78 and len(line) <= width, line
         assert line.split()[:2] == full.split()[:2] and "defasagem" in line
+        assert re.search(r"defasagem +[\d,]+ (µs|ms|s)$", line), line
         if inst.op == "send":  # a transfer keeps its pair
             assert f"{inst.group[0]} -> {inst.group[1]}" in line
 

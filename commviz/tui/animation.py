@@ -347,7 +347,8 @@ def label(inst: Instance, sched: Schedule | None, count: int, step: int,
     kind = ui("schematic label") if sched.schematic else ""
     where = ui("step of").format(label=schedule_notes.step_label(sched.steps[step].label, lang),
                                  k=step + 1, n=len(sched.steps))
-    return f"{inst.op}{times} · {kind}{algorithm}, {where}"
+    # the step before the algorithm's name, which can be long: a narrow replay keeps it
+    return f"{inst.op}{times} · {where} · {kind}{algorithm}"
 
 
 def frame_label(frame: AnimFrame, lang: str = "en") -> str:

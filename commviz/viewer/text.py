@@ -127,16 +127,21 @@ def instance_line(inst: Instance, t0_ns: int,
     if width is None or len(line) <= width:
         return line + _notes(inst, lang, None if width is None else width - len(line))
     # one space between columns; then columns left out, a collective's ranks (the ranks
-    # panel lists them) before a transfer's size. The notes come last, in what is left: an
-    # inner op's columns stay in line with the others'
-    head = f"{num(f'{when:.3f}'):>8}s {op:<{op_w}} "
+    # panel lists them) before a transfer's size; then a narrower op column (a transfer's
+    # line in Portuguese at 120 columns lost its skew). The notes come last, in what is
+    # left: an inner op's columns stay in line with the others'
     times = f"{ui('time')} {took:>7} {ui('log skew')} {skew:>7}"
-    for keep_who, keep_size in ((True, True), (p2p, not p2p), (p2p, False)):
-        line = (head + (f"{who:<{who_w}} " if keep_who else "") + f"#{inst.seq:<{seq_w}} "
-                + (f"{size} " if keep_size else "") + times)
-        if len(line) <= width:
-            break
+    for ow in (op_w, min(op_w, NARROW_OP_W)):
+        head = f"{num(f'{when:.3f}'):>8}s {shorten_middle(inst.op, ow):<{ow}} "
+        for keep_who, keep_size in ((True, True), (p2p, not p2p), (p2p, False)):
+            line = (head + (f"{who:<{who_w}} " if keep_who else "") + f"#{inst.seq:<{seq_w}} "
+                    + (f"{size} " if keep_size else "") + times)
+            if len(line) <= width:
+                return line + _notes(inst, lang, width - len(line))
     return line + _notes(inst, lang, width - len(line))
+
+
+NARROW_OP_W = 10  # the op column of a log line that does not fit otherwise ("all_reduce")
 
 
 MIN_PARENT_SHOWN = 4  # characters of a shortened parent op's name, at least ("bat…")
