@@ -211,12 +211,12 @@ def _size_note(args: argparse.Namespace, size: int, lang: str) -> str | None:
 
 
 def _demo_title(args: argparse.Namespace, size: int, lang: str) -> str:
-    """The TUI's header for a demo: its name, its ranks, the backend and why, and the size
-    note when there is one."""
+    """The TUI's header for a demo: its name, its ranks, the size note when there is one,
+    the backend and why (last: a narrow header cuts it, which the viewer panel says too)."""
     from . import launcher
 
     why = launcher.choose_backend(args.backend, args.ranks, lang)[1]
-    parts = (args.op, f"{args.ranks} ranks", why, _size_note(args, size, lang))
+    parts = (args.op, f"{args.ranks} ranks", _size_note(args, size, lang), why)
     return " · ".join(part for part in parts if part)
 
 

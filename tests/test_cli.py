@@ -201,10 +201,12 @@ def test_a_rounded_size_is_said_once_under_the_headless_banner(monkeypatch):
 
 
 def test_a_rounded_size_is_said_in_the_tui_header_in_both_languages(monkeypatch):
+    """Before the backend and why, which a narrow header cuts (the viewer panel says it too):
+    at 120 columns the note was cut ('--size 4096: 4092…', user trial)."""
     title = _started_demo(monkeypatch, ["all_gather", "--ranks", "2", "--size", "7"])["title"]
-    assert title["en"].startswith("all_gather · 2 ranks · gloo on CPU tensors")
-    assert title["en"].endswith(" · --size 7: 4 B used (1 float32)")
-    assert title["pt"].endswith(" · --size 7: 4 B usados (1 float32)")
+    assert title["en"].startswith("all_gather · 2 ranks · --size 7: 4 B used (1 float32) · "
+                                  "gloo on CPU tensors")
+    assert title["pt"].startswith("all_gather · 2 ranks · --size 7: 4 B usados (1 float32) · ")
 
 
 @pytest.mark.parametrize("case", list(ERRORS))
