@@ -1950,6 +1950,21 @@ def test_a_narrow_log_line_leaves_out_columns_rather_than_the_skew(width: int) -
             assert f"{inst.group[0]} -> {inst.group[1]}" in line
 
 
+@pytest.mark.parametrize("lang", ["en", "pt"])
+def test_a_ddp_buckets_log_line_says_so_before_keeping_its_columns(lang: str) -> None:
+    """'(pelo DDP)' showed at 220 columns only (user trial): at 120 the columns took it."""
+    from commviz.viewer import text
+
+    session = FakeSession()
+    session.feed(scripted_all_reduce(world=2, steps=1))
+    (inst,) = session.model.recent
+    bucket = dataclasses.replace(inst, ddp=True)
+    for width in (70, 74, 78):
+        line = text.instance_line(bucket, T0_NS, lang=lang, width=width)
+        assert len(line) <= width and line.endswith(("DDP)", "  DDP")), line
+        assert re.search(rf"{explain.ui('log skew', lang)} +[\d,.]+ µs  ", line), line
+
+
 @pytest.mark.parametrize("width", [92, 74])
 @pytest.mark.parametrize("lang", ["en", "pt"])
 def test_an_inner_ops_log_line_keeps_the_columns_of_the_others(width: int, lang: str) -> None:

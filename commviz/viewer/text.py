@@ -124,7 +124,10 @@ def instance_line(inst: Instance, t0_ns: int,
     took, skew = num(duration(inst.time_ns)), num(duration(inst.skew_ns))
     line = (f"{head}{who:<{who_w}} #{inst.seq:<{seq_w}} {size}  {ui('time')} {took:>8}  "
             f"{ui('log skew')} {skew:>8}")
-    if width is None or len(line) <= width:
+    # that DDP ran it (its gradient buckets) goes before the columns left out below, in
+    # its short form at least
+    ddp = len(DDP_SHORT) + 2 if inst.ddp else 0
+    if width is None or len(line) + ddp <= width:
         return line + _notes(inst, lang, None if width is None else width - len(line))
     # one space between columns; then columns left out, a collective's ranks (the ranks
     # panel lists them) before a transfer's size; then a narrower op column (a transfer's
@@ -136,7 +139,7 @@ def instance_line(inst: Instance, t0_ns: int,
         for keep_who, keep_size in ((True, True), (p2p, not p2p), (p2p, False)):
             line = (head + (f"{who:<{who_w}} " if keep_who else "") + f"#{inst.seq:<{seq_w}} "
                     + (f"{size} " if keep_size else "") + times)
-            if len(line) <= width:
+            if len(line) + ddp <= width:
                 return line + _notes(inst, lang, width - len(line))
     return line + _notes(inst, lang, width - len(line))
 
@@ -145,6 +148,7 @@ NARROW_OP_W = 10  # the op column of a log line that does not fit otherwise ("al
 
 
 MIN_PARENT_SHOWN = 4  # characters of a shortened parent op's name, at least ("bat…")
+DDP_SHORT = "DDP"  # "(by DDP)" where a narrow line has no room for it
 
 
 def _notes(inst: Instance, lang: str, room: int | None) -> str:
@@ -153,7 +157,7 @@ def _notes(inst: Instance, lang: str, room: int | None) -> str:
     scatter_…list)"), or left out: the panel's edge cut it anywhere ("(in batch…")."""
     ddp = "  " + explain.ui("by ddp", lang) if inst.ddp else ""
     if room is not None and len(ddp) > room:
-        ddp = ""
+        ddp = f"  {DDP_SHORT}" if inst.ddp and len(DDP_SHORT) + 2 <= room else ""
     if not inst.parent:
         return ddp
     inside = "  " + explain.ui("in parent", lang)
