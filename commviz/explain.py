@@ -104,7 +104,7 @@ _TIP_DDP = _t(
     bucket, direto do C++ enquanto o backward roda, e assim os últimos buckets se sobrepõem
     ao resto do backward. Nenhuma chamada em Python é feita para eles, a não ser que haja um
     comm hook registrado: o commviz registra um que faz a mesma conta, e é assim que esses
-    buckets aparecem aqui (marcados "by DDP").""",
+    buckets aparecem aqui (marcados "pelo DDP").""",
 )
 _TIP_REDUCE_OPS = _t(
     """ReduceOp.SUM, AVG, MAX, MIN and PRODUCT work on both backends; PREMUL_SUM is NCCL
@@ -1575,9 +1575,9 @@ _UI_PAIRS: dict[str, tuple[str, str]] = {
     "key pause short": ("Pause", "Pausa"),
     "key step short": ("Next", "Próxima"),
     "key faster short": ("Speed", "Ritmo"),
-    "key replay_pause short": ("Hold", "Reter"),
+    "key replay_pause short": ("Hold", "Segurar"),
     "key": ("key", "tecla"),
-    "key zoom_in": ("Zoom", "Zoom"),
+    "key zoom_in": ("Zoom", "Aproximar"),
     "key zoom_out": ("Zoom out", "Afastar"),
     "key restart": ("Restart", "Reiniciar"),
     "key help": ("Help", "Ajuda"),
