@@ -534,6 +534,34 @@ def test_a_flagged_ranks_state_is_whole_or_left_out(lang: str, op: str, shown: s
     assert table.plain.splitlines()[4][at:at + width].rstrip() == shown
 
 
+@pytest.mark.parametrize("lang", ["en", "pt"])
+def test_ranks_a_short_panel_leaves_out_are_named_on_its_last_row(lang: str) -> None:
+    """8 ranks at 80x24 showed ranks 0-3 and nothing of the others (user trial)."""
+    clock = FakeClock()
+    session = FakeSession(clock)
+    session.feed(heartbeats(8))
+    whole = render.ranks_table(session.model, clock(), clock.wall_ns(), lang=lang, width=78)
+    assert len(whole.plain.splitlines()) == 9
+    cut = render.ranks_table(session.model, clock(), clock.wall_ns(), lang=lang, width=78,
+                             rows=5).plain.splitlines()
+    assert cut[:4] == whole.plain.splitlines()[:4]
+    assert cut[4] == explain.ui("lanes left out", lang).format("ranks 3-7")
+    assert render.ranks_table(session.model, clock(), clock.wall_ns(), lang=lang, width=78,
+                              rows=9).plain == whole.plain
+
+
+@sync
+async def test_at_80x24_the_ranks_panel_names_the_ranks_it_has_no_rows_for() -> None:
+    session = FakeSession()
+    session.feed(heartbeats(8))
+    app = make_app(session)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await frame(pilot)
+        await frame(pilot)
+        shown = panel(app, "#ranks")
+        assert re.search(r"… ranks \d-7: not shown", shown), shown
+
+
 @pytest.mark.parametrize("lang, line", [
     ("en", "late arrivals (the others waited): rank 2: 2×, 300 ms in all, longest 200 ms "
            "(all_reduce #1)"),

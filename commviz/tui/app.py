@@ -396,11 +396,17 @@ class CommvizApp(App):
         """The ranks and the live findings."""
         live = model.findings()
         flagged = {r: f for f in live for r in f.ranks}
-        width = self.query_one("#ranks").content_region.width or None  # None: not laid out
-        ranks = render.ranks_table(model, model.clock(), self._wall_ns(), flagged, self.lang,
-                                   width)
+        panel = self.query_one("#ranks")
+        width = panel.content_region.width or None  # None: not laid out
+        table = functools.partial(render.ranks_table, model, model.clock(), self._wall_ns(),
+                                  flagged, self.lang, width)
+        ranks = table()
+        rows = ranks.plain.count("\n") + 1
+        self._fit_left(rows)  # from every row it has: cut, it would seem to need fewer
+        # more rows than its height may grow to: the last row it has names those left out
+        if 0 < panel.content_region.height < rows and rows > self._max_rows(panel):
+            ranks = table(panel.content_region.height)
         self._show("#ranks", ranks, ranks.plain.count("\n"))
-        self._fit_left(ranks.plain.count("\n") + 1)
         # the panel comes up when something goes wrong, and stays a while after it ended
         # (with what ended): a finding that comes and goes does not make the screen jump
         if live:
@@ -412,6 +418,16 @@ class CommvizApp(App):
             findings = render.findings(model, self.lang)
             self._show("#findings-text", findings, _height_key(findings))
             self._fit_findings(render.findings_lead(model, self.lang))
+
+    @staticmethod
+    def _max_rows(panel: Any) -> float:
+        """The rows of text ``panel`` may grow to: its max-height (the stylesheet's share of
+        its container, or the cap `_fit_left` set) less its border; unbounded without one."""
+        scalar = panel.styles.max_height
+        if scalar is None or panel.parent is None:
+            return float("inf")
+        cells = scalar.resolve(panel.parent.size, panel.app.size)
+        return int(cells) - panel.styles.gutter.height
 
     def _fit_findings(self, lead: Text) -> None:
         """The findings panel grows to show its lead whole (the advice was cut mid-sentence);

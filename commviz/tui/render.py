@@ -54,12 +54,13 @@ def finding_name(kind: str, lang: str) -> str:
 
 def ranks_table(model: Model, now: float, now_ns: int | None = None,
                 flagged: dict[int, Finding] | None = None, lang: str = "en",
-                width: int | None = None) -> Text:
+                width: int | None = None, rows: int | None = None) -> Text:
     """One line per rank in fixed-width columns: plain text lines are cheap to draw every
     frame, where a table would measure every cell again. A panel narrower than the columns
     (``width``) leaves out the byte counts first, then cuts the load with an ellipsis, never
     a rank's state. ``flagged``: ranks a finding names, with that finding. Under the ranks,
-    those the others waited for at collectives, if any."""
+    those the others waited for at collectives, if any. In fewer ``rows`` than that (None:
+    any), the last row names the ranks left out (8 ranks at 80x24 showed 4, silently)."""
     now_ns = time.time_ns() if now_ns is None else now_ns
     ui = functools.partial(explain.ui, lang=lang)
     inflight: dict[int, list] = {}
@@ -72,6 +73,7 @@ def ranks_table(model: Model, now: float, now_ns: int | None = None,
     nodes = model.nodes()
     clocks = model.clock_offsets() if len(nodes) > 1 else {}
     order = [r for ranks in nodes.values() for r in ranks]
+    row_at: dict[int, int] = {}  # the line of each rank's row
     for rank in order:
         s = model.ranks[rank]
         if clocks and rank == nodes[s.host][0]:  # several nodes: a line heads each
@@ -103,6 +105,7 @@ def ranks_table(model: Model, now: float, now_ns: int | None = None,
             state = Text(_flagged(flagged[rank], state.plain, idle, lang, state_w),
                          style="bold red")
         state = Text(_whole_words(state.plain, state_w), style=state.style)
+        row_at[rank] = out.plain.count("\n")
         _row(out, widths, [Text(str(rank)), Text(s.host), Text(s.device), state, _load(s, lang),
                    Text(f"{_short(s.bytes_in, lang)}/{_short(s.bytes_out, lang)}")])
         rates = link_rates(s.telemetry[-1][1]) if s.telemetry else ""
@@ -113,7 +116,14 @@ def ranks_table(model: Model, now: float, now_ns: int | None = None,
         out.append((late if width is None else _whole_words(late, width)) + "\n",
                    style="yellow")
     out.rstrip()
-    return out
+    lines = out.split("\n")
+    if rows is None or len(lines) <= rows or rows < 3:
+        return out
+    left = [r for r in order if row_at[r] >= rows - 1]
+    if not left:  # only lines under the ranks are left out
+        return Text("\n").join(lines[:rows])
+    note = explain.ui("lanes left out", lang).format(text.ranks_phrase(left))
+    return Text("\n").join([*lines[:rows - 1], Text(_cut(note, width), style="dim")])
 
 
 def _waiting_in(op: str, seq: int, waited_ns: int, width: int, lang: str) -> str:
