@@ -1483,6 +1483,7 @@ _UI_PAIRS: dict[str, tuple[str, str]] = {
     "lanes left out": ("… {}: not shown (a taller terminal shows them)",
                        "… {}: fora da tela (um terminal mais alto os mostra)"),
     "not shown": ("not shown (widen the terminal): {}", "fora da tela (alargue o terminal): {}"),
+    "not shown larger": ("not shown (larger screen): {}", "ocultos (tela maior): {}"),
     "op from root": ("{op} from rank {root}", "{op} a partir do rank {root}"),
     "op to root": ("{op} to rank {root}", "{op} para o rank {root}"),
     "this call": ("This call", "Esta chamada"),

@@ -1367,6 +1367,11 @@ def test_in_fewer_rows_the_phases_panel_leaves_out_its_prose_then_steps(rows: in
     assert "Cost" in whole.plain and "Cost" not in shown.plain
     assert "AG2" in shown.plain and shown.plain.startswith("all_reduce · gloo ring")
     assert ("RS0" in shown.plain) == (rows >= 14)  # the earliest steps go first
+    # what is not shown is said in one row, the cost model with the rest (user trial)
+    assert "not shown (widen the terminal): transfers" in whole.plain
+    assert shown.plain.endswith("\nnot shown (larger screen): transfers, cost")
+    pt = render.phases(session.model, "pt", width=44, rows=rows).plain
+    assert pt.endswith("\nocultos (tela maior): transferências, custo")
 
 
 @pytest.mark.parametrize("op, root, lang, said", [

@@ -498,9 +498,16 @@ def _collective(sched: schedules.Schedule, inst: Instance, backend: str,
     shown = _window(len(sched.steps), current, steps)
     layout = grid_layout(sched, inst.group, lang, width)
     if n <= MAX_GRID_RANKS and layout.ranks >= min(n, MIN_GRID_RANKS):
+        left_out = _left_out(layout, inst.group, lang)
         _grid(out, sched, inst.group, current, lang, layout, shown)
     else:  # too many ranks, or chunks: the steps without the buffers
+        left_out = ""
         _steps(out, sched, inst.group, current, lang, width, shown)
+    if left_out and brief:  # the cost model too, in the same row (it went unmentioned)
+        out.append(explain.ui("not shown larger", lang).format(
+            f"{left_out}, {explain.ui('cost', lang).lower()}") + "\n", style="dim italic")
+    elif left_out:
+        out.append(explain.ui("not shown", lang).format(left_out) + "\n", style="dim italic")
     out.rstrip()  # the panel's height is its text's: no blank line under the grid
     return out
 
@@ -657,7 +664,7 @@ def _grid(out: Text, sched: schedules.Schedule, ranks: tuple[int, ...], current:
           lang: str, layout: GridLayout, shown: range) -> None:
     """One row per step ``shown``: what moves, then the chunks each rank holds afterwards
     (a digit per chunk: its number, or for a reduction how many ranks are summed into it);
-    the ranks and transfers that do not fit ``layout`` are named under it."""
+    the caller names under it the ranks and transfers that do not fit ``layout``."""
     states = schedules.holdings(sched)
     reducing = any(t.reduce for step in sched.steps for t in step.transfers)
     width, label_w, send_w, listed = layout.column_w, layout.label_w, layout.sends_w, \
@@ -695,9 +702,6 @@ def _grid(out: Text, sched: schedules.Schedule, ranks: tuple[int, ...], current:
         row(schedule_notes.step_label(step.label, lang), _sends(step, ranks) if listed else "",
             states[k + 1],
             "bold reverse" if k == current else "bold cyan", step)
-    left_out = _left_out(layout, ranks, lang)
-    if left_out:
-        out.append(explain.ui("not shown", lang).format(left_out) + "\n", style="dim italic")
 
 
 def _backend_of(model: Model, group: tuple[int, ...]) -> str | None:
