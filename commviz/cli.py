@@ -95,6 +95,9 @@ def _parser() -> argparse.ArgumentParser:
     s = sub.add_parser("stats", help="nccl-tests-like table of a recording")
     s.add_argument("file")
     s.add_argument("--json", action="store_true", help="machine-readable output")
+    s.add_argument("--lang", choices=("en", "pt"), default=None,
+                   help="language of the table's words and the findings (default: from the "
+                   "locale; --json is always English)")
     return p
 
 
@@ -387,7 +390,7 @@ def _read_recording(path: str, read):
 def _stats(args: argparse.Namespace) -> int:
     from . import recording
     from .viewer import text
-    from .viewer.diagnose import Diagnosis
+    from .viewer.diagnose import Diagnosis, recorded_text
     from .viewer.model import Model
 
     model = Model()
@@ -422,15 +425,17 @@ def _stats(args: argparse.Namespace) -> int:
                           "findings": findings},
                          indent=2))
     else:
-        print(text.stats_table(rows))
+        lang = _lang(args)
+        print(text.stats_table(rows, lang))
         print("\n" + text.counts_line(model.records, model.instances, model.transfers,
-                                      failed, unmatched))
+                                      failed, unmatched, lang))
         if late:
-            print(text.late_line(late))
+            print(text.late_line(late, lang))
         if findings:
-            print(f"\nfindings of the live diagnosis ({len(findings)}):")
+            print("\n" + explain.ui("recorded findings", lang).format(len(findings)))
             for f in findings:
-                print(f"  {'  ' if f['type'] == 'resolved' else '!!'} {f['type']}: {f['message']}")
+                print(f"  {'  ' if f['type'] == 'resolved' else '!!'} {f['type']}: "
+                      f"{recorded_text(f, lang)}")
     return 0
 
 

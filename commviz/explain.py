@@ -1234,6 +1234,8 @@ _UI_PAIRS: dict[str, tuple[str, str]] = {
     "source not here": ("source not readable on this machine",
                         "código-fonte não legível nesta máquina"),
     "cost": ("Cost", "Custo"),
+    "recorded findings": ("findings of the live diagnosis ({}):",
+                          "problemas achados pelo diagnóstico ao vivo ({}):"),
     "findings": ("Live diagnosis", "Diagnóstico ao vivo"),
     "late arrivals": ("late arrivals (the others waited): ",
                       "atrasos (os outros esperaram): "),

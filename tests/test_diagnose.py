@@ -996,7 +996,8 @@ def test_findings_are_recorded_as_diag_lines_that_stats_skips(tmp_path):
     lines = [json.loads(line) for line in path.read_text().splitlines()]
     (line,) = [x for x in lines if x.get("kind") == "diag"]
     assert line == {"kind": "diag", "type": "straggler", "ranks": [2], "group": [0, 1, 2, 3],
-                    "seq": 3, "message": found[0].message, "t_ns": clock.wall_ns()}
+                    "seq": 3, "message": found[0].message, "message_pt": found[0].message_pt,
+                    "t_ns": clock.wall_ns()}
     assert list(recording.read(path)) == []  # stats reads ops and ranks only
 
 

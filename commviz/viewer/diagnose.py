@@ -147,10 +147,19 @@ class Finding:
         """The recording line (``kind: "diag"``)."""
         rec = {"kind": "diag", "type": self.type, "ranks": list(self.ranks),
                "group": None if self.group is None else list(self.group), "seq": self.seq,
-               "message": self.message, "t_ns": self.t_ns}
+               "message": self.message, "message_pt": self.message_pt, "t_ns": self.t_ns}
         if self.type == "resolved":
             rec.update(about=self.about, duration_s=self.duration_s)
         return rec
+
+
+def recorded_text(rec: dict[str, Any], lang: str = "en") -> str:
+    """A recorded finding's line (``Finding.record``) in ``lang``: English where it has no
+    Portuguese (recorded before message_pt was)."""
+    pt = rec.get("message_pt")
+    if lang == "pt" and isinstance(pt, str):
+        return _DECIMAL.sub(r"\1,\2", pt)
+    return str(rec.get("message", ""))
 
 
 # what explains what: a deadlock makes the hangs in it (and their failures at the timeout), a
