@@ -248,7 +248,7 @@ class CommvizApp(App):
         """The footer's keys and descriptions (Textual's palette's too), in the language;
         shorter where the whole ones do not fit (a narrow terminal, Portuguese at 120
         columns), where `+` stands for `+/-`, so that every key fits in 80 columns."""
-        narrow = self._narrow or 0 < self._width < self._footer_width()
+        tight = self._narrow or 0 < self._width < self._footer_width()
         ui = functools.partial(explain.ui, lang=self.lang)
 
         def label(b: Binding) -> Binding:
@@ -256,14 +256,14 @@ class CommvizApp(App):
                 return dataclasses.replace(b, description=ui("key palette"))
             if not b.id:
                 return b
-            short = narrow and b.id in SHORT_KEYS
-            display = {"faster": "+/-" if narrow else "+", "pause": ui("space")}
+            short = tight and b.id in SHORT_KEYS
+            display = {"faster": "+/-" if tight else "+", "pause": ui("space")}
             key = self._key_words(b.id)
             return dataclasses.replace(
                 b, description=ui(f"{key} short" if short else key),
                 key_display=display.get(b.id, b.key_display),
                 # z/Z: the timeline's subtitle says them
-                show=not narrow if b.id in ("slower", "zoom_in") else b.show)
+                show=not tight if b.id in ("slower", "zoom_in") else b.show)
 
         bindings = self._bindings.key_to_bindings
         for key, group in bindings.items():
