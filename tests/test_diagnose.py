@@ -753,6 +753,23 @@ def test_finish_names_a_rank_that_ended_before_reporting_anything():
     assert diag.finish([5]) == []
 
 
+@pytest.mark.parametrize("code, en, pt", [(1, "exit 1", "saída 1"),
+                                          (-9, "killed by SIGKILL", "morto por SIGKILL")])
+def test_a_rank_that_ended_before_reporting_anything_says_how_as_its_launcher_did(
+        code: int, en: str, pt: str) -> None:
+    """Beside 'rank 0 failed (exit 1): RuntimeError: ...' the finding said 'it crashed or
+    was killed'."""
+    clock, model, diag = _setup(world=2)
+    model.apply([bye(0)])
+    model.process_ended(5, code)  # never heard from
+    model.process_ended(1, code)  # heard from, then gone without a goodbye
+    (heard, unheard) = diag.finish([0, 1, 5])
+    assert unheard.message == f"rank 5 ended before it reported anything ({en})"
+    assert unheard.text("pt") == f"rank 5 terminou antes de enviar qualquer coisa ({pt})"
+    assert heard.message == f"rank 1 ended without saying goodbye ({en})"
+    assert heard.text("pt") == f"rank 1 terminou sem se despedir ({pt})"
+
+
 def test_a_rank_lost_as_its_job_ended_is_not_silent_ever_longer():
     """After the job ended its text stays as found (user trial: 'nothing from it for 5.6 s',
     then 15.7 s at quit), and the Portuguese agrees in number."""

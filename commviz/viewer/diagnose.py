@@ -73,6 +73,7 @@ from __future__ import annotations
 
 import collections
 import re
+import signal
 import time
 from collections.abc import Callable, Container, Iterable
 from dataclasses import dataclass, field, replace
@@ -151,6 +152,20 @@ class Finding:
         if self.type == "resolved":
             rec.update(about=self.about, duration_s=self.duration_s)
         return rec
+
+
+def _how_ended(code: int | None) -> tuple[str, str]:
+    """How a rank's process ended, as its launcher said (English, Portuguese): its exit
+    status or the signal that killed it; unknown, that it crashed or was killed."""
+    if code is None or code == 0:
+        return "it crashed or was killed", "caiu ou foi morto"
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        return f"killed by {name}", f"morto por {name}"
+    return f"exit {code}", f"saída {code}"
 
 
 def recorded_text(rec: dict[str, Any], lang: str = "en") -> str:
@@ -339,13 +354,14 @@ class Diagnosis:
             key = ("lost_rank", r)
             if (s is not None and s.exited) or key in self._active:
                 continue
+            how_en, how_pt = _how_ended(self.model.exit_codes.get(r))
             if s is None:  # it died before its first heartbeat could leave
-                en = f"rank {r} ended before it reported anything (it crashed or was killed)"
-                pt = f"rank {r} terminou antes de enviar qualquer coisa (caiu ou foi morto)"
+                en = f"rank {r} ended before it reported anything ({how_en})"
+                pt = f"rank {r} terminou antes de enviar qualquer coisa ({how_pt})"
             else:
                 last_en, last_pt = _last_record(s)
-                en = f"rank {r} ended without saying goodbye (it crashed or was killed){last_en}"
-                pt = f"rank {r} terminou sem se despedir (caiu ou foi morto){last_pt}"
+                en = f"rank {r} ended without saying goodbye ({how_en}){last_en}"
+                pt = f"rank {r} terminou sem se despedir ({how_pt}){last_pt}"
             f = Finding("lost_rank", (r,), None, None, en, pt, key, now, wall)
             self._active[key] = self._ended[key] = f
             events.append(f)
