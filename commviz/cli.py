@@ -354,9 +354,12 @@ def _play(args: argparse.Namespace) -> int:
     # live demo held its ranks; a job's runs on at its own pace, the replay showing the latest
     control = PlaybackControl(playback, paused=args.paused, each_op=playback.demo is not None)
     name = os.path.basename(args.file)
+    # the machine it was recorded on: its title's "here" is that machine
+    host = playback.host if isinstance(playback.host, str) and playback.host else None
     titles = {lang: " · ".join(part for part in (
-        explain.ui("play title", lang).format(file=name), playback.title.get(lang)) if part)
-        for lang in explain.LANGS}
+        explain.ui("play title host" if host else "play title", lang).format(file=name,
+                                                                            host=host),
+        playback.title.get(lang)) if part) for lang in explain.LANGS}
     if playback.cut:
         print(f"commviz: note: {args.file}:{playback.cut[0]}: the last line is cut short (the "
               "viewer was stopped while writing it): left out", file=sys.stderr)

@@ -1560,6 +1560,7 @@ _UI_PAIRS: dict[str, tuple[str, str]] = {
     "playback waits": ("the playback waits for the replay", "a gravação espera o replay"),
     "next operation": ("Next operation", "Próxima operação"),
     "play title": ("play {file}", "gravação {file}"),
+    "play title host": ("play {file}, recorded on {host}", "gravação {file}, feita em {host}"),
     "the job": ("the job", "o job"),
     "rank n": ("rank {}", "rank {}"),
     # the footer

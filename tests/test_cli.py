@@ -719,6 +719,27 @@ def test_ctrl_c_while_starting_up_is_one_line_not_a_traceback(monkeypatch, capsy
     assert capsys.readouterr().err == "commviz: interrupted\n"
 
 
+def test_play_names_the_machine_a_recording_was_made_on(monkeypatch, demo_run):
+    """Its header's "0 GPU(s) here" read as the machine playing it (user trial)."""
+    import socket
+
+    from commviz import cli
+    from commviz.tui import app
+
+    got = {}
+
+    def tui(playback, *_, title, **__):
+        got.update({lang: title(lang) for lang in ("en", "pt")})
+        return 0
+
+    monkeypatch.setattr(cli, "_no_terminal_for_the_tui", lambda args: False)
+    monkeypatch.setattr(app, "run_app", tui)
+    assert cli.main(["play", str(demo_run[3])]) == 0
+    host = socket.gethostname()
+    assert got["en"].startswith(f"play {demo_run[3].name}, recorded on {host} · all_reduce")
+    assert got["pt"].startswith(f"gravação {demo_run[3].name}, feita em {host} · all_reduce")
+
+
 def test_play_says_it_is_reading_a_large_recording(monkeypatch, capsys, demo_run):
     """The screen opens once the whole recording is read: 400,000 records take seconds."""
     from commviz import cli
