@@ -2912,8 +2912,14 @@ async def test_a_rank_whose_launcher_said_it_was_killed_reads_killed_not_silent(
     # before a finding's word: the ring said "⚠ failed" for the rank the others failed without
     session.feed([op_batch(r, [{"id": 1, "op": "all_reduce", "seq": 1, "t_start": T0_NS}],
                            groups={0: ("0", (0, 1))}) for r in (0,)])
-    Diagnosis(session.model, wall_ns=session.clock.wall_ns).finish([1])
+    found = Diagnosis(session.model, wall_ns=session.clock.wall_ns).finish([1])
     assert rank_states(session.model)[1].plain == "⚠ killed (SIGKILL)"
+    # and the ranks panel, where '⚠ lost rank' took its place (user trial)
+    flagged = {r: f for f in found for r in f.ranks}
+    assert 1 in flagged
+    table = render.ranks_table(session.model, session.clock(), session.clock.wall_ns(),
+                               flagged, width=94).plain.splitlines()
+    assert "⚠ killed (SIGKILL)" in table[2] and "lost" not in table[2], table
     assert text_mod.process_end(-9, "pt") == "morto (SIGKILL)"
     assert text_mod.process_end(3) == "ended, exit 3"
 

@@ -83,8 +83,8 @@ def ranks_table(model: Model, now: float, now_ns: int | None = None,
         # what a finding puts before the state of a rank it names ("⚠ hang: ")
         flag = _flagged(flagged[rank], "", idle, lang, state_w) \
             if flagged and rank in flagged else ""
-        if s.exit_code:  # its process failed, as its launcher says: goodbye or not
-            state = Text(text.process_end(s.exit_code, lang), style="bold red")
+        if s.exit_code:  # its process failed, as its launcher says: plainer than a finding
+            state, flag = Text(f"⚠ {text.process_end(s.exit_code, lang)}", style="bold red"), ""
         elif s.exited:
             state = Text(ui("state exited"), style="dim")
         elif s.exit_code is not None:  # gone without a goodbye, with exit code 0
