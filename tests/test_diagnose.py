@@ -753,6 +753,16 @@ def test_finish_names_a_rank_that_ended_before_reporting_anything():
     assert diag.finish([5]) == []
 
 
+def test_a_rank_its_launcher_stopped_is_not_lost():
+    """A hang's healthy rank, stopped by torchrun (SIGTERM) once the others failed at the
+    timeout, led the findings as a lost rank whose advice was the OOM killer (user trial)."""
+    clock, model, diag = _setup(world=2)
+    model.process_ended(1, -15)
+    model.process_ended(0, 1)
+    (f,) = diag.finish([0, 1])
+    assert f.ranks == (0,) and f.message.endswith("(exit 1)")
+
+
 @pytest.mark.parametrize("code, en, pt", [(1, "exit 1", "saída 1"),
                                           (-9, "killed by SIGKILL", "morto por SIGKILL")])
 def test_a_rank_that_ended_before_reporting_anything_says_how_as_its_launcher_did(

@@ -132,8 +132,13 @@ def test_a_crashing_rank_makes_commviz_fail_and_say_so(run, tmp_path):
     assert "rank 1: crashing on purpose" in out
     ours = _commviz_lines(out)
     assert ours[-1] == f"the job exited with code {rc}"
-    assert re.fullmatch(r"ranks? [\d,-]+ ended without saying goodbye \(crashed, killed, or "
-                        r"stopped\)", ours[-2]) and "1" in ours[-2].split("ended")[0], ours
+    # above it, as the TUI's viewer panel says them: each rank's end from torchrun's summary,
+    # then the line that says why (user trial: headless, only the TUI said the cause)
+    assert re.match(rf"the job failed \(exit {rc}\): rank \d: \w+Error: ", ours[-2]), ours
+    assert "rank 1: ended, exit 3, says torchrun's summary" in ours, ours
+    goodbye = [line for line in ours if re.fullmatch(
+        r"ranks? [\d,-]+ ended without saying goodbye \(crashed, killed, or stopped\)", line)]
+    assert len(goodbye) == 1 and "1" in goodbye[0].split("ended")[0], ours
     # recorded as the TUI records it, with the line that says why: commviz play lists it
     extra = {"event": []}
     list(recording.read(rec, lines=extra))

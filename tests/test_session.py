@@ -60,3 +60,21 @@ def test_a_frame_that_never_ends_holds_the_collector_back_briefly():
         assert time.monotonic() - started >= session_mod.FRAME_YIELD_S
     finally:
         session.close()
+
+
+def test_an_event_of_how_a_rank_ended_is_recorded_and_told_to_the_model(tmp_path):
+    """Headless, torchrun's summary was recorded but not told to the model: the end's
+    diagnosis named a rank torchrun had stopped a lost rank (user trial)."""
+    from commviz import recording
+
+    session = Session("tcp://127.0.0.1:*", str(tmp_path / "e.jsonl"))
+    try:
+        session.note_event("rank ended", {"who": "rank 1", "code": -15, "rank": 1})
+        assert session.model.exit_codes == {1: -15}
+    finally:
+        session.close(ended=[1])
+    extra: dict = {"event": []}
+    findings: list = []
+    list(recording.read(tmp_path / "e.jsonl", findings, lines=extra))
+    assert [e["fields"]["code"] for e in extra["event"]] == [-15]
+    assert findings == []  # stopped by its launcher: not lost

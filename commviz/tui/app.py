@@ -689,15 +689,7 @@ class CommvizApp(App):
             f"{ui('speed').lower()}{ahead}{waits}{held}"
 
     def _event(self, key: str, fields: dict[str, Any]) -> str:
-        """An event of the ranks in the language (a rank's ``who`` reads "rank N", a job's
-        "the job")."""
-        if fields.get("who") == "the job":
-            fields = {**fields, "who": explain.ui("the job", self.lang)}
-        if isinstance(fields.get("line"), str):
-            fields = {**fields, "line": explain.in_language(fields["line"], self.lang)}
-        if key == "rank ended":  # as torchrun's summary gave it: killed (SIGTERM), exit 1
-            fields = {**fields, "end": text.process_end(fields["code"], self.lang)}
-        return explain.ui(key, self.lang).format(**fields)
+        return text.event_line(key, fields, self.lang)
 
     def _watch_ranks(self) -> None:
         if self._playback is not None:  # what the launcher told, as recorded
@@ -735,12 +727,12 @@ class CommvizApp(App):
         failures after it are mostly its consequences: peers that lost it)."""
         first = key == "rank failed" and all(k != key for k, _ in self._events)
         self._events.append((key, fields))
-        if type(fields.get("rank")) is int and type(fields.get("code")) is int:
-            with self.session.lock:  # the ranks table says how it ended, not "silent"
-                self.session.model.process_ended(fields["rank"], fields["code"])
-        note = getattr(self.session, "note_event", None)  # a playback records nothing
-        if note is not None:
+        note = getattr(self.session, "note_event", None)
+        if note is not None:  # recorded, and how a rank ended told to the model
             note(key, fields)
+        elif type(fields.get("rank")) is int and type(fields.get("code")) is int:
+            with self.session.lock:  # a playback: the ranks table says how it ended
+                self.session.model.process_ended(fields["rank"], fields["code"])
         if first and not self._status_shows_whole(self._event(key, fields)):
             self.notify(self._event(key, fields), severity="error", timeout=10, markup=False)
 

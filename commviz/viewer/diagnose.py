@@ -346,13 +346,16 @@ class Diagnosis:
         return events
 
     def finish(self, ended: Iterable[int]) -> list[Finding]:
-        """The job has ended (``ended``: its ranks): name those that left without a goodbye."""
+        """The job has ended (``ended``: its ranks): name those that left without a goodbye,
+        but for those its launcher says it stopped (SIGTERM)."""
         now, wall = self.model.clock(), self.wall_ns()
         events = []
         for r in sorted(set(ended)):
             s = self.model.ranks.get(r)
             key = ("lost_rank", r)
-            if (s is not None and s.exited) or key in self._active:
+            # stopped by its launcher (torchrun stops the others when one fails): not lost
+            stopped = self.model.exit_codes.get(r) == -signal.SIGTERM
+            if (s is not None and s.exited) or key in self._active or stopped:
                 continue
             how_en, how_pt = _how_ended(self.model.exit_codes.get(r))
             if s is None:  # it died before its first heartbeat could leave

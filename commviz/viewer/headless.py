@@ -108,9 +108,10 @@ def run_job(session: Session, start: Callable[[], Job], out: TextIO = sys.stdout
                     joined = sum(bool(s.pid) for s in session.model.ranks.values())
                 _await_goodbyes(session, joined, printer)
         finally:
+            events: list[tuple[str, dict]] = []
             if job is not None:  # stops it if interrupted; else ends only what is left of it
                 job.stop(interrupts.first or signal.SIGINT, "stop signal")
-                _note_job_end(session, job)
+                events = _note_job_end(session, job)
             session.close()
             if job is not None:
                 printer.flush()
@@ -121,24 +122,31 @@ def run_job(session: Session, start: Callable[[], Job], out: TextIO = sys.stdout
                 if silent:
                     print(explain.ui_n("no goodbye", len(silent), lang,
                                        ranks=text.ranks_phrase(silent)), file=out)
+                for key, fields in events:  # as the TUI's viewer panel says them: the cause
+                    print(text.event_line(key, fields, lang), file=out)
                 print(job.describe_end(lang), file=out, flush=True)
     assert job is not None and job.exit_code is not None
     return job.exit_code
 
 
-def _note_job_end(session: Session, job: Job) -> None:
-    """How the job ended, recorded as the TUI records it: a failure with the line of its
-    output that says why; nothing when commviz stopped it."""
+def _note_job_end(session: Session, job: Job) -> list[tuple[str, dict]]:
+    """How the job ended, noted as the TUI notes it (recorded, and how each rank's process
+    ended given to the model): a failure with the line of its output that says why, after
+    the ranks' ends torchrun's summary gives; nothing when commviz stopped it. Returns the
+    failures, to be printed (the end line says the rest)."""
     if job.stopped_by is not None:
-        return
-    for rank, code in torchrun_exit_codes(list(session.job_tail)).items():
-        session.note_event("rank ended", {"who": f"rank {rank}", "code": code, "rank": rank})
+        return []
+    events: list[tuple[str, dict]] = [
+        ("rank ended", {"who": f"rank {rank}", "code": code, "rank": rank})
+        for rank, code in torchrun_exit_codes(list(session.job_tail)).items()]
     if job.exit_code:
         line = telling_line(list(session.job_tail), whose=True) or job.describe_end()
-        session.note_event("rank failed", {"who": "the job", "code": job.exit_code,
-                                           "line": line})
+        events.append(("rank failed", {"who": "the job", "code": job.exit_code, "line": line}))
     else:
-        session.note_event("job ended", {})
+        events.append(("job ended", {}))
+    for key, fields in events:
+        session.note_event(key, fields)
+    return [(key, fields) for key, fields in events if key != "job ended"]
 
 
 PREFIX = "[commviz] "

@@ -116,7 +116,11 @@ class Session(Collector):
             recorder.write_output(text)
 
     def note_event(self, key: str, fields: dict) -> None:
-        """What the launcher told of the ranks' processes ("rank failed"...), recorded."""
+        """What the launcher told of the ranks' processes ("rank failed"...), recorded; how a
+        rank's process ended goes to the model (the ranks table, the end's diagnosis)."""
+        if type(fields.get("rank")) is int and type(fields.get("code")) is int:
+            with self.lock:
+                self.model.process_ended(fields["rank"], fields["code"])
         recorder = self.recorder
         if recorder is not None:
             recorder.write_event(key, fields)

@@ -6,6 +6,7 @@ import functools
 import re
 import signal
 import unicodedata
+from typing import Any
 
 from .. import explain
 from ..bandwidth import gbps_text
@@ -183,6 +184,18 @@ def process_end(code: int, lang: str = "en") -> str:
             name = f"signal {-code}"
         return explain.ui("state killed", lang).format(name)
     return explain.ui("state ended code", lang).format(code)
+
+
+def event_line(key: str, fields: dict[str, Any], lang: str = "en") -> str:
+    """What a launcher told of the ranks' processes ("rank failed"...: Session.note_event),
+    in ``lang`` (a rank's ``who`` reads "rank N", a job's "the job")."""
+    if fields.get("who") == "the job":
+        fields = {**fields, "who": explain.ui("the job", lang)}
+    if isinstance(fields.get("line"), str):
+        fields = {**fields, "line": explain.in_language(fields["line"], lang)}
+    if key == "rank ended":  # as torchrun's summary gave it: killed (SIGTERM), exit 1
+        fields = {**fields, "end": process_end(fields["code"], lang)}
+    return explain.ui(key, lang).format(**fields)
 
 
 def duration(ns: float) -> str:
