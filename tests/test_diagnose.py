@@ -270,8 +270,9 @@ def test_hang_names_op_group_seq_inside_and_missing_with_what_they_do():
     model.apply([heartbeat(r, 4) for r in range(4)])
     (f,) = diag.update()
     assert _types([f]) == [("hang", (3,), (0, 1, 2, 3), 2)]
-    assert f.message.startswith("all_reduce #2 in group 0-3 hangs for 1.1 s: ranks 0,1,2 "
-                                "inside, rank 3 missing (3: idle since its last op, all_reduce, ")
+    assert f.message.startswith("all_reduce #2 at demo.py:12 in group 0-3 hangs for 1.1 s: ranks "
+                                "0,1,2 inside, rank 3 missing (3: idle since its last op, "
+                                "all_reduce, ")
     assert set(f.links) == {(0, 3), (1, 3), (2, 3)}
     # rank 3 arrives: the instance completes and the hang is reported resolved, with its length
     clock.advance(0.5)
@@ -338,11 +339,11 @@ def test_hang_becomes_failed_when_the_waiters_fail_at_the_timeout():
     (f,) = diag.update()  # the same condition, now what it is: no "resolved" in between
     assert _types([f]) == [("failed", (3,), (0, 1, 2, 3), 1)]
     # the failure is the timeout ending the hang: said so, with the hang's advice
-    assert f.message == ("all_reduce #1 in group 0-3 hung until a timeout ended it after 6.0 s: "
-                         "ranks 0,1,2 failed in it waiting for rank 3 (3: no op yet)")
-    assert f.text("pt") == ("all_reduce #1 no grupo 0-3 ficou travado até um timeout encerrá-lo "
-                            "após 6,0 s: os ranks 0,1,2 falharam nele esperando pelo rank 3 (3: "
-                            "nenhuma operação ainda)")
+    assert f.message == ("all_reduce #1 at demo.py:12 in group 0-3 hung until a timeout ended it "
+                         "after 6.0 s: ranks 0,1,2 failed in it waiting for rank 3 (3: no op yet)")
+    assert f.text("pt") == ("all_reduce #1 em demo.py:12 no grupo 0-3 ficou travado até um "
+                            "timeout encerrá-lo após 6,0 s: os ranks 0,1,2 falharam nele "
+                            "esperando pelo rank 3 (3: nenhuma operação ainda)")
     assert f.hung and f.topic == "timeout"
     assert _types(diag.findings()) == [("failed", (3,), (0, 1, 2, 3), 1)]
     _tick(clock, model, 5, ranks=range(3))  # rank 3, still idle, then silent: words kept
@@ -361,10 +362,10 @@ def test_failed_collective_whose_peer_exited_is_named_at_once_and_does_not_grow(
     model.apply([op_batch(0, [_rec(2, 100, 420, flags=8)], g2), bye(0)])
     (f,) = diag.update()
     assert _types([f]) == [("failed", (1,), (0, 1), 2)]
-    assert f.message == ("rank 0 failed in all_reduce #2 in group 0,1 after 0.3 s: no record "
-                         "from rank 1 for #2 (1: exited)")
-    assert f.message_pt == ("rank 0 falhou em all_reduce #2 no grupo 0,1 após 0.3 s: nenhum "
-                            "registro do rank 1 para o #2 (1: já saiu)")
+    assert f.message == ("rank 0 failed in all_reduce #2 at demo.py:12 in group 0,1 after 0.3 s: "
+                         "no record from rank 1 for #2 (1: exited)")
+    assert f.message_pt == ("rank 0 falhou em all_reduce #2 em demo.py:12 no grupo 0,1 após 0.3 "
+                            "s: nenhum registro do rank 1 para o #2 (1: já saiu)")
     assert "hang" not in f.message
     for _ in range(3):
         clock.advance(5)
@@ -388,13 +389,13 @@ def test_failed_collective_whose_peer_crashed_unheard_says_only_what_is_known():
     assert _types([f]) == [("failed", (0,), (0, 1), 2)]
     assert "never" not in f.message and "mismatch" not in f.message
     # in ms under 0.1 s: "after 0.0 s" read as no time at all (user trial)
-    assert f.message == ("rank 1 failed in all_reduce #2 in group 0,1 after 10.0 ms: no record "
-                         "from rank 0 for #2 (0: silent for 1.2 s, no goodbye: it may have "
-                         "crashed inside the call; its last record: all_reduce #1)")
-    assert f.text("pt") == ("rank 1 falhou em all_reduce #2 no grupo 0,1 após 10,0 ms: nenhum "
-                            "registro do rank 0 para o #2 (0: em silêncio há 1,2 s, sem se "
-                            "despedir: pode ter caído dentro da chamada; seu último registro: "
-                            "all_reduce #1)")
+    assert f.message == ("rank 1 failed in all_reduce #2 at demo.py:12 in group 0,1 after 10.0 "
+                         "ms: no record from rank 0 for #2 (0: silent for 1.2 s, no goodbye: it "
+                         "may have crashed inside the call; its last record: all_reduce #1)")
+    assert f.text("pt") == ("rank 1 falhou em all_reduce #2 em demo.py:12 no grupo 0,1 após 10,0 "
+                            "ms: nenhum registro do rank 0 para o #2 (0: em silêncio há 1,2 s, "
+                            "sem se despedir: pode ter caído dentro da chamada; seu último "
+                            "registro: all_reduce #1)")
     assert "nunca" not in f.text("pt")
 
 
@@ -533,9 +534,9 @@ def test_a_deadlock_ended_by_the_timeout_fails_as_its_hangs_do_and_they_name_it(
     found = {f.key[0]: f for f in diag.update()}
     assert {f.type for f in found.values()} == {"failed"}  # no "resolved" in between
     coll, recv, cycle = found["hang"], found["hang-p2p"], found["deadlock"]
-    assert coll.message == ("all_reduce #3 in group 0-3 hung until a timeout ended it after "
-                            "6.0 s: ranks 0,1,2 failed in it waiting for rank 3 (3: in recv "
-                            "from 0 #1); cause: the deadlock of ranks 0,3")
+    assert coll.message == ("all_reduce #3 at demo.py:12 in group 0-3 hung until a timeout ended "
+                            "it after 6.0 s: ranks 0,1,2 failed in it waiting for rank 3 (3: in "
+                            "recv from 0 #1); cause: the deadlock of ranks 0,3")
     assert recv.message == ("recv at 3 from 0 #1 hung until a timeout ended it after 6.0 s "
                             "waiting for its send: no record of it from rank 0 (in all_reduce "
                             "#3); cause: the deadlock of ranks 0,3")
@@ -674,8 +675,8 @@ def _crash_demo(clock, model):
                 + [bye(r) for r in (0, 1, 3)])
 
 
-CRASH_FAILED = ("ranks 0,1,3 failed in all_reduce #4 in group 0-3 after 10.0 ms: no record from "
-                "rank 2 for #4 (2: lost, no goodbye; its last record: all_reduce #3)")
+CRASH_FAILED = ("ranks 0,1,3 failed in all_reduce #4 at demo.py:12 in group 0-3 after 10.0 ms: no "
+                "record from rank 2 for #4 (2: lost, no goodbye; its last record: all_reduce #3)")
 
 
 def test_finish_names_where_a_lost_rank_left_its_peers():
@@ -693,8 +694,9 @@ def test_finish_names_where_a_lost_rank_left_its_peers():
     assert _types([failed]) == [("failed", (2,), (0, 1, 2, 3), 4)]
     assert failed.message == CRASH_FAILED and not failed.hung
     assert failed.text("pt") == (
-        "os ranks 0,1,3 falharam em all_reduce #4 no grupo 0-3 após 10,0 ms: nenhum registro do "
-        "rank 2 para o #4 (2: perdido, sem se despedir; seu último registro: all_reduce #3)")
+        "os ranks 0,1,3 falharam em all_reduce #4 em demo.py:12 no grupo 0-3 após 10,0 ms: nenhum "
+        "registro do rank 2 para o #4 (2: perdido, sem se despedir; seu último registro: "
+        "all_reduce #3)")
     assert [f.type for f in diagnose.by_cause(diag.findings())] == ["lost_rank", "failed"]
 
 
@@ -728,7 +730,8 @@ def test_a_rank_stopped_inside_the_op_its_peers_failed_in_does_not_keep_it_a_han
         clock.advance(0.1)
         found += diag.update()
     assert _types(found) == [("failed", (2,), (0, 1, 2, 3), 4), ("lost_rank", (2,), None, None)]
-    assert found[0].message.startswith("ranks 1,3 failed in all_reduce #4 in group 0-3 after ")
+    assert found[0].message.startswith("ranks 1,3 failed in all_reduce #4 at demo.py:12 in group "
+                                       "0-3 after ")
     assert "stuck" not in found[1].message
     clock.advance(10)
     diag.update()
@@ -853,16 +856,21 @@ def test_a_hang_that_completes_as_its_job_ends_is_resolved():
 
 def test_mismatched_op_named_from_in_flight_records_before_anything_completes():
     clock, model, diag = _setup()
-    model.apply([_in_flight(r, 3, 0) for r in range(3)] + [_in_flight(3, 3, 0, op="broadcast",
-                                                                      peer=0)])
+    # each side's line of the program, as the source panel names it (user trial: neither was
+    # said, and the source panel showed another op)
+    sites = {0: ("/home/u/train.py", 32), 1: ("/home/u/train.py", 40)}
+    model.apply([op_batch(r, [_rec(3, 0, -1, op="broadcast" if r == 3 else "all_reduce",
+                                   peer=0 if r == 3 else -1, site=int(r == 3), id=3)], G4,
+                          sites) for r in range(4)])
     (f,) = diag.update()
     assert _types([f]) == [("mismatch", (3,), (0, 1, 2, 3), 3)]
     # "!! mismatch: ranks disagree at #3": not "mismatch: mismatch at #3" (user trial)
     assert f.message == ("ranks disagree at #3 in group 0-3: rank 3 called broadcast "
-                         "(4096 B float32), while ranks 0,1,2 called all_reduce (4096 B float32)")
+                         "(4096 B float32) at train.py:40, while ranks 0,1,2 called all_reduce "
+                         "(4096 B float32) at train.py:32")
     assert f.message_pt == ("os ranks divergem no #3 do grupo 0-3: rank 3 chamou broadcast "
-                            "(4096 B float32), enquanto os ranks 0,1,2 chamaram all_reduce "
-                            "(4096 B float32)")
+                            "(4096 B float32) em train.py:40, enquanto os ranks 0,1,2 chamaram "
+                            "all_reduce (4096 B float32) em train.py:32")
 
 
 def test_mismatch_waits_for_the_rest_of_the_group_before_naming_sides():
@@ -886,14 +894,15 @@ def test_mismatch_named_with_the_ranks_in_once_the_others_are_overdue():
     (f,) = diag.update()
     assert _types([f]) == [("mismatch", (3,), (0, 1, 2, 3), 3)]
     # the line is recorded once: it says who had not come in when it was named
-    assert f.message.endswith("while ranks 0,1 called all_reduce (4096 B float32) (rank 2 has "
-                              "not reached it yet)")
+    assert f.message.endswith("while ranks 0,1 called all_reduce (4096 B float32) at demo.py:12 "
+                              "(rank 2 has not reached it yet)")
     assert f.message_pt.endswith("(rank 2 ainda não chegou a ele)")
     # once it is in, the panel's line says what it called
     model.apply([_in_flight(2, 3, 0)])
     assert diag.update() == []
     (now,) = diag.findings()
-    assert now.message.endswith("while ranks 0,1,2 called all_reduce (4096 B float32)")
+    assert now.message.endswith("while ranks 0,1,2 called all_reduce (4096 B float32) at "
+                                "demo.py:12")
 
 
 @pytest.mark.parametrize("field, value, shown", [("nbytes", 8192, "(8192 B float32)"),

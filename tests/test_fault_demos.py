@@ -71,6 +71,13 @@ def _diags(lines: list[dict], kind: str | None = None) -> list[dict]:
     return [x for x in lines if x.get("kind") == "diag" and kind in (None, x["type"])]
 
 
+def _line(demo: str, op: str) -> int:
+    """The line of demo ``demo`` that calls ``dist.<op>``."""
+    source = (Path(__file__).parents[1] / "demos" / f"{demo}.py").read_text().splitlines()
+    (line,) = [i for i, text in enumerate(source, 1) if f"dist.{op}(" in text]
+    return line
+
+
 def _ops(lines: list[dict], seq: int) -> list[dict]:
     return [x for x in lines if x.get("kind") == "op" and x["seq"] == seq
             and x["op"] != "recv"]
@@ -99,6 +106,7 @@ def test_hang_names_the_collective_and_the_missing_rank(procs, tmp_path):
     f = hangs[0]
     assert f"ranks 0,1,2 inside, rank {WORLD - 1} missing ({WORLD - 1}: in recv from 0 #1" \
         in f["message"]
+    assert f["message"].startswith(f"all_reduce #3 at hang.py:{_line('hang', 'all_reduce')} ")
     inside = _ops(lines, 3)
     assert sorted(op["rank"] for op in inside) == [0, 1, 2]
     assert all(op["flags"] & 8 for op in inside)  # they failed at the timeout
@@ -140,7 +148,9 @@ def test_crash_names_the_lost_rank(procs, tmp_path):
     # where: the all_reduce the others failed in without it, after its last record
     (failed,) = _diags(lines, "failed")
     assert (failed["ranks"], failed["seq"]) == ([victim], 4), failed
-    assert failed["message"].startswith("ranks 0,1,3 failed in all_reduce #4 in group 0-3 ")
+    assert failed["message"].startswith(
+        f"ranks 0,1,3 failed in all_reduce #4 at crash.py:{_line('crash', 'all_reduce')} in "
+        "group 0-3 "), failed
     # (found lost by then, or still confirming: "silent for 1.1 s, no goodbye: it may have...")
     assert re.search(rf"\({victim}: (lost|silent).*; its last record: all_reduce #3\)$",
                      failed["message"]), failed
@@ -165,9 +175,11 @@ def test_mismatch_named_with_both_sides_before_the_job_fails(procs, tmp_path):
     assert (f["ranks"], f["group"], f["seq"]) == ([WORLD - 1], GROUP, 3)
     # named once the others are in, or 0.5 s after the first (a loaded machine) saying who
     # had not come in
-    sides = re.search(rf"rank {WORLD - 1} called broadcast \(4096 B float32\), while ranks "
-                      r"([\d,]+) called all_reduce \(4096 B float32\)(?: \((.+)\))?$",
-                      f["message"])
+    # each side at its line of the demo
+    odd, common = _line("mismatch", "broadcast"), _line("mismatch", "all_reduce")
+    sides = re.search(rf"rank {WORLD - 1} called broadcast \(4096 B float32\) at mismatch.py:"
+                      rf"{odd}, while ranks ([\d,]+) called all_reduce \(4096 B float32\) at "
+                      rf"mismatch.py:{common}(?: \((.+)\))?$", f["message"])
     assert sides, f["message"]
     came = [int(r) for r in sides.group(1).split(",")]
     late = [r for r in range(WORLD - 1) if r not in came]

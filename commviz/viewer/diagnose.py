@@ -269,6 +269,7 @@ class _Entry:
     waiting: bool  # still in flight
     failed: bool
     took: float = 0.0  # completed: seconds the rank was in it, on its own clock
+    site: tuple[str, int] | None = None  # the program's line that made the call
 
 
 class Diagnosis:
@@ -561,7 +562,7 @@ class Diagnosis:
             if f.op not in protocol.P2P and f.gkey >= 0:
                 by_key.setdefault((f.gkey, f.seq), {})[f.rank] = _Entry(
                     f.rank, f.op, f.size, f.dtype, self._age(f.rank, f.op_id, now, f.seen),
-                    True, False)
+                    True, False, site=f.site)
         rows = self.model.pending()[0]
         if not len(rows["rank"]):
             return by_key
@@ -583,7 +584,8 @@ class Diagnosis:
             by_key.setdefault((gk, seq), {}).setdefault(r, _Entry(
                 r, protocol.OPS[rows["op"][i]], int(sizes[i]), _dtype(int(rows["dtype"][i])),
                 self._age(r, int(rows["id"][i]), now), False, bool(failed[i]),
-                int(rows["t_end"][i] - rows["t_start"][i]) / 1e9))
+                int(rows["t_end"][i] - rows["t_start"][i]) / 1e9,
+                self.model.site_of(int(rows["site"][i]))))
         return by_key
 
     def _hangs(self, now: float, wall: int, unmatched: dict[tuple[int, int], dict[int, _Entry]],
@@ -636,13 +638,14 @@ class Diagnosis:
             if self._in_ops(missing) or ("hang", gkey, seq) not in self._hung:
                 self._hung[("hang", gkey, seq)] = _why(
                     missing, [self._doing(m, wall, lost, timed=False) for m in missing])
+            at_en, at_pt = _at(entries, inside)
             out.append(Finding(
                 "hang", missing, group, seq,
-                f"{op} #{seq} in group {_group(group)} "
+                f"{op} #{seq}{at_en} in group {_group(group)} "
                 + (f"hung for {age:.1f} s, until the ranks exited" if ended else
                    f"hangs for {age:.1f} s")
                 + f": {_ranks(inside)} inside, {_ranks(missing)} missing ({why_en})",
-                f"{op} #{seq} no grupo {_group(group)} "
+                f"{op} #{seq}{at_pt} no grupo {_group(group)} "
                 + (f"ficou travado {age:.1f} s, até os ranks saírem" if ended else
                    f"travado há {age:.1f} s")
                 + f": {_ranks(inside, 'pt')} dentro, {_ranks(missing, 'pt')} faltando "
@@ -661,24 +664,26 @@ class Diagnosis:
         failed = tuple(sorted(r for r, e in entries.items() if e.failed))
         took = max(entries[r].took for r in failed)
         one, none = len(failed) == 1, len(missing) == 1
+        at_en, at_pt = _at(entries, failed)
         key = ("hang", gkey, seq)
         if key in self._hung:  # the timeout ended a hang: say what it found, and its cause
             (why_en, why_pt), (cause_en, cause_pt) = self._hung[key], self._cause(failed, missing)
             return Finding(
                 "failed", missing, group, seq,
-                f"{op} #{seq} in group {_group(group)} hung until a timeout ended it after "
+                f"{op} #{seq}{at_en} in group {_group(group)} hung until a timeout ended it after "
                 f"{_took(took)}: {_ranks(failed)} failed in it waiting for {_ranks(missing)} "
                 f"({why_en}){cause_en}",
-                f"{op} #{seq} no grupo {_group(group)} ficou travado até um timeout encerrá-lo "
+                f"{op} #{seq}{at_pt} no grupo {_group(group)} ficou travado até um timeout "
+                "encerrá-lo "
                 f"após {_took(took)}: {_ranks(failed, 'pt')} {'falhou' if one else 'falharam'} "
                 f"nele esperando {'pelo' if none else 'pelos'} "
                 f"{_ranks(missing, 'pt').removeprefix('os ')} ({why_pt}){cause_pt}",
                 key, now, wall, links=links, op=op, hung=True)
         return Finding(
             "failed", missing, group, seq,
-            f"{_ranks(failed)} failed in {op} #{seq} in group {_group(group)} after "
+            f"{_ranks(failed)} failed in {op} #{seq}{at_en} in group {_group(group)} after "
             f"{_took(took)}: no record from {_ranks(missing)} for #{seq} ({why_en})",
-            f"{_ranks(failed, 'pt')} {'falhou' if one else 'falharam'} em {op} #{seq} no "
+            f"{_ranks(failed, 'pt')} {'falhou' if one else 'falharam'} em {op} #{seq}{at_pt} no "
             f"grupo {_group(group)} após {_took(took)}: nenhum registro "
             f"{'do' if none else 'dos'} {_ranks(missing, 'pt').removeprefix('os ')} "
             f"para o #{seq} ({why_pt})",
@@ -932,8 +937,11 @@ class Diagnosis:
         odd = tuple(sorted(r for r, s in sig.items() if s != common))
         same = tuple(sorted(r for r, s in sig.items() if s == common))
         group = self.model.groups[gkey][1]
-        desc = "; ".join(f"{_ranks((r,))} called {_call(entries[r])}" for r in odd)
-        desc_pt = "; ".join(f"{_ranks((r,), 'pt')} chamou {_call(entries[r])}" for r in odd)
+        desc = "; ".join(f"{_ranks((r,))} called {_call(entries[r])}{_at(entries, (r,))[0]}"
+                         for r in odd)
+        desc_pt = "; ".join(f"{_ranks((r,), 'pt')} chamou {_call(entries[r])}"
+                            f"{_at(entries, (r,))[1]}" for r in odd)
+        base_at, base_at_pt = _at(entries, same)
         base = _call(entries[same[0]])
         # named before every rank's record is in (MISMATCH_WAIT_S): say who is not, so that the
         # line, recorded once, is not read as the whole group
@@ -946,10 +954,10 @@ class Diagnosis:
         return Finding(
             "mismatch", odd, group, seq,
             f"ranks disagree at #{seq} in group {_group(group)}: {desc}, while {_ranks(same)} "
-            f"called {base}{late}",
+            f"called {base}{base_at}{late}",
             f"os ranks divergem no #{seq} do grupo {_group(group)}: {desc_pt}, enquanto "
             f"{_ranks(same, 'pt')} {'chamou' if len(same) == 1 else 'chamaram'} {base}"
-            f"{late_pt}",
+            f"{base_at_pt}{late_pt}",
             ("mismatch", gkey, seq), now, wall)
 
     def _slow(self, now: float, wall: int) -> list[Finding]:
@@ -1192,6 +1200,17 @@ def _last_record(s: Any) -> tuple[str, str]:
     call = (_call_phrase(s.last_op, s.last_peer, s.last_seq),
             _call_phrase(s.last_op, s.last_peer, s.last_seq, "pt"))
     return f"; its last record: {call[0]}", f"; seu último registro: {call[1]}"
+
+
+def _at(entries: dict[int, _Entry], ranks: Iterable[int]) -> tuple[str, str]:
+    """Where ``ranks`` made their call, as a clause (en, pt): " at train.py:32", the file's
+    name and line the source panel shows; empty unless they all made it at one known line."""
+    sites = {entries[r].site for r in ranks}
+    if len(sites) != 1 or None in sites:
+        return "", ""
+    ((path, line),) = sites
+    where = f"{path.rsplit('/', 1)[-1]}:{line}"
+    return f" at {where}", f" em {where}"
 
 
 def _ranks(ranks: Iterable[int], lang: str = "en") -> str:

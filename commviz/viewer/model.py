@@ -120,6 +120,7 @@ class InFlight:
     dtype: str | None = None
     op_id: int = -1
     seen: float = 0.0       # model clock when the viewer learned of it
+    site: tuple[str, int] | None = None  # the program's file and line that made the call
 
 
 @dataclass(frozen=True)
@@ -573,6 +574,11 @@ class Model:
             self._group_jobs = np.append(self._group_jobs, job)
         return key
 
+    def site_of(self, index: int) -> tuple[str, int] | None:
+        """The program's file and line of a row's ``site``; None where unknown."""
+        site = self.sites[index] if 0 <= index < len(self.sites) else None
+        return site if site is not None and site[1] > 0 else None
+
     def _site(self, site: tuple[str, int]) -> int:
         key = self._site_keys.get(site)
         if key is None:
@@ -625,12 +631,13 @@ class Model:
     def _note_inflight(self, rows: dict[str, np.ndarray]) -> None:
         sizes = self.sizes_of(rows)
         now = self.clock()
-        for r, i, op, g, seq, peer, t0, size, dt in zip(*(rows[k].tolist() for k in (
+        for r, i, op, g, seq, peer, t0, size, dt, site in zip(*(rows[k].tolist() for k in (
                 "rank", "id", "op", "gkey", "seq", "peer", "t_start")), sizes.tolist(),
-                rows["dtype"].tolist()):
+                rows["dtype"].tolist(), rows["site"].tolist()):
             self.inflight[(r, i)] = InFlight(
                 r, protocol.OPS[op], self.groups[g][1], seq, peer, t0, g, size,
-                None if dt == protocol.NO_CODE else protocol.DTYPES[dt], i, now)
+                None if dt == protocol.NO_CODE else protocol.DTYPES[dt], i, now,
+                self.site_of(site))
 
     def _count_per_rank(self, rows: dict[str, np.ndarray]) -> None:
         ranks = rows["rank"]
