@@ -262,3 +262,17 @@ def test_a_recording_without_incarnations_still_loads(tmp_path):
     replay.apply(list(recording.read(path)))
     assert (replay.instances, len(replay.jobs)) == (2, 2)
     assert all(s.inc == 0 for j in replay.jobs for s in j.values())
+
+
+def test_a_smaller_job_after_one_that_ended_leaves_the_ended_ranks_out_of_the_panels():
+    """`commviz watch`: a 3-rank job, then a 2-rank one: the ranks panel kept job 1's rank 2
+    ('exited'), the ring drew a [2] for the 2-rank all_reduce (user trial)."""
+    model = Model(FakeClock())
+    first = [(r, 300 + r, 30 + r) for r in range(3)]
+    model.apply([replace(_hb(r, inc, pid, KEY_A), world=3) for r, inc, pid in first])
+    model.apply([replace(protocol.Bye(r, T0_NS, 0), inc=inc) for r, inc, _ in first])
+    assert set(model.shown_ranks()) == {0, 1, 2} and model.world_size() == 3  # over, alone
+    model.apply([_hb(r, inc, pid, KEY_B) for r, inc, pid in JOB_B])
+    assert set(model.shown_ranks()) == {0, 1} and model.world_size() == 2
+    assert model.nodes() == {"node0": [0, 1]} and set(model.lanes(0)) == {0, 1}
+    assert set(model.ranks) == {0, 1, 2}  # still known: the diagnosis and stats see it

@@ -526,7 +526,7 @@ def rank_states(model: Model, now: float | None = None, lang: str = "en") -> dic
         busy.setdefault(op.rank, op.op)
     out = {}
     flagged = {r: f.type for f in model.findings() for r in f.ranks}
-    for rank, s in model.ranks.items():
+    for rank, s in model.shown_ranks().items():
         if s.exit_code:  # what its launcher said of its process: plainer than a finding's
             out[rank] = Text(f"⚠ {process_end(s.exit_code, lang)}", style="bold red")
         elif rank in flagged:

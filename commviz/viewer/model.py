@@ -322,8 +322,9 @@ class Model:
         """Hosts -> their ranks (sorted): the viewer's own host first, then by lowest rank.
         Ranks not heard from by heartbeat yet are under ``"?"``."""
         by_host: dict[str, list[int]] = {}
-        for rank in sorted(self.ranks):
-            by_host.setdefault(self.ranks[rank].host, []).append(rank)
+        shown = self.shown_ranks()
+        for rank in sorted(shown):
+            by_host.setdefault(shown[rank].host, []).append(rank)
         return dict(sorted(by_host.items(), key=lambda kv: (kv[0] != self.local_host,
                                                              kv[1][0])))
 
@@ -346,6 +347,20 @@ class Model:
     def job_of(self, gkey: int) -> int:
         """The job generation a group belongs to (1, 2, ...; 0 for no group, gkey -1)."""
         return int(self._group_jobs[gkey]) if 0 <= gkey < len(self._group_jobs) else 0
+
+    def shown_ranks(self) -> dict[int, RankState]:
+        """``ranks`` but the retired ones, whose last process belongs to a job that is over
+        and that a later job without their rank number followed (``commviz watch``: a 3-rank
+        job, then a 2-rank one): the panels show the job under way, without its rank 2."""
+        if len(self.jobs) < 2:  # one job: none retired (every frame asks)
+            return self.ranks
+        later: list[set[int]] = [set()]  # later[-j]: the rank numbers of jobs after job n-j+1
+        for members in reversed(self.jobs[1:]):
+            later.append(later[-1] | members.keys())
+        later.reverse()  # later[j - 1]: the rank numbers of the jobs after job j
+        over = {job: self.job_over(job) for job in {s.job for s in self.ranks.values()}}
+        return {r: s for r, s in self.ranks.items()
+                if not (s.job and over[s.job] and later[s.job - 1] and r not in later[s.job - 1])}
 
     def job_over(self, job: int) -> bool:
         """Whether every incarnation of a job generation has said goodbye or been replaced."""
@@ -405,10 +420,12 @@ class Model:
         return self._sizes(rows, self._group_sizes[rows["gkey"]])
 
     def world_size(self) -> int:
-        return max([s.world for s in self.ranks.values()] + [len(self.ranks)])
+        shown = self.shown_ranks()
+        return max([s.world for s in shown.values()] + [len(shown)])
 
     def timeline(self, since_ns: int, until_ns: int | None = None) -> dict[int, list[Segment]]:
-        """Every known rank's completed ops overlapping [since_ns, until_ns], by start time."""
+        """Every rank's completed ops overlapping [since_ns, until_ns], by start time (but the
+        retired ranks')."""
         return {rank: list(map(Segment, [protocol.OPS[op] for op in lane[:, 0].tolist()],
                                *lane[:, 1:].T.tolist()))
                 for rank, lane in self.lanes(since_ns, until_ns).items()}
@@ -417,7 +434,8 @@ class Model:
         """``timeline`` as copied (n, 4) int64 arrays of op code, t_start, t_ready, t_end:
         cheap enough to take under the session lock at a frame rate."""
         out: dict[int, np.ndarray] = {}
-        for rank in sorted(self.ranks.keys() | self._lanes.keys()):
+        retired = self.ranks.keys() - self.shown_ranks().keys()  # (a later job has none)
+        for rank in sorted((self.ranks.keys() | self._lanes.keys()) - retired):
             lane, n = self._lanes.get(rank, (np.zeros((0, 4), np.int64), 0))
             lane = lane[:n]
             keep = lane[:, 3] >= since_ns
