@@ -1310,7 +1310,8 @@ _UI_PAIRS: dict[str, tuple[str, str]] = {
                      "gloo com tensores na CPU: {gpus} GPU(s) aqui para {ranks} ranks"),
     "watching": ("watching {}", "observando {}"),
     "s/step": ("{} s/step", "{} s/passo"),
-    "behind": ("{n} waiting, {s} s behind", "{n} na fila, {s} s de atraso"),
+    # the time the replay needs to show them at its speed (not how old they are)
+    "behind": ("{n} waiting, {s} s to go", "{n} na fila, faltam {s} s"),
     "skipped": ("{n} skipped", "{n} pulada|{n} puladas"),
     "replay held short": ("replay held", "replay segurado"),
     # the ranks panel

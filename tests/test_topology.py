@@ -829,7 +829,7 @@ def test_widget_update_from_plans_with_the_ranks_backend() -> None:
 
 
 def test_the_legend_gives_way_to_the_status() -> None:
-    status = "0.6 s/step · 12 waiting, 43.2 s behind · 8 skipped"
+    status = "0.6 s/step · 12 waiting, 43.2 s to go · 8 skipped"
     wide = render_topology(4, None, 120, H, status=status)[-1].plain
     narrow = render_topology(4, None, W, H, status=status)[-1].plain
     assert "adds into (reduce)" in wide and wide.rstrip().endswith(status)
