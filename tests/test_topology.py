@@ -372,7 +372,7 @@ def test_lag_is_the_time_to_drain_the_queue() -> None:
     assert a.lag_s == pytest.approx((6 + 1 + 2) * 0.6 - 1.5)
     a.faster()
     assert a.lag_s == pytest.approx(((6 + 1 + 2) * 0.6 - 1.5) / 2)
-    assert "2 waiting" in a.summary() and "behind" in a.summary()
+    assert "2 waiting" in a.summary() and "s to go" in a.summary()
 
 
 def test_the_animation_module_imports_neither_textual_nor_rich() -> None:

@@ -1205,7 +1205,7 @@ ENGLISH = ("gloo on CPU tensors", "GPU(s) here for", "load (last 3 s)", "read/wr
            "statistics (nccl-tests columns", "viewer", "listening on", "op records",
            "collectives", "transfers", "malformed messages rejected",
            "records dropped by ranks", "rank 0 finished", "failed (exit 1)",
-           "stopping the other ranks", "diagnosis:", "finding,", "s/step", "behind",
+           "stopping the other ranks", "diagnosis:", "finding,", "s/step", "to go",
            "the job has ended", "Quit", "Pause/resume", "Next iteration",
            "Faster", "Slower", "Hold replay", "Restart", "Help", "palette", "Paused",
            "no GPU on", "CPU tensors")
