@@ -1593,7 +1593,7 @@ async def test_v_turns_a_narrow_screen_through_every_panel_group() -> None:
         await pilot.press("v")
         await frame(pilot)
         assert {"topology", "timeline"} <= shown() and "ranks" not in shown()
-        assert panel(app, "#header").startswith("[Replay and timeline · v]")  # which, said
+        assert panel(app, "#header").strip().startswith("[Replay and timeline · v]")  # which, said
         assert not app._notifications  # there only: a toast covered the ring's bottom row
         await pilot.press("v")
         await frame(pilot)
@@ -1603,7 +1603,7 @@ async def test_v_turns_a_narrow_screen_through_every_panel_group() -> None:
         # the explanation under the program's line that made the operation
         assert shown() == {"source", "explain"} and "all_reduce" in panel(app, "#explain")
         assert app.query_one("#source").region.y < app.query_one("#explain-box").region.y
-        assert panel(app, "#header").startswith("[Explanation and source · v]")
+        assert panel(app, "#header").strip().startswith("[Explanation and source · v]")
         await pilot.press("v")
         await frame(pilot)
         assert "ranks" in shown()
