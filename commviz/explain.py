@@ -1442,9 +1442,9 @@ _UI_PAIRS: dict[str, tuple[str, str]] = {
     "stats skew": ("skew (us)", "defasagem (us)"),
     "stats none": ("(no completed collective or transfer)",
                    "(nenhuma coletiva ou transferência concluída)"),
-    "counts": ("{records} op records, {instances} collective instances, {transfers} transfers",
-               "{records} registros de op, {instances} instâncias de coletivas, "
-               "{transfers} transferências"),
+    "counts": ("{records}, {instances}, {transfers}", "{records}, {instances}, {transfers}"),
+    "collective instances": ("{n} collective instance|{n} collective instances",
+                             "{n} instância de coletiva|{n} instâncias de coletivas"),
     "counts failed": ("; {n} failed, not counted",
                       "; {n} com falha, não contada|; {n} com falha, não contadas"),
     "counts unmatched": ("; {n} left incomplete (records missing from some of its ranks)|; "

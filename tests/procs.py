@@ -18,7 +18,7 @@ import pytest
 PY = sys.executable
 TAG_VAR = "COMMVIZ_TEST_TAG"
 INSTANCE = re.compile(r"^\s*\d+\.\d+s  (\w+)\s+([\d,]+)\s+#(\d+)\s")
-SUMMARY = re.compile(r"^(\d+) op records, (\d+) collective instances, (\d+) transfers; ")
+SUMMARY = re.compile(r"^(\d+) op records?, (\d+) collective instances?, (\d+) transfers?; ")
 
 
 class Proc:

@@ -484,9 +484,9 @@ def test_the_counts_line_sets_failed_operations_apart():
     from commviz.viewer import text
 
     assert text.counts_line(12, 5, 1, 0, 0) == \
-        "12 op records, 5 collective instances, 1 transfers"
+        "12 op records, 5 collective instances, 1 transfer"
     assert text.counts_line(12, 5, 1, 2, 0) == \
-        "12 op records, 5 collective instances, 1 transfers; 2 failed, not counted"
+        "12 op records, 5 collective instances, 1 transfer; 2 failed, not counted"
     assert text.counts_line(11, 5, 0, 1, 1) == \
         "11 op records, 5 collective instances, 0 transfers; 1 failed, not counted; 1 left " \
         "incomplete (records missing from some of its ranks)"

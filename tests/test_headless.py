@@ -183,9 +183,9 @@ def test_headless_lines_speak_the_language_asked():
     # the longer Portuguese heads widen their columns: the numbers stay under them
     assert table[0].index("(us)", table[0].index("defasagem")) + 4 == table[2].index("13.8") + 4
     assert text.counts_line(6, 3, 1, 2, 0, "pt") == \
-        "6 registros de op, 3 instâncias de coletivas, 1 transferências; 2 com falha, não contadas"
+        "6 registros de op, 3 instâncias de coletivas, 1 transferência; 2 com falha, não contadas"
     assert text.counts_line(6, 3, 1, 1, 1, "pt") == \
-        "6 registros de op, 3 instâncias de coletivas, 1 transferências; 1 com falha, não " \
+        "6 registros de op, 3 instâncias de coletivas, 1 transferência; 1 com falha, não " \
         "contada; 1 ficou incompleta (faltam registros de alguns dos seus ranks)"
     assert text.stats_table([], "pt").endswith("(nenhuma coletiva ou transferência concluída)")
 
@@ -227,7 +227,7 @@ def test_every_summary_counts_an_instance_left_failed_or_incomplete(tmp_path, ca
     path = tmp_path / "size.jsonl"
     out = _recorded_summary(messages, path)
     assert out.strip().splitlines()[-1].startswith(
-        "4 op records, 1 collective instances, 0 transfers; 1 failed, not counted; 1 left "
+        "4 op records, 1 collective instance, 0 transfers; 1 failed, not counted; 1 left "
         "incomplete (records missing from some of its ranks); "), out
     summary = json.loads(path.read_text(encoding="utf-8").splitlines()[-1])
     assert (summary["kind"], summary["failed"], summary["unmatched"]) == ("summary", 1, 1)

@@ -216,8 +216,10 @@ def counts_line(records: int, instances: int, transfers: int, failed: int, unmat
     """What was seen, summed up; ``failed``: collectives and transfers that failed or whose
     ranks disagreed, which the statistics leave out; ``unmatched``: those left incomplete,
     none of their records failed (``Model.incomplete``)."""
-    line = explain.ui("counts", lang).format(records=records, instances=instances,
-                                             transfers=transfers)
+    line = explain.ui("counts", lang).format(
+        records=explain.ui_n("op records", records, lang),
+        instances=explain.ui_n("collective instances", instances, lang),
+        transfers=explain.ui_n("transfers", transfers, lang))
     for key, n in (("counts failed", failed), ("counts unmatched", unmatched)):
         if n:
             line += explain.ui_n(key, n, lang)
