@@ -631,7 +631,7 @@ def _api_hook(name: str, real: Any, depth: int) -> Any:
             saved = _tls.acc, _tls.site
             _tls.acc, _tls.site = [0, 0], site
         try:
-            result = real(*args, **kwargs)
+            result = real(*args, **kwargs)  # torch.distributed itself: commviz only records
         except BaseException:
             _finish(rec, failed=True)
             raise
