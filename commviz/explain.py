@@ -1237,6 +1237,7 @@ _UI_PAIRS: dict[str, tuple[str, str]] = {
     "recorded findings": ("findings of the live diagnosis ({}):",
                           "problemas achados pelo diagnóstico ao vivo ({}):"),
     "findings": ("Live diagnosis", "Diagnóstico ao vivo"),
+    "in group": (" in group {}", " no grupo {}"),
     "late arrivals": ("late arrivals (the others waited): ",
                       "atrasos (os outros esperaram): "),
     "late once": ("rank {rank}: 1×, {waited} ({op} #{seq})",

@@ -190,6 +190,19 @@ def test_every_late_arrival_is_counted_per_rank_in_a_row_or_not():
         "atrasos (os outros esperaram): rank 1: 3×, 899 ms ao todo, o maior 300 ms")
 
 
+def test_a_late_arrival_in_a_subgroup_names_the_group_its_number_belongs_to():
+    """'(all_reduce #1)' on a subgroup read as the world's #1, a broadcast (user trial)."""
+    clock, model, diag = _setup()
+    sub = {0: ("0", (0, 1, 2, 3)), 1: ("sub", (0, 2))}
+    for seq in (1, 2):
+        model.apply([op_batch(r, [_rec(seq, seq * 1000.0 + (300 if r == 2 else 0.1 * r),
+                                       seq * 1000.0 + 301, gid=1)], sub) for r in (0, 2)])
+    model.apply(_instance(3, late_rank=1, late_ms=300))
+    assert text.late_line(diag.late_arrivals()) == (
+        "late arrivals (the others waited): rank 2: 2×, 600 ms in all, longest 300 ms "
+        "(all_reduce #1 in group 0,2) · rank 1: 1×, 300 ms (all_reduce #3)")
+
+
 def test_late_arrivals_are_all_counted_when_many_instances_come_at_once():
     """A replay (commviz stats) applies a recording in big batches: a late arrival among
     more than a window's worth of instances counts as it did live (user trial: stats said

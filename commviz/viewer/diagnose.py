@@ -214,10 +214,12 @@ class Lateness:
     longest_ns: int = 0
     op: str = ""          # where the longest was
     seq: int = 0
+    group: tuple[int, ...] = ()  # its group, when not every rank of the job is in it
     _start: int = 0       # the last late arrival's wait
     _end: int = 0
 
-    def add(self, start: int, end: int, op: str, seq: int) -> None:
+    def add(self, start: int, end: int, op: str, seq: int,
+            group: tuple[int, ...] = ()) -> None:
         if self.count and start < self._end:  # the same wait, seen at an overlapping op
             if end <= self._end:
                 return
@@ -229,6 +231,7 @@ class Lateness:
             self._start, self._end = start, end
         if self._end - self._start > self.longest_ns:
             self.longest_ns, self.op, self.seq = self._end - self._start, op, seq
+            self.group = group
 
 
 @dataclass
@@ -432,22 +435,25 @@ class Diagnosis:
                 i, key = idx[n], keys[kind_of[n]]
                 if late[n]:
                     self._tally(int(rows["rank"][last_i[i]]), int(t0[second_i[i]]),
-                                int(t0[last_i[i]]), key[1], int(seq[i]))
+                                int(t0[last_i[i]]), key[1], int(seq[i]), key[0])
                 if late[n] or key in self._streaks:
                     sl = slice(starts[i], starts[i] + counts[i])
                     self._arrival(key, int(seq[i]), int(rows["rank"][last_i[i]]),
                                   int(lateness[i]), float(limits[n]),
                                   zip(rows["rank"][sl].tolist(), t0[sl].tolist()))
 
-    def _tally(self, rank: int, start: int, end: int, op: str, seq: int) -> None:
+    def _tally(self, rank: int, start: int, end: int, op: str, seq: int, gkey: int) -> None:
         state = self.model.ranks.get(rank)
+        group = self.model.groups[gkey][1]
+        # a subgroup's sequence numbers are its own: named with it
+        sub = group if state is not None and len(group) < state.world else ()
         key = (rank, state.job if state is not None else 0)
         late = self._late.get(key)
         if late is None:
             if len(self._late) >= KEYS_MAX:
                 del self._late[next(iter(self._late))]
             late = self._late[key] = Lateness()
-        late.add(start, end, op, seq)
+        late.add(start, end, op, seq, sub)
 
     def _arrival(self, key: tuple[int, str, int], seq: int, last: int, lateness: int,
                  threshold: float, arrivals: Iterable[tuple[int, int]]) -> None:

@@ -255,7 +255,9 @@ def late_line(late: list[tuple[int, Lateness]], lang: str = "en") -> str:
         return ""
     items = []
     for rank, t in late:
-        fields = {"rank": rank, "n": t.count, "op": t.op, "seq": t.seq,
+        where = explain.ui("in group", lang).format(",".join(map(str, t.group))) \
+            if t.group else ""
+        fields = {"rank": rank, "n": t.count, "op": t.op, "seq": f"{t.seq}{where}",
                   "waited": explain.number(duration(t.waited_ns), lang),
                   "longest": explain.number(duration(t.longest_ns), lang)}
         key = "late once" if t.count == 1 else "late many"
