@@ -423,7 +423,8 @@ def _stats(args: argparse.Namespace) -> int:
                           "late_arrivals": [{"rank": r, "count": t.count,
                                              "waited_us": t.waited_ns / 1e3,
                                              "longest_us": t.longest_ns / 1e3,
-                                             "longest_at": {"op": t.op, "seq": t.seq}}
+                                             "longest_at": {"op": t.op, "seq": t.seq,
+                                                            "group": list(t.group) or None}}
                                             for r, t in late],
                           "findings": findings},
                          indent=2))

@@ -269,7 +269,7 @@ def test_whom_the_others_waited_for_is_said_by_the_summary_and_by_stats(tmp_path
     assert cli.main(["stats", str(path), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["late_arrivals"] == [
         {"rank": 1, "count": 2, "waited_us": 370_000.0, "longest_us": 250_000.0,
-         "longest_at": {"op": "all_reduce", "seq": 1}}]
+         "longest_at": {"op": "all_reduce", "seq": 1, "group": None}}]
 
 
 def test_a_jobs_summary_repeats_the_findings_that_still_held(tmp_path):
