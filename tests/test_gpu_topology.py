@@ -183,7 +183,7 @@ def test_a_recording_holds_each_ranks_topology_once_and_reads_it_back(tmp_path, 
     model.apply(back[2:])
     assert model.gpu_links() == {(0, 1): "same GPU"}  # a change is seen, not the old links
     assert cli.main(["stats", str(path)]) == 0  # stats reads past them
-    assert "2 op records, 1 collective instances" in capsys.readouterr().out
+    assert "2 op records, 1 collective instance, 0 transfers" in capsys.readouterr().out
     bad = tmp_path / "bad.jsonl"
     bad.write_text(path.read_text().replace('"links":[[0,1,18,"PHB"]]',
                                             '"links":[[1,0,18,"PHB"]]', 1))
