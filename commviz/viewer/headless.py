@@ -132,8 +132,8 @@ def run_job(session: Session, start: Callable[[], Job], out: TextIO = sys.stdout
 def _note_job_end(session: Session, job: Job) -> list[tuple[str, dict]]:
     """How the job ended, noted as the TUI notes it (recorded, and how each rank's process
     ended given to the model): a failure with the line of its output that says why, after
-    the ranks' ends torchrun's summary gives; nothing when commviz stopped it. Returns the
-    failures, to be printed (the end line says the rest)."""
+    the ranks' ends torchrun's summary gives; nothing when commviz stopped it. Returns what
+    to print of them: all but "job ended", which the end line says."""
     if job.stopped_by is not None:
         return []
     events: list[tuple[str, dict]] = [
