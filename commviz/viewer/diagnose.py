@@ -154,17 +154,21 @@ class Finding:
         return rec
 
 
+def signal_name(number: int) -> str:
+    """A signal by its name ("SIGKILL"), by its number where it has none."""
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
 def _how_ended(code: int | None) -> tuple[str, str]:
     """How a rank's process ended, as its launcher said (English, Portuguese): its exit
     status or the signal that killed it; unknown, that it crashed or was killed."""
     if code is None or code == 0:
         return "it crashed or was killed", "caiu ou foi morto"
     if code < 0:
-        try:
-            name = signal.Signals(-code).name
-        except ValueError:
-            name = f"signal {-code}"
-        return f"killed by {name}", f"morto por {name}"
+        return f"killed by {signal_name(-code)}", f"morto por {signal_name(-code)}"
     return f"exit {code}", f"saída {code}"
 
 
@@ -357,11 +361,11 @@ class Diagnosis:
         for r in sorted(set(ended)):
             s = self.model.ranks.get(r)
             key = ("lost_rank", r)
+            code = self.model.exit_codes.get(r) if s is None else s.exit_code
             # stopped by its launcher (torchrun stops the others when one fails): not lost
-            stopped = self.model.exit_codes.get(r) == -signal.SIGTERM
-            if (s is not None and s.exited) or key in self._active or stopped:
+            if (s is not None and s.exited) or key in self._active or code == -signal.SIGTERM:
                 continue
-            how_en, how_pt = _how_ended(self.model.exit_codes.get(r))
+            how_en, how_pt = _how_ended(code)
             if s is None:  # it died before its first heartbeat could leave
                 en = f"rank {r} ended before it reported anything ({how_en})"
                 pt = f"rank {r} terminou antes de enviar qualquer coisa ({how_pt})"

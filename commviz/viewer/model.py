@@ -223,7 +223,7 @@ class Model:
         self._clock_samples: dict[str, collections.deque[Sample]] = {}
         self._offsets: dict[str, Offset] = {}
         self.ranks: dict[int, RankState] = {}
-        self.exit_codes: dict[int, int] = {}  # how each rank's process ended, as launched
+        self.exit_codes: dict[int, int] = {}  # how ranks never heard from ended, as launched
         self.groups: list[tuple[str, tuple[int, ...]]] = []
         self._group_keys: dict[tuple[int, str, tuple[int, ...]], int] = {}  # job, name, ranks
         self._group_sizes = np.zeros(0, dtype=np.int64)
@@ -312,11 +312,13 @@ class Model:
 
     def process_ended(self, rank: int, code: int) -> None:
         """The launcher says rank ``rank``'s process ended with ``code`` (a demo's, or what a
-        recording says it said); of a rank not heard from, only ``exit_codes`` keeps it."""
-        self.exit_codes[rank] = code
+        recording says it said): its state keeps it, ``exit_codes`` that of a rank not heard
+        from (a code there would be another job's for a rank number heard from later)."""
         state = self.ranks.get(rank)
         if state is not None:
             state.exit_code = code
+        else:
+            self.exit_codes[rank] = code
 
     def nodes(self) -> dict[str, list[int]]:
         """Hosts -> their ranks (sorted): the viewer's own host first, then by lowest rank.

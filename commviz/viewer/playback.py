@@ -320,10 +320,14 @@ class Playback(Collector):
             if to - WARMUP_NS > self.clock.wall_ns():
                 self.clock.jump(to - WARMUP_NS)
                 self._take(self.clock.wall_ns(), each_op=False)
-            while (now := self.clock.wall_ns()) < to:
-                self.clock.jump(min(to, now + ROUND_NS))
-                self._round(self.clock.wall_ns(), each_op=False)
+            self._rounds_until(to)
             self._round(to, each_op=False)
+
+    def _rounds_until(self, to: int, done: Callable[[], bool] = lambda: False) -> None:
+        """The collector's rounds, ROUND_NS apart, up to ``to`` or until ``done``."""
+        while (now := self.clock.wall_ns()) < to and not done():
+            self.clock.jump(min(to, now + ROUND_NS))
+            self._round(self.clock.wall_ns(), each_op=False)
 
     def next_finding_ns(self) -> int | None:
         """Where `f` goes: LOOKBACK_NS before the next finding the live diagnosis made, so
@@ -349,15 +353,10 @@ class Playback(Collector):
             return True
         self.seek((t - self.origin_ns) / 1e9)
         made = {(kind, ranks) for at, kind, ranks in self._found if at <= t}
-        with self.lock:
-            while (now := self.clock.wall_ns()) < to and not made <= self._made():
-                self.clock.jump(min(to, now + ROUND_NS))
-                self._round(self.clock.wall_ns(), each_op=False)
+        with self.lock:  # until this playback's diagnosis has found each (type, ranks)
+            self._rounds_until(to, lambda: made <= {(f.type, f.ranks)
+                                                     for f in self.diagnosis.history})
         return True
-
-    def _made(self) -> set[tuple[str, tuple[int, ...]]]:
-        """What this playback's diagnosis has found so far: each finding's (type, ranks)."""
-        return {(f.type, f.ranks) for f in self.diagnosis.history}
 
     @property
     def duration_s(self) -> float:

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import functools
 import re
-import signal
 import unicodedata
 from typing import Any
 
 from .. import explain
 from ..bandwidth import gbps_text
 from ..protocol import OPS
-from .diagnose import Finding, Lateness
+from .diagnose import Finding, Lateness, signal_name
 from .model import HostClock, Instance
 
 
@@ -178,11 +177,7 @@ TIME_UNITS = (("s", 1e9), ("ms", 1e6), (MICROSECONDS, 1e3))
 def process_end(code: int, lang: str = "en") -> str:
     """A rank process's end as its launcher told it: "killed (SIGKILL)", "ended, exit 1"."""
     if code < 0:
-        try:
-            name = signal.Signals(-code).name
-        except ValueError:
-            name = f"signal {-code}"
-        return explain.ui("state killed", lang).format(name)
+        return explain.ui("state killed", lang).format(signal_name(-code))
     return explain.ui("state ended code", lang).format(code)
 
 
