@@ -78,10 +78,10 @@ def main() -> int:
     if not dist.is_nccl_available():
         say("SKIP", f"torch {torch.__version__} has a GPU but no NCCL backend")
         return 0
-    from commviz import protocol
-    from commviz.job import Job
-    from commviz.launcher import free_port
+    from commviz.launch.job import Job
+    from commviz.launch.launcher import free_port
     from commviz.viewer.session import Session
+    from commviz.wire import protocol
 
     try:
         nccl_version = ".".join(map(str, torch.cuda.nccl.version()))

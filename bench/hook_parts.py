@@ -27,7 +27,7 @@ import torch
 import torch.distributed as dist
 
 import commviz
-from commviz.launcher import free_port
+from commviz.launch.launcher import free_port
 from commviz.rank import describe, hooks
 
 

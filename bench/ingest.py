@@ -20,10 +20,10 @@ from array import array
 
 import zmq
 
-from commviz import protocol
 from commviz.viewer.diagnose import Diagnosis
 from commviz.viewer.model import Model
 from commviz.viewer.transport import Receiver
+from commviz.wire import protocol
 
 
 def encode_all_reduce(rank: int, world: int, seq: range, t_start: list[int],

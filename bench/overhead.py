@@ -30,7 +30,7 @@ import threading
 import time
 from typing import Any
 
-from commviz.launcher import free_port
+from commviz.launch.launcher import free_port
 from commviz.viewer.transport import Receiver
 
 

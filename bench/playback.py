@@ -23,7 +23,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
 
 from fakes import STEP_NS, T0_NS, heartbeats, scripted_all_reduce  # noqa: E402
 
-from commviz import recording  # noqa: E402
+from commviz.viewer import recording  # noqa: E402
 from commviz.viewer.diagnose import Diagnosis  # noqa: E402
 from commviz.viewer.model import Model  # noqa: E402
 from commviz.viewer.playback import Playback  # noqa: E402

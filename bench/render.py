@@ -22,9 +22,9 @@ import time
 import zmq
 from ingest import encode_all_reduce
 
-from commviz import protocol
 from commviz.tui.app import CommvizApp
 from commviz.viewer.session import Session
+from commviz.wire import protocol
 
 TICK_S = 0.01
 

@@ -12,7 +12,7 @@ Importing this package is cheap: torch is imported only when ``instrument()`` ru
 
 from __future__ import annotations
 
-from .rank.phases import phase
+from commviz.rank.phases import phase
 
 __version__ = "0.1.0"
 __all__ = ["instrument", "phase", "uninstrument", "__version__"]
@@ -20,13 +20,13 @@ __all__ = ["instrument", "phase", "uninstrument", "__version__"]
 
 def instrument(addr: str | None = None) -> None:
     """Report every torch.distributed call of this process to the viewer at ``addr``."""
-    from .rank import hooks
+    from commviz.rank import hooks
 
     hooks.instrument(addr)
 
 
 def uninstrument() -> None:
     """Restore torch.distributed exactly as it was before ``instrument()``."""
-    from .rank import hooks
+    from commviz.rank import hooks
 
     hooks.uninstrument()

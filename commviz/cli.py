@@ -9,7 +9,8 @@ import signal
 import sys
 from types import ModuleType
 
-from . import __version__, explain
+from commviz import __version__
+from commviz.text import explain
 
 DEFAULT_SIZE = 4096  # --size: bytes per rank per op
 BIG_RECORDING_BYTES = 20_000_000  # commviz play says it is reading one larger than this
@@ -103,11 +104,11 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    from .job import JobError
-    from .keys import KeysError
-    from .launcher import LaunchError
-    from .recording import RecordingError
-    from .viewer.transport import BindError
+    from commviz.launch.job import JobError
+    from commviz.launch.launcher import LaunchError
+    from commviz.viewer.recording import RecordingError
+    from commviz.viewer.transport import BindError
+    from commviz.wire.keys import KeysError
 
     args.no_terminal = _no_terminal_for_the_tui(args)
     if args.no_terminal:
@@ -138,8 +139,8 @@ def _no_terminal_for_the_tui(args: argparse.Namespace) -> bool:
 
 
 def _headless_module(args: argparse.Namespace) -> ModuleType:
-    """commviz.viewer.headless, once the command is about to print lines rather than draw."""
-    from .viewer import headless
+    """commviz.headless, once the command is about to print lines rather than draw."""
+    from commviz import headless
 
     if args.no_terminal:
         print("commviz: stdin or stdout is not a terminal: printing lines instead of the TUI "
@@ -148,7 +149,7 @@ def _headless_module(args: argparse.Namespace) -> ModuleType:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from . import launcher
+    from commviz.launch import launcher
 
     if args.list:
         for info in launcher.demos().values():
@@ -167,7 +168,7 @@ def _demo(args: argparse.Namespace) -> int:
     backend, why = launcher.choose_backend(args.backend, args.ranks, _lang(args))
     launcher.check_backend(args.op, backend)
     launcher.check_memory(size, args.ranks, backend)
-    from .viewer.session import Session
+    from commviz.viewer.session import Session
 
     titles = {lang: _demo_title(args, size, lang) for lang in explain.LANGS}
     session = Session("tcp://127.0.0.1:*", args.record, collect_instances=args.headless,
@@ -175,7 +176,7 @@ def _demo(args: argparse.Namespace) -> int:
     controller = None  # play / pause / next iteration: the TUI only; headless, never gated
     try:
         if not args.headless:
-            from .control import Controller
+            from commviz.wire.control import Controller
 
             controller = Controller(paused=args.paused)
 
@@ -196,7 +197,7 @@ def _demo(args: argparse.Namespace) -> int:
         note = _size_note(args, size, _lang(args))
         return headless.run(session, ranks, lang=_lang(args),
                             banner=banner if note is None else f"{banner}\n{note}")
-    from .tui.app import run_app
+    from commviz.tui.app import run_app
 
     try:
         return run_app(session, ranks=ranks, title=lambda lang: titles[lang],
@@ -208,7 +209,7 @@ def _demo(args: argparse.Namespace) -> int:
 
 def _size_note(args: argparse.Namespace, size: int, lang: str) -> str | None:
     """What the demo makes of --size, when not exactly the bytes asked (launcher.size_note)."""
-    from . import launcher
+    from commviz.launch import launcher
 
     return launcher.size_note(args.op, size, args.ranks, args.size is not None, lang)
 
@@ -216,7 +217,7 @@ def _size_note(args: argparse.Namespace, size: int, lang: str) -> str | None:
 def _demo_title(args: argparse.Namespace, size: int, lang: str) -> str:
     """The TUI's header for a demo: its name, its ranks, the size note when there is one,
     the backend and why (last: a narrow header cuts it, which the viewer panel says too)."""
-    from . import launcher
+    from commviz.launch import launcher
 
     why = launcher.choose_backend(args.backend, args.ranks, lang)[1]
     parts = (args.op, f"{args.ranks} ranks", _size_note(args, size, lang), why)
@@ -224,8 +225,8 @@ def _demo_title(args: argparse.Namespace, size: int, lang: str) -> str:
 
 
 def _watch(args: argparse.Namespace) -> int:
-    from .viewer.session import Session
-    from .viewer.transport import DEFAULT_BIND, AddressInUse, BindError
+    from commviz.viewer.session import Session
+    from commviz.viewer.transport import DEFAULT_BIND, AddressInUse, BindError
 
     try:
         session = Session(args.bind or DEFAULT_BIND, args.record,
@@ -240,7 +241,7 @@ def _watch(args: argparse.Namespace) -> int:
         return headless.run(session, lang=_lang(args), banner=explain.ui(
             "banner watch", _lang(args)).format(
                 addr=session.addr, keys=", COMMVIZ_KEYS=DIR" if session.receiver.secure else ""))
-    from .tui.app import run_app
+    from commviz.tui.app import run_app
 
     return run_app(session, ranks=None,
                    title=lambda lang: explain.ui("watching", lang).format(session.addr),
@@ -251,8 +252,8 @@ def _run(args: argparse.Namespace) -> int:
     import os
     import shlex
 
-    from .job import Job, JobAsRanks, JobError, resolve, run_plain
-    from .keys import ENV_KEYS
+    from commviz.launch.job import Job, JobAsRanks, JobError, resolve, run_plain
+    from commviz.wire.keys import ENV_KEYS
 
     cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
     resolve(cmd, dict(os.environ))  # a command that cannot run is an error before anything starts
@@ -263,8 +264,8 @@ def _run(args: argparse.Namespace) -> int:
             raise JobError(f"--no-viewer starts no viewer: {', '.join(given)} needs one "
                            "(run `commviz watch` elsewhere, or leave out --no-viewer)")
         return run_plain(cmd)
-    from .viewer.session import Session
-    from .viewer.transport import AddressInUse, BindError
+    from commviz.viewer.session import Session
+    from commviz.viewer.transport import AddressInUse, BindError
 
     keys = _keys_dir(args)
     try:
@@ -291,8 +292,8 @@ def _run(args: argparse.Namespace) -> int:
     except BaseException:
         session.close()
         raise
-    from .tui.app import run_app
-    from .viewer.headless import PREFIX, Prefixed
+    from commviz.headless import PREFIX, Prefixed
+    from commviz.tui.app import run_app
 
     ours = Prefixed(sys.stdout, PREFIX)  # commviz's lines, beside the job's last ones
     try:
@@ -307,13 +308,13 @@ def _run(args: argparse.Namespace) -> int:
 def _keys_dir(args: argparse.Namespace) -> str | None:
     import os
 
-    from .keys import ENV_KEYS
+    from commviz.wire.keys import ENV_KEYS
 
     return args.keys or os.environ.get(ENV_KEYS) or None
 
 
 def _keys(args: argparse.Namespace) -> int:
-    from . import keys
+    from commviz.wire import keys
 
     folder = args.dir or keys.default_dir()
     keys.generate(folder, force=args.force)
@@ -326,14 +327,14 @@ def _keys(args: argparse.Namespace) -> int:
 
 
 def _lang(args: argparse.Namespace) -> str:
-    from .explain import default_lang
+    from commviz.text.explain import default_lang
 
     return args.lang or default_lang()
 
 
 def _play(args: argparse.Namespace) -> int:
-    from .recording import RecordingError
-    from .viewer.playback import SPEEDS, Playback, PlaybackControl
+    from commviz.viewer.playback import SPEEDS, Playback, PlaybackControl
+    from commviz.viewer.recording import RecordingError
 
     if not SPEEDS[0] <= args.speed <= SPEEDS[-1]:
         raise RecordingError(f"--speed {args.speed:g}: it must lie between {SPEEDS[0]:g} and "
@@ -363,7 +364,7 @@ def _play(args: argparse.Namespace) -> int:
     if playback.cut:
         print(f"commviz: note: {args.file}:{playback.cut[0]}: the last line is cut short (the "
               "viewer was stopped while writing it): left out", file=sys.stderr)
-    from .tui.app import run_app
+    from commviz.tui.app import run_app
 
     return run_app(playback, ranks=None, title=lambda lang: titles[lang], lang=_lang(args),
                    controller=control, restart=lambda: None, demo=playback.demo,
@@ -373,7 +374,7 @@ def _play(args: argparse.Namespace) -> int:
 def _read_recording(path: str, read):
     """``read()``, a reader of the recording at ``path``, with what can go wrong as a
     RecordingError that says what it is."""
-    from . import recording
+    from commviz.viewer import recording
 
     try:
         return read()
@@ -391,10 +392,10 @@ def _read_recording(path: str, read):
 
 
 def _stats(args: argparse.Namespace) -> int:
-    from . import recording
-    from .viewer import text
-    from .viewer.diagnose import Diagnosis, recorded_text
-    from .viewer.model import Model
+    from commviz.viewer import plain_text as text
+    from commviz.viewer import recording
+    from commviz.viewer.diagnose import Diagnosis, recorded_text
+    from commviz.viewer.model import Model
 
     model = Model()
     Diagnosis(model)  # finds on replay whom the others waited for (model.late_arrivals)

@@ -9,7 +9,7 @@ import importlib
 
 import torch.distributed as dist
 
-from commviz.launcher import gloo_has_all_to_all
+from commviz.launch.launcher import gloo_has_all_to_all
 
 TOUR = ["send_recv", "isend_irecv", "broadcast", "scatter", "gather", "reduce", "all_reduce",
         "all_gather", "reduce_scatter", "all_to_all", "barrier", "objects"]

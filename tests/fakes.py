@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from commviz import protocol
 from commviz.viewer.model import Model
+from commviz.wire import protocol
 
 DEFAULT_GROUPS: dict[int, tuple[str, tuple[int, ...]]] = {0: ("0", (0, 1, 2, 3))}
 DEFAULT_SITES: dict[int, tuple[str, int]] = {0: ("demo.py", 12)}

@@ -105,13 +105,13 @@ class Proc:
 
 
 def tagged_ranks(tag: str) -> list[psutil.Process]:
-    """Live rank processes (``commviz.rank.runner``) started under this test's tag."""
+    """Live rank processes (``commviz.launch.runner``) started under this test's tag."""
     found = []
     for proc in psutil.process_iter(["cmdline", "status"]):
         try:
             if proc.info["status"] == psutil.STATUS_ZOMBIE:
                 continue
-            if "commviz.rank.runner" not in " ".join(proc.info["cmdline"] or ()):
+            if "commviz.launch.runner" not in " ".join(proc.info["cmdline"] or ()):
                 continue
             if proc.environ().get(TAG_VAR) == tag:
                 found.append(proc)

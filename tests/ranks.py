@@ -15,9 +15,10 @@ from typing import Any
 
 import torch.distributed as dist
 
-from commviz import protocol, recording
-from commviz.launcher import free_port
+from commviz.launch.launcher import free_port
+from commviz.viewer import recording
 from commviz.viewer.transport import Receiver
+from commviz.wire import protocol
 
 # The names torch gives the tensor forms of all_gather and reduce_scatter that FSDP calls
 # (torch 2.13 renamed them)

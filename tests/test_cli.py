@@ -26,7 +26,7 @@ import zmq
 from fakes import FakeClock
 from procs import INSTANCE, PY, SUMMARY, TAG_VAR, Proc, Procs
 
-from commviz import launcher
+from commviz.launch import launcher
 from commviz.viewer.playback import Playback, PlaybackControl
 
 REPO = Path(__file__).resolve().parent.parent
@@ -165,9 +165,8 @@ def test_the_size_note_says_what_a_demo_makes_of_the_size_asked(demo, size, worl
 
 def _started_demo(monkeypatch, argv: list[str]) -> dict:
     """What `commviz demo ARGV` hands the headless printer or the TUI, no rank started."""
-    from commviz import cli
+    from commviz import cli, headless
     from commviz.tui import app
-    from commviz.viewer import headless
 
     got = {}
 
@@ -297,7 +296,7 @@ def _finding():
 
 @pytest.mark.parametrize("lang", ["en", "pt"])
 def test_headless_finding_lines_are_in_the_language_asked_for(lang):
-    from commviz.viewer import headless
+    from commviz import headless
     from commviz.viewer.session import Session
 
     session = Session("tcp://127.0.0.1:*", collect_instances=True)
@@ -318,8 +317,7 @@ def test_headless_finding_lines_are_in_the_language_asked_for(lang):
 @pytest.mark.parametrize("command", ["watch", "run", "demo"])
 def test_headless_commands_pass_the_language_on(monkeypatch, command, args, env, expected):
     """--lang, else the locale as the TUI reads it, reaches the headless printer."""
-    from commviz import cli
-    from commviz.viewer import headless
+    from commviz import cli, headless
 
     for name in ("LC_ALL", "LC_MESSAGES", "LANG"):
         monkeypatch.delenv(name, raising=False)
@@ -481,7 +479,7 @@ def test_stats_tells_the_counts_and_the_recorded_findings(procs, demo_run, tmp_p
 
 
 def test_the_counts_line_sets_failed_operations_apart():
-    from commviz.viewer import text
+    from commviz.viewer import plain_text as text
 
     assert text.counts_line(12, 5, 1, 0, 0) == \
         "12 op records, 5 collective instances, 1 transfer"
@@ -577,7 +575,7 @@ def test_a_folder_named_commviz_in_the_current_directory_does_not_hide_commviz(p
 
 def test_failing_rank_is_reported_by_headless_run(procs, monkeypatch):
     """The launcher's view of a rank that cannot even start: a demo module that is missing."""
-    from commviz.viewer import headless
+    from commviz import headless
     from commviz.viewer.session import Session
 
     monkeypatch.setenv(TAG_VAR, procs.tag)  # the ranks inherit it: found again if left over
@@ -617,7 +615,7 @@ def test_watch_records_ranks_then_stops_on_sigint(procs, tmp_path):
     watch, addr = _watch(procs, "--bind", f"tcp://127.0.0.1:{launcher.free_port()}", "--record",
                          str(record))
     master = launcher.free_port()
-    ranks = [procs.start("-m", "commviz.rank.runner", "all_gather", "--rank", str(r),
+    ranks = [procs.start("-m", "commviz.launch.runner", "all_gather", "--rank", str(r),
                          "--world", "2", "--backend", "gloo", "--master-port", str(master),
                          "--iters", "3", env={"COMMVIZ_ADDR": addr}) for r in range(2)]
     codes = [r.finish(90) for r in ranks]
@@ -656,12 +654,13 @@ def test_watch_stops_on_sigterm(procs, tmp_path):
 
 def test_a_rank_that_ends_at_once_still_delivers_its_records(procs):
     """One step on one rank is over before the emitter's first tick: still sent, with a bye."""
-    from commviz import protocol, recording
+    from commviz.viewer import recording
     from commviz.viewer.transport import Receiver
+    from commviz.wire import protocol
 
     receiver = Receiver("tcp://127.0.0.1:*")
     try:
-        rank = procs.start("-m", "commviz.rank.runner", "all_reduce", "--rank", "0", "--world",
+        rank = procs.start("-m", "commviz.launch.runner", "all_reduce", "--rank", "0", "--world",
                            "1", "--backend", "gloo", "--master-port", str(launcher.free_port()),
                            "--iters", "1", env={"COMMVIZ_ADDR": receiver.addr})
         messages = []

@@ -11,11 +11,13 @@ import pytest
 import zmq
 from fakes import T0_NS, FakeClock, op_batch
 
-from commviz import cli, protocol, recording
+from commviz import cli
 from commviz.viewer import model as model_module
+from commviz.viewer import recording
 from commviz.viewer.diagnose import Diagnosis
 from commviz.viewer.model import Model
 from commviz.viewer.session import Session
+from commviz.wire import protocol
 
 G2 = {0: ("0", (0, 1))}
 SEC = 1_000_000_000

@@ -12,8 +12,9 @@ import torch
 import torch.distributed as dist
 from ranks import _child, reap
 
-from commviz import cli, recording
-from commviz.launcher import free_port
+from commviz import cli
+from commviz.launch.launcher import free_port
+from commviz.viewer import recording
 from commviz.viewer.model import Model
 from commviz.viewer.session import Session
 

@@ -13,11 +13,12 @@ import msgpack
 import pytest
 import zmq
 
-from commviz import control, protocol, recording
-from commviz.control import Controller, ControlState, StepGate
-from commviz.launcher import free_port
-from commviz.rank.runner import DemoContext
+from commviz.launch.launcher import free_port
+from commviz.launch.runner import DemoContext
+from commviz.viewer import recording
 from commviz.viewer.transport import Receiver
+from commviz.wire import control, protocol
+from commviz.wire.control import Controller, ControlState, StepGate
 
 BLOCKED_S = 0.6  # how long a held gate must stay held to count as blocked
 
@@ -272,7 +273,7 @@ def test_before_any_message_a_gate_waits_then_plays_after_the_silence():
 
 
 def test_control_imports_neither_textual_nor_rich_nor_torch():
-    code = "import sys, commviz.control; print(' '.join(sys.modules))"
+    code = "import sys, commviz.wire.control; print(' '.join(sys.modules))"
     loaded = set(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                                 timeout=60, check=True).stdout.split())
     assert not {"textual", "rich", "torch"} & loaded
@@ -313,7 +314,7 @@ def test_paused_gloo_ranks_run_exactly_one_step_per_step_call(procs, make):
     try:
         port = free_port()
         env = {**ctl.env(), "COMMVIZ_ADDR": receiver.addr}
-        ranks = [procs.start("-m", "commviz.rank.runner", "all_reduce", "--rank", str(r),
+        ranks = [procs.start("-m", "commviz.launch.runner", "all_reduce", "--rank", str(r),
                              "--world", str(world), "--backend", "gloo", "--master-port",
                              str(port), "--iters", str(iters), "--size", "64", env=env)
                  for r in range(world)]

@@ -5,8 +5,8 @@ import math
 
 import pytest
 
-from commviz import costmodel, schedules
-from commviz.costmodel import Cost, Fit
+from commviz.knowledge import costmodel, schedules
+from commviz.knowledge.costmodel import Cost, Fit
 
 
 @pytest.mark.parametrize("n", [2, 3, 4, 8])

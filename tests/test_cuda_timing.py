@@ -13,10 +13,10 @@ import sys
 
 import pytest
 
-from commviz import protocol
 from commviz.rank import cuda_timing, hooks
 from commviz.rank.cuda_timing import RECALIBRATE_S, GpuTimer
 from commviz.rank.emitter import FLAGS, T_END, T_START
+from commviz.wire import protocol
 
 GPU_ORIGIN = 7_000_000_000  # the GPU's timer starts elsewhere than the host's clock
 
@@ -217,7 +217,7 @@ def test_hooks_defer_the_end_of_gpu_timed_records(setup, monkeypatch):
 def test_cpu_ranks_never_load_cuda_timing():
     code = (
         "import os, sys, torch, torch.distributed as dist\n"
-        "from commviz.launcher import free_port\n"
+        "from commviz.launch.launcher import free_port\n"
         "os.environ.update(MASTER_ADDR='127.0.0.1', MASTER_PORT=str(free_port()))\n"
         "import commviz; commviz.instrument('tcp://127.0.0.1:9')\n"
         "dist.init_process_group('gloo', rank=0, world_size=1)\n"

@@ -16,8 +16,8 @@ from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 import commviz
-from commviz import protocol
 from commviz.rank import hooks
+from commviz.wire import protocol
 
 STEPS = 3
 CAP_MB = 0.01  # about 10 KB: the model below makes two buckets

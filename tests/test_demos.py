@@ -6,8 +6,8 @@ import pytest
 import torch
 from ranks import REDUCE_SCATTER_TENSOR, run_ranks
 
-from commviz import launcher
-from commviz.rank.runner import DemoContext
+from commviz.launch import launcher
+from commviz.launch.runner import DemoContext
 
 DEMOS = launcher.demos()
 # the op each demo is about: its records must reach the viewer

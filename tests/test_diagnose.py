@@ -10,12 +10,13 @@ import json
 import pytest
 from fakes import T0_NS, FakeClock, bye, heartbeat, op_batch
 
-from commviz import protocol, recording
 from commviz.rank import emitter
-from commviz.viewer import diagnose, text
+from commviz.viewer import diagnose, recording
+from commviz.viewer import plain_text as text
 from commviz.viewer.diagnose import Diagnosis
 from commviz.viewer.findings_text import advice
 from commviz.viewer.model import Model
+from commviz.wire import protocol
 
 G4 = {0: ("0", (0, 1, 2, 3))}
 MS = 1_000_000

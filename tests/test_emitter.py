@@ -7,10 +7,10 @@ import time
 import pytest
 import zmq
 
-from commviz import protocol
-from commviz.launcher import free_port
+from commviz.launch.launcher import free_port
 from commviz.rank.emitter import Emitter
 from commviz.viewer.transport import Receiver
+from commviz.wire import protocol
 
 
 def _record(i, t_end=None):

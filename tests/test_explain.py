@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from commviz import explain as ex
-from commviz import protocol
+from commviz.text import explain as ex
+from commviz.wire import protocol
 
 SEEDS = Path(__file__).resolve().parents[2] / "shared" / "seeds"  # shared/ beside the repo
 FIELDS = ("title", "what", "when")
@@ -239,7 +239,7 @@ def test_window_check_would_catch_a_copy():
 
 
 def test_imports_neither_textual_nor_torch():
-    code = "import sys, commviz.explain; print(' '.join(sys.modules))"
+    code = "import sys, commviz.text.explain; print(' '.join(sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=60, check=True).stdout.split()
     assert "textual" not in out and "torch" not in out and "rich" not in out
@@ -287,7 +287,7 @@ def test_no_formula_has_a_space_the_panel_could_wrap_at(lang):
 
 def test_commviz_own_words_in_a_rank_failure_follow_the_language():
     """--lang pt read 'rank 1 falhou (saída -9): killed by SIGKILL, no error written'."""
-    from commviz import launcher
+    from commviz.launch import launcher
 
     said = launcher._without_words(-9)
     assert said == "killed by SIGKILL, no error written"

@@ -10,8 +10,8 @@ from torch import nn
 from torch.distributed.fsdp import FullyShardedDataParallel, fully_shard
 
 import commviz
-from commviz import protocol
 from commviz.rank import hooks
+from commviz.wire import protocol
 
 STEPS = 3
 WORLD = 2

@@ -15,13 +15,15 @@ import pytest
 import torch  # noqa: F401  (the sampler asks NVML only in a process that has torch)
 from fakes import fake_nvml, heartbeats, op_batch, topology
 
-from commviz import cli, protocol, recording
+from commviz import cli
 from commviz.rank import telemetry
 from commviz.rank.emitter import Emitter
 from commviz.rank.gpu_topology import read_topology
 from commviz.rank.telemetry import TelemetrySampler
+from commviz.viewer import recording
 from commviz.viewer.model import Model
 from commviz.viewer.transport import Receiver
+from commviz.wire import protocol
 
 
 @pytest.fixture

@@ -9,10 +9,11 @@ import time
 import pytest
 import zmq
 
-from commviz import protocol
-from commviz.viewer import headless, text
+from commviz import headless
+from commviz.viewer import plain_text as text
 from commviz.viewer.model import Instance
 from commviz.viewer.session import Session
+from commviz.wire import protocol
 
 T = 1_800_000_000_000_000_000
 MS = 1_000_000
@@ -279,7 +280,7 @@ def test_a_jobs_summary_repeats_the_findings_that_still_held(tmp_path):
 
     from fakes import T0_NS, heartbeat, op_batch
 
-    from commviz.job import Job
+    from commviz.launch.job import Job
 
     g2 = {0: ("0", (0, 1))}
 

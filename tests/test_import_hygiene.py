@@ -5,15 +5,16 @@ import sys
 
 import pytest
 
-CORE = ["commviz", "commviz.protocol", "commviz.bandwidth", "commviz.recording", "commviz.nccl_log",
-        "commviz.schedules",
+CORE = ["commviz", "commviz.wire.protocol", "commviz.knowledge.bandwidth",
+        "commviz.knowledge.nccl_log", "commviz.knowledge.schedules", "commviz.viewer.recording",
         "commviz.viewer.model", "commviz.viewer.diagnose", "commviz.viewer.findings_text",
         "commviz.viewer.transport", "commviz.viewer.session",
-        "commviz.viewer.headless", "commviz.launcher", "commviz.job"]
+        "commviz.headless", "commviz.launch.launcher", "commviz.launch.job"]
 RANK_SIDE = ["commviz.rank.hooks", "commviz.rank.emitter", "commviz.rank.telemetry",
              "commviz.rank.cuda_timing", "commviz.rank.gpu_topology",
              "commviz.rank.ddp", "commviz.rank.funcol", "commviz.rank.phases",
-             "commviz.rank.runner", "commviz.nodes", "commviz.keys", "commviz.clocksync"]
+             "commviz.launch.runner", "commviz.wire.nodes", "commviz.wire.keys",
+             "commviz.wire.clocksync"]
 
 
 def _loaded_after_import(module: str) -> set[str]:

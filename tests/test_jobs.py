@@ -8,9 +8,11 @@ import json
 
 from fakes import T0_NS, FakeClock, bye, op_batch
 
-from commviz import cli, protocol, recording
+from commviz import cli
+from commviz.viewer import recording
 from commviz.viewer.diagnose import Diagnosis
 from commviz.viewer.model import Model
+from commviz.wire import protocol
 
 G2 = {0: ("0", (0, 1))}
 SEC = 1_000_000_000
@@ -196,7 +198,7 @@ def test_stats_replays_a_recording_of_two_jobs_in_their_generations(tmp_path, ca
 def test_headless_shows_each_job_joining(tmp_path):
     from io import StringIO
 
-    from commviz.viewer import headless
+    from commviz import headless
     from commviz.viewer.session import Session
 
     session = Session("tcp://127.0.0.1:*", collect_instances=True)

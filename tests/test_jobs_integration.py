@@ -10,8 +10,8 @@ import torch
 import torch.distributed as dist
 from ranks import _child, reap
 
-from commviz import recording
-from commviz.launcher import free_port
+from commviz.launch.launcher import free_port
+from commviz.viewer import recording
 from commviz.viewer.model import Model
 from commviz.viewer.session import Session
 

@@ -11,9 +11,9 @@ import torch.distributed as dist
 import zmq
 from ranks import _child, reap
 
-from commviz import protocol
-from commviz.launcher import free_port
+from commviz.launch.launcher import free_port
 from commviz.viewer.session import Session
+from commviz.wire import protocol
 
 STEPS = 40
 MALFORMED = 10_000

@@ -3,7 +3,7 @@
 import pytest
 from fakes import T0_NS, FakeClock, bye, heartbeat, inflight, op_batch
 
-from commviz import bandwidth
+from commviz.knowledge import bandwidth
 from commviz.viewer import model as model_mod
 from commviz.viewer.model import Model
 
@@ -172,7 +172,7 @@ def test_a_collective_that_failed_or_mixed_ops_is_no_instance():
     """The mismatch demo: at seq 3 ranks 0 and 1 call all_reduce, rank 2 broadcast, all fail
     after the timeout. That is not a 6 s all_reduce: kept out of the statistics and the
     replay, counted as failed (the diagnosis says what happened)."""
-    from commviz import protocol
+    from commviz.wire import protocol
 
     m = Model(FakeClock())
     m.new_instances = []
@@ -197,7 +197,7 @@ def test_a_collective_that_failed_or_mixed_ops_is_no_instance():
 
 
 def test_a_transfer_that_failed_is_no_instance():
-    from commviz import protocol
+    from commviz.wire import protocol
 
     m = Model(FakeClock())
     send = op_batch(0, [{"id": 1, "op": "send", "seq": 1, "peer": 1, "bytes_in": 64,
@@ -213,7 +213,7 @@ def test_a_record_that_failed_unmatched_still_shows_its_wait_on_the_lanes():
     """The hang demo: rank 2's recv from 0 failed after 6 s, its send never posted; ranks 0
     and 1 failed in an all_reduce rank 2 never joined. Their waits vanished from the
     timeline once the ops were no longer in flight."""
-    from commviz import protocol
+    from commviz.wire import protocol
 
     m = Model(FakeClock())
     failed = protocol.FLAG_FAILED
@@ -235,7 +235,7 @@ def test_incomplete_counts_what_waits_for_records_failed_or_not():
     it) sent no record: that instance is failed, never silently dropped; one only half
     recorded without a failure is incomplete; a lone failed send too; completed ones are
     neither."""
-    from commviz import protocol
+    from commviz.wire import protocol
 
     m = Model(FakeClock())
     failed = protocol.FLAG_FAILED

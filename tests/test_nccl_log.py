@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from commviz.nccl_log import UNKNOWN_NO_LOG, UNKNOWN_NO_TUNING, NcclLog, transport_kind
+from commviz.knowledge.nccl_log import UNKNOWN_NO_LOG, UNKNOWN_NO_TUNING, NcclLog, transport_kind
 
 DATA = Path(__file__).parent / "data" / "nccl"
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 from procs import PY
 
-from commviz.job import Job
-from commviz.nccl_log import NcclLog
-from commviz.viewer.headless import PREFIX
+from commviz.headless import PREFIX
+from commviz.knowledge.nccl_log import NcclLog
+from commviz.launch.job import Job
 
 DATA = Path(__file__).resolve().parent / "data" / "nccl"
 JOB = str(Path(__file__).resolve().parent / "jobs" / "nccl_replay_job.py")

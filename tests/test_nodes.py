@@ -19,11 +19,12 @@ import zmq
 from fakes import T0_NS, heartbeat, op_batch
 from ranks import _child, reap
 
-from commviz import cli, clocksync, keys, nodes, protocol
-from commviz.launcher import free_port
+from commviz import cli
+from commviz.launch.launcher import free_port
 from commviz.viewer.model import Model
 from commviz.viewer.session import Session
 from commviz.viewer.transport import BindError, Receiver
+from commviz.wire import clocksync, keys, nodes, protocol
 
 MS = 1_000_000
 JOBS = Path(__file__).resolve().parent / "jobs"
@@ -332,7 +333,7 @@ def test_the_clock_channel_takes_the_next_port():
 
 
 def test_a_recording_replays_the_clock_correction(tmp_path):
-    from commviz import recording
+    from commviz.viewer import recording
 
     theta, t = 2_000 * MS, T0_NS + 10 * MS
     group = {0: ("0", (0, 1))}

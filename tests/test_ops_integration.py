@@ -20,9 +20,9 @@ from torch.distributed import c10d_logger
 from torch.distributed import distributed_c10d as c10d
 
 import commviz
-from commviz import protocol
-from commviz.launcher import gloo_has_all_to_all
+from commviz.launch.launcher import gloo_has_all_to_all
 from commviz.rank import hooks
+from commviz.wire import protocol
 
 THIS_FILE = __file__
 _SOURCE = Path(__file__).read_text().splitlines()

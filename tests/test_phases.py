@@ -8,9 +8,10 @@ from fakes import T0_NS, FakeClock, op_batch
 from ranks import run_ranks
 
 import commviz
-from commviz import protocol, recording
 from commviz.rank import phases
+from commviz.viewer import recording
 from commviz.viewer.model import PHASES_MAX, Model
+from commviz.wire import protocol
 
 
 @commviz.phase("optimizer")

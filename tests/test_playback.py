@@ -16,7 +16,7 @@ from fakes import (
     scripted_all_reduce,
 )
 
-from commviz import protocol, recording
+from commviz.viewer import recording
 from commviz.viewer.playback import (
     LEAD_NS,
     ROUND_NS,
@@ -28,6 +28,7 @@ from commviz.viewer.playback import (
     Schedule,
 )
 from commviz.viewer.session import DIAGNOSE_EVERY_S
+from commviz.wire import protocol
 
 
 def _record(path, messages, about=None, closed_ns=None):

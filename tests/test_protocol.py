@@ -6,7 +6,7 @@ import msgpack
 import numpy as np
 import pytest
 
-from commviz import protocol
+from commviz.wire import protocol
 
 
 def _cols(n=2, **over):

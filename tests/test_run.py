@@ -16,10 +16,11 @@ import psutil
 import pytest
 from procs import PY, TAG_VAR
 
-from commviz import protocol, recording
-from commviz.job import Job, JobAsRanks, OutputBuffer
-from commviz.launcher import free_port, telling_line
-from commviz.viewer.headless import PREFIX
+from commviz.headless import PREFIX
+from commviz.launch.job import Job, JobAsRanks, OutputBuffer
+from commviz.launch.launcher import free_port, telling_line
+from commviz.viewer import recording
+from commviz.wire import protocol
 
 JOBS = Path(__file__).resolve().parent / "jobs"
 TORCHRUN = [PY, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
@@ -510,7 +511,7 @@ def test_a_killed_commviz_takes_the_job_with_it(procs):
 def test_torchruns_summary_gives_each_ranks_exit_code():
     """A job whose rank 1 raised: rank 0, which torchrun stopped, read 'lost rank: silent'
     for ever and rank 1 'exited', as if it had ended well."""
-    from commviz.launcher import torchrun_exit_codes
+    from commviz.launch.launcher import torchrun_exit_codes
 
     lines = (Path(__file__).parent / "data" / "torchrun_crash.log").read_text().splitlines()
     assert torchrun_exit_codes(lines) == {0: -15, 1: 1}

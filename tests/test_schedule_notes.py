@@ -5,9 +5,9 @@ import re
 
 import pytest
 
-from commviz import schedule_notes, schedules
-from commviz.schedule_notes import note
-from commviz.schedules import BACKENDS, canonical_op, schedule
+from commviz.knowledge import schedule_notes, schedules
+from commviz.knowledge.schedule_notes import note
+from commviz.knowledge.schedules import BACKENDS, canonical_op, schedule
 
 CASES = [(op, backend) for op in sorted(schedules._FAMILY) for backend in BACKENDS
          if (canonical_op(op), backend) in schedules._BUILDERS]

@@ -8,8 +8,8 @@ import math
 
 import pytest
 
-from commviz import protocol, schedules
-from commviz.schedules import (
+from commviz.knowledge import schedules
+from commviz.knowledge.schedules import (
     REDUCING,
     Schedule,
     Transfer,
@@ -17,6 +17,7 @@ from commviz.schedules import (
     holdings,
     schedule,
 )
+from commviz.wire import protocol
 
 NS = range(1, 17)
 BACKENDS = ("gloo", "nccl")

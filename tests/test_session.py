@@ -7,9 +7,9 @@ import time
 
 import zmq
 
-from commviz import protocol
 from commviz.viewer import session as session_mod
 from commviz.viewer.session import Session
+from commviz.wire import protocol
 
 
 def _heartbeat(rank: int) -> bytes:
@@ -65,7 +65,7 @@ def test_a_frame_that_never_ends_holds_the_collector_back_briefly():
 def test_an_event_of_how_a_rank_ended_is_recorded_and_told_to_the_model(tmp_path):
     """Headless, torchrun's summary was recorded but not told to the model: the end's
     diagnosis named a rank torchrun had stopped a lost rank (user trial)."""
-    from commviz import recording
+    from commviz.viewer import recording
 
     session = Session("tcp://127.0.0.1:*", str(tmp_path / "e.jsonl"))
     try:

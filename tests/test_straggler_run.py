@@ -11,7 +11,7 @@ import pytest
 from procs import PY
 from test_run import JOBS, run  # noqa: F401  (the fixture)
 
-from commviz.launcher import free_port
+from commviz.launch.launcher import free_port
 
 
 @pytest.mark.timeout(150)

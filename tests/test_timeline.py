@@ -326,8 +326,8 @@ def test_the_window_stretches_to_keep_a_few_slow_operations_in_view():
 
 
 def test_compute_phases_get_a_line_under_their_ranks_lane_on_the_same_axis():
-    from commviz.protocol import PhaseSpan
     from commviz.tui.timeline import lane_runs, phase_colour
+    from commviz.wire.protocol import PhaseSpan
 
     seg = Segment("all_reduce", T0_NS + 3 * S // 4, T0_NS + 3 * S // 4, T0_NS + S)
     phases = {0: [PhaseSpan("step", 0, T0_NS, T0_NS + 2 * S),
@@ -368,8 +368,8 @@ def test_in_fewer_lines_the_last_ranks_lanes_give_way_to_a_line_naming_them(lang
 
 
 def test_the_phases_legend_is_in_the_language_and_absent_without_phases():
-    from commviz.protocol import PhaseSpan
     from commviz.tui.timeline import lane_runs
+    from commviz.wire.protocol import PhaseSpan
 
     seg = Segment("all_reduce", T0_NS, T0_NS, T0_NS + S)
     phases = {0: [PhaseSpan("forward", 0, T0_NS, T0_NS + S)]}

@@ -19,8 +19,9 @@ from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.geometry import Region
 
-from commviz import explain, schedules
-from commviz.schedules import Transfer
+from commviz.knowledge import schedules
+from commviz.knowledge.schedules import Transfer
+from commviz.text import explain
 from commviz.tui.animation import GATHER_S, SPEEDS, Animator, AnimFrame, frame_label, plan
 from commviz.tui.topology import (
     ALERT,

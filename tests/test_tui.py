@@ -42,8 +42,7 @@ from textual.geometry import Region
 from textual.pilot import Pilot
 from textual.widgets import Static
 
-from commviz import explain, protocol, recording
-from commviz.control import Controller, ControlState
+from commviz.text import explain
 from commviz.tui import app as app_module
 from commviz.tui import render
 from commviz.tui.animation import GATHER_S
@@ -52,9 +51,12 @@ from commviz.tui.help import HelpScreen
 from commviz.tui.oplog import OpLog, line_text
 from commviz.tui.timeline import Timeline
 from commviz.tui.topology import Topology
-from commviz.viewer import text as text_mod
+from commviz.viewer import plain_text as text_mod
+from commviz.viewer import recording
 from commviz.viewer.diagnose import Diagnosis, Finding
 from commviz.viewer.playback import Playback, PlaybackControl
+from commviz.wire import protocol
+from commviz.wire.control import Controller, ControlState
 
 SIZE = (160, 48)
 
@@ -404,7 +406,7 @@ async def test_a_job_that_died_before_any_rank_connected_is_not_waited_for(lang:
     """`commviz run -- python bad.py` (a syntax error): 'waiting for ranks to connect…' stood
     above 'the job failed (exit 1)' (user trial). Once the job has ended the viewer says no
     rank ever connected."""
-    from commviz.job import OutputBuffer
+    from commviz.launch.job import OutputBuffer
 
     ui = functools.partial(explain.ui, lang=lang)
     ranks = FakeRanks(world=1)
@@ -1215,7 +1217,7 @@ async def _a_demo_screen(lang: str) -> str:
     """A demo's screen through a run: before any operation, all_reduce with two ranks in
     the next, an all_gather of gather_object by DDP, transfers, a rank gone, one silent,
     bad messages, two ranks ending (one failed)."""
-    from commviz import launcher
+    from commviz.launch import launcher
 
     session = FakeSession()
     ranks = FakeRanks(4)
@@ -1261,7 +1263,7 @@ async def _a_demo_screen(lang: str) -> str:
 
 async def _a_jobs_screen(lang: str) -> str:
     """A job's screen: a hang, then the job ends."""
-    from commviz.job import OutputBuffer
+    from commviz.launch.job import OutputBuffer
     from commviz.viewer.diagnose import Diagnosis
 
     session = FakeSession()
@@ -1287,7 +1289,7 @@ async def _a_jobs_screen(lang: str) -> str:
 async def test_a_portuguese_screen_has_no_english_left(lang: str, monkeypatch) -> None:
     """Every text the TUI writes itself: each of ENGLISH shows on the English screens, and
     none on the same screens in Portuguese, whose numbers have decimal commas."""
-    from commviz import launcher
+    from commviz.launch import launcher
     from commviz.tui.topology import render_topology
 
     monkeypatch.setattr(launcher, "gpu_count", lambda: 0)
@@ -1393,7 +1395,7 @@ def test_a_rooted_op_names_its_root_where_it_is_described(op: str, root: int, la
 
 
 def test_the_phases_panel_sets_the_cost_model_against_the_measured_time() -> None:
-    from commviz.costmodel import Fit
+    from commviz.knowledge.costmodel import Fit
     from commviz.tui import render
 
     session = FakeSession()
@@ -1629,8 +1631,8 @@ def test_the_load_column_draws_gpu_utilization_memory_and_power_or_the_cpu_label
 
 def test_a_transfer_is_set_against_its_pairs_first_one_which_also_connected() -> None:
     """NCCL connects a pair lazily, on its first transfer (knowledge/collectives.md)."""
-    from commviz import protocol
     from commviz.tui import render
+    from commviz.wire import protocol
 
     session = FakeSession()
     session.feed([gpu_heartbeat(r, 4) for r in range(4)]
@@ -1667,7 +1669,7 @@ def test_on_gloo_a_first_transfer_is_not_said_to_connect() -> None:
 
 @sync
 async def test_a_jobs_output_has_a_panel_and_its_end_is_said_once() -> None:
-    from commviz.job import OutputBuffer
+    from commviz.launch.job import OutputBuffer
 
     session = FakeSession()
     session.feed(scripted_all_reduce(world=2))
@@ -1848,7 +1850,7 @@ GLHF = ("RuntimeError: Connection closed by peer [127.0.0.1]:29500: the remote e
 
 
 def test_text_from_a_job_takes_the_cells_rich_counts_for_it() -> None:
-    from commviz.viewer.text import UNSURE_WIDTH, cell_safe
+    from commviz.viewer.plain_text import UNSURE_WIDTH, cell_safe
 
     assert cell_safe("GLHF! 🏖️") == f"GLHF! {UNSURE_WIDTH}"  # a width of its own: gone
     assert cell_safe("\x1b[31mred\x1b[0m\tok\u200b") == "red ok"  # escapes, tab, format
@@ -1883,7 +1885,7 @@ async def test_a_failed_ranks_long_error_keeps_the_viewer_panel_whole(
 
 @sync
 async def test_the_jobs_output_is_drawn_safe_for_its_cells() -> None:
-    from commviz.job import OutputBuffer
+    from commviz.launch.job import OutputBuffer
 
     output = OutputBuffer()
     app = CommvizApp(FakeSession(), FakeRanks(world=1), "run", output=output)
@@ -1916,7 +1918,7 @@ def test_ranks_on_several_nodes_are_grouped_under_a_line_per_node() -> None:
 def test_an_nccl_operation_says_which_algorithm_nccls_log_reported_or_why_not() -> None:
     from pathlib import Path
 
-    from commviz.nccl_log import UNKNOWN_NO_LOG, NcclLog
+    from commviz.knowledge.nccl_log import UNKNOWN_NO_LOG, NcclLog
     from commviz.tui import render
 
     session = FakeSession()
@@ -1944,7 +1946,7 @@ async def test_at_80x24_each_log_line_fits_with_its_skew(lang: str) -> None:
     """At 80x24 the log's lines ran past the panel's right edge, cut there without an
     ellipsis: the skew, what shows a straggler, was lost (user trial). A narrow log's lines
     give their times in their own units and leave out the ranks column."""
-    from commviz import explain
+    from commviz.text import explain
 
     session = FakeSession()
     session.feed(scripted_all_reduce(world=4))
@@ -1968,7 +1970,7 @@ async def test_at_80x24_each_log_line_fits_with_its_skew(lang: str) -> None:
 def test_a_narrow_log_line_leaves_out_columns_rather_than_the_skew(width: int) -> None:
     """The pipeline demo in Portuguese at 120 columns (a log 70 wide): 'defasagem 1,8…'
     (user trial); a transfer's line takes a narrower op column too."""
-    from commviz.viewer import text
+    from commviz.viewer import plain_text as text
 
     session = FakeSession()
     session.feed(scripted_all_reduce(world=4) + scripted_send_recv(world=4, steps=1))
@@ -1986,7 +1988,7 @@ def test_a_narrow_log_line_leaves_out_columns_rather_than_the_skew(width: int) -
 @pytest.mark.parametrize("lang", ["en", "pt"])
 def test_a_ddp_buckets_log_line_says_so_before_keeping_its_columns(lang: str) -> None:
     """'(pelo DDP)' showed at 220 columns only (user trial): at 120 the columns took it."""
-    from commviz.viewer import text
+    from commviz.viewer import plain_text as text
 
     session = FakeSession()
     session.feed(scripted_all_reduce(world=2, steps=1))
@@ -2004,7 +2006,7 @@ def test_an_inner_ops_log_line_keeps_the_columns_of_the_others(width: int, lang:
     """The objects demo: the lines of the ops inside scatter_object_list lost their ranks
     column to their "(in scatter_object_list)" and every column after it shifted (user
     trial)."""
-    from commviz.viewer import text
+    from commviz.viewer import plain_text as text
 
     session = FakeSession()
     session.feed(scripted_collective("scatter_object_list", world=4, peer=0, steps=1)
@@ -2191,7 +2193,7 @@ async def test_before_the_first_step_the_explanation_says_what_comes_and_which_k
     """`commviz demo all_gather --paused`: the explanation panel was blank until the first
     operation was done (user trial). It says which key steps or plays, and what the demo's
     operation is about to do; then the operation's own explanation takes over."""
-    from commviz import explain
+    from commviz.text import explain
 
     ui = functools.partial(explain.ui, lang=lang)
     session = FakeSession()
@@ -2392,7 +2394,7 @@ async def test_the_source_panel_keeps_the_calls_line_on_screen_beside_a_jobs_out
         tmp_path) -> None:
     """commviz run at 160x48: the job's output panel pushed the source panel's lines, the
     call's among them, below the screen (user trial); it shows fewer lines around the call."""
-    from commviz.job import OutputBuffer
+    from commviz.launch.job import OutputBuffer
 
     program = tmp_path / "train.py"
     program.write_text("".join(f"line_{i} = {i}\n" for i in range(1, 31)))
@@ -2799,7 +2801,7 @@ async def test_a_recording_cut_short_says_so_on_the_screen(
 async def test_a_jobs_output_has_a_view_of_its_own_on_a_narrow_terminal() -> None:
     """80x24 beside a job: its output panel had one row, or none, under the ranks and the
     log, and the statistics covered it."""
-    from commviz.job import OutputBuffer
+    from commviz.launch.job import OutputBuffer
 
     output = OutputBuffer()
     for step in range(12):
@@ -2947,7 +2949,7 @@ async def test_the_control_line_stays_under_the_events_on_a_narrow_terminal() ->
 async def test_a_jobs_output_scrolls_back_to_its_traceback() -> None:
     """torchrun's 20-line summary pushed the rank's traceback out of the output panel, and
     no key brought it back."""
-    from commviz.job import OutputBuffer
+    from commviz.launch.job import OutputBuffer
 
     output = OutputBuffer()
     output.append("stderr", "[rank1]: ValueError: bad batch at step 3 on rank 1")

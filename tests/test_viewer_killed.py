@@ -14,7 +14,7 @@ import time
 import pytest
 from procs import INSTANCE, SUMMARY, Proc, Procs
 
-from commviz import launcher
+from commviz.launch import launcher
 
 WORLD = 3
 ITERS = 60  # 3 s of steps at 0.05 s: room to kill the viewer and start another one
@@ -36,7 +36,7 @@ def test_ranks_finish_correctly_when_the_viewer_is_killed(procs, tmp_path):
     for r in range(WORLD):
         with open(logs[r], "w") as log:
             ranks.append(procs.start(
-                "-m", "commviz.rank.runner", "all_reduce", "--rank", str(r), "--world",
+                "-m", "commviz.launch.runner", "all_reduce", "--rank", str(r), "--world",
                 str(WORLD), "--backend", "gloo", "--master-port", str(master), "--iters",
                 str(ITERS), "--interval", "0.05", env={"COMMVIZ_ADDR": bind}, stderr=log))
 

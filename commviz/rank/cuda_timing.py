@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from .emitter import FLAGS, T_END, T_START
+from commviz.rank.emitter import FLAGS, T_END, T_START
 
 RECALIBRATE_S = 10.0
 

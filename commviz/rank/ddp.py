@@ -27,9 +27,9 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
-from .. import protocol
-from . import describe, hooks
-from .emitter import FLAGS
+from commviz.rank import describe, hooks
+from commviz.rank.emitter import FLAGS
+from commviz.wire import protocol
 
 # Frames of torch and of commviz are not the program's line: the site is found outside them;
 # but a demo is a program, and installed (not editable) it lies inside commviz's package

@@ -15,7 +15,7 @@ import torch
 import torch.distributed as dist
 from torch.distributed import distributed_c10d as c10d
 
-from .. import protocol
+from commviz.wire import protocol
 
 
 @dataclass(slots=True)

@@ -27,9 +27,9 @@ from typing import Any
 import zmq
 from zmq.utils.monitor import recv_monitor_message
 
-from .. import clocksync, nodes, protocol
-from ..keys import KeysError, client_keys
-from .telemetry import TelemetrySampler
+from commviz.rank.telemetry import TelemetrySampler
+from commviz.wire import clocksync, nodes, protocol
+from commviz.wire.keys import KeysError, client_keys
 
 DEFAULT_ADDR = "tcp://127.0.0.1:5555"
 # Each wake-up costs the rank CPU even when there is nothing to send (70-130 us on a
@@ -142,7 +142,7 @@ class Emitter:
 
     def __init__(self, addr: str, identity: Any, job: Callable[[], str] = str) -> None:
         self.addr = addr
-        self._shift = nodes.clock_shift_ns()  # test-only: see commviz/nodes.py
+        self._shift = nodes.clock_shift_ns()  # test-only: see commviz/wire/nodes.py
         try:
             self._keys = client_keys()
         except KeysError as exc:  # the job must not fail for this: the viewer refuses it
@@ -230,7 +230,7 @@ class Emitter:
         sock.setsockopt(zmq.LINGER, 0)
         sock.setsockopt(zmq.IMMEDIATE, 1)  # no viewer connected: drop instead of queueing
         if self._keys is not None:
-            from ..keys import secure_client
+            from commviz.wire.keys import secure_client
 
             secure_client(sock, self._keys)
         sock.connect(self.addr)

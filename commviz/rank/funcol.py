@@ -17,9 +17,9 @@ from typing import Any
 import torch.distributed._functional_collectives as fc
 from torch.distributed import distributed_c10d as c10d
 
-from .. import protocol
-from . import describe, hooks
-from .emitter import FLAGS, T_END
+from commviz.rank import describe, hooks
+from commviz.rank.emitter import FLAGS, T_END
+from commviz.wire import protocol
 
 
 # Extractors take a call's arguments and give (group, tag, tensor, bytes_in, bytes_out, the

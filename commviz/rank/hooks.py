@@ -42,11 +42,28 @@ import typing_extensions
 from torch.distributed import c10d_logger
 from torch.distributed import distributed_c10d as c10d
 
-from .. import protocol
-from ..protocol import FLAG_ASYNC, FLAG_CUDA, FLAG_FAILED, FLAG_UNWAITED, OBJECT_OPS, OP_CODE
-from . import describe, phases
-from .describe import REG, GroupInfo
-from .emitter import BYTES_IN, BYTES_OUT, DEFAULT_ADDR, FLAGS, OP, PEER, SEQ, T_END, Emitter
+from commviz.rank import describe, phases
+from commviz.rank.describe import REG, GroupInfo
+from commviz.rank.emitter import (
+    BYTES_IN,
+    BYTES_OUT,
+    DEFAULT_ADDR,
+    FLAGS,
+    OP,
+    PEER,
+    SEQ,
+    T_END,
+    Emitter,
+)
+from commviz.wire import protocol
+from commviz.wire.protocol import (
+    FLAG_ASYNC,
+    FLAG_CUDA,
+    FLAG_FAILED,
+    FLAG_UNWAITED,
+    OBJECT_OPS,
+    OP_CODE,
+)
 
 ENV_ADDR = "COMMVIZ_ADDR"
 # torch.distributed's own frames, and the decorators it wraps its API with (@deprecated)
@@ -183,7 +200,10 @@ def _install(state: _State) -> None:
         if orig is not None:
             state.saved_methods.append((name, orig))
             setattr(dist.ProcessGroup, name, _pg_wrapper(orig))
-    from . import ddp, funcol  # torch.nn.parallel, DTensor's collectives: imported on use
+    from commviz.rank import (  # torch.nn.parallel, DTensor's collectives: imported on use
+        ddp,
+        funcol,
+    )
 
     ddp.install(state.saved_attributes)
     funcol.install(state.saved_attributes)
@@ -437,7 +457,7 @@ def _start_gpu_timer() -> None:
     global _gpu_timer
     import torch
 
-    from .cuda_timing import GpuTimer
+    from commviz.rank.cuda_timing import GpuTimer
 
     _gpu_timer = GpuTimer(torch.cuda)
     if _EMITTER is not None:

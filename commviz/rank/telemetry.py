@@ -13,7 +13,7 @@ from typing import Any
 
 import psutil
 
-from .gpu_topology import LinkRates, no_gpu, read_topology
+from commviz.rank.gpu_topology import LinkRates, no_gpu, read_topology
 
 
 class TelemetrySampler:

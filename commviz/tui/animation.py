@@ -22,10 +22,12 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from .. import explain, protocol, schedule_notes, schedules
-from ..schedules import Schedule, Transfer
-from ..viewer.model import Instance
-from ..viewer.text import human_bytes
+from commviz.knowledge import schedule_notes, schedules
+from commviz.knowledge.schedules import Schedule, Transfer
+from commviz.text import explain
+from commviz.viewer.model import Instance
+from commviz.viewer.plain_text import human_bytes
+from commviz.wire import protocol
 
 #: Seconds per step the speed control moves between, each a doubling of the previous.
 SPEEDS = (0.15, 0.3, 0.6, 1.2, 2.4)

@@ -30,19 +30,21 @@ from textual.css.scalar import Scalar
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
-from .. import costmodel, explain
-from ..control import Controller
-from ..job import JobAsRanks
-from ..launcher import Ranks
-from ..viewer import diagnose, text
-from ..viewer.playback import PlaybackControl
-from . import render
-from .animation import Animator
-from .help import HelpScreen
-from .oplog import Line, OpLog
-from .reading import ReadingScreen
-from .timeline import Timeline, title
-from .topology import Topology
+from commviz.knowledge import costmodel
+from commviz.launch.job import JobAsRanks
+from commviz.launch.launcher import Ranks
+from commviz.text import explain
+from commviz.tui import render
+from commviz.tui.animation import Animator
+from commviz.tui.help import HelpScreen
+from commviz.tui.oplog import Line, OpLog
+from commviz.tui.reading import ReadingScreen
+from commviz.tui.timeline import Timeline, title
+from commviz.tui.topology import Topology
+from commviz.viewer import diagnose
+from commviz.viewer import plain_text as text
+from commviz.viewer.playback import PlaybackControl
+from commviz.wire.control import Controller
 
 FRAME_S = 1 / 30
 # Textual paints the screen from a timer at TEXTUAL_FPS (60 by default), and after a paint

@@ -15,12 +15,15 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
-from .. import costmodel, explain, protocol, schedule_notes, schedules
-from ..bandwidth import gbps_text
-from ..viewer import findings_text, text
-from ..viewer.diagnose import Finding, by_cause
-from ..viewer.model import HostClock, Instance, Model
-from .animation import AnimFrame
+from commviz.knowledge import costmodel, schedule_notes, schedules
+from commviz.knowledge.bandwidth import gbps_text
+from commviz.text import explain
+from commviz.tui.animation import AnimFrame
+from commviz.viewer import findings_text
+from commviz.viewer import plain_text as text
+from commviz.viewer.diagnose import Finding, by_cause
+from commviz.viewer.model import HostClock, Instance, Model
+from commviz.wire import protocol
 
 SPARK = "▁▂▃▄▅▆▇█"
 SILENT_AFTER_S = 1.5  # three missed heartbeats

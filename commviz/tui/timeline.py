@@ -26,10 +26,11 @@ from textual.reactive import reactive
 from textual.strip import Strip
 from textual.widget import Widget
 
-from .. import explain, protocol
-from ..protocol import PhaseSpan
-from ..viewer.model import InFlight, Instance, Model, Segment
-from ..viewer.text import MICROSECONDS, TIME_UNITS, rank_labels
+from commviz.text import explain
+from commviz.viewer.model import InFlight, Instance, Model, Segment
+from commviz.viewer.plain_text import MICROSECONDS, TIME_UNITS, rank_labels
+from commviz.wire import protocol
+from commviz.wire.protocol import PhaseSpan
 
 WAIT, SOLID, UNKNOWN = "░", "█", "╌"
 

@@ -30,12 +30,13 @@ from textual.strip import Strip
 from textual.timer import Timer
 from textual.widget import Widget
 
-from .. import explain, schedule_notes, schedules
-from ..schedules import Schedule, Transfer
-from ..viewer.model import Instance, Model
-from ..viewer.text import duration, human_bytes, process_end
-from .animation import Animator, AnimFrame, frame_label, plan
-from .render import SILENT_AFTER_S, finding_name
+from commviz.knowledge import schedule_notes, schedules
+from commviz.knowledge.schedules import Schedule, Transfer
+from commviz.text import explain
+from commviz.tui.animation import Animator, AnimFrame, frame_label, plan
+from commviz.tui.render import SILENT_AFTER_S, finding_name
+from commviz.viewer.model import Instance, Model
+from commviz.viewer.plain_text import duration, human_bytes, process_end
 
 RING_MAX = 16  # beyond this many ranks, a rectangle (a grid where that does not fit)
 HEATMAP_MIN = 33  # from this many ranks, a rank-by-rank traffic heatmap instead of links

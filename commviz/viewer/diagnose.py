@@ -81,8 +81,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from .. import protocol
-from .model import Model
+from commviz.viewer.model import Model
+from commviz.wire import protocol
 
 HEARTBEAT_S = 0.5  # the emitter's heartbeat period (commviz/rank/emitter.py, HEARTBEAT_S)
 LOST_AFTER_S = 2 * HEARTBEAT_S

@@ -5,7 +5,7 @@ The findings panel shows these next to a finding's one-line message. Pure data: 
 
 from __future__ import annotations
 
-from ..explain import LANGS
+from commviz.text.explain import LANGS
 
 
 def _t(en: str, pt: str) -> dict[str, str]:

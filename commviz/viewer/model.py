@@ -28,7 +28,7 @@ number only, as are jobs without a TCP rendezvous store; a rank of a job that ne
 reported is not told from the same rank of the next job, if that one reports first.
 
 Several hosts: each host's clock offset to the viewer is estimated from the round trips
-ranks report in their heartbeats (``commviz/clocksync.py``), and every time a rank on
+ranks report in their heartbeats (``commviz/wire/clocksync.py``), and every time a rank on
 another host reports is moved onto the viewer's clock as it arrives, with its host's
 estimate of that moment, so skews, waits and the timeline compare like with like. Ranks on
 the viewer's own host, and hosts without an estimate yet, are taken as they come.
@@ -44,8 +44,9 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from .. import bandwidth, nodes, protocol
-from ..clocksync import WINDOW, Offset, Sample, estimate
+from commviz.knowledge import bandwidth
+from commviz.wire import nodes, protocol
+from commviz.wire.clocksync import WINDOW, Offset, Sample, estimate
 
 
 def _by_code(flags: list[bool]) -> np.ndarray:

@@ -20,14 +20,15 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import protocol, recording
-from ..control import ControlState
-from ..job import OutputBuffer
-from ..nccl_log import NcclLog
-from .diagnose import ANNOUNCE_S, Diagnosis
-from .model import Model
-from .session import DIAGNOSE_EVERY_S, FRAME_YIELD_S, ROUND_S, Collector  # as live
-from .text import cell_safe
+from commviz.knowledge.nccl_log import NcclLog
+from commviz.launch.job import OutputBuffer
+from commviz.viewer import recording
+from commviz.viewer.diagnose import ANNOUNCE_S, Diagnosis
+from commviz.viewer.model import Model
+from commviz.viewer.plain_text import cell_safe
+from commviz.viewer.session import DIAGNOSE_EVERY_S, FRAME_YIELD_S, ROUND_S, Collector  # as live
+from commviz.wire import protocol
+from commviz.wire.control import ControlState
 
 LEAD_NS = 200_000_000  # the clock starts this long before the first message
 # it ends when the viewer closed the recording, at most this long after the last message

@@ -11,11 +11,11 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
-from .. import recording
-from ..nccl_log import Link, NcclLog
-from .diagnose import Diagnosis, Finding
-from .model import Model
-from .transport import DEFAULT_BIND, Receiver
+from commviz.knowledge.nccl_log import Link, NcclLog
+from commviz.viewer import recording
+from commviz.viewer.diagnose import Diagnosis, Finding
+from commviz.viewer.model import Model
+from commviz.viewer.transport import DEFAULT_BIND, Receiver
 
 POLL_MS = 20
 ROUND_S = 0.02

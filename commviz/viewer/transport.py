@@ -2,8 +2,8 @@
 
 Every message is decoded and validated here; anything malformed is counted and dropped,
 so nothing a peer sends can crash the viewer or corrupt the model. Beside it, at the event
-port + 1, the clock channel answers the ranks' round trips (``commviz/clocksync.py``). An
-address other hosts can reach is bound only with CURVE keys (``commviz/keys.py``): a ZAP
+port + 1, the clock channel answers the ranks' round trips (``commviz/wire/clocksync.py``). An
+address other hosts can reach is bound only with CURVE keys (``commviz/wire/keys.py``): a ZAP
 authenticator then drops every peer without an accepted key before it is read.
 """
 
@@ -16,10 +16,10 @@ from pathlib import Path
 
 import zmq
 
-from .. import keys as keys_
-from .. import protocol
-from ..clocksync import ClockServer, clock_addr
-from ..nodes import is_loopback
+from commviz.wire import keys as keys_
+from commviz.wire import protocol
+from commviz.wire.clocksync import ClockServer, clock_addr
+from commviz.wire.nodes import is_loopback
 
 DEFAULT_BIND = "tcp://127.0.0.1:5555"
 RECV_HWM = 100_000

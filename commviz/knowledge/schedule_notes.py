@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 
-from commviz.schedules import (
+from commviz.knowledge.schedules import (
     MONITORED_BARRIER_BYTES,
     NCCL_BARRIER_BYTES,
     Schedule,

@@ -7,11 +7,11 @@ import re
 import unicodedata
 from typing import Any
 
-from .. import explain
-from ..bandwidth import gbps_text
-from ..protocol import OPS
-from .diagnose import Finding, Lateness, signal_name
-from .model import HostClock, Instance
+from commviz.knowledge.bandwidth import gbps_text
+from commviz.text import explain
+from commviz.viewer.diagnose import Finding, Lateness, signal_name
+from commviz.viewer.model import HostClock, Instance
+from commviz.wire.protocol import OPS
 
 
 def human_bytes(n: float) -> str:

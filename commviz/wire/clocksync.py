@@ -29,9 +29,9 @@ from typing import NamedTuple
 
 import zmq
 
-from . import keys as keys_
-from . import protocol
-from .nodes import split_tcp
+from commviz.wire import keys as keys_
+from commviz.wire import protocol
+from commviz.wire.nodes import split_tcp
 
 VERSION = protocol.VERSION
 PERIOD_S = 0.5

@@ -34,7 +34,7 @@ from typing import Literal
 
 import zmq
 
-from . import protocol
+from commviz.wire import protocol
 
 VERSION = protocol.VERSION
 ENV_ADDR = "COMMVIZ_CONTROL"          # the Controller's PUB address

@@ -1,4 +1,4 @@
-"""The entry point of one demo rank process: ``python -m commviz.rank.runner DEMO ...``.
+"""The entry point of one demo rank process: ``python -m commviz.launch.runner DEMO ...``.
 
 Started by ``commviz demo``: it instruments itself, joins the process group, runs the demo's
 ``main(ctx)`` and leaves. Errors are printed as one line (then the traceback) on stderr,
@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..control import StepGate
+from commviz.wire.control import StepGate
 
 
 def elements(size: int, itemsize: int) -> int:
@@ -85,7 +85,7 @@ class DemoContext:
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="commviz.rank.runner")
+    p = argparse.ArgumentParser(prog="commviz.launch.runner")
     p.add_argument("demo")
     p.add_argument("--rank", type=int, required=True)
     p.add_argument("--world", type=int, required=True)

@@ -2,7 +2,7 @@
 
 The command runs exactly as given (an argv, no shell) in a session of its own, with a
 ``sitecustomize`` first on its PYTHONPATH that instruments every Python process of it when
-torch.distributed starts (``commviz/_site/``, described in docs/run.md). Every process of
+torch.distributed starts (``commviz/launch/_site/``, described in docs/run.md). Every process of
 the job carries ``COMMVIZ_JOB`` in its environment, so that stopping the job finds them all,
 including workers that torchrun starts in sessions of their own and orphans whose parent
 died. On Linux the job's first process gets SIGTERM if commviz itself dies
@@ -29,7 +29,7 @@ from typing import BinaryIO, TextIO
 
 import psutil
 
-from . import explain
+from commviz.text import explain
 
 ENV_JOB = "COMMVIZ_JOB"
 SITE_DIR = Path(__file__).resolve().parent / "_site"
@@ -453,7 +453,7 @@ class JobAsRanks:
     def error_line(self) -> str:
         """The telling line of the job's stderr (the exception a rank died of, not torchrun's
         rule under its summary), or how it ended."""
-        from .launcher import telling_line
+        from commviz.launch.launcher import telling_line
 
         if self.job.output is not None:
             line = telling_line([ln.text for ln in self.job.output.tail(200)
@@ -464,7 +464,7 @@ class JobAsRanks:
 
     def rank_exit_codes(self) -> dict[int, int]:
         """Each rank's exit code as torchrun's failure summary gives it ({} without one)."""
-        from .launcher import torchrun_exit_codes
+        from commviz.launch.launcher import torchrun_exit_codes
 
         if self.job.output is None:
             return {}

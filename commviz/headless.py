@@ -11,12 +11,12 @@ import time
 from collections.abc import Callable
 from typing import TextIO
 
-from .. import explain
-from ..job import Interrupts, Job
-from ..launcher import Ranks, telling_line, torchrun_exit_codes
-from . import text
-from .diagnose import by_cause
-from .session import Session
+from commviz.launch.job import Interrupts, Job
+from commviz.launch.launcher import Ranks, telling_line, torchrun_exit_codes
+from commviz.text import explain
+from commviz.viewer import plain_text as text
+from commviz.viewer.diagnose import by_cause
+from commviz.viewer.session import Session
 
 BYE_WAIT_S = 2.0
 FAILURE_GRACE_S = 2.0  # after a rank fails, watch this long: the diagnosis names what it left

@@ -25,7 +25,8 @@ from typing import IO, Any
 
 import numpy as np
 
-from . import __version__, protocol
+from commviz import __version__
+from commviz.wire import protocol
 
 FORMAT = "commviz-recording"
 VERSION = 1

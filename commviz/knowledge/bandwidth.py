@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 
-from . import protocol
+from commviz.wire import protocol
 
 # op -> (which per-rank byte count gives S: "in", "out" or "max"; multiply by n?)
 _SIZE_RULE: dict[str, tuple[str, bool]] = {

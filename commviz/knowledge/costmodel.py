@@ -14,8 +14,8 @@ import functools
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from . import schedules
-from .schedules import Schedule
+from commviz.knowledge import schedules
+from commviz.knowledge.schedules import Schedule
 
 MIN_SHAPES = 2  # distinct (steps, bytes) shapes a fit needs: two unknowns
 

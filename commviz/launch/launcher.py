@@ -1,6 +1,6 @@
 """Start and stop the rank processes of a demo, and find out which demos exist.
 
-Ranks are separate Python processes (``commviz.rank.runner``), each in its own process
+Ranks are separate Python processes (``commviz.launch.runner``), each in its own process
 group so that stopping the demo stops everything it started, and each tied to the
 launcher's life (PR_SET_PDEATHSIG) so that no rank outlives a killed launcher.
 """
@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from importlib import metadata, resources
 from pathlib import Path
 
-from . import explain
-from .rank.runner import block_elements, elements
+from commviz.launch.runner import block_elements, elements
+from commviz.text import explain
 
 MAX_RANKS = 64
 MAX_INTERVAL_S = 3600.0  # --interval: an hour between iterations at most
@@ -30,7 +30,7 @@ STOP_GRACE_S = 3.0
 # the rank runner without the current directory on its path: a folder named commviz there
 # (the parent of a clone, with commviz installed in editable mode) would be imported instead
 _RUNNER_OFF_CWD = ("import runpy, sys; del sys.path[0]; "
-                   "runpy.run_module('commviz.rank.runner', run_name='__main__', alter_sys=True)")
+                   "runpy.run_module('commviz.launch.runner', run_name='__main__', alter_sys=True)")
 
 
 class LaunchError(ValueError):
@@ -362,8 +362,8 @@ def telling_line(lines: list[str], whose: bool = False) -> str | None:
 
 def runner_command() -> list[str]:
     """How to start a rank so that it imports the commviz this process runs."""
-    if Path(__file__).resolve().parent.parent == Path.cwd().resolve():
-        return [sys.executable, "-m", "commviz.rank.runner"]  # run from a clone's root
+    if Path(__file__).resolve().parents[2] == Path.cwd().resolve():
+        return [sys.executable, "-m", "commviz.launch.runner"]  # run from a clone's root
     return [sys.executable, "-c", _RUNNER_OFF_CWD]
 
 

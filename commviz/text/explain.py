@@ -1413,7 +1413,7 @@ _UI_PAIRS: dict[str, tuple[str, str]] = {
     "log skew": ("skew", "defasagem"),
     "in parent": ("(in {})", "(em {})"),
     "by ddp": ("(by DDP)", "(pelo DDP)"),
-    # the headless viewer's lines and summary (commviz/viewer/headless.py, text.py)
+    # the headless viewer's lines and summary (commviz/headless.py, text.py)
     "banner demo": ("commviz demo {op}: {n} ranks, {why}; viewer at {addr}",
                     "commviz demo {op}: {n} ranks, {why}; visualizador em {addr}"),
     # what a demo makes of --size, when not exactly the bytes asked (launcher.size_note)
