@@ -10,7 +10,6 @@ import json
 import pytest
 from fakes import T0_NS, FakeClock, bye, heartbeat, op_batch
 
-from commviz.rank import emitter
 from commviz.viewer import diagnose, recording
 from commviz.viewer import plain_text as text
 from commviz.viewer.diagnose import Diagnosis
@@ -54,11 +53,6 @@ def _instance(seq, late_rank=None, late_ms=0.0, base_ms=None, took_ms=1.0, world
 
 def _types(found):
     return [(f.type, f.ranks, f.group, f.seq) for f in found]
-
-
-def test_the_heartbeat_period_and_announce_delay_are_the_emitters():
-    assert diagnose.HEARTBEAT_S == emitter.HEARTBEAT_S
-    assert diagnose.ANNOUNCE_S == emitter.ANNOUNCE_AFTER_NS / 1e9
 
 
 # ---- straggler -----------------------------------------------------------------------------

@@ -37,8 +37,7 @@ DEFAULT_ADDR = "tcp://127.0.0.1:5555"
 # as the viewer draws.
 TICK_S = 0.05
 FIRST_TICK_S = 0.01  # until the first heartbeat is out: a rank that dies early is still seen
-ANNOUNCE_AFTER_NS = 20_000_000  # an op running longer than this is reported as in flight
-HEARTBEAT_S = 0.5
+ANNOUNCE_AFTER_NS = int(protocol.ANNOUNCE_S * 1e9)
 SEND_HWM = 1000
 EXIT_LINGER_MS = 1000  # bounded wait at exit so the last batch can reach a live viewer
 CONNECT_WAIT_S = 2.0   # records are held, not dropped, while a first connection is under way
@@ -251,7 +250,7 @@ class Emitter:
                         poll()
                     if (time.monotonic() >= next_beat
                             and self._heartbeat(sock, telemetry) is not None):
-                        next_beat = time.monotonic() + HEARTBEAT_S
+                        next_beat = time.monotonic() + protocol.HEARTBEAT_S
                         tick = TICK_S
                     self._flush(sock, final=False)
                     self._flush_phases(sock)

@@ -83,12 +83,11 @@ import numpy as np
 
 from commviz.viewer.model import Model
 from commviz.wire import protocol
+from commviz.wire.protocol import ANNOUNCE_S, HEARTBEAT_S
 
-HEARTBEAT_S = 0.5  # the emitter's heartbeat period (commviz/rank/emitter.py, HEARTBEAT_S)
 LOST_AFTER_S = 2 * HEARTBEAT_S
 LOST_CONFIRM_S = 0.2
 HANG_AFTER_S = 1.0
-ANNOUNCE_S = 0.02  # the emitter announces an op in flight once it ran this long (emitter.py)
 MIN_LATE_NS = 10_000_000
 LATE_DURATION_FACTOR = 2.0
 LATE_JITTER_FACTOR = 3.0

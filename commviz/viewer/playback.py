@@ -23,12 +23,13 @@ import numpy as np
 from commviz.knowledge.nccl_log import NcclLog
 from commviz.launch.job import OutputBuffer
 from commviz.viewer import recording
-from commviz.viewer.diagnose import ANNOUNCE_S, Diagnosis
+from commviz.viewer.diagnose import Diagnosis
 from commviz.viewer.model import Model
 from commviz.viewer.plain_text import cell_safe
 from commviz.viewer.session import DIAGNOSE_EVERY_S, FRAME_YIELD_S, ROUND_S, Collector  # as live
 from commviz.wire import protocol
 from commviz.wire.control import ControlState
+from commviz.wire.protocol import ANNOUNCE_S
 
 LEAD_NS = 200_000_000  # the clock starts this long before the first message
 # it ends when the viewer closed the recording, at most this long after the last message

@@ -31,6 +31,8 @@ VERSION = 1
 MAX_MESSAGE_BYTES = 8 * 1024 * 1024
 MAX_BATCH = 8192
 MAX_RANKS = 1 << 20
+HEARTBEAT_S = 0.5  # a rank's emitter sends a heartbeat this often: silence is counted in them
+ANNOUNCE_S = 0.02  # an op that has run this long is announced as in flight
 
 # Operation names, in wire-code order. Append only: codes are part of the protocol.
 OPS: tuple[str, ...] = (
