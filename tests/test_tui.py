@@ -44,7 +44,7 @@ from textual.widgets import Static
 
 from commviz.text import explain
 from commviz.tui import app as app_module
-from commviz.tui import render
+from commviz.tui import layout, render
 from commviz.tui.animation import GATHER_S
 from commviz.tui.app import FRAME_S, CommvizApp
 from commviz.tui.help import HelpScreen
@@ -982,7 +982,7 @@ async def test_at_80x24_the_viewer_panel_keeps_its_newest_lines_and_the_ranks_th
         assert all(rank_row(app, r) for r in range(3))
         status = panel(app, "#status")
         assert "rank 2 failed (exit 1)" in status and "left" in status, status
-        assert len(status.splitlines()) == app_module.NARROW_STATUS_ROWS + 2
+        assert len(status.splitlines()) == layout.NARROW_STATUS_ROWS + 2
 
 
 @sync

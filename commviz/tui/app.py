@@ -7,7 +7,6 @@ mounted per event. The panels themselves are drawn by ``render`` and the line-AP
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import gc
 import os
@@ -17,7 +16,6 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any, TextIO
 
-from rich.cells import cell_len, set_cell_size
 from rich.table import Table
 from rich.text import Text
 from textual import events
@@ -34,7 +32,7 @@ from commviz.knowledge import costmodel
 from commviz.launch.job import JobAsRanks
 from commviz.launch.launcher import Ranks
 from commviz.text import explain
-from commviz.tui import render
+from commviz.tui import commands, layout, render
 from commviz.tui.animation import Animator
 from commviz.tui.help import HelpScreen
 from commviz.tui.oplog import Line, OpLog
@@ -60,25 +58,9 @@ LOG_LINES_PER_FRAME = 20  # more than this per frame is unreadable, and costs a 
 REPLAY_STEP_S = 0.3  # one schematic step of the replay; + and - change it
 SLOW_FRAME_S = 0.5  # statistics and the teaching panels: redrawn at most twice a second
 FINDINGS_LINGER_S = 10.0  # the findings panel stays this long after the last one ended
-# The findings panel's height, border included (wide, narrow), unless the newest finding and
-# what to check for it need more, up to half the screen: the buffers grid keeps its rows
-FINDINGS_ROWS = (8, 7)
-SHORT_KEYS = ("pause", "step", "faster", "replay_pause")  # "key <id> short": narrow footer
-EVENT_ROWS = 2  # at most, of an event in the viewer panel (a rank's error): cut after them
 EVENT_STYLES = {"rank failed": "bold red"}  # the events of the ranks that stand out
-STATUS_LEAST_ROWS = 5  # the viewer panel's on a wide terminal: the phases panel leaves them
-NARROW_STATUS_ROWS = 6  # the viewer panel on a narrow terminal: its newest rows, if it has more
 TAIL_LINES = 20  # of a job's output, printed when the screen closes
-SOURCE_LEAST_ROWS = 2  # the source panel's title and the call's line: kept on a full screen
-LEAST_LANES_ROWS = 6  # the ranks' and the timeline's panels, borders included, when capped
-MIN_TITLE_SHOWN = 16  # cells of a cut header title, at least: what the run is stays readable
-# keys as the help screen and the palette show them, where not the binding's own key
-KEYS_SHOWN = {"faster": "+", "slower": "-", "play_faster": "]", "play_slower": "[", "help": "?",
-              "quit": "q, ctrl+c"}
 RESTART_SETTLE_S = 0.15  # after stopping the ranks: time for their last messages to land
-# what keys do when a recording is played back, where it differs: n steps from one operation
-# to the next; p holds the replay while the recording plays on
-PLAYBACK_WORDS = {"key step": "key step op", "help replay_pause": "help replay_pause playback"}
 
 
 class CommvizApp(App):
@@ -86,43 +68,7 @@ class CommvizApp(App):
     TITLE = "commviz"
     # Below 120 columns the right column goes under the left one (see app.tcss).
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide")]
-    BINDINGS = [
-        Binding("q", "quit", "Quit", id="quit"),
-        Binding("v", "next_view", "View", id="view"),  # narrow only: first, so the footer has it
-        Binding("question_mark", "help", "Help", key_display="?", id="help"),
-        Binding("space", "toggle_play", "Pause/resume", id="pause"),
-        Binding("n", "step", "Next iteration", id="step"),
-        Binding("plus", "faster", "Faster", key_display="+", id="faster"),
-        Binding("minus", "slower", "Slower", key_display="-", id="slower"),
-        Binding("p", "replay_pause", "Hold replay", id="replay_pause"),
-        Binding("z", "zoom_in", "Zoom", id="zoom_in"),
-        Binding("Z", "zoom_out", "Zoom out", id="zoom_out", show=False),
-        Binding("r", "restart", "Restart", id="restart"),
-        # a recording's clock: not in the footer (the viewer panel's playback line says them)
-        Binding("right_square_bracket", "play_faster", "Faster playback", key_display="]",
-                id="play_faster", show=False),
-        Binding("left_square_bracket", "play_slower", "Slower playback", key_display="[",
-                id="play_slower", show=False),
-        Binding("f", "next_finding", "Next finding", id="next_finding", show=False),
-        Binding("l", "switch_lang", "Language", id="lang", show=False),
-        Binding("e", "read", "Explanation, full screen", id="read", show=False),
-        Binding("ctrl+c", "quit('stop ctrl+c')", "Quit", show=False, priority=True),
-    ]
-    # Keys listed by the help screen, in the footer's words ("key <id>"), then what more
-    # there is to say ("help <id>"): (the bindings' ids, whether check_action says if they
-    # work in this session, else they always do: v's text says it is for a narrow terminal)
-    HELP = [(("pause",), True), (("step",), True), (("next_finding",), True),
-            (("play_faster", "play_slower"), True),
-            (("faster", "slower"), False),
-            (("replay_pause",), False), (("zoom_in", "zoom_out"), False),
-            (("restart",), True), (("read",), False), (("lang",), False), (("view",), False),
-            (("quit",), False), (("help",), False)]
-    HELP_MORE = ("faster", "play_faster", "next_finding", "replay_pause", "zoom_in", "lang",
-                 "view", "palette")
-    # The command palette's own entries, by binding id, in the footer's words too
-    PALETTE = ("pause", "step", "next_finding", "play_faster", "play_slower", "faster", "slower",
-               "replay_pause", "zoom_in", "zoom_out", "restart", "read", "lang", "view",
-               "help")
+    BINDINGS = commands.bindings()
     # What `v` turns through below 120 columns, where one panel group fits at a time (and,
     # beside a job, its output: OUTPUT_VIEW)
     NARROW_VIEWS = ("numbers", "replay", "inside", "explain")
@@ -238,56 +184,28 @@ class CommvizApp(App):
     def _fit_titles(self) -> None:
         """The replay's and the timeline's titles, their shorter forms where the whole would
         be cut (Portuguese at 120 columns: "passos internos es…")."""
-        width = self._width if self._narrow else self._width * 3 // 5  # #left's 3fr
-        room = (width - 6) if width else None  # "╭─ " and " ─╮" around a title
+        room = layout.title_room(self._width, self._narrow)
         whole = explain.ui("replay", self.lang)
         self.query_one("#topology").border_title = \
-            whole if room is None or cell_len(whole) <= room else explain.ui("replay short",
-                                                                              self.lang)
+            whole if layout.fits(whole, room) else explain.ui("replay short", self.lang)
         self.query_one("#timeline").border_title = title(self.lang, room)
 
     def _label_keys(self) -> None:
         """The footer's keys and descriptions (Textual's palette's too), in the language;
         shorter where the whole ones do not fit (a narrow terminal, Portuguese at 120
-        columns), where `+` stands for `+/-`, so that every key fits in 80 columns."""
-        tight = self._narrow or 0 < self._width < self._footer_width()
-        ui = functools.partial(explain.ui, lang=self.lang)
-
-        def label(b: Binding) -> Binding:
-            if b.action == "command_palette":
-                return dataclasses.replace(b, description=ui("key palette"))
-            if not b.id:
-                return b
-            short = tight and b.id in SHORT_KEYS
-            display = {"faster": "+/-" if tight else "+", "pause": ui("space")}
-            key = self._key_words(b.id)
-            return dataclasses.replace(
-                b, description=ui(f"{key} short" if short else key),
-                key_display=display.get(b.id, b.key_display),
-                # z/Z: the timeline's subtitle says them
-                show=not tight if b.id in ("slower", "zoom_in") else b.show)
-
+        columns), so that every key fits in 80 columns."""
+        playback = self._playback is not None
+        whole = commands.footer_keys(self.lang, playback, self._works)
+        palette = explain.ui("key palette", self.lang)
+        tight = self._narrow or 0 < self._width < layout.footer_width(whole, palette)
         bindings = self._bindings.key_to_bindings
         for key, group in bindings.items():
-            bindings[key] = [label(b) for b in group]
+            bindings[key] = [commands.footer_label(b, tight, self.lang, playback) for b in group]
         self.refresh_bindings()
 
-    def _footer_width(self) -> int:
-        """The cells the footer's keys take with their whole descriptions: each key, a space,
-        its words and two spaces; the command palette's key on the right."""
-        ui = functools.partial(explain.ui, lang=self.lang)
-        shown = [b for b in self.BINDINGS if isinstance(b, Binding) and b.show and b.id
-                 and self.check_action(b.action, ()) is not False]
-        keys = {"pause": ui("space")}
-        return sum(cell_len(keys.get(b.id, b.key_display or b.key))
-                   + cell_len(ui(self._key_words(b.id))) + 3 for b in shown) \
-            + cell_len(ui("key palette")) + 4
-
-    def _key_words(self, key_id: str, kind: str = "key") -> str:
-        """The UI string that names (``kind`` "key") or explains ("help") what a key does in
-        this session."""
-        words = f"{kind} {key_id}"
-        return PLAYBACK_WORDS.get(words, words) if self._playback is not None else words
+    def _works(self, action: str) -> bool | None:
+        """Whether ``action`` can be taken now (``check_action``, without parameters)."""
+        return self.check_action(action, ())
 
     def _tick(self) -> None:
         """The frame timer: the replay every frame, the other panels every PARTS frames, in
@@ -358,7 +276,7 @@ class CommvizApp(App):
         self._shown = done
         frame = topology.animator.frame()
         latest = model.recent[-1] if model.recent else None
-        rows = self._phases_rows()
+        rows = self._inside_rows()
         replayed = (id(frame.instance), frame.step, rows) if frame is not None else (rows,)
         slow_tick = slow and now - self._slow_at >= SLOW_FRAME_S or latest is None
         if slow_tick:
@@ -373,7 +291,7 @@ class CommvizApp(App):
             self._explain(model, frame.instance if frame is not None else latest)
         if slow_tick or replayed != self._replayed:  # follows the replay step by step
             self._replayed = replayed
-            width = self._phases_width()
+            width = self._inside_width()
             phases = render.phases(model, self.lang, frame, self._fit,
                                    getattr(self.session, "nccl", None), width, rows, self.demo)
             # too few rows for even its smallest form (a finding's panel took them): the
@@ -390,8 +308,9 @@ class CommvizApp(App):
         lag = topology.animator.lag(self.lang)
         view = f"[{explain.ui(f'view {self._view}', self.lang)} · v] " \
             if self.screen.has_class("-narrow") else ""  # which panels `v` shows now
-        header = _fit_header(f"{view}{self.title} — ", self.sub_title, f" · {live}",
-                             self.query_one("#header").size.width) + (f" · {lag}" if lag else "")
+        header = layout.fit_header(f"{view}{self.title} — ", self.sub_title, f" · {live}",
+                                   self.query_one("#header").size.width) \
+            + (f" · {lag}" if lag else "")
         self._show("#header", Text(header, style="bold"), 0)
 
     def _refresh_ranks(self, model: Any, now: float) -> None:
@@ -405,9 +324,9 @@ class CommvizApp(App):
         ranks = table()
         rows = ranks.plain.count("\n") + 1
         self._fit_left(rows)  # from every row it has: cut, it would seem to need fewer
-        # more rows than its height may grow to: the last row it has names those left out
-        if 0 < panel.content_region.height < rows and rows > self._max_rows(panel):
-            ranks = table(panel.content_region.height)
+        cut = layout.ranks_rows(rows, panel.content_region.height, self._max_rows(panel))
+        if cut is not None:  # its last row names the ranks left out
+            ranks = table(cut)
         self._show("#ranks", ranks, ranks.plain.count("\n"))
         # the panel comes up when something goes wrong, and stays a while after it ended
         # (with what ended): a finding that comes and goes does not make the screen jump
@@ -437,20 +356,18 @@ class CommvizApp(App):
         panel = self.query_one("#findings", VerticalScroll)
         width = self.query_one("#findings-text").content_region.width  # a scrollbar's less
         if width <= 0:  # just shown, not laid out yet: its least, until the next frame
-            panel.styles.max_height = FINDINGS_ROWS[self._narrow]
+            panel.styles.max_height = layout.FINDINGS_ROWS[self._narrow]
             return
         lead = lead.copy()
         lead.rstrip()  # no row for its last newline
         rows = len(lead.wrap(self.console, width)) if lead else 0
-        cap = self.size.height // 2
+        kept = 0
         if self._narrow:  # stacked: the ranks the finding blames keep their rows above it
             ranks = self.query_one("#ranks")
-            room = (self.size.height - 2 - self.query_one("#status").outer_size.height
-                    - ranks.styles.gutter.height
-                    - ranks.get_content_height(self.size, self.size, ranks.content_region.width))
-            cap = min(cap, max(FINDINGS_ROWS[True], room))
-        panel.styles.max_height = min(max(FINDINGS_ROWS[self._narrow],
-                                          rows + panel.styles.gutter.height), cap)
+            kept = (self.query_one("#status").outer_size.height + ranks.styles.gutter.height
+                    + ranks.get_content_height(self.size, self.size, ranks.content_region.width))
+        panel.styles.max_height = layout.findings_rows(rows, panel.styles.gutter.height,
+                                                       self.size.height, self._narrow, kept)
         more = "findings more here" if panel.has_focus else "findings more"
         panel.border_subtitle = explain.ui(more, self.lang) if panel.max_scroll_y > 0 else ""
 
@@ -526,88 +443,72 @@ class CommvizApp(App):
         rows = Text(status).wrap(self.console, width)
         for event in events:
             wrapped = event.wrap(self.console, width)
-            if len(wrapped) > EVENT_ROWS:
-                last = wrapped[EVENT_ROWS - 1]
+            if len(wrapped) > layout.EVENT_ROWS:
+                last = wrapped[layout.EVENT_ROWS - 1]
                 last.rstrip()
                 last.append("…")
                 last.truncate(width, overflow="ellipsis")
-            rows.extend(wrapped[:EVENT_ROWS])
+            rows.extend(wrapped[:layout.EVENT_ROWS])
         last = Text(control).wrap(self.console, width) if control else []
-        room = self._status_room()
-        if room is not None and len(rows) + len(last) > room:
-            rows = rows[len(rows) + len(last) - room:]
+        dropped = layout.status_dropped(len(rows), len(last), self._status_room())
+        if dropped:
+            rows = rows[dropped:]
             if rows:
                 rows[0] = Text("… ") + rows[0]
                 rows[0].truncate(width, overflow="ellipsis")
         return Text("\n").join([*rows, *last])
 
-    def _phases_rows(self) -> int | None:
-        """The rows the phases panel may take on a wide terminal, so that the viewer panel
-        below keeps STATUS_LEAST_ROWS (a finding's panel above took them at 120x40) and the
-        explanation its least; None where it has the screen (narrow) or before a layout."""
+    def _inside_rows(self) -> int | None:
+        """The rows the inside panel may take on a wide terminal (``layout.inside_rows``);
+        None where it has the screen (narrow) or before a layout."""
         left = None if self._narrow else self._right_rows_left(("stats", "findings"))
-        if left is None:
-            return None
-        least = STATUS_LEAST_ROWS + self.query_one("#status").styles.gutter.height
-        return max(1, left - least - self.query_one("#phases").styles.gutter.height)
+        return layout.inside_rows(left, self.query_one("#status").styles.gutter.height,
+                                  self.query_one("#phases").styles.gutter.height)
 
     def _fit_left(self, ranks_rows: int) -> None:
-        """Many ranks on a wide terminal: when the left column's panels need more rows than
-        it has, the operations log gives way first (-tight), then the timeline and the ranks
-        give up rows, to LEAST_LANES_ROWS each, so that the replay keeps its least rows and
-        the source the call's line (18 ranks at 160x48 left the replay two rows, and no
-        source)."""
+        """The left column's panels in its rows (``layout.fit_left``): the operations log
+        hidden (-tight), the timeline and the ranks capped, where many ranks need it."""
         left = self.query_one("#left")
         ranks, timeline = self.query_one("#ranks"), self.query_one(Timeline)
-        wanted = {ranks: ranks_rows + ranks.styles.gutter.height,
-                  timeline: timeline.get_content_height(self.size, self.size, left.size.width)
-                  + timeline.styles.gutter.height}
-        over = -1
-        if not self._narrow and left.size.height > 0:
-            need = (sum(wanted.values()) + self._least_rows("#topology") + SOURCE_LEAST_ROWS
-                    + self.query_one("#source").styles.gutter.height
-                    + self.query_one("#output").outer_size.height)
-            over = need + self._least_rows("#log") - left.size.height
-            if self.screen.has_class("-tight") != (over > 0):
-                self.screen.set_class(over > 0, "-tight")
-            over -= self._least_rows("#log")
-        for panel in (timeline, ranks):  # the timeline gives first: the ranks name who
-            cap = max(LEAST_LANES_ROWS, wanted[panel] - over) if over > 0 else None
-            over -= wanted[panel] - (cap or wanted[panel])
+        fit = layout.fit_left(
+            left.size.height, ranks_rows + ranks.styles.gutter.height,
+            timeline.get_content_height(self.size, self.size, left.size.width)
+            + timeline.styles.gutter.height,
+            self._least_rows("#topology"), self._least_rows("#log"),
+            self.query_one("#source").styles.gutter.height,
+            self.query_one("#output").outer_size.height, self._narrow)
+        if fit.tight is not None and self.screen.has_class("-tight") != fit.tight:
+            self.screen.set_class(fit.tight, "-tight")
+        for panel, cap in ((timeline, fit.timeline_cap), (ranks, fit.ranks_cap)):
             if panel.styles.inline.max_height != (None if cap is None
                                                    else Scalar.from_number(cap)):
                 panel.styles.max_height = cap  # None: the stylesheet's
 
     def _source_context(self) -> int:
-        """Lines of the program to show around its call: render.SOURCE_CONTEXT, or fewer
-        where the left column leaves the source panel less room, the replay at its least (a
-        job's output panel, or 8 ranks, pushed the call's line off the bottom at 160x48)."""
+        """Lines of the program to show around its call (``layout.source_context``)."""
         left, source = self.query_one("#left"), self.query_one("#source")
-        if self._narrow or left.size.height <= 0:
-            return render.SOURCE_CONTEXT
         taken = sum(child.outer_size.height for child in left.children
                     if child.display and child.id not in ("topology", "source"))
-        rows = left.size.height - taken - self._least_rows("#topology") \
-            - source.styles.gutter.height - SOURCE_LEAST_ROWS
-        return max(0, min(render.SOURCE_CONTEXT, rows // 2))
+        return layout.source_context(left.size.height, taken, self._least_rows("#topology"),
+                                     source.styles.gutter.height, render.SOURCE_CONTEXT,
+                                     self._narrow)
 
-    def _phases_width(self) -> int | None:
-        """The phases panel's inner width, also while it gives way (hidden: no region);
+    def _inside_width(self) -> int | None:
+        """The inside panel's inner width, also while it gives way (hidden: no region);
         None before a layout."""
-        phases = self.query_one("#phases")
-        width = phases.content_region.width or (self.query_one("#right").size.width
-                                                 - phases.styles.gutter.width)
-        return width if width > 0 else None
+        inside = self.query_one("#phases")
+        return layout.inside_width(inside.content_region.width,
+                                   self.query_one("#right").size.width,
+                                   inside.styles.gutter.width)
 
     def _right_rows_left(self, taken_by: tuple[str, ...]) -> int | None:
         """The right column's rows less those of the panels ``taken_by`` (ids, where shown)
         and the explanation's least; None before the screen is laid out."""
         right = self.query_one("#right")
-        if right.size.height <= 0:
-            return None
         taken = sum(child.outer_size.height for child in right.children
                     if child.display and child.id in taken_by)
-        return right.size.height - taken - self._least_rows("#explain-box")
+        return layout.right_rows_left(right.size.height, taken,
+                                      self._least_rows("#explain-box"))
 
     def _least_rows(self, selector: str) -> int:
         """A panel's least rows by the stylesheet, its border included (border-box): its
@@ -618,22 +519,17 @@ class CommvizApp(App):
 
     def _status_shows_whole(self, event: str) -> bool:
         """The viewer panel is on screen and shows ``event`` whole: no toast need repeat it
-        over the panel's bottom (a toast covered the very line it said, for 10 s)."""
+        over the panel's bottom."""
         status = self.query_one("#status")
         width = status.content_region.width
         return (status.display and status.region.height > 0 and width > 0
-                and len(Text(event).wrap(self.console, width)) <= EVENT_ROWS)
+                and len(Text(event).wrap(self.console, width)) <= layout.EVENT_ROWS)
 
     def _status_room(self) -> int | None:
-        """The viewer panel's rows: NARROW_STATUS_ROWS on a narrow terminal; on a wide one
-        what the right column leaves it, the explanation at its least (a long error pushed
-        the panel's bottom off the screen); None before the screen is laid out."""
-        if self.screen.has_class("-narrow"):
-            return NARROW_STATUS_ROWS
-        left = self._right_rows_left(("stats", "findings", "phases"))
-        if left is None:
-            return None
-        return max(1, left - self.query_one("#status").styles.gutter.height)
+        """The viewer panel's rows (``layout.status_room``)."""
+        narrow = self.screen.has_class("-narrow")
+        left = None if narrow else self._right_rows_left(("stats", "findings", "phases"))
+        return layout.status_room(narrow, left, self.query_one("#status").styles.gutter.height)
 
     def _show(self, selector: str, renderable: Any, height_key: int | None) -> None:
         """Update a panel; lay the screen out again only when its height may have changed
@@ -859,42 +755,17 @@ class CommvizApp(App):
         for command in super().get_system_commands(screen):
             pt = explain.TEXTUAL_COMMANDS_PT.get(command.help) if self.lang == "pt" else None
             yield command if pt is None else command._replace(title=pt[0], help=pt[1])
-        for key_id in self.PALETTE:
-            action = self._binding(key_id).action
-            if self.check_action(action, ()):
-                title = explain.ui(self._key_words(key_id), self.lang)
-                help_text = f"{explain.ui('key', self.lang)}: {self._key_shown(key_id)}"
-                if key_id == "lang":
-                    title = f"{title}: {'Português' if self.lang == 'en' else 'English'}"
-                    help_text += f" · {explain.ui('language help', self.lang)}"
-                yield SystemCommand(title, help_text, getattr(self, f"action_{action}"))
+        playback = self._playback is not None
+        for name, help_text, action in commands.palette(self.lang, playback, self._works):
+            yield SystemCommand(name, help_text, getattr(self, f"action_{action}"))
 
     def _binding(self, key_id: str) -> Binding:
+        """A key's binding as the footer has it now (in the language, perhaps shortened)."""
         return next(b for group in self._bindings.key_to_bindings.values() for b in group
                     if b.id == key_id)
 
-    def _key_shown(self, key_id: str) -> str:
-        """A binding's key as the help screen and the palette show it, in the language."""
-        if key_id == "pause":
-            return explain.ui("space", self.lang)
-        return KEYS_SHOWN.get(key_id, self._binding(key_id).key)
-
     def _help_rows(self) -> list[tuple[str, str]]:
-        """The help screen's rows: the keys that work in this session, in the footer's
-        words, then what more there is to say of them."""
-        ui = functools.partial(explain.ui, lang=self.lang)
-        rows = []
-        for ids, checked in self.HELP:
-            if checked and not self.check_action(self._binding(ids[0]).action, ()):
-                continue
-            words = " / ".join(ui(self._key_words(key_id)) for key_id in ids)
-            if ids[0] in self.HELP_MORE:
-                words += f" ({ui(self._key_words(ids[0], 'help'))})"
-            rows.append((" / ".join(map(self._key_shown, ids)), words))
-        rows.append(("tab, ↑↓", ui("help scroll")))
-        palette = ui("key palette")
-        rows.append(("ctrl+p", f"{palette[:1].upper()}{palette[1:]} ({ui('help palette')})"))
-        return rows
+        return commands.help_rows(self.lang, self._playback is not None, self._works)
 
     def action_command_palette(self) -> None:
         """Textual's palette, its search box in the language."""
@@ -1007,17 +878,6 @@ def _speed(speed: float, lang: str) -> str:
     if 0 < speed < 1 and (1 / speed).is_integer():
         return f"1/{1 / speed:.0f}"
     return explain.number(f"{speed:g}", lang)
-
-
-def _fit_header(head: str, title: str, live: str, width: int) -> str:
-    """``head + title + live`` in ``width`` cells (0: not laid out yet): the run's title is
-    cut down to MIN_TITLE_SHOWN cells before the live state after it (paused, the replay
-    held, its speed); what the caller adds after that (the replay's lag) is the first to go,
-    by the header's own ellipsis."""
-    room = max(width - cell_len(head) - cell_len(live), MIN_TITLE_SHOWN)
-    if width <= 0 or cell_len(title) <= room:
-        return head + title + live
-    return head + set_cell_size(title, room - 1).rstrip(" ·") + "…" + live
 
 
 def _print_findings(findings: Iterable[diagnose.Finding], out: TextIO, lang: str) -> None:
