@@ -13,9 +13,9 @@ import sys
 
 import pytest
 
-from commviz.rank import cuda_timing, hooks
+from commviz.rank import cuda_timing, records
 from commviz.rank.cuda_timing import RECALIBRATE_S, GpuTimer
-from commviz.rank.emitter import FLAGS, T_END, T_START
+from commviz.rank.records import FLAGS, T_END, T_START
 from commviz.wire import protocol
 
 GPU_ORIGIN = 7_000_000_000  # the GPU's timer starts elsewhere than the host's clock
@@ -201,14 +201,14 @@ def test_failing_cuda_falls_back_to_host_time(setup):
 
 def test_hooks_defer_the_end_of_gpu_timed_records(setup, monkeypatch):
     clock, cuda, timer = setup
-    monkeypatch.setattr(hooks, "_gpu_timer", timer)
+    monkeypatch.setattr(records, "gpu_timer", timer)
     gpu = _rec(clock.now)
     host = _rec(clock.now, flags=protocol.FLAG_CUDA)  # CUDA tensors through gloo: host time
-    hooks._complete(gpu)
-    hooks._complete(host)
+    records.complete(gpu)
+    records.complete(host)
     assert gpu[T_END] == -1 and host[T_END] > 0
     failed = _rec(clock.now)
-    hooks._finish(failed, failed=True)  # a failure ends now, not on the GPU's word
+    records.finish(failed, failed=True)  # a failure ends now, not on the GPU's word
     assert failed[T_END] > 0 and not failed[FLAGS] & protocol.FLAG_GPU_TIME
     cuda.streams[0].run(GPU_ORIGIN + clock.now + 2_000)
     assert timer.poll() == 1 and gpu[T_END] == clock.now + 2_000

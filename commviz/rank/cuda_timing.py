@@ -15,7 +15,7 @@ or take half their distance (``uncertainty_ns``). ``reference.elapsed_time(event
 places the event. The reference is renewed every RECALIBRATE_S so the GPU's clock cannot
 drift far from the host's.
 
-Loaded only by hooks.py when a CUDA tensor goes through an NCCL group: never on CPU.
+Loaded only by records.py when a CUDA tensor goes through an NCCL group: never on CPU.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from commviz.rank.emitter import FLAGS, T_END, T_START
+from commviz.rank.records import FLAGS, T_END, T_START
 
 RECALIBRATE_S = 10.0
 

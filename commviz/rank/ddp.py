@@ -20,15 +20,17 @@ from __future__ import annotations
 import functools
 import os
 import sys
+import threading
 import weakref
 from typing import Any
 
 import torch
 import torch.distributed as dist
+from torch.distributed import distributed_c10d as c10d
 from torch.nn.parallel import DistributedDataParallel
 
-from commviz.rank import describe, hooks
-from commviz.rank.emitter import FLAGS
+from commviz.rank import describe, records
+from commviz.rank.records import COLLECTIVE, FLAGS, complete, finish, site_id, start
 from commviz.wire import protocol
 
 # Frames of torch and of commviz are not the program's line: the site is found outside them;
@@ -37,7 +39,14 @@ _SKIP_DIRS = (os.path.dirname(torch.__file__) + os.sep,
               os.path.dirname(os.path.dirname(__file__)) + os.sep)
 _DEMOS_DIR = os.path.join(os.path.dirname(os.path.dirname(__file__)), "demos") + os.sep
 _BROADCAST = protocol.OP_CODE["broadcast"]
+_ALL_REDUCE = protocol.OP_CODE["all_reduce"]
 _DDP_FILE = sys.modules[DistributedDataParallel.__module__].__file__
+# torch's own all_reduce, for the records made here on DDP's behalf; and the ProcessGroup
+# method it calls, which DDP's own reduction calls from C++ with the same options (a sum):
+# called directly, a bucket skips the Python API's checks (about 10 us). Taken as this
+# module is imported, which hooks.instrument() does before it patches anything.
+_all_reduce = c10d.all_reduce
+_pg_allreduce = dist.ProcessGroup.__dict__["allreduce"]
 
 
 def install(saved: list[tuple[Any, str, Any]]) -> None:
@@ -96,8 +105,43 @@ def _default_hook(state: _Default, bucket: Any) -> Any:
     buffer = bucket.buffer()
     buffer.mul_(state.scale)
     frame = _program_frame(sys._getframe(1))  # loss.backward(), where autograd runs here
-    site = hooks._site_id(frame) if frame is not None else state.site
-    return hooks.ddp_all_reduce(buffer, state.group, site)
+    site = site_id(frame) if frame is not None else state.site
+    return _bucket_all_reduce(buffer, state.group, site)
+
+
+def _bucket_all_reduce(tensor: Any, group: Any, site: int) -> Any:
+    """Sum one DDP gradient bucket across ``group``, as DDP's reducer does, and record it.
+
+    Returns the future DDP expects from a comm hook (its value: the bucket). The record is
+    timed by the future, so it ends when gloo/NCCL has finished, not when backward does.
+    """
+    info = describe.group_info(group) if records.active else None
+    if info is None or not info.member or tensor.is_complex():  # complex: the API's view
+        return _all_reduce(tensor, group=group, async_op=True).get_future().then(_bucket)
+    nb = tensor.nbytes
+    rec = start(_ALL_REDUCE, COLLECTIVE, protocol.NO_CODE, info, -1, nb, nb, tensor, True,
+                site)
+    rec[FLAGS] |= protocol.FLAG_DDP
+    try:
+        work = _pg_allreduce(group, [tensor])  # not the wrapped method: recorded once
+    except BaseException:
+        finish(rec, failed=True)
+        raise
+    return work.get_future().then(functools.partial(_bucket_done, rec))
+
+
+def _bucket(fut: Any) -> Any:
+    return fut.value()[0]
+
+
+def _bucket_done(rec: list, fut: Any) -> Any:
+    try:
+        value = fut.value()[0]
+    except BaseException:
+        finish(rec, failed=True)
+        raise
+    complete(rec)
+    return value
 
 
 def _exact_with_default_hook(ddp: Any) -> bool:
@@ -115,7 +159,7 @@ def _init_wrapper(orig: Any) -> Any:
     @functools.wraps(orig)
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
         frame = _program_frame(sys._getframe(1))
-        site = hooks._site_id(frame)
+        site = site_id(frame)
         orig(self, *args, **kwargs)
         if getattr(self, "reducer", None) is None or describe.group_info(
                 self.process_group) is None:
@@ -132,7 +176,7 @@ def _init_wrapper(orig: Any) -> Any:
         def first_forward(module: Any, args: Any) -> None:
             # Installed this late so that a comm hook registered before (a built-in C++
             # one included) is left to DDP; one registered later replaces the stand-in.
-            if hooks._ACTIVE is None:
+            if not records.active:
                 return
             handle.remove()
             hook_name = module._get_ddp_logging_data().get("comm_hook")
@@ -186,12 +230,12 @@ def _flagged(hook: Any) -> Any:
 
     @functools.wraps(hook)  # DDP checks the hook's signature and logs its name
     def ddp_comm_hook(state: object, bucket: Any) -> Any:
-        tid = hooks._get_ident()
-        hooks._in_ddp_hook.add(tid)
+        tid = threading.get_ident()
+        records.in_ddp_hook.add(tid)
         try:
             return hook(state, bucket)
         finally:
-            hooks._in_ddp_hook.discard(tid)
+            records.in_ddp_hook.discard(tid)
 
     return ddp_comm_hook
 
@@ -201,7 +245,7 @@ def _broadcast_wrapper(orig: Any) -> Any:
     @functools.wraps(orig)
     def _broadcast_coalesced(process_group: Any, tensors: Any, buffer_size: int,
                              src: int = 0) -> None:
-        info = describe.group_info(process_group) if hooks._ACTIVE is not None else None
+        info = describe.group_info(process_group) if records.active else None
         if info is None or not info.member:
             return orig(process_group, tensors, buffer_size, src)
         nb = sum(t.nbytes for t in tensors)
@@ -209,17 +253,17 @@ def _broadcast_wrapper(orig: Any) -> Any:
         mine = root == describe.REG.me
         caller = sys._getframe(1)
         frame = _program_frame(caller)
-        rec = hooks._start(_BROADCAST, hooks._COLLECTIVE, protocol.NO_CODE, info, root,
-                           nb if mine else 0, 0 if mine else nb,
-                           tensors[0] if len(tensors) else None, False, hooks._site_id(frame))
+        rec = start(_BROADCAST, COLLECTIVE, protocol.NO_CODE, info, root,
+                    nb if mine else 0, 0 if mine else nb,
+                    tensors[0] if len(tensors) else None, False, site_id(frame))
         if _called_by_ddp(caller):  # FSDP1's sync_module_states broadcasts this way too
             rec[FLAGS] |= protocol.FLAG_DDP
         try:
             result = orig(process_group, tensors, buffer_size, src)
         except BaseException:
-            hooks._finish(rec, failed=True)
+            finish(rec, failed=True)
             raise
-        hooks._complete(rec)
+        complete(rec)
         return result
 
     return _broadcast_coalesced

@@ -11,11 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import torch
 import torch.distributed as dist
 from torch.distributed import distributed_c10d as c10d
-
-from commviz.wire import protocol
 
 
 @dataclass(slots=True)
@@ -83,21 +80,6 @@ def group_info(pg: Any) -> GroupInfo | None:
     torch's registry of the default group directly rather than through its accessors."""
     info = _groups.get(c10d._world._default_pg if pg is None else pg)
     return info if info is not None else REG.group(pg)
-
-
-_DTYPE_CODES: dict[torch.dtype, int] = {}
-
-
-def dtype_code(tensor: Any) -> int:
-    dtype = getattr(tensor, "dtype", None)
-    if dtype is None:
-        return protocol.NO_CODE
-    code = _DTYPE_CODES.get(dtype)
-    if code is None:
-        name = str(dtype).removeprefix("torch.")
-        code = protocol.DTYPE_CODE.get(name, protocol.DTYPE_CODE["other"])
-        _DTYPE_CODES[dtype] = code
-    return code
 
 
 def _sum(tensors: Any) -> int:

@@ -27,6 +27,7 @@ from typing import Any
 import zmq
 from zmq.utils.monitor import recv_monitor_message
 
+from commviz.rank.records import GID, ID, SITE, T_END, T_START
 from commviz.rank.telemetry import TelemetrySampler
 from commviz.wire import clocksync, nodes, protocol
 from commviz.wire.keys import KeysError, client_keys
@@ -47,8 +48,7 @@ _REFUSED = (zmq.EVENT_HANDSHAKE_FAILED_AUTH | zmq.EVENT_HANDSHAKE_FAILED_PROTOCO
             | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL)
 TOPOLOGY_EVERY_S = 10.0  # the GPU topology is repeated so that a late viewer learns it
 
-# Record layout: one mutable list per op, in protocol.COLUMNS order.
-ID, OP, PARENT, GID, SEQ, PEER, BYTES_IN, BYTES_OUT, DTYPE, FLAGS, T_START, T_END, SITE = range(13)
+# A record (records.py) holds its fields in protocol.COLUMNS order: its n-th is the n-th column
 _ARRAY_CODES = {"<i8": "q", "u1": "B", "<u4": "I", "<i4": "i"}
 _COLUMN_CODES = [(name, _ARRAY_CODES[dt]) for name, dt in protocol.COLUMNS.items()]
 _REPEAT_FROM = 64  # records in a batch from which _column_bytes looks for repeated values

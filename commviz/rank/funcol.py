@@ -17,8 +17,18 @@ from typing import Any
 import torch.distributed._functional_collectives as fc
 from torch.distributed import distributed_c10d as c10d
 
-from commviz.rank import describe, hooks
-from commviz.rank.emitter import FLAGS, T_END
+from commviz.rank import describe, records
+from commviz.rank.records import (
+    COLLECTIVE,
+    FLAGS,
+    T_END,
+    complete,
+    finish,
+    site_id,
+    start,
+    tls,
+    unwaited,
+)
 from commviz.wire import protocol
 
 
@@ -82,9 +92,8 @@ def _wrapper(orig: Any, op: str, extract: Any) -> Any:
 
     @functools.wraps(orig)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        if fc._are_we_tracing() or hooks._ACTIVE is None:
+        if fc._are_we_tracing() or not records.active:
             return orig(*args, **kwargs)  # compiling (first: dynamo must see nothing else)
-        tls = hooks._tls
         if tls.current is not None:
             return orig(*args, **kwargs)  # inside another recorded op
         try:
@@ -105,20 +114,20 @@ def _wrapper(orig: Any, op: str, extract: Any) -> Any:
         elif root >= 0:
             b_in = 0
         frame = sys._getframe(1)
-        rec = hooks._start(op_code, hooks._COLLECTIVE, protocol.NO_CODE, info, root, b_in,
-                           b_out, tensor, True, hooks._site_id(frame))
+        rec = start(op_code, COLLECTIVE, protocol.NO_CODE, info, root, b_in, b_out, tensor,
+                    True, site_id(frame))
         tls.current = op
         try:
             result = orig(*args, **kwargs)
         except BaseException:
-            hooks._finish(rec, failed=True)
+            finish(rec, failed=True)
             raise
         finally:
             tls.current = None
         elem = getattr(result, "elem", None) if isinstance(result, fc.AsyncCollectiveTensor) \
             else None
         if elem is None:  # waited for inside the call
-            hooks._complete(rec)
+            complete(rec)
         else:
             key = elem.untyped_storage().data_ptr()
             _pending[key] = rec
@@ -135,7 +144,7 @@ def _wait_wrapper(orig: Any) -> Any:
         if _pending:
             rec = _pending.pop(tensor.untyped_storage().data_ptr(), None)
             if rec is not None:
-                hooks._complete(rec)
+                complete(rec)
         return result
 
     return wait_tensor
@@ -148,5 +157,4 @@ def _dropped(key: int, rec: list) -> None:
     elif rec[FLAGS] & protocol.FLAG_GPU_TIME:
         return  # waited for: its t_end comes from a CUDA event
     if rec[T_END] < 0:
-        rec[FLAGS] = (rec[FLAGS] | protocol.FLAG_UNWAITED) & ~protocol.FLAG_GPU_TIME
-        rec[T_END] = hooks._time_ns()
+        unwaited(rec)

@@ -16,6 +16,7 @@ Two layers, so that every call is seen exactly once:
 DistributedDataParallel runs its gradient all-reduces and broadcasts in C++, below both
 layers: ``ddp.py`` brings them into view through DDP's own comm hook API. Functional
 collectives (DTensor's) also go below them: ``funcol.py`` wraps their Python entry points.
+All of them make their records through ``records.py``; this module installs them all.
 
 A call made by torch itself (a deprecated name forwarding to its new one, the inner
 transfers of an object collective, ``send`` calling ``isend``) finds the hook of the call
@@ -26,11 +27,9 @@ a record of its own with ``parent`` set.
 from __future__ import annotations
 
 import functools
-import itertools
 import os
 import socket
 import sys
-import threading
 import time
 import warnings
 import weakref
@@ -42,34 +41,31 @@ import typing_extensions
 from torch.distributed import c10d_logger
 from torch.distributed import distributed_c10d as c10d
 
-from commviz.rank import describe, phases
+from commviz.rank import describe, phases, records
 from commviz.rank.describe import REG, GroupInfo
-from commviz.rank.emitter import (
+from commviz.rank.emitter import DEFAULT_ADDR, Emitter
+from commviz.rank.records import (
     BYTES_IN,
     BYTES_OUT,
-    DEFAULT_ADDR,
     FLAGS,
-    OP,
-    PEER,
-    SEQ,
+    KIND,
     T_END,
-    Emitter,
+    TimedWork,
+    complete,
+    finish,
+    resolve_source,
+    site_id,
+    start,
+    tls,
+    track_async,
 )
 from commviz.wire import protocol
-from commviz.wire.protocol import (
-    FLAG_ASYNC,
-    FLAG_CUDA,
-    FLAG_FAILED,
-    FLAG_UNWAITED,
-    OBJECT_OPS,
-    OP_CODE,
-)
+from commviz.wire.protocol import OBJECT_OPS, OP_CODE
 
 ENV_ADDR = "COMMVIZ_ADDR"
 # torch.distributed's own frames, and the decorators it wraps its API with (@deprecated)
 _TORCH_FILES = frozenset({c10d.__file__, c10d_logger.__file__, typing_extensions.__file__,
                           warnings.__file__})
-_TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
 _CONTAINERS = OBJECT_OPS | {"batch_isend_irecv"}
 _API_NAMES = frozenset(describe.EXTRACTORS) | {"batch_isend_irecv"}
 # isend/irecv stay unpatched (identity checks in P2POp); the ProcessGroup layer sees them.
@@ -89,29 +85,11 @@ PG_METHODS_UNDECORATED = ("send", "recv", "recv_anysource", "monitored_barrier")
 HOOK_IN_PLACE = True
 _NO_CODE = protocol.NO_CODE
 _OP_CODE = OP_CODE
-_FLAG_DDP = protocol.FLAG_DDP
 _FLAG_GPU_TIME = protocol.FLAG_GPU_TIME
-_DTYPE_CODES = describe._DTYPE_CODES
-_RECV_CODES = frozenset(OP_CODE[n] for n in protocol.RECVS)
 _time_ns = time.time_ns
-_get_ident = threading.get_ident
 _getframe = sys._getframe
-# the unpatched all_reduce, for the records made here on DDP's behalf; and the unpatched
-# ProcessGroup method it calls, which DDP's own reduction calls from C++ with the same
-# options (a sum): called directly, a bucket skips the Python API's checks (about 10 us)
-_all_reduce = c10d.all_reduce
-_pg_allreduce = dist.ProcessGroup.__dict__["allreduce"]
-# threads running a DDP comm hook: what they communicate is flagged as DDP's
-_in_ddp_hook: set[int] = set()
-
-
-class _ThreadState(threading.local):
-    current: str | None = None   # the functional collective running on this thread (funcol)
-    acc: list[int] | None = None  # bytes of an object collective's inner transfers
-    site: int = 0                 # call site of that object collective
-
-
-_tls = _ThreadState()
+# bound here, not imported: a method called on an imported name compiles to a slower load
+_sites_by_instr = records.sites_by_instr
 
 
 class _State:
@@ -126,17 +104,6 @@ class _State:
 
 _ACTIVE: _State | None = None
 _EMITTER: Emitter | None = None
-_push: Any = None  # the emitter queue's append: the one call the hot path makes into it
-_ids = itertools.count()
-_sites: dict[tuple[str, int], int] = {}
-# call sites by (id of the code object, instruction): a code object's own hash is computed
-# afresh on every use (hundreds of ns); the code objects are kept so that ids stay unique
-_sites_by_instr: dict[tuple[int, int], int] = {}
-_site_codes: dict[int, Any] = {}
-_p2p_sent: dict[int, int] = {}
-_p2p_received: dict[int, int] = {}
-_device = "cpu"
-_gpu_timer: Any = None  # cuda_timing.GpuTimer, once a CUDA tensor has gone through NCCL
 
 
 # ---- public API ------------------------------------------------------------------------
@@ -146,7 +113,7 @@ def instrument(addr: str | None = None) -> None:
     ``addr`` defaults to ``$COMMVIZ_ADDR``, then to the default of ``commviz watch``. Safe to
     call before or after ``init_process_group``, and again after ``uninstrument()``.
     """
-    global _ACTIVE, _EMITTER, _push
+    global _ACTIVE, _EMITTER
     if _ACTIVE is not None:
         return
     addr = addr or os.environ.get(ENV_ADDR) or DEFAULT_ADDR
@@ -154,15 +121,11 @@ def instrument(addr: str | None = None) -> None:
         if _EMITTER is not None:
             _EMITTER.close()
         _EMITTER = Emitter(addr, _identity, _job_key)
-        _push = _EMITTER.queue.append
         _EMITTER.pollers.append(REG.forget_destroyed)
         REG.on_new_group = _announce_group
         for info in REG.groups.values():  # tables known from an earlier emitter
             _announce_group(info)
-        for key, sid in _sites.items():
-            _EMITTER.sites[sid] = key
-        if _gpu_timer is not None:
-            _EMITTER.pollers.append(_gpu_timer.poll)
+        records.attach(_EMITTER)
     state = _State()
     try:
         _install(state)
@@ -172,11 +135,16 @@ def instrument(addr: str | None = None) -> None:
               f"{exc}); this process runs without commviz", file=sys.stderr, flush=True)
         return
     phases.queue = _EMITTER.phases
+    records.active = True
     _ACTIVE = state
 
 
 def _install(state: _State) -> None:
     """Put every hook in place, noting in ``state`` what each replaced."""
+    # torch.nn.parallel and DTensor's collectives: imported on use, and before anything is
+    # patched (ddp.py keeps torch's own all_reduce)
+    from commviz.rank import ddp, funcol
+
     for name in PATCHED_FUNCTIONS:
         orig = getattr(c10d, name)
         cell = _logger_cell(orig) if HOOK_IN_PLACE else None
@@ -200,11 +168,6 @@ def _install(state: _State) -> None:
         if orig is not None:
             state.saved_methods.append((name, orig))
             setattr(dist.ProcessGroup, name, _pg_wrapper(orig))
-    from commviz.rank import (  # torch.nn.parallel, DTensor's collectives: imported on use
-        ddp,
-        funcol,
-    )
-
     ddp.install(state.saved_attributes)
     funcol.install(state.saved_attributes)
 
@@ -216,6 +179,7 @@ def uninstrument() -> None:
     if state is None:
         return
     phases.queue = None
+    records.active = False
     _restore(state)
 
 
@@ -228,23 +192,6 @@ def _restore(state: _State) -> None:
         setattr(dist.ProcessGroup, name, orig)
 
 
-def _after_fork_in_child() -> None:
-    """A forked child's first record goes through Emitter.push, which starts its sender."""
-    global _push
-    if _EMITTER is not None:
-        _push = _push_after_fork
-
-
-def _push_after_fork(rec: list) -> None:
-    global _push
-    if _EMITTER is not None:
-        _EMITTER.push(rec)
-        _push = _EMITTER.queue.append
-
-
-os.register_at_fork(after_in_child=_after_fork_in_child)
-
-
 def flush_and_close() -> None:
     """Send what is pending and stop the emitter (also done automatically at exit)."""
     global _EMITTER
@@ -252,6 +199,7 @@ def flush_and_close() -> None:
     if _EMITTER is not None:
         _EMITTER.close()
         _EMITTER = None
+        records.detach()
 
 
 # ---- identity and tables -----------------------------------------------------------------
@@ -269,7 +217,8 @@ def _identity() -> tuple[int, int, str, str] | None:
     world_pg = c10d.GroupMember.WORLD
     if world_pg is not None and (_ident_cache is None or _ident_cache[0]() is not world_pg):
         try:
-            ident = (dist.get_rank(), dist.get_world_size(), str(dist.get_backend()), _device)
+            ident = (dist.get_rank(), dist.get_world_size(), str(dist.get_backend()),
+                     records.device)
         except Exception:
             return None
         _job = _store_key()
@@ -277,7 +226,8 @@ def _identity() -> tuple[int, int, str, str] | None:
     if _ident_cache is None:
         return None
     cached = _ident_cache[1]
-    return cached if cached[3] == _device else (*cached[:3], _device)
+    device = records.device
+    return cached if cached[3] == device else (*cached[:3], device)
 
 
 def _job_key() -> str:
@@ -317,38 +267,6 @@ def _announce_group(info: GroupInfo) -> None:
     _identity()  # learn who we are while the process group surely exists
     if _EMITTER is not None:
         _EMITTER.groups[info.gid] = (info.name, list(info.ranks))
-
-
-def _site_id(frame: Any) -> int:
-    """The call site of a frame, keyed by code object and instruction (cheaper than f_lineno).
-
-    A call made by torch's own code (FSDP, DTensor) is put at the program's line that led to
-    it, the first frame outside torch, when the stack reaches one: that line is what a reader
-    can act on. Such calls miss the hot path's cache and walk every time; they are few and big.
-    """
-    if frame is None:
-        return _site_id_of(("<unknown>", 0))
-    if frame.f_code.co_filename.startswith(_TORCH_DIR):
-        outer = frame.f_back
-        while outer is not None and outer.f_code.co_filename.startswith(_TORCH_DIR):
-            outer = outer.f_back
-        frame = outer or frame
-    code = frame.f_code
-    key = (id(code), frame.f_lasti)
-    sid = _sites_by_instr.get(key)
-    if sid is None:
-        _site_codes[id(code)] = code
-        sid = _sites_by_instr[key] = _site_id_of((code.co_filename, frame.f_lineno))
-    return sid
-
-
-def _site_id_of(key: tuple[str, int]) -> int:
-    sid = _sites.get(key)
-    if sid is None:
-        sid = _sites[key] = len(_sites)
-        if _EMITTER is not None:
-            _EMITTER.sites[sid] = key
-    return sid
 
 
 def _walk(frame: Any) -> tuple[list[Any], str | None, Any]:
@@ -405,199 +323,11 @@ def _names(inner: str, apis: list[Any]) -> tuple[str, str | None]:
 
 
 # ---- records ---------------------------------------------------------------------------
-_COLLECTIVE, _SEND, _RECV = 0, 1, 2
-_ALL_REDUCE = _OP_CODE["all_reduce"]
-_KIND = {name: _SEND if name in protocol.SENDS else _RECV if name in protocol.RECVS
-         else _COLLECTIVE for name in protocol.OPS}
-
-
-def _start(op_code: int, kind: int, parent_code: int, info: GroupInfo, peer: int, b_in: int,
-           b_out: int, tensor: Any, async_op: bool, site: int) -> list:
-    """Make and queue the record of a call that is starting: the hot path, kept lean."""
-    global _device
-    if kind == _COLLECTIVE:
-        info.seq += 1
-        seq = info.seq
-    elif peer < 0:
-        seq = 0  # receive from any source: numbered once the source is known
-    elif kind == _SEND:
-        seq = _p2p_sent[peer] = _p2p_sent.get(peer, 0) + 1
-    else:
-        seq = _p2p_received[peer] = _p2p_received.get(peer, 0) + 1
-    flags = FLAG_ASYNC if async_op else 0
-    if _in_ddp_hook and _get_ident() in _in_ddp_hook:
-        flags |= _FLAG_DDP
-    if tensor is None:
-        dtype = _NO_CODE
-    else:
-        dtype = _DTYPE_CODES.get(tensor.dtype)
-        if dtype is None:
-            dtype = describe.dtype_code(tensor)
-        if tensor.is_cuda:
-            flags |= FLAG_CUDA
-            if _device == "cpu":
-                _device = f"cuda:{tensor.device.index}"
-            if info.nccl:
-                flags |= _FLAG_GPU_TIME
-                if _gpu_timer is None:
-                    _start_gpu_timer()
-    if parent_code != _NO_CODE:
-        acc = _tls.acc
-        if acc is not None:
-            acc[0] += b_in
-            acc[1] += b_out
-    rec = [next(_ids), op_code, parent_code, info.gid, seq, peer, b_in, b_out, dtype, flags,
-           _time_ns(), -1, site]
-    _push(rec)
-    return rec
-
-
-def _start_gpu_timer() -> None:
-    """Time ops on CUDA tensors through NCCL by CUDA events, polled on the emitter thread."""
-    global _gpu_timer
-    import torch
-
-    from commviz.rank.cuda_timing import GpuTimer
-
-    _gpu_timer = GpuTimer(torch.cuda)
-    if _EMITTER is not None:
-        _EMITTER.pollers.append(_gpu_timer.poll)
-
-
 def _start_named(op: str, parent: str | None, info: GroupInfo, peer: int, b_in: int,
                  b_out: int, tensor: Any, async_op: bool, site: int) -> list:
-    """_start for the less travelled paths, where the op's name is found at call time."""
-    return _start(_OP_CODE[op], _KIND[op], _NO_CODE if parent is None else _OP_CODE[parent],
-                  info, peer, b_in, b_out, tensor, async_op, site)
-
-
-def ddp_all_reduce(tensor: Any, group: Any, site: int) -> Any:
-    """Sum one DDP gradient bucket across ``group``, as DDP's reducer does, and record it.
-
-    Returns the future DDP expects from a comm hook (its value: the bucket). The record is
-    timed by the future, so it ends when gloo/NCCL has finished, not when backward does.
-    """
-    info = describe.group_info(group) if _ACTIVE is not None else None
-    if info is None or not info.member or tensor.is_complex():  # complex: the API's view
-        return _all_reduce(tensor, group=group, async_op=True).get_future().then(_bucket)
-    nb = tensor.nbytes
-    rec = _start(_ALL_REDUCE, _COLLECTIVE, _NO_CODE, info, -1, nb, nb, tensor, True, site)
-    rec[FLAGS] |= _FLAG_DDP
-    try:
-        work = _pg_allreduce(group, [tensor])  # not the wrapped method: recorded once
-    except BaseException:
-        _finish(rec, failed=True)
-        raise
-    return work.get_future().then(functools.partial(_bucket_done, rec))
-
-
-def _bucket(fut: Any) -> Any:
-    return fut.value()[0]
-
-
-def _bucket_done(rec: list, fut: Any) -> Any:
-    try:
-        value = fut.value()[0]
-    except BaseException:
-        _finish(rec, failed=True)
-        raise
-    _complete(rec)
-    return value
-
-
-def _resolve_source(rec: list, source: int) -> None:
-    """Number a receive-from-any-source once its source (a global rank) is known."""
-    if rec[PEER] < 0 and source >= 0:
-        rec[PEER] = source
-        rec[SEQ] = _p2p_received[source] = _p2p_received.get(source, 0) + 1
-
-
-def _complete(rec: list) -> None:
-    """A successful end: ops on CUDA tensors through NCCL end when a CUDA event recorded now
-    has run on the GPU (cuda_timing, t_end set later), others now."""
-    if rec[FLAGS] & _FLAG_GPU_TIME and _gpu_timer is not None:
-        _gpu_timer.track(rec, _FLAG_GPU_TIME)
-    else:
-        rec[T_END] = _time_ns()
-
-
-def _finish(rec: list, failed: bool = False) -> None:
-    if failed:
-        rec[FLAGS] = (rec[FLAGS] | FLAG_FAILED) & ~_FLAG_GPU_TIME
-        rec[T_END] = _time_ns()
-    else:
-        _complete(rec)
-
-
-def _on_future(rec: list, fut: Any) -> None:
-    try:
-        fut.value()
-        failed = False
-    except Exception:
-        failed = True
-    _finish(rec, failed)
-
-
-def _track_async(rec: list, work: Any, info: GroupInfo, name: str) -> Any:
-    """Time async work: by its future where the backend has one, else by wrapping wait()."""
-    if name not in info.no_future and name not in protocol.P2P:
-        try:
-            fut = work.get_future()
-        except RuntimeError:
-            info.no_future.add(name)
-        else:
-            fut.then(functools.partial(_on_future, rec))
-            return work
-    return TimedWork(work, rec, info)
-
-
-class TimedWork:
-    """A Work whose completion is observed when the program waits on it (or polls it).
-
-    Every other attribute is the real Work's. It never waits by itself: a second wait() on
-    point-to-point work hangs.
-    """
-
-    __slots__ = ("_work", "_rec", "_info", "_ended")
-
-    def __init__(self, work: Any, rec: list, info: GroupInfo) -> None:
-        self._work, self._rec, self._info = work, rec, info
-        self._ended = False
-
-    def wait(self, *args: Any, **kwargs: Any) -> Any:
-        try:
-            result = self._work.wait(*args, **kwargs)
-        except BaseException:
-            self._done(failed=True)
-            raise
-        self._done()
-        return result
-
-    def is_completed(self) -> bool:
-        done = self._work.is_completed()
-        if done:
-            self._done()
-        return done
-
-    def _done(self, failed: bool = False) -> None:
-        rec = self._rec
-        if self._ended:  # its t_end may still be pending on a CUDA event
-            return
-        self._ended = True
-        if rec[PEER] < 0 and rec[OP] in _RECV_CODES and not failed:
-            try:
-                _resolve_source(rec, self._info.ranks[self._work._source_rank()])
-            except Exception:  # the backend cannot say: the source stays unknown (-1)
-                pass
-        _finish(rec, failed)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._work, name)
-
-    def __del__(self) -> None:
-        if not self._ended:
-            self._rec[FLAGS] = (self._rec[FLAGS] | FLAG_UNWAITED) & ~_FLAG_GPU_TIME
-            self._rec[T_END] = _time_ns()
+    """records.start for the less travelled paths, where the op's name is found at call time."""
+    return start(_OP_CODE[op], KIND[op], _NO_CODE if parent is None else _OP_CODE[parent],
+                 info, peer, b_in, b_out, tensor, async_op, site)
 
 
 # ---- the two hook layers ---------------------------------------------------------------
@@ -606,16 +336,16 @@ def _nested(name: str, caller: Any) -> tuple[str, str | None, int] | None:
     of one already recorded (a forwarded deprecated name, ``send`` calling ``isend``)."""
     apis, outer, user = _walk(caller)
     if outer is not None:
-        return (name, outer, _tls.site) if outer in OBJECT_OPS else None
+        return (name, outer, tls.site) if outer in OBJECT_OPS else None
     op, parent = _names(name, apis)
-    return op, parent, _site_id(user)
+    return op, parent, site_id(user)
 
 
 def _api_hook(name: str, real: Any, depth: int) -> Any:
     """The hook that records a call of API function ``name`` and runs ``real``; the program's
     frame is ``depth`` frames up (2 inside torch's @_exception_logger wrapper)."""
     extract = describe.EXTRACTORS[name]
-    op_code, kind = _OP_CODE[name], _KIND[name]
+    op_code, kind = _OP_CODE[name], KIND[name]
     container = name in OBJECT_OPS
     is_anysource_recv = name == "recv"
 
@@ -641,30 +371,30 @@ def _api_hook(name: str, real: Any, depth: int) -> Any:
             op = name
             site = _sites_by_instr.get((id(code), caller.f_lasti))
             if site is None:
-                site = _site_id(caller)
-            rec = _start(op_code, kind, _NO_CODE, info, peer, b_in, b_out, tensor, async_op,
-                         site)
+                site = site_id(caller)
+            rec = start(op_code, kind, _NO_CODE, info, peer, b_in, b_out, tensor, async_op,
+                        site)
         else:
             op, parent, site = named
             rec = _start_named(op, parent, info, peer, b_in, b_out, tensor, async_op, site)
         if container:
-            saved = _tls.acc, _tls.site
-            _tls.acc, _tls.site = [0, 0], site
+            saved = tls.acc, tls.site
+            tls.acc, tls.site = [0, 0], site
         try:
             result = real(*args, **kwargs)  # torch.distributed itself: commviz only records
         except BaseException:
-            _finish(rec, failed=True)
+            finish(rec, failed=True)
             raise
         finally:
             if container:
-                rec[BYTES_IN], rec[BYTES_OUT] = _tls.acc  # type: ignore[misc]
-                _tls.acc, _tls.site = saved
+                rec[BYTES_IN], rec[BYTES_OUT] = tls.acc  # type: ignore[misc]
+                tls.acc, tls.site = saved
         if async_op and result is not None:
-            return _track_async(rec, result, info, op)
+            return track_async(rec, result, info, op)
         if is_anysource_recv and peer < 0 and type(result) is int:
-            _resolve_source(rec, result)
+            resolve_source(rec, result)
         if rec[FLAGS] & _FLAG_GPU_TIME:
-            _complete(rec)
+            complete(rec)
         else:
             rec[T_END] = _time_ns()
         return result
@@ -678,7 +408,7 @@ _HOOK_CODE = next(c for c in _api_hook.__code__.co_consts if getattr(c, "co_name
 
 def _pg_wrapper(orig: Any) -> Any:
     def hook(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if _ACTIVE is None or _tls.current is not None:  # inside a functional collective
+        if _ACTIVE is None or tls.current is not None:  # inside a functional collective
             return orig(self, *args, **kwargs)
         apis, outer, user = _walk(_getframe(1))
         if not apis or (outer is not None and outer not in OBJECT_OPS):
@@ -698,18 +428,18 @@ def _pg_wrapper(orig: Any) -> Any:
         op_frame = next(f for f in apis if f.f_code.co_name == op)
         async_op = (op in ("isend", "irecv") or parent == "batch_isend_irecv"
                     or bool(op_frame.f_locals.get("async_op", False)))
-        site = _tls.site if outer is not None else _site_id(user)
+        site = tls.site if outer is not None else site_id(user)
         rec = _start_named(op, parent, info, peer, b_in, b_out, tensor, async_op, site)
         try:
             work = orig(self, *args, **kwargs)
         except BaseException:
-            _finish(rec, failed=True)
+            finish(rec, failed=True)
             raise
         if work is None:
-            _finish(rec)
+            finish(rec)
             return work
         if async_op and op not in protocol.P2P:
-            return _track_async(rec, work, info, op)
+            return track_async(rec, work, info, op)
         return TimedWork(work, rec, info)
 
     functools.update_wrapper(hook, orig, assigned=("__name__", "__doc__"), updated=())
