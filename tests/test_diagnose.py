@@ -12,7 +12,8 @@ from fakes import T0_NS, FakeClock, bye, heartbeat, op_batch
 
 from commviz.viewer import diagnose, recording
 from commviz.viewer import plain_text as text
-from commviz.viewer.diagnose import Diagnosis
+from commviz.viewer.diagnose import Diagnosis, recorded_facts, recorded_text
+from commviz.viewer.diagnose.facts import Words
 from commviz.viewer.findings_text import advice
 from commviz.viewer.model import Model
 from commviz.wire import protocol
@@ -73,7 +74,7 @@ def test_straggler_named_after_three_late_instances_with_lateness_and_waiting():
     # rank time, said so: they waited at the same time, 0.15 s of wall time (user trial: the
     # sum read as wall time)
     assert "who waited 0.15 s each for it in all (0.45 s of rank time)" in f.message
-    assert "rank 2 chegou por último" in f.message_pt
+    assert "rank 2 chegou por último" in f.text("pt")
     assert "que esperaram por ele 0,15 s cada um no total (0,45 s de tempo de rank somados)" \
         in f.text("pt")
     assert diag.findings() == [f] and model.findings() == [f]
@@ -163,7 +164,7 @@ def test_overlapping_waits_are_counted_once():
     assert "arrived last at all_reduce in group 0-2 3 times in a row" in f.message
     # per step: rank 0 waited 300.5 ms, rank 1 300.4 ms (the sum would be 3.60 s)
     assert "who waited 0.90 s each for it in all (1.80 s of rank time)" in f.message
-    assert "que esperaram por ele 0.90 s cada um no total (1.80 s de tempo de rank" in f.message_pt
+    assert "que esperaram por ele 0,90 s cada um no total (1,80 s de tempo de rank" in f.text("pt")
 
 
 def test_every_late_arrival_is_counted_per_rank_in_a_row_or_not():
@@ -372,7 +373,7 @@ def test_failed_collective_whose_peer_exited_is_named_at_once_and_does_not_grow(
     assert _types([f]) == [("failed", (1,), (0, 1), 2)]
     assert f.message == ("rank 0 failed in all_reduce #2 at demo.py:12 in group 0,1 after 0.3 s: "
                          "no record from rank 1 for #2 (1: exited)")
-    assert f.message_pt == ("rank 0 falhou em all_reduce #2 em demo.py:12 no grupo 0,1 após 0.3 "
+    assert f.text("pt") == ("rank 0 falhou em all_reduce #2 em demo.py:12 no grupo 0,1 após 0,3 "
                             "s: nenhum registro do rank 1 para o #2 (1: já saiu)")
     assert "hang" not in f.message
     for _ in range(3):
@@ -432,7 +433,7 @@ def test_a_hang_stops_counting_once_every_rank_in_it_said_goodbye():
     diag.update()
     (f,) = diag.findings()
     assert "hung for 2.0 s, until the ranks exited: ranks 0,1,2 inside" in f.message
-    assert "ficou travado 2.0 s, até os ranks saírem" in f.message_pt
+    assert "ficou travado 2,0 s, até os ranks saírem" in f.text("pt")
     clock.advance(10)
     diag.update()
     assert diag.findings()[0].message == f.message
@@ -603,7 +604,7 @@ def test_findings_in_the_order_of_what_explains_what():
     made it. Causes lead (deadlock, lost rank, mismatch), then hangs, failures, slow links,
     stragglers; the newest first among findings of a kind."""
     def f(kind, since, key=None):
-        return diagnose.Finding(kind, (0,), None, None, kind, kind, key or (kind, since),
+        return diagnose.Finding(kind, (0,), None, None, Words(kind), key or (kind, since),
                                 since, 0)
 
     found = [f("straggler", 0), f("failed", 1), f("hang", 2), f("failed", 3, ("deadlock", (0, 1))),
@@ -876,7 +877,7 @@ def test_mismatched_op_named_from_in_flight_records_before_anything_completes():
     assert f.message == ("ranks disagree at #3 in group 0-3: rank 3 called broadcast "
                          "(4096 B float32) at train.py:40, while ranks 0,1,2 called all_reduce "
                          "(4096 B float32) at train.py:32")
-    assert f.message_pt == ("os ranks divergem no #3 do grupo 0-3: rank 3 chamou broadcast "
+    assert f.text("pt") == ("os ranks divergem no #3 do grupo 0-3: rank 3 chamou broadcast "
                             "(4096 B float32) em train.py:40, enquanto os ranks 0,1,2 chamaram "
                             "all_reduce (4096 B float32) em train.py:32")
 
@@ -904,7 +905,7 @@ def test_mismatch_named_with_the_ranks_in_once_the_others_are_overdue():
     # the line is recorded once: it says who had not come in when it was named
     assert f.message.endswith("while ranks 0,1 called all_reduce (4096 B float32) at demo.py:12 "
                               "(rank 2 has not reached it yet)")
-    assert f.message_pt.endswith("(rank 2 ainda não chegou a ele)")
+    assert f.text("pt").endswith("(rank 2 ainda não chegou a ele)")
     # once it is in, the panel's line says what it called
     model.apply([_in_flight(2, 3, 0)])
     assert diag.update() == []
@@ -1039,10 +1040,33 @@ def test_findings_are_recorded_as_diag_lines_that_stats_skips(tmp_path):
     rec.close({"records": 0})
     lines = [json.loads(line) for line in path.read_text().splitlines()]
     (line,) = [x for x in lines if x.get("kind") == "diag"]
-    assert line == {"kind": "diag", "type": "straggler", "ranks": [2], "group": [0, 1, 2, 3],
-                    "seq": 3, "message": found[0].message, "message_pt": found[0].message_pt,
+    facts = line.pop("facts")
+    assert line == {"kind": "diag", "version": 2, "type": "straggler", "ranks": [2],
+                    "group": [0, 1, 2, 3], "seq": 3, "message": found[0].text("en"),
                     "t_ns": clock.wall_ns()}
+    waited = {k: facts.pop(k) for k in ("avg_ms", "each_s", "waited_s")}
+    assert facts == {"shape": "straggler", "rank": 2, "op": "all_reduce", "group": [0, 1, 2, 3],
+                     "times": 3}
+    assert waited == pytest.approx({"avg_ms": 49.9, "each_s": 0.1502, "waited_s": 0.4506})
     assert list(recording.read(path)) == []  # stats reads ops and ranks only
+    # read back, the facts make the line in any language
+    found_again: list[dict] = []
+    list(recording.read(path, found_again))
+    assert recorded_facts(found_again[0]) == found[0].facts
+    assert recorded_text(found_again[0], "pt") == found[0].text("pt")
+    assert "0,15 s cada um" in recorded_text(found_again[0], "pt")
+
+
+def test_a_finding_recorded_as_its_words_is_shown_in_them():
+    """A recording made before findings were recorded as facts: its diag lines (version 1, no
+    ``version``) hold the line in English and Portuguese, or in English only (older still)."""
+    line = {"type": "hang", "ranks": [3], "group": [0, 1, 2, 3], "seq": 3, "t_ns": 1,
+            "message": "all_reduce #3 in group 0-3 hangs for 1.5 s",
+            "message_pt": "all_reduce #3 no grupo 0-3 travado há 1.5 s"}
+    assert recorded_text(line) == "all_reduce #3 in group 0-3 hangs for 1.5 s"
+    assert recorded_text(line, "pt") == "all_reduce #3 no grupo 0-3 travado há 1,5 s"
+    del line["message_pt"]
+    assert recorded_text(line, "pt") == "all_reduce #3 in group 0-3 hangs for 1.5 s"
 
 
 @pytest.mark.parametrize("kind", diagnose.TYPES + ("timeout",))  # and Finding.topic's
@@ -1063,7 +1087,7 @@ def test_a_hang_ended_by_a_timeout_is_advised_on_the_hang_not_on_data_sizes():
 
 
 def test_tables_stay_bounded_when_sizes_keep_changing(monkeypatch):
-    monkeypatch.setattr(diagnose, "KEYS_MAX", 8)
+    monkeypatch.setattr(diagnose.watch, "KEYS_MAX", 8)
     clock, model, diag = _setup(world=2)
     g2 = {0: ("0", (0, 1))}
     for k in range(1, 30):
@@ -1073,7 +1097,7 @@ def test_tables_stay_bounded_when_sizes_keep_changing(monkeypatch):
                      op_batch(1, [{**_rec(k, k * 10, k * 10 + 1, op="recv", peer=0, nbytes=k),
                                    "id": 100 + k}], g2)])
     assert model.instances == 29 and model.transfers == 29
-    assert len(diag._durations) == 8 and len(diag._pairs) == 8
+    assert len(diag.stragglers.durations) == 8 and len(diag.slow._pairs) == 8
 
 
 def test_portuguese_findings_write_decimals_after_a_comma():
@@ -1081,9 +1105,10 @@ def test_portuguese_findings_write_decimals_after_a_comma():
     their points and commas (user trial: '0.53 s' in a Portuguese sentence)."""
     from commviz.viewer.diagnose import Finding
 
-    f = Finding("straggler", (2,), (0, 1, 2), 3, "rank 2 was 0.53 s late (3.2x)",
-                "rank 2 chegou 0.53 s atrasado (3.2x) no grupo 0,1,2, NCCL 2.28.9 em "
-                "10.0.0.7:5555, 4.0 KiB em 12.5 ms", ("straggler", 2), 0.0, 0)
+    f = Finding("straggler", (2,), (0, 1, 2), 3, Words(
+        "rank 2 was 0.53 s late (3.2x)",
+        "rank 2 chegou 0.53 s atrasado (3.2x) no grupo 0,1,2, NCCL 2.28.9 em "
+        "10.0.0.7:5555, 4.0 KiB em 12.5 ms"), ("straggler", 2), 0.0, 0)
     assert f.text("pt") == ("rank 2 chegou 0,53 s atrasado (3,2x) no grupo 0,1,2, NCCL 2.28.9 "
                             "em 10.0.0.7:5555, 4,0 KiB em 12,5 ms")
     assert f.text("en") == "rank 2 was 0.53 s late (3.2x)"

@@ -40,7 +40,7 @@ import collections
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 
@@ -262,14 +262,18 @@ class Model:
         self._phases: dict[int, collections.deque[protocol.PhaseSpan]] = {}
         self.gpu_topology: dict[int, protocol.GpuTopology] = {}  # per rank, its latest ``topo``
         self._gpu_links: dict[tuple[int, int], str] | None = None  # gpu_links(), until a change
-        # Observers of each matching round, set by a diagnosis (viewer/diagnose.py): called
+        # Observers of each matching round, set by a diagnosis (viewer/diagnose/): called
         # with the member rows of the collective instances just matched (sorted by instance)
         # and the first row of each; and with the receive and send rows of the transfers
         # just paired, aligned.
         self.on_collectives: Callable[[dict[str, np.ndarray], np.ndarray], None] | None = None
         self.on_transfers: Callable[[dict[str, np.ndarray], dict[str, np.ndarray]],
                                     None] | None = None
-        self.diagnosis: Any = None  # the Diagnosis that watches this model, if any
+        # What that diagnosis finds, set by it as well: the findings that hold now (oldest
+        # first) and the ranks the others waited for (``Diagnosis.late_arrivals``); none
+        # without one.
+        self.findings: Callable[[], list] = list
+        self.late_arrivals: Callable[[], list] = list
 
     # ---- messages -------------------------------------------------------------------
     def apply(self, messages: Iterable[protocol.Message]) -> None:
@@ -378,14 +382,6 @@ class Model:
         first: what a screen with room for a few rows shows."""
         rows = sorted(self.stats.values(), key=lambda r: r.updated, reverse=True)[:count]
         return [row.summary() for row in rows]
-
-    def findings(self) -> list:
-        """The diagnosis' findings that hold now (oldest first); [] without a diagnosis."""
-        return self.diagnosis.findings() if self.diagnosis is not None else []
-
-    def late_arrivals(self) -> list:
-        """The ranks the others waited for (``Diagnosis.late_arrivals``); [] without one."""
-        return self.diagnosis.late_arrivals() if self.diagnosis is not None else []
 
     def pending(self) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
         """Completed records still waiting for their match: (collective rows, p2p rows).

@@ -1,0 +1,321 @@
+"""Hangs, failed operations and deadlocks.
+
+* hang: an instance entered by some ranks and not others for more than 1 s (no healthy demo
+  came near it in 10 minutes on a loaded 2-core machine: bench/false_findings.py), while
+  someone still waits in it; the same for a send or receive whose counterpart never came;
+  cycles of such waits are deadlocks, named with the op each of its ranks waits in and the
+  ranks that wait on them. How long is counted as ``watch`` says; no new hang is named in a
+  job that is gone (nobody is left to wait).
+* failed: the same, once no rank waits in it any more and some failed in it (the backend
+  raised: a peer closed the connection, the timeout): named with how long they were in it,
+  at once if every missing rank has exited (it will not come), else after 1 s like a hang
+  (its record may still be on its way); a missing rank found lost will not come either. Its
+  key is the hang's, so a hang that ends in failure becomes this finding, not a resolution,
+  and says the timeout ended the hang, with what the missing ranks did while it hung (they
+  may have exited since) and the deadlock that caused it; a deadlock whose every wait failed
+  becomes one too. Its facts are kept as first found, nothing in them counts on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Container, Iterable
+from typing import NamedTuple
+
+import numpy as np
+
+from commviz.viewer.diagnose import facts as fx
+from commviz.viewer.diagnose import watch as w
+from commviz.viewer.diagnose.finding import Finding
+from commviz.viewer.diagnose.lost import LOST_AFTER_S
+from commviz.wire import protocol
+
+HANG_AFTER_S = 1.0
+
+
+class _Wait(NamedTuple):
+    """The op a rank waits in, for a deadlock's facts; ``took``: seconds it was in it before
+    it failed, None while it waits."""
+
+    op: str
+    peer: int
+    seq: int
+    took: float | None
+
+
+class Hangs:
+    def __init__(self, watch: w.Watch) -> None:
+        self.watch = watch
+        self.model = watch.model
+        # hang key -> what its missing ranks did while it hung, as its failure will say
+        self._hung: dict[tuple, tuple[tuple[int, fx.Doing], ...] | fx.Doing] = {}
+
+    def completed(self, gkeys: np.ndarray, seqs: np.ndarray, failed: np.ndarray) -> None:
+        """Collective instances just matched: a hang among them is resolved, not unresolved
+        with its job."""
+        active = self.watch.active
+        if any(k[0] == "hang" for k in active):
+            self.watch.completed.update(
+                k for k in zip(["hang"] * len(gkeys), gkeys[~failed].tolist(),
+                               seqs[~failed].tolist()) if k in active)
+
+    def transfers(self, recv: dict[str, np.ndarray], send: dict[str, np.ndarray]) -> None:
+        """Transfers just paired: a send or receive found hung among them completed."""
+        for src, dst, seq in zip(send["rank"].tolist(), recv["rank"].tolist(),
+                                 send["seq"].tolist()):
+            for key in (("hang-p2p", src, dst, seq, True), ("hang-p2p", src, dst, seq, False)):
+                if key in self.watch.active:
+                    self.watch.completed.add(key)
+
+    def keep(self, current: Container[tuple]) -> None:
+        """Forget what hung for the keys that no longer hold."""
+        self._hung = {k: v for k, v in self._hung.items() if k in current}
+
+    def find(self, now: float, wall: int, unmatched: dict[tuple[int, int], dict[int, w.Entry]],
+             lost: set[int]) -> list[Finding]:
+        """``lost``: ranks found lost in this update."""
+        watch, model = self.watch, self.model
+        out: list[Finding] = []
+        waits: dict[int, set[int]] = {}  # rank -> ranks it waits on, for deadlock cycles
+        waiting_in: dict[int, _Wait] = {}  # rank -> the op it waits in, for a deadlock's facts
+        for (gkey, seq), entries in unmatched.items():
+            group, job = model.groups[gkey][1], model.job_of(gkey)
+            # a rank never heard from is not missing: its reports are (a viewer started late,
+            # a first connection still under way); only ranks whose reports are current are,
+            # and only in their own job (a rank number of a later job is another process)
+            missing = tuple(r for r in group if r not in entries and r in model.ranks
+                            and model.ranks[r].job in (0, job))
+            if not missing or not any(e.waiting or e.failed for e in entries.values()):
+                continue
+            inside = tuple(sorted(entries))
+            # a rank that said goodbye inside it (stopped there) waits no more: with others
+            # failed in it, it is a failed op
+            failing = any(e.failed for e in entries.values())
+            live = any(e.waiting and not (failing and watch.exited(r))
+                       for r, e in entries.items())
+            gone = all(watch.gone(m, lost) for m in missing)
+            # < now: they all said goodbye, or their whole job is gone
+            end = watch.job_end(job, now, lost)
+            until = min(watch.until(inside + missing, now), end)
+            age = max(0.0, max(e.age for e in entries.values()) - (now - until))
+            # a new hang once a rank in it was heard from after it waited that long: one that
+            # died waiting, or a job that is gone (nobody is left to wait), makes none
+            known = max((e.age - (now - watch.heard(r, job, now)) for r, e in entries.items()
+                         if e.waiting), default=0.0)
+            key = ("hang", gkey, seq)
+            if key not in watch.active and (
+                    known < HANG_AFTER_S or end < now if live else
+                    age < HANG_AFTER_S and not gone):
+                continue
+            op = w.majority(entries)[0]
+            for r, e in entries.items():
+                if e.waiting or e.failed:
+                    waits.setdefault(r, set()).update(missing)
+                    waiting_in.setdefault(r, _Wait(e.op, -1, seq, None if e.waiting else e.took))
+            why = tuple((m, self._doing(m, wall, lost)) for m in missing)
+            links = tuple((r, m) for r in inside for m in missing)
+            if not live:
+                out.append(self._failed(gkey, seq, op, group, entries, missing, why, now, wall,
+                                        links))
+                continue
+            # what the missing did while it hung; once one is in no op any more (the timeout
+            # ended its side first), what was found before stays
+            if watch.in_ops(missing) or key not in self._hung:
+                self._hung[key] = tuple((m, self._doing(m, wall, lost, timed=False))
+                                        for m in missing)
+            out.append(Finding(
+                "hang", missing, group, seq,
+                fx.Hang(op, seq, w.where(entries, inside), group, age, until < now, inside,
+                        missing, why),
+                key, now, wall, links=links, op=op))
+        out += self._p2p_hangs(now, wall, waits, waiting_in, lost)
+        out += self._deadlocks(now, wall, waits, waiting_in, lost)
+        return out
+
+    def _failed(self, gkey: int, seq: int, op: str, group: tuple[int, ...],
+                entries: dict[int, w.Entry], missing: tuple[int, ...],
+                why: tuple[tuple[int, fx.Doing], ...], now: float, wall: int,
+                links: tuple) -> Finding:
+        """A collective that no rank waits in any more, some failed in, others sent no record
+        of: they never came, or died inside it before their record left (the emitter sends
+        every 50 ms), so the facts claim neither."""
+        failed = tuple(sorted(r for r, e in entries.items() if e.failed))
+        took = max(entries[r].took for r in failed)
+        at = w.where(entries, failed)
+        key = ("hang", gkey, seq)
+        hung = self._hung.get(key)
+        if hung is not None:  # the timeout ended a hang: say what it found, and its cause
+            return Finding("failed", missing, group, seq,
+                           fx.Failed(op, seq, at, group, took, failed, missing, hung, True,
+                                     self._cause(failed, missing)),
+                           key, now, wall, links=links, op=op, hung=True)
+        return Finding("failed", missing, group, seq,
+                       fx.Failed(op, seq, at, group, took, failed, missing, why, False, ()),
+                       key, now, wall, links=links, op=op)
+
+    def _cause(self, waiting: Iterable[int], missing: Iterable[int]) -> tuple[int, ...]:
+        """The ranks of the deadlock that ``waiting`` and ``missing`` were in; empty if none
+        was found."""
+        waiting, missing = set(waiting), set(missing)
+        for key in self.watch.active:
+            if key[0] == "deadlock" and waiting & set(key[1]) and missing & set(key[1]):
+                return tuple(sorted(key[1]))  # a cycle: two ranks at least
+        return ()
+
+    def _p2p_hangs(self, now: float, wall: int, waits: dict[int, set[int]],
+                   waiting_in: dict[int, _Wait], lost: set[int]) -> list[Finding]:
+        """Sends and receives that wait, or failed waiting, for a counterpart with no record."""
+        watch, model = self.watch, self.model
+        rows = model.pending()[1]
+        failed = np.flatnonzero((rows["flags"] & protocol.FLAG_FAILED) > 0)
+        job_of = model.job_of
+        # (rank, op, peer, seq, seconds waited, seconds in it before failing or None if live,
+        # job)
+        waiters = [(f.rank, f.op, f.peer, f.seq, watch.age(f.rank, f.op_id, now, f.seen), None,
+                    job_of(f.gkey)) for f in model.inflight.values() if f.op in protocol.P2P]
+        waiters += [(r, protocol.OPS[op], peer, seq, watch.age(r, i, now), (t1 - t0) / 1e9,
+                     job_of(g))
+                    for r, op, peer, seq, i, t0, t1, g in zip(*(rows[k][failed].tolist() for k in (
+                        "rank", "op", "peer", "seq", "id", "t_start", "t_end", "gkey")))]
+        ends = {job: watch.job_end(job, now, lost) for job in {x[6] for x in waiters}}
+        known = [secs - (now - watch.heard(r, job, now)) >= HANG_AFTER_S and ends[job] >= now
+                 for r, _, _, _, secs, _, job in waiters]
+        waiters = [(r, op, peer, seq, max(0.0, secs - (now - min(watch.until((r, peer), now),
+                                                                 ends[job]))), took, job)
+                   for r, op, peer, seq, secs, took, job in waiters]
+        # a failed one is named at once if its peer has exited or is lost: that peer will not
+        # come; a live one as a collective's (see find)
+        old = [x for x, fresh in zip(waiters, known) if x[2] >= 0 and (
+            _p2p_key(x) in watch.active or fresh if x[5] is None
+            else x[4] >= HANG_AFTER_S or watch.gone(x[2], lost))]
+        if not old:
+            return []
+        posted = set(zip(rows["rank"].tolist(), _is_send(rows["op"]).tolist(),
+                         rows["peer"].tolist(), rows["seq"].tolist(),
+                         map(job_of, rows["gkey"].tolist())))
+        posted |= {(r, op in protocol.SENDS, peer, seq, job)
+                   for r, op, peer, seq, _, _, job in waiters}
+        out = []
+        for rank, op, peer, seq, secs, took, job in old:
+            sending = op in protocol.SENDS
+            if (peer, not sending, rank, seq, job) in posted:
+                continue  # the other side is there: data is moving, however slowly
+            src, dst = (rank, peer) if sending else (peer, rank)
+            waits.setdefault(rank, set()).add(peer)
+            waiting_in.setdefault(rank, _Wait(op, peer, seq, took))
+            key = _p2p_key((rank, op, peer, seq))
+            hung = self._hung.get(key) if took is not None else None
+            # the timeout ended a hang: what it found, not what the peer did since (exited)
+            doing = hung if hung is not None else self._doing(peer, wall, lost)
+            cause: tuple[int, ...] = ()
+            if hung is not None:
+                state, waited = "timeout", took
+                cause = self._cause((rank,), (peer,))
+            elif took is not None:
+                state, waited = "failed", took
+            elif min(watch.until((rank, peer), now), ends[job]) < now:
+                state, waited = "waited", secs
+            else:
+                state, waited = "waits", secs
+            if took is None and (watch.in_ops((peer,)) or key not in self._hung):
+                self._hung[key] = self._doing(peer, wall, lost, timed=False)
+            out.append(Finding("hang" if took is None else "failed", (peer,), (src, dst), seq,
+                               fx.P2PWait(sending, src, dst, seq, state, waited, peer, doing,
+                                          cause),
+                               key, now, wall, links=((src, dst),),
+                               op="recv" if sending else "send", hung=hung is not None))
+        return out
+
+    def _deadlocks(self, now: float, wall: int, waits: dict[int, set[int]],
+                   waiting_in: dict[int, _Wait], lost: set[int]) -> list[Finding]:
+        """Cycles of waits, with the ranks that wait on them. Once the timeout has failed
+        every wait of a cycle, it is a failed finding, as its hangs are; once its ranks are
+        gone, it says it lasted until then."""
+        out = []
+        for cycle in dict.fromkeys(_cycles(waits)):
+            behind = _behind(waits, cycle)
+            took = [waiting_in[r].took for r in cycle]
+            over = None not in took
+            job = self.model.ranks[cycle[0]].job if cycle[0] in self.model.ranks else 0
+            ended = min(self.watch.until(cycle, now), self.watch.job_end(job, now, lost)) < now
+            alike: dict[tuple, list[int]] = {}  # the waiters in the same op on the same ranks
+            for r, on in behind.items():
+                alike.setdefault((tuple(sorted(on)), waiting_in[r][:3]), []).append(r)
+            links = tuple(zip(cycle, cycle[1:] + cycle[:1])) + tuple(
+                (r, q) for r, on in behind.items() for q in sorted(on))
+            out.append(Finding(
+                "failed" if over else "hang", cycle + tuple(sorted(behind)), None, None,
+                fx.Deadlock(cycle, tuple(fx.Call(*waiting_in[r][:3]) for r in cycle),
+                            tuple(fx.Behind(tuple(ranks), fx.Call(*call), on)
+                                  for (on, call), ranks in alike.items()),
+                            "timeout" if over else "waited" if ended else "waits",
+                            max(took) if over else None),
+                ("deadlock", cycle), now, wall, links=links, hung=over))
+        return out
+
+    def _doing(self, rank: int, wall: int, lost: Container[int] = (),
+               timed: bool = True) -> fx.Doing:
+        """What a rank is doing instead. ``lost``: ranks found lost in this update;
+        ``timed``: with how long (not in facts kept once the wait is over)."""
+        watch, model = self.watch, self.model
+        s = model.ranks.get(rank)
+        if s is None:
+            return fx.Doing("never_reported")
+        if s.exited:
+            return fx.Doing("exited")
+        last = w.last_record(s)
+        if rank in lost or watch.found_lost(rank):
+            return fx.Doing("lost", last=last)
+        now = model.clock()
+        silent = watch.job_end(s.job, now) - s.last_seen  # stops where its job ended
+        if silent > LOST_AFTER_S:  # no goodbye: what it did last is not known
+            return fx.Doing("silent", silent, last=last)
+        mine = [f for f in model.inflight.values() if f.rank == rank]
+        if mine:
+            f = min(mine, key=lambda f: f.seen)
+            secs = watch.age(f.rank, f.op_id, model.clock(), f.seen)
+            return fx.Doing("in_op", secs if timed else None, fx.Call(f.op, f.peer, f.seq))
+        if s.last_op is None:
+            return fx.Doing("no_op")
+        if not timed:
+            return fx.Doing("idle", last_op=s.last_op)
+        return fx.Doing("idle", (wall - s.last_end_ns) / 1e9, last_op=s.last_op)
+
+
+def _p2p_key(waiter: tuple) -> tuple:
+    """The finding key of a send or receive that waits: (rank, op, peer, seq, ...)."""
+    rank, op, peer, seq = waiter[:4]
+    sending = op in protocol.SENDS
+    src, dst = (rank, peer) if sending else (peer, rank)
+    return ("hang-p2p", src, dst, seq, sending)
+
+
+def _is_send(ops: np.ndarray) -> np.ndarray:
+    return np.isin(ops, [protocol.OP_CODE[o] for o in protocol.SENDS])
+
+
+def _behind(waits: dict[int, set[int]], cycle: tuple[int, ...]) -> dict[int, set[int]]:
+    """The ranks outside ``cycle`` that wait on it, directly or through one another, each with
+    the ranks it waits on among the cycle's and theirs."""
+    reached = set(cycle)
+    grew = True
+    while grew:
+        new = {r for r, on in waits.items() if r not in reached and on & reached}
+        reached |= new
+        grew = bool(new)
+    return {r: waits[r] & reached for r in sorted(reached - set(cycle))}
+
+
+def _cycles(waits: dict[int, set[int]]) -> list[tuple[int, ...]]:
+    """Simple cycles of the wait-for graph, each rotated to start at its lowest rank."""
+    found = []
+
+    def walk(path: list[int]) -> None:
+        for nxt in sorted(waits.get(path[-1], ())):
+            if nxt == path[0]:
+                found.append(tuple(path))
+            elif nxt > path[0] and nxt not in path:
+                walk(path + [nxt])
+
+    for start in sorted(waits):
+        walk([start])
+    return found

@@ -1,0 +1,104 @@
+"""Lost ranks.
+
+No message for 2 heartbeat intervals (the emitter beats every 0.5 s) while another rank
+kept reporting for that long after it went quiet, still so 0.2 s later: when every rank
+falls silent at once the viewer or the whole machine stalled (or the job ended: ``ended``
+names who left without a goodbye), and ranks resuming after a stall come back a few ms
+apart, so no rank is singled out for either. A rank silent that long after a rank of its
+job said goodbye ended without one (a launcher such as torchrun stops the other workers as
+soon as one fails, so they all fall silent together, and no viewer stall makes a goodbye);
+so did a rank whose number comes back as another process (a new job, ``Model``'s
+generations) with no goodbye from the old one: named once. One found as its job ended keeps
+the silence it was found with: the job is over, nothing grows.
+"""
+
+from __future__ import annotations
+
+import signal
+from typing import Any
+
+from commviz.viewer.diagnose import facts as fx
+from commviz.viewer.diagnose import watch as w
+from commviz.viewer.diagnose.finding import Finding
+from commviz.wire.protocol import HEARTBEAT_S
+
+LOST_AFTER_S = 2 * HEARTBEAT_S
+LOST_CONFIRM_S = 0.2
+
+
+class LostRanks:
+    def __init__(self, watch: w.Watch) -> None:
+        self.watch = watch
+        self.model = watch.model
+        self._quiet: dict[int, float] = {}  # rank -> when it first looked lost
+        self._left_silent: dict[int, float] = {}  # rank lost as its job ended -> silence then
+        self._replacements = 0  # of the model's replaced incarnations, those looked at
+
+    def silent(self) -> list[int]:
+        """Ranks neither gone with a goodbye nor heard from for LOST_AFTER_S."""
+        now = self.model.clock()
+        return sorted(r for r, s in self.model.ranks.items()
+                      if not s.exited and now - s.last_seen > LOST_AFTER_S)
+
+    def find(self, now: float, wall: int) -> list[Finding]:
+        model, watch = self.model, self.watch
+        out = []
+        latest = max((s.last_seen for s in model.ranks.values()), default=0.0)
+        for r, s in sorted(model.ranks.items()):
+            silent = now - s.last_seen
+            mates = model.jobs[s.job - 1] if s.job else {}
+            left = tuple(sorted(q for q, o in mates.items() if o is not s and o.exited))
+            if s.exited or silent <= LOST_AFTER_S or (latest - s.last_seen <= LOST_AFTER_S
+                                                      and not left):
+                self._quiet.pop(r, None)
+                self._left_silent.pop(r, None)
+                continue
+            if now - self._quiet.setdefault(r, now) < LOST_CONFIRM_S:
+                continue
+            last = w.last_record(s)
+            if left and latest - s.last_seen <= LOST_AFTER_S:  # its job ended around it
+                silent = self._left_silent.setdefault(r, silent)  # as found: the job is over
+                out.append(Finding("lost_rank", (r,), None, None,
+                                   fx.LeftSilent(r, silent, left, last), ("lost_rank", r),
+                                   now, wall))
+                continue
+            if watch.job_end(s.job, now, (r,)) < now:  # its job is over: the silence as found
+                silent = self._left_silent.setdefault(r, silent)
+            stuck = sorted((f for f in model.inflight.values()
+                            if f.rank != r and not watch.exited(f.rank)), key=lambda f: f.seen)
+            by_rank: dict[int, Any] = {}
+            for f in stuck:
+                by_rank.setdefault(f.rank, f)
+            shared = next((f for f in by_rank.values() if r in f.group or f.peer == r), None)
+            out.append(Finding(
+                "lost_rank", (r,), shared.group if shared else None,
+                shared.seq if shared else None,
+                fx.Lost(r, silent, last, tuple((q, fx.Call(f.op, f.peer, f.seq))
+                                               for q, f in by_rank.items())),
+                ("lost_rank", r), now, wall, links=tuple((q, r) for q in by_rank)))
+        return out
+
+    def replaced(self, now: float, wall: int) -> list[Finding]:
+        """Incarnations replaced by another process of the same rank number (a new job)
+        without a goodbye and not found lost before: each named once, then forgotten."""
+        model = self.model
+        new = min(model.replacements - self._replacements, len(model.replaced))
+        self._replacements = model.replacements
+        return [Finding("lost_rank", (s.rank,), None, None, fx.Replaced(s.rank, s.job, s.pid),
+                        ("lost_rank", s.rank, s.job, s.pid), now, wall)
+                for s in list(model.replaced)[len(model.replaced) - new:]
+                if not s.exited and not self.watch.found_lost(s.rank)]
+
+    def ended(self, rank: int, now: float, wall: int) -> Finding | None:
+        """A rank of a job that ended, if it left without a goodbye; not one its launcher
+        says it stopped (SIGTERM: torchrun stops the others when one fails)."""
+        s = self.model.ranks.get(rank)
+        key = ("lost_rank", rank)
+        code = self.model.exit_codes.get(rank) if s is None else s.exit_code
+        if (s is not None and s.exited) or key in self.watch.active or code == -signal.SIGTERM:
+            return None
+        if s is None:  # it died before its first heartbeat could leave
+            return Finding("lost_rank", (rank,), None, None, fx.EndedUnheard(rank, code), key,
+                           now, wall)
+        return Finding("lost_rank", (rank,), None, None,
+                       fx.EndedNoGoodbye(rank, code, w.last_record(s)), key, now, wall)

@@ -1,0 +1,238 @@
+"""Stragglers, and every late arrival at a collective.
+
+A rank is late at an instance when it arrives last by more than max(10 ms, 2 x the op's own
+median transfer time, 3 x its jitter (p90 - p50)): the jitter of a loaded 2-core machine is
+a few ms, so only a real lag stands out. Named after it was late 3 instances in a row of
+the same collective (group, op and size: a training step's first collective is where a slow
+rank shows, the next ones are on time as everyone leaves the late one together); a single
+late arrival is noise. Once named, cleared only after 3 instances in a row of that
+collective on time, so a rank late most of the time does not flicker. What the others
+waited for it is the union of their waits (per waiting rank): DDP's bucket all_reduces
+overlap, and the same wait is not counted twice. It is said per waiting rank and summed as
+rank time: they wait at the same time, the sum is no wall time.
+
+Every late arrival, in a row or not, is also counted per rank (``late_arrivals``): a rank
+that stalls now and then (a data loader, a checkpoint) is no straggler, yet the others wait
+for it each time, and the count says how often and how long, without a judgement.
+"""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from commviz.viewer.diagnose import facts as fx
+from commviz.viewer.diagnose import watch as w
+from commviz.viewer.diagnose.finding import Finding
+from commviz.wire import protocol
+
+MIN_LATE_NS = 10_000_000
+LATE_DURATION_FACTOR = 2.0
+LATE_JITTER_FACTOR = 3.0
+STRAGGLER_AFTER = 3   # late instances in a row before a rank is named
+STRAGGLER_CLEAR = 3   # on-time instances in a row that clear it
+WINDOW = 64           # instances kept per (group, op, size) for the thresholds
+
+
+@dataclass
+class Lateness:
+    """One rank's late arrivals at collectives (beyond the straggler's threshold), in a row
+    or not: how often the others waited for it, how long in all, the longest once. A wait
+    that overlaps the one before (DDP's bucket all_reduces waiting for the same late rank)
+    is the same late arrival: it adds only what lies beyond it."""
+
+    count: int = 0
+    waited_ns: int = 0    # from the last but one arrival to this rank's, summed
+    longest_ns: int = 0
+    op: str = ""          # where the longest was
+    seq: int = 0
+    group: tuple[int, ...] = ()  # its group, when not every rank of the job is in it
+    _start: int = 0       # the last late arrival's wait
+    _end: int = 0
+
+    def add(self, start: int, end: int, op: str, seq: int,
+            group: tuple[int, ...] = ()) -> None:
+        if self.count and start < self._end:  # the same wait, seen at an overlapping op
+            if end <= self._end:
+                return
+            self.waited_ns += end - self._end
+            self._end = end
+        else:
+            self.count += 1
+            self.waited_ns += end - start
+            self._start, self._end = start, end
+        if self._end - self._start > self.longest_ns:
+            self.longest_ns, self.op, self.seq = self._end - self._start, op, seq
+            self.group = group
+
+
+@dataclass
+class _Streak:
+    """One rank's late arrivals in a row at one (group, op, size)."""
+
+    rank: int
+    late: int = 0
+    on_time: int = 0
+    lateness_ns: int = 0
+    seq: int = 0
+
+
+@dataclass
+class _Waits:
+    """The waits of a group's ranks for one straggler, as a union of intervals per waiting
+    rank: total waited and where its last interval ends (records of one rank arrive in
+    order; an older interval that comes late adds nothing, never more than it could)."""
+
+    total_ns: dict[int, int] = field(default_factory=dict)
+    end_ns: dict[int, int] = field(default_factory=dict)
+
+    def add(self, rank: int, start: int, end: int) -> None:
+        start = max(start, self.end_ns.get(rank, start))
+        if end > start:
+            self.total_ns[rank] = self.total_ns.get(rank, 0) + end - start
+            self.end_ns[rank] = end
+
+
+class Stragglers:
+    """Arrivals at matched collectives. ``durations``: per (group, op, size), the last
+    instances' transfer times (from the last arrival to the end), the thresholds' base; the
+    slow links read them too."""
+
+    def __init__(self, watch: w.Watch) -> None:
+        self.watch = watch
+        self.durations: dict[tuple[int, str, int], collections.deque] = {}
+        self._streaks: dict[tuple[int, str, int], _Streak] = {}  # (group, op, size) ->
+        self._waits: dict[tuple[int, int], _Waits] = {}  # (group, straggler) -> its streaks'
+        self._late: dict[tuple[int, int], Lateness] = {}  # (rank, job) -> its late arrivals
+
+    def arrivals(self, rows: dict[str, np.ndarray], row_sizes: np.ndarray, starts: np.ndarray,
+                 counts: np.ndarray, failed: np.ndarray) -> None:
+        """The instances just matched (``Model.on_collectives``), with their rows' sizes and
+        whether a rank failed in each."""
+        run = np.repeat(np.arange(len(starts)), counts)
+        t0 = rows["t_start"]
+        order = np.lexsort((t0, run))  # within each instance, by arrival
+        ends = starts + counts - 1
+        last_i, second_i = order[ends], order[np.maximum(ends - 1, starts)]
+        lateness = t0[last_i] - t0[second_i]
+        transfer = np.maximum.reduceat(rows["t_end"], starts) - t0[last_i]
+        sizes = row_sizes[starts]
+        keep = (counts >= 2) & ~failed
+        gk, op, seq = rows["gkey"][starts], rows["op"][starts], rows["seq"][starts]
+        for g in np.unique(gk[keep]).tolist():
+            # every instance is judged (a replay applies hundreds at once), against the
+            # threshold of its kind (op and size) once this round's durations are in; only
+            # those late, or of a kind with a streak going, one by one and in order
+            idx = np.flatnonzero(keep & (gk == g))
+            kinds, kind_of = np.unique(sizes[idx].astype(np.int64) * 256 + op[idx],
+                                       return_inverse=True)
+            keys, limits = [], np.empty(len(idx))
+            for k, code in enumerate(kinds.tolist()):
+                key = (g, protocol.OPS[code % 256], code // 256)
+                window = self.durations.get(key)
+                if window is None:
+                    w.make_room(self.durations)
+                    window = self.durations[key] = collections.deque(maxlen=WINDOW)
+                mine = kind_of == k
+                window.extend(transfer[idx[mine]][-WINDOW:].tolist())
+                keys.append(key)
+                limits[mine] = _late_threshold(window)
+            late = lateness[idx] > limits
+            followed = np.isin(kind_of, [k for k, key in enumerate(keys) if key in self._streaks])
+            for n in np.flatnonzero(late | followed | np.isin(kind_of, kind_of[late])).tolist():
+                i, key = idx[n], keys[kind_of[n]]
+                if late[n]:
+                    self._tally(int(rows["rank"][last_i[i]]), int(t0[second_i[i]]),
+                                int(t0[last_i[i]]), key[1], int(seq[i]), key[0])
+                if late[n] or key in self._streaks:
+                    sl = slice(starts[i], starts[i] + counts[i])
+                    self._arrival(key, int(seq[i]), int(rows["rank"][last_i[i]]),
+                                  int(lateness[i]), float(limits[n]),
+                                  zip(rows["rank"][sl].tolist(), t0[sl].tolist()))
+
+    def find(self, now: float, wall: int) -> list[Finding]:
+        """The ranks late STRAGGLER_AFTER times in a row, each at its longest streak per
+        group."""
+        model = self.watch.model
+        named: dict[tuple[int, int], tuple[str, _Streak]] = {}  # (group, rank) -> longest
+        for (gkey, op, _), s in self._streaks.items():
+            late = model.ranks.get(s.rank)
+            if s.late < STRAGGLER_AFTER or (late is not None and late.job
+                                            and late.job != model.job_of(gkey)):
+                continue  # not yet named, or that rank is now another job's process
+            best = named.get((gkey, s.rank))
+            if best is None or s.late > best[1].late:
+                named[(gkey, s.rank)] = (op, s)
+        out = []
+        for (gkey, _), (op, s) in named.items():
+            group = model.groups[gkey][1]
+            waits = self._waits.get((gkey, s.rank))
+            waited = sum(waits.total_ns.values()) / 1e9 if waits else 0.0
+            each = waited / max(len(group) - 1, 1)  # they wait at once: the sum is no wall time
+            out.append(Finding(
+                "straggler", (s.rank,), group, s.seq,
+                fx.Straggler(s.rank, op, group, s.late, s.lateness_ns / s.late / 1e6, each,
+                             waited),
+                ("straggler", gkey, s.rank), now, wall,
+                links=tuple((r, s.rank) for r in group if r != s.rank)))
+        return out
+
+    def late_arrivals(self) -> list[tuple[int, Lateness]]:
+        """The ranks shown now that arrived late at a collective, the others waiting for
+        them, longest waited for first."""
+        found = [(r, self._late[(r, s.job)]) for r, s in self.watch.model.ranks.items()
+                 if (r, s.job) in self._late]
+        return sorted(found, key=lambda item: (-item[1].waited_ns, item[0]))
+
+    def _tally(self, rank: int, start: int, end: int, op: str, seq: int, gkey: int) -> None:
+        state = self.watch.model.ranks.get(rank)
+        group = self.watch.model.groups[gkey][1]
+        # a subgroup's sequence numbers are its own: named with it
+        sub = group if state is not None and len(group) < state.world else ()
+        key = (rank, state.job if state is not None else 0)
+        late = self._late.get(key)
+        if late is None:
+            w.make_room(self._late)
+            late = self._late[key] = Lateness()
+        late.add(start, end, op, seq, sub)
+
+    def _arrival(self, key: tuple[int, str, int], seq: int, last: int, lateness: int,
+                 threshold: float, arrivals: Iterable[tuple[int, int]]) -> None:
+        s = self._streaks.get(key)
+        if lateness <= threshold:  # on time: breaks a streak; clears a named one after 3
+            if s is not None:
+                s.on_time += 1
+                if s.late < STRAGGLER_AFTER or s.on_time >= STRAGGLER_CLEAR:
+                    self._end_streak(key)
+            return
+        if s is None or s.rank != last:
+            if s is not None:
+                self._end_streak(key)
+            if w.full(self._streaks):
+                self._end_streak(next(iter(self._streaks)))
+            s = self._streaks[key] = _Streak(last)
+        s.late += 1
+        s.on_time = 0
+        s.lateness_ns += lateness
+        s.seq = seq
+        waits = self._waits.setdefault((key[0], last), _Waits())
+        arrivals = dict(arrivals)
+        for r, t in arrivals.items():
+            if r != last:
+                waits.add(r, t, arrivals[last])
+
+    def _end_streak(self, key: tuple[int, str, int]) -> None:
+        """Forget a streak, and its rank's waits once none of its streaks in the group is left."""
+        s = self._streaks.pop(key)
+        if not any(k[0] == key[0] and o.rank == s.rank for k, o in self._streaks.items()):
+            self._waits.pop((key[0], s.rank), None)
+
+
+def _late_threshold(durations: Iterable[int]) -> float:
+    arr = np.fromiter(durations, np.float64)
+    p50 = float(np.median(arr))
+    jitter = float(np.percentile(arr, 90)) - p50 if len(arr) >= 5 else 0.0
+    return max(MIN_LATE_NS, LATE_DURATION_FACTOR * p50, LATE_JITTER_FACTOR * jitter)
