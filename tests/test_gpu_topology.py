@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import socket
+import sys
 import time
 import types
 
@@ -16,9 +17,11 @@ import torch  # noqa: F401  (the sampler asks NVML only in a process that has to
 from fakes import fake_nvml, heartbeats, op_batch, topology
 
 from commviz import cli
+from commviz.launch import launcher
 from commviz.rank import telemetry
 from commviz.rank.emitter import Emitter
 from commviz.rank.gpu_topology import read_topology
+from commviz.rank.nvml import Nvml
 from commviz.rank.telemetry import TelemetrySampler
 from commviz.viewer import recording
 from commviz.viewer.model import Model
@@ -100,6 +103,68 @@ def test_nvml_failing_midway_degrades_field_by_field():
     nv.nvmlDeviceGetCount = lambda: 1 / 0
     assert read_topology(nv, None)["note"] == "no GPU: NVML cannot list the GPUs " \
                                              "(ZeroDivisionError)"
+
+
+def counted(nv: types.ModuleType) -> list[str]:
+    """The calls of nvmlInit and nvmlShutdown ``nv`` gets, in order."""
+    calls: list[str] = []
+    init = nv.nvmlInit
+    nv.nvmlInit = lambda: calls.append("init") or init()
+    nv.nvmlShutdown = lambda: calls.append("shutdown")
+    return calls
+
+
+def test_nvml_is_initialised_once_and_shut_down_once(monkeypatch):
+    nv = fake_nvml(gpus=1)
+    calls = counted(nv)
+    monkeypatch.setitem(sys.modules, "pynvml", nv)
+    nvml = Nvml()
+    assert nvml.open() is nv and nvml.open() is nv and nvml.module is nv
+    nvml.close()
+    nvml.close()
+    assert calls == ["init", "shutdown"] and nvml.module is None
+    assert nvml.open() is nv and calls == ["init", "shutdown", "init"]  # opened again
+
+
+@pytest.mark.parametrize("missing", ["module", "driver"])
+def test_nvml_that_cannot_start_says_why_and_is_not_asked_again(monkeypatch, missing):
+    nv = fake_nvml(driver=False)
+    calls = counted(nv)
+    monkeypatch.setitem(sys.modules, "pynvml", None if missing == "module" else nv)
+    nvml = Nvml()
+    assert nvml.open() is None and nvml.open() is None
+    nvml.close()
+    assert nvml.why == ("nvidia-ml-py (pynvml) is not installed" if missing == "module"
+                        else "NVML unavailable (NVMLError_LibraryNotFound)")
+    assert calls == ([] if missing == "module" else ["init"])  # never shut down: not up
+
+
+def test_the_sampler_releases_nvml_when_closed_or_when_its_gpu_is_unknown(sampler):
+    nv = fake_nvml(gpus=2)
+    calls = counted(nv)
+    s = sampler(nv)
+    assert s.sample("cuda:1")["gpu_util_pct"] == 87
+    s.sample("cuda:1")
+    assert calls == ["init"]
+    s.close()
+    assert calls == ["init", "shutdown"]
+    lost = sampler(nv)
+    assert lost.topology("cuda:5")["note"] == "no GPU: NVML does not know cuda:5 (NVMLError)"
+    assert calls == ["init", "shutdown", "init", "shutdown"]
+    assert lost.sample("cuda:5")["gpu_util_pct"] is None and len(calls) == 4
+
+
+def test_the_launcher_counts_visible_gpus_and_releases_nvml(monkeypatch):
+    nv = fake_nvml(gpus=4)
+    calls = counted(nv)
+    monkeypatch.setitem(sys.modules, "pynvml", nv)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert launcher.gpu_count() == 4
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3")
+    assert launcher.gpu_count() == 2
+    assert calls == ["init", "shutdown"] * 2
+    monkeypatch.setitem(sys.modules, "pynvml", fake_nvml(driver=False))
+    assert launcher.gpu_count() == 0
 
 
 def _topo(rank: int, host: str, topo: dict) -> protocol.GpuTopology:

@@ -271,6 +271,7 @@ class Emitter:
         finally:
             if self._clock is not None:
                 self._clock.close()
+            telemetry.close()
             link.update()
             ident = self._identity()
             if self.dropped and not link.ever_connected and ident is not None and ident[0] == 0:

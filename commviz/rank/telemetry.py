@@ -14,6 +14,7 @@ from typing import Any
 import psutil
 
 from commviz.rank.gpu_topology import LinkRates, no_gpu, read_topology
+from commviz.rank.nvml import Nvml
 
 
 class TelemetrySampler:
@@ -22,7 +23,7 @@ class TelemetrySampler:
     def __init__(self) -> None:
         self._proc = psutil.Process(os.getpid())
         self._proc.cpu_percent(None)  # the first reading primes the counter
-        self._nvml: Any = None        # the pynvml module once initialised, False if unusable
+        self._nvml = Nvml()           # opened once the rank uses a GPU
         self._handle: Any = None
         self._uuid: str | None = None
         self._why = ""                # why NVML is unusable, for the "no GPU" note
@@ -40,7 +41,7 @@ class TelemetrySampler:
             pass
         handle = self._gpu_handle(device)
         if handle is not None:
-            nv = self._nvml
+            nv = self._nvml.module
             out["gpu_util_pct"] = _try(lambda: float(nv.nvmlDeviceGetUtilizationRates(handle).gpu))
             mem = _try(lambda: nv.nvmlDeviceGetMemoryInfo(handle))
             if mem is not None:
@@ -59,33 +60,33 @@ class TelemetrySampler:
         elif self._gpu_handle(device) is None:
             topo = no_gpu(self._why or "NVML has no handle for this rank's GPU")
         else:
-            topo = read_topology(self._nvml, self._uuid)
+            topo = read_topology(self._nvml.module, self._uuid)
         self._topology = (device, topo)
         return topo
 
     def _gpu_handle(self, device: str) -> Any:
         """The NVML handle of ``device`` ("cuda:N" as torch numbers it), found once."""
-        if self._handle is not None or self._nvml is False or not device.startswith("cuda:"):
+        if self._handle is not None or self._why or not device.startswith("cuda:"):
             return self._handle
         if "torch" not in sys.modules:
             return None
-        try:
-            import pynvml
-        except ImportError:
-            self._nvml, self._why = False, "nvidia-ml-py (pynvml) is not installed"
-            return None
-        try:
-            pynvml.nvmlInit()
-        except Exception as exc:  # no driver, no NVML library
-            self._nvml, self._why = False, f"NVML unavailable ({type(exc).__name__})"
+        nv = self._nvml.open()
+        if nv is None:
+            self._why = self._nvml.why
             return None
         try:
             uuid = _cuda_uuid(int(device.removeprefix("cuda:")))
-            self._handle = pynvml.nvmlDeviceGetHandleByUUID(uuid)
-            self._uuid, self._nvml = uuid, pynvml
+            self._handle = nv.nvmlDeviceGetHandleByUUID(uuid)
+            self._uuid = uuid
         except Exception as exc:  # an unknown device: stay on CPU readings
-            self._nvml, self._why = False, f"NVML does not know {device} ({type(exc).__name__})"
+            self._why = f"NVML does not know {device} ({type(exc).__name__})"
+            self._nvml.close()
         return self._handle
+
+    def close(self) -> None:
+        """Release NVML (the emitter thread's last act)."""
+        self._handle = None
+        self._nvml.close()
 
 
 def _cuda_uuid(index: int) -> str:
