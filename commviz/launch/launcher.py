@@ -22,6 +22,7 @@ from importlib import metadata, resources
 from pathlib import Path
 
 from commviz.launch.runner import block_elements, elements
+from commviz.rank.nvml import Nvml
 from commviz.text import explain
 
 MAX_RANKS = 64
@@ -123,13 +124,16 @@ def size_note(name: str, size: int, world: int, asked: bool, lang: str = "en") -
 
 def gpu_count() -> int:
     """GPUs this process may use, from NVML (no torch import); 0 without a driver."""
+    nvml = Nvml()
+    nv = nvml.open()
+    if nv is None:
+        return 0
     try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        count = pynvml.nvmlDeviceGetCount()
+        count = nv.nvmlDeviceGetCount()
     except Exception:
         return 0
+    finally:
+        nvml.close()
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     if visible is not None:
         count = min(count, len([v for v in visible.split(",") if v.strip()]))
