@@ -6,6 +6,7 @@ record arrived, how long a wait lasted); its wall_ns stamps the findings. Record
 """
 
 import json
+from dataclasses import replace
 
 import pytest
 from fakes import T0_NS, FakeClock, bye, heartbeat, op_batch
@@ -14,6 +15,7 @@ from commviz.viewer import diagnose, recording
 from commviz.viewer import plain_text as text
 from commviz.viewer.diagnose import Diagnosis, recorded_facts, recorded_text
 from commviz.viewer.diagnose.facts import Words
+from commviz.viewer.diagnose.finding import resolved
 from commviz.viewer.findings_text import advice
 from commviz.viewer.model import Model
 from commviz.wire import protocol
@@ -1055,6 +1057,49 @@ def test_findings_are_recorded_as_diag_lines_that_stats_skips(tmp_path):
     assert recorded_facts(found_again[0]) == found[0].facts
     assert recorded_text(found_again[0], "pt") == found[0].text("pt")
     assert "0,15 s cada um" in recorded_text(found_again[0], "pt")
+
+
+def test_recorded_facts_are_read_back_as_found_and_worded_alike():
+    """A deadlock's facts hold facts within facts (each rank's op, the ranks waiting on it),
+    a failure ended by the timeout what its ranks did; through JSON they come back equal."""
+    clock, model, diag = _setup()
+    found = [_hang_demo(clock, model, diag)]
+    _tick(clock, model, 4.9)
+    model.apply([op_batch(r, [_rec(3, 0, 6000, flags=8)], G4) for r in range(3)]
+                + [op_batch(3, [{**_rec(1, 0, 6000, op="recv", peer=0, flags=8), "id": 9}], G4)]
+                + [bye(r) for r in range(4)])
+    found += diag.update()
+    found += [resolved(found[0], 9.0, 0), resolved(found[1], 9.0, 0, job=1)]
+    assert {f.facts.shape for f in found} == {"deadlock", "failed", "p2p", "resolved"}
+    for f in found:
+        line = json.loads(json.dumps(f.record()))
+        assert recorded_facts(line) == f.facts, f
+        for lang in ("en", "pt"):
+            assert recorded_text(line, lang) == f.text(lang)
+
+
+def test_a_language_lacking_an_entry_shows_it_in_english(monkeypatch):
+    """A translation is its TOML file: each entry it lacks is the English one, and its own
+    forms make its words agree with a list of ranks (here a Portuguese file of one entry)."""
+    from commviz import text
+    from commviz.viewer.diagnose.facts import Doing, Hang
+
+    english = text.prose
+    sparse = {"hang": {"waits": "{op} n.º {seq}: {missing:who} há {age} s ({why})"},
+              "forms": {"who": {"one": "falta o {list}", "many": "faltam os {list}"}}}
+    monkeypatch.setattr(text, "prose", lambda lang, name: sparse if lang == "pt"
+                        else english(lang, name))
+    hang = Hang("all_reduce", 2, None, (0, 1, 2, 3), 1.25, False, (0, 1, 2), (3,),
+                ((3, Doing("exited")),))
+    f = diagnose.Finding("hang", (3,), (0, 1, 2, 3), 2, hang, ("hang", 0, 2), 0.0, 0)
+    assert f.text("pt") == "all_reduce n.º 2: falta o 3 há 1,2 s (3: exited)"
+    ended = diagnose.Finding("hang", (3,), (0, 1, 2, 3), 2, replace(hang, ended=True),
+                             ("hang", 0, 2), 0.0, 0)
+    assert ended.text("pt") == ended.text("en").replace("1.2 s", "1,2 s")
+    both = replace(hang, missing=(2, 3), why=((2, Doing("exited")), (3, Doing("exited"))))
+    assert diagnose.Finding("hang", (2, 3), (0, 1, 2, 3), 2, both, ("hang", 0, 2), 0.0,
+                            0).text("pt") == ("all_reduce n.º 2: faltam os 2,3 há 1,2 s "
+                                              "(2: exited; 3: exited)")
 
 
 def test_a_finding_recorded_as_its_words_is_shown_in_them():
