@@ -10,7 +10,7 @@ import sys
 from types import ModuleType
 
 from commviz import __version__
-from commviz.text import explain
+from commviz.text import i18n
 
 DEFAULT_SIZE = 4096  # --size: bytes per rank per op
 BIG_RECORDING_BYTES = 20_000_000  # commviz play says it is reading one larger than this
@@ -41,7 +41,7 @@ def _parser() -> argparse.ArgumentParser:
     d.add_argument("--paused", action="store_true",
                    help="start paused: each iteration waits for `n` (space plays)")
     d.add_argument("--record", metavar="FILE", help="write every event to FILE (JSON Lines)")
-    d.add_argument("--lang", choices=("en", "pt"), default=None,
+    d.add_argument("--lang", choices=i18n.LANGS, default=None,
                    help="language of the explanations (default: from the locale)")
 
     w = sub.add_parser("watch", help="run the viewer alone; ranks connect with COMMVIZ_ADDR")
@@ -51,13 +51,14 @@ def _parser() -> argparse.ArgumentParser:
     w.add_argument("--keys", metavar="DIR", default=None, help="CURVE keys from `commviz "
                    "keys` (default $COMMVIZ_KEYS); needed to bind a non-loopback address")
     w.add_argument("--headless", action="store_true", help="print lines instead of the TUI")
-    w.add_argument("--lang", choices=("en", "pt"), default=None,
+    w.add_argument("--lang", choices=i18n.LANGS, default=None,
                    help="language of the explanations (default: from the locale)")
 
     r = sub.add_parser("run", help="run a command (torchrun ..., python ...) and watch its "
                        "ranks, with no change to its code",
                        usage="commviz run [--headless] [--record FILE] [--bind ADDR] "
-                       "[--keys DIR] [--no-viewer] [--lang {en,pt}] -- CMD [ARG ...]")
+                       f"[--keys DIR] [--no-viewer] [--lang {{{','.join(i18n.LANGS)}}}] "
+                       "-- CMD [ARG ...]")
     r.add_argument("--headless", action="store_true",
                    help="print lines (prefixed [commviz]) beside the job's own output")
     r.add_argument("--record", metavar="FILE", help="write every event to FILE (JSON Lines)")
@@ -69,7 +70,7 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--no-viewer", action="store_true", help="run CMD instrumented, reporting "
                    "to a viewer started elsewhere at $COMMVIZ_ADDR (default "
                    "tcp://127.0.0.1:5555)")
-    r.add_argument("--lang", choices=("en", "pt"), default=None,
+    r.add_argument("--lang", choices=i18n.LANGS, default=None,
                    help="language of the explanations (default: from the locale)")
     r.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD",
                    help="the command, run as given (no shell)")
@@ -90,13 +91,13 @@ def _parser() -> argparse.ArgumentParser:
                     "taken in at once)")
     pl.add_argument("--paused", action="store_true",
                     help="start paused: n steps from one operation to the next")
-    pl.add_argument("--lang", choices=("en", "pt"), default=None,
+    pl.add_argument("--lang", choices=i18n.LANGS, default=None,
                     help="language of the explanations (default: from the locale)")
 
     s = sub.add_parser("stats", help="nccl-tests-like table of a recording")
     s.add_argument("file")
     s.add_argument("--json", action="store_true", help="machine-readable output")
-    s.add_argument("--lang", choices=("en", "pt"), default=None,
+    s.add_argument("--lang", choices=i18n.LANGS, default=None,
                    help="language of the table's words and the findings (default: from the "
                    "locale; --json is always English)")
     return p
@@ -170,7 +171,7 @@ def _demo(args: argparse.Namespace) -> int:
     launcher.check_memory(size, args.ranks, backend)
     from commviz.viewer.session import Session
 
-    titles = {lang: _demo_title(args, size, lang) for lang in explain.LANGS}
+    titles = {lang: _demo_title(args, size, lang) for lang in i18n.LANGS}
     session = Session("tcp://127.0.0.1:*", args.record, collect_instances=args.headless,
                       about={"title": titles, "demo": args.op})
     controller = None  # play / pause / next iteration: the TUI only; headless, never gated
@@ -192,7 +193,7 @@ def _demo(args: argparse.Namespace) -> int:
         raise
     if args.headless:
         headless = _headless_module(args)
-        banner = explain.ui("banner demo", _lang(args)).format(
+        banner = i18n.ui("banner demo", _lang(args)).format(
             op=args.op, n=args.ranks, why=why, addr=session.addr)
         note = _size_note(args, size, _lang(args))
         return headless.run(session, ranks, lang=_lang(args),
@@ -231,20 +232,20 @@ def _watch(args: argparse.Namespace) -> int:
     try:
         session = Session(args.bind or DEFAULT_BIND, args.record,
                           collect_instances=args.headless, keys=_keys_dir(args),
-                          about={"title": {lang: explain.ui("watching", lang).format(
-                              args.bind or DEFAULT_BIND) for lang in explain.LANGS}})
+                          about={"title": {lang: i18n.ui("watching", lang).format(
+                              args.bind or DEFAULT_BIND) for lang in i18n.LANGS}})
     except AddressInUse as exc:
         raise BindError(f"{exc}. Pick another with --bind tcp://127.0.0.1:PORT, and point the "
                         "ranks at it with COMMVIZ_ADDR.") from None
     if args.headless:
         headless = _headless_module(args)
-        return headless.run(session, lang=_lang(args), banner=explain.ui(
+        return headless.run(session, lang=_lang(args), banner=i18n.ui(
             "banner watch", _lang(args)).format(
                 addr=session.addr, keys=", COMMVIZ_KEYS=DIR" if session.receiver.secure else ""))
     from commviz.tui.app import run_app
 
     return run_app(session, ranks=None,
-                   title=lambda lang: explain.ui("watching", lang).format(session.addr),
+                   title=lambda lang: i18n.ui("watching", lang).format(session.addr),
                    lang=_lang(args))
 
 
@@ -272,7 +273,7 @@ def _run(args: argparse.Namespace) -> int:
         session = Session(args.bind or "tcp://127.0.0.1:*", args.record,
                           collect_instances=args.headless, keys=keys,
                           about={"title": {lang: f"run · {shlex.join(cmd)}"[:80]
-                                           for lang in explain.LANGS}})
+                                           for lang in i18n.LANGS}})
     except AddressInUse as exc:
         raise BindError(f"{exc}. Pick another with --bind tcp://127.0.0.1:PORT, or leave out "
                         "--bind: a free port is then taken, and the job is told where.") from None
@@ -285,7 +286,7 @@ def _run(args: argparse.Namespace) -> int:
         reader = session.job_line if os.environ.get("NCCL_DEBUG") or args.record else None
         return headless.run_job(session, lambda: Job(cmd, session.addr, env=env, on_line=reader),
                                 lang=_lang(args),
-                                banner=explain.ui("banner run", _lang(args)).format(
+                                banner=i18n.ui("banner run", _lang(args)).format(
                                     addr=session.addr, cmd=shlex.join(cmd)))
     try:
         job = Job(cmd, session.addr, capture=True, env=env, on_line=session.job_line)
@@ -327,9 +328,7 @@ def _keys(args: argparse.Namespace) -> int:
 
 
 def _lang(args: argparse.Namespace) -> str:
-    from commviz.text.explain import default_lang
-
-    return args.lang or default_lang()
+    return args.lang or i18n.default_lang()
 
 
 def _play(args: argparse.Namespace) -> int:
@@ -358,9 +357,9 @@ def _play(args: argparse.Namespace) -> int:
     # the machine it was recorded on: its title's "here" is that machine
     host = playback.host if isinstance(playback.host, str) and playback.host else None
     titles = {lang: " · ".join(part for part in (
-        explain.ui("play title host" if host else "play title", lang).format(file=name,
+        i18n.ui("play title host" if host else "play title", lang).format(file=name,
                                                                             host=host),
-        playback.title.get(lang)) if part) for lang in explain.LANGS}
+        playback.title.get(lang)) if part) for lang in i18n.LANGS}
     if playback.cut:
         print(f"commviz: note: {args.file}:{playback.cut[0]}: the last line is cut short (the "
               "viewer was stopped while writing it): left out", file=sys.stderr)
@@ -437,7 +436,7 @@ def _stats(args: argparse.Namespace) -> int:
         if late:
             print(text.late_line(late, lang))
         if findings:
-            print("\n" + explain.ui("recorded findings", lang).format(len(findings)))
+            print("\n" + i18n.ui("recorded findings", lang).format(len(findings)))
             for f in findings:
                 print(f"  {'  ' if f['type'] == 'resolved' else '!!'} {f['type']}: "
                       f"{recorded_text(f, lang)}")

@@ -13,7 +13,8 @@ from typing import TextIO
 
 from commviz.launch.job import Interrupts, Job
 from commviz.launch.launcher import Ranks, telling_line, torchrun_exit_codes
-from commviz.text import explain
+from commviz.text import i18n
+from commviz.text.i18n import N_
 from commviz.viewer import plain_text as text
 from commviz.viewer.diagnose import by_cause
 from commviz.viewer.session import Session
@@ -47,12 +48,12 @@ def run(session: Session, ranks: Ranks | None = None, out: TextIO = sys.stdout,
                     if rp.returncode:
                         fields = {"who": rp.who, "code": rp.returncode, "line": rp.error_line(),
                                   "rank": rp.rank}
-                        said = explain.in_language(fields["line"], lang)
-                        print(explain.ui("rank failed", lang).format(**{**fields, "line": said}),
+                        said = i18n.in_language(fields["line"], lang)
+                        print(i18n.ui("rank failed", lang).format(**{**fields, "line": said}),
                               file=out, flush=True)
-                        session.note_event("rank failed", fields)
+                        session.note_event(N_("rank failed"), fields)
                     else:
-                        session.note_event("rank finished", {"who": rp.who, "code": 0,
+                        session.note_event(N_("rank finished"), {"who": rp.who, "code": 0,
                                                              "rank": rp.rank})
                 if ranks.failed():
                     code = 1
@@ -74,7 +75,7 @@ def run(session: Session, ranks: Ranks | None = None, out: TextIO = sys.stdout,
             if ranks is not None:  # the last of the end lines, after what the ranks left
                 if ranks.failed():
                     code = 1
-                    print(explain.ui(ranks.logs, lang).format(dir=ranks.logdir), file=out)
+                    print(i18n.ui(ranks.logs, lang).format(dir=ranks.logdir), file=out)
                 else:
                     ranks.cleanup_logs()
             printer.summary()
@@ -110,7 +111,7 @@ def run_job(session: Session, start: Callable[[], Job], out: TextIO = sys.stdout
         finally:
             events: list[tuple[str, dict]] = []
             if job is not None:  # stops it if interrupted; else ends only what is left of it
-                job.stop(interrupts.first or signal.SIGINT, "stop signal")
+                job.stop(interrupts.first or signal.SIGINT, N_("stop signal"))
                 events = _note_job_end(session, job)
             session.close()
             if job is not None:
@@ -120,7 +121,7 @@ def run_job(session: Session, start: Callable[[], Job], out: TextIO = sys.stdout
                 with session.lock:
                     silent = sorted(r for r, s in session.model.ranks.items() if not s.exited)
                 if silent:
-                    print(explain.ui_n("no goodbye", len(silent), lang,
+                    print(i18n.ui_n("no goodbye", len(silent), lang,
                                        ranks=text.ranks_phrase(silent)), file=out)
                 for key, fields in events:  # as the TUI's viewer panel says them: the cause
                     print(text.event_line(key, fields, lang), file=out)
@@ -137,13 +138,13 @@ def _note_job_end(session: Session, job: Job) -> list[tuple[str, dict]]:
     if job.stopped_by is not None:
         return []
     events: list[tuple[str, dict]] = [
-        ("rank ended", {"who": f"rank {rank}", "code": code, "rank": rank})
+        (N_("rank ended"), {"who": f"rank {rank}", "code": code, "rank": rank})
         for rank, code in torchrun_exit_codes(list(session.job_tail)).items()]
     if job.exit_code:
         line = telling_line(list(session.job_tail), whose=True) or job.describe_end()
-        events.append(("rank failed", {"who": "the job", "code": job.exit_code, "line": line}))
+        events.append((N_("rank failed"), {"who": "the job", "code": job.exit_code, "line": line}))
     else:
-        events.append(("job ended", {}))
+        events.append((N_("job ended"), {}))
     for key, fields in events:
         session.note_event(key, fields)
     return [(key, fields) for key, fields in events if key != "job ended"]
@@ -197,7 +198,7 @@ class _Printer:
                       if (r, s.job) not in self.known]
             self.known.update((s.rank, s.job) for s in joined)
         for s in joined:  # one line per rank; a job after the first is named in it
-            print(explain.ui("job rank joined" if s.job > 1 else "rank joined", self.lang).format(
+            print(i18n.ui("job rank joined" if s.job > 1 else "rank joined", self.lang).format(
                 job=s.job, rank=s.rank, world=s.world, host=s.host, pid=s.pid,
                 backend=s.backend, device=s.device), file=self.out)
         if new and self.t0 is None:
@@ -223,7 +224,7 @@ class _Printer:
         with self.session.lock:
             held = by_cause(self.session.model.findings())
         if held:
-            print("\n" + explain.ui_n("findings at end", len(held), self.lang), file=self.out)
+            print("\n" + i18n.ui_n("findings at end", len(held), self.lang), file=self.out)
         for f in held:
             print(text.finding_line(f, self.lang), file=self.out)
 
@@ -245,6 +246,6 @@ class _Printer:
         dropped = sum(s["dropped_by_ranks"].values())
         counts = text.counts_line(s["records"], s["instances"], s["transfers"], s["failed"],
                                   s["unmatched"], self.lang)
-        viewer = explain.ui("counts viewer", self.lang).format(
+        viewer = i18n.ui("counts viewer", self.lang).format(
             rejected=s["rejected_messages"], dropped=dropped)
         print(f"\n{counts}{viewer}", file=self.out, flush=True)

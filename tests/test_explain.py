@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from commviz.text import catalogue, i18n
 from commviz.text import explain as ex
 from commviz.wire import protocol
 
@@ -66,9 +67,9 @@ def test_unknown_op_and_lang():
     with pytest.raises(ValueError, match="unknown language 'fr'"):
         ex.explain("all_reduce", "fr")
     with pytest.raises(ValueError):
-        ex.ui("paused", "pt_BR")
+        i18n.ui("paused", "pt_BR")
     with pytest.raises(KeyError):
-        ex.ui("no such key", "en")
+        i18n.ui("no such key", "en")
 
 
 @pytest.mark.parametrize(("env", "lang"), [
@@ -86,16 +87,16 @@ def test_unknown_op_and_lang():
     ({"LC_ALL": "", "LANG": "pt_BR.UTF-8"}, "pt"),  # empty counts as unset
 ])
 def test_default_lang(env, lang):
-    assert ex.default_lang(env) == lang
+    assert i18n.default_lang(env) == lang
 
 
 def test_default_lang_reads_os_environ(monkeypatch):
     for name in ("LC_ALL", "LC_MESSAGES"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("LANG", "pt_BR.UTF-8")
-    assert ex.default_lang() == "pt"
+    assert i18n.default_lang() == "pt"
     monkeypatch.setenv("LANG", "en_GB.UTF-8")
-    assert ex.default_lang() == "en"
+    assert i18n.default_lang() == "en"
 
 
 REQUIRED_UI = ("paused", "step", "speed", "waiting for peers", "transferring", "idle", "done",
@@ -103,16 +104,25 @@ REQUIRED_UI = ("paused", "step", "speed", "waiting for peers", "transferring", "
                "timeline", "buffers", "explanation", "source", "statistics", "lag")
 
 
+def _ui_texts(lang: str) -> dict[str, tuple[str, ...]]:
+    """Every UI string of ``lang``'s catalogue: its one form, or its plural forms."""
+    found = catalogue.messages(catalogue.read(lang))
+    return {key: catalogue.forms(message) for key, message in found.items()}
+
+
 def test_ui_strings_exist_in_both_languages():
-    assert set(ex.UI) == set(ex.LANGS)
-    assert set(ex.UI["en"]) == set(ex.UI["pt"])
-    assert len(ex.UI["en"]) >= 20
-    assert set(REQUIRED_UI) <= set(ex.UI["en"])
-    for key in ex.UI["en"]:
+    texts = {lang: _ui_texts(lang) for lang in ex.LANGS}
+    assert set(texts) == set(ex.LANGS) >= {"en", "pt"}
+    assert set(texts["en"]) == set(texts["pt"])
+    assert len(texts["en"]) >= 20
+    assert set(REQUIRED_UI) <= set(texts["en"])
+    for key, en in texts["en"].items():
         for lang in ex.LANGS:
-            assert ex.ui(key, lang).strip()
-    assert ex.ui("paused", "pt") == "Pausado"
-    assert ex.ui("waiting for peers") == "Waiting for peers"
+            assert all(form.strip() for form in texts[lang][key]), (key, lang)
+            if len(en) == 1:
+                assert i18n.ui(key, lang) == texts[lang][key][0]
+    assert i18n.ui("paused", "pt") == "Pausado"
+    assert i18n.ui("waiting for peers") == "Waiting for peers"
 
 
 # --- Facts that must stay true to knowledge/collectives.md and the seeds ---------------------
@@ -222,7 +232,7 @@ def test_no_eight_word_window_of_a_seed_is_copied(lang):
     windows = _seed_windows()
     assert len(windows) > 500
     texts = [t for op in protocol.OPS for t in _texts(ex.explain(op, lang))]
-    texts += list(ex.UI[lang].values())
+    texts += [form for forms in _ui_texts(lang).values() for form in forms]
     for text in texts:
         words = _words(text)
         copied = [" ".join(words[i:i + 8]) for i in range(len(words) - 7)
@@ -246,15 +256,15 @@ def test_imports_neither_textual_nor_torch():
 
 
 def test_counts_take_the_singular_or_the_plural_and_portuguese_numbers_a_decimal_comma() -> None:
-    assert ex.ui_n("transfers", 1) == "1 transfer" and ex.ui_n("transfers", 3) == "3 transfers"
-    assert ex.ui_n("each rank sends", 1, "pt", bytes="4 KiB") == \
+    assert i18n.ui_n("transfers", 1) == "1 transfer" and i18n.ui_n("transfers", 3) == "3 transfers"
+    assert i18n.ui_n("each rank sends", 1, "pt", bytes="4 KiB") == \
         "cada rank envia até 4 KiB em 1 passo"
-    assert ex.ui_n("each rank sends", 6, "pt", bytes="4 KiB").endswith("em 6 passos")
-    assert ex.ui_n("findings now", 1, "pt") == "diagnóstico: 1 problema, no painel acima"
-    assert ex.ui_n("findings now", 2) == "diagnosis: 2 findings, in the panel above"
-    assert ex.number("0.53 s", "pt") == "0,53 s" and ex.number("0.53 s") == "0.53 s"
-    assert ex.gpu_note("NVML unavailable (OSError)", "pt") == "NVML indisponível (OSError)"
-    assert ex.gpu_note("something new", "pt") == "something new"
+    assert i18n.ui_n("each rank sends", 6, "pt", bytes="4 KiB").endswith("em 6 passos")
+    assert i18n.ui_n("findings now", 1, "pt") == "diagnóstico: 1 problema, no painel acima"
+    assert i18n.ui_n("findings now", 2) == "diagnosis: 2 findings, in the panel above"
+    assert i18n.number("0.53 s", "pt") == "0,53 s" and i18n.number("0.53 s") == "0.53 s"
+    assert i18n.gpu_note("NVML unavailable (OSError)", "pt") == "NVML indisponível (OSError)"
+    assert i18n.gpu_note("something new", "pt") == "something new"
 
 
 def test_nccl_only_tips_are_left_out_beside_a_gloo_demo():
@@ -291,9 +301,9 @@ def test_commviz_own_words_in_a_rank_failure_follow_the_language():
 
     said = launcher._without_words(-9)
     assert said == "killed by SIGKILL, no error written"
-    assert ex.in_language(said, "pt") == "morto por SIGKILL, sem erro escrito"
-    assert ex.in_language(launcher._without_words(1), "pt") == \
+    assert i18n.in_language(said, "pt") == "morto por SIGKILL, sem erro escrito"
+    assert i18n.in_language(launcher._without_words(1), "pt") == \
         "nenhum erro escrito no seu log"
-    assert ex.in_language(said, "en") == said
-    assert ex.in_language("ValueError: killed by SIGKILL", "pt") == \
+    assert i18n.in_language(said, "en") == said
+    assert i18n.in_language("ValueError: killed by SIGKILL", "pt") == \
         "ValueError: killed by SIGKILL"  # a program's own words stay as written

@@ -8,6 +8,9 @@ import pytest
 from commviz.knowledge import schedule_notes, schedules
 from commviz.knowledge.schedule_notes import note
 from commviz.knowledge.schedules import BACKENDS, canonical_op, schedule
+from commviz.text import prose
+
+PT = prose("pt", "schedules")  # the Portuguese words, each language's in its schedules.toml
 
 CASES = [(op, backend) for op in sorted(schedules._FAMILY) for backend in BACKENDS
          if (canonical_op(op), backend) in schedules._BUILDERS]
@@ -71,10 +74,10 @@ def test_unknown_lang():
 @pytest.mark.parametrize(("op", "backend"), CASES)
 def test_every_algorithm_and_step_word_has_its_portuguese(op, backend, n):
     s = schedule(op, backend, n, 1000, root=0)
-    assert s.algorithm in schedule_notes._ALGORITHMS_PT
+    assert s.algorithm in PT["algorithm"]
     for step in s.steps:
         word = schedule_notes._STEP_WORD.match(step.label)
-        assert word is None or word.group(2) in schedule_notes._STEP_WORDS_PT, step.label
+        assert word is None or word.group(2) in PT["step_word"], step.label
         assert _numbers(schedule_notes.step_label(step.label, "pt")) == _numbers(step.label)
 
 

@@ -29,7 +29,8 @@ from typing import BinaryIO, TextIO
 
 import psutil
 
-from commviz.text import explain
+from commviz.text import i18n
+from commviz.text.i18n import N_
 
 ENV_JOB = "COMMVIZ_JOB"
 SITE_DIR = Path(__file__).resolve().parent / "_site"
@@ -221,13 +222,13 @@ class Job:
         """One line on how the job ended, for the user, in ``lang``."""
         rc, code = self.proc.returncode, self.exit_code
         if rc is None:
-            return explain.ui("job running", lang)
+            return i18n.ui("job running", lang)
         if self.stopped_by is not None:
-            reason = explain.ui(self.stop_reason, lang).format(signal=_signame(self.stopped_by))
-            return explain.ui("job stopped", lang).format(reason=reason, code=code)
+            reason = i18n.ui(self.stop_reason, lang).format(signal=_signame(self.stopped_by))
+            return i18n.ui("job stopped", lang).format(reason=reason, code=code)
         if rc < 0:
-            return explain.ui("job killed", lang).format(signal=_signame(-rc), code=code)
-        return explain.ui("job exited", lang).format(code=rc)
+            return i18n.ui("job killed", lang).format(signal=_signame(-rc), code=code)
+        return i18n.ui("job exited", lang).format(code=rc)
 
     def poll(self) -> int | None:
         """The first process's return code once the job has ended, else None."""
@@ -236,7 +237,7 @@ class Job:
     def wait(self, timeout: float | None = None) -> int:
         return self.proc.wait(timeout)
 
-    def stop(self, sig: int = signal.SIGINT, reason: str = "stop q") -> None:
+    def stop(self, sig: int = signal.SIGINT, reason: str = N_("stop q")) -> None:
         """End the job and every process it started; returns when none is left.
 
         SIGINT to the job's process group first (what Ctrl-C does in a shell: torchrun stops
@@ -393,7 +394,7 @@ def run_plain(cmd: list[str]) -> int:
                 except subprocess.TimeoutExpired:
                     continue
         finally:
-            job.stop(interrupts.first or signal.SIGINT, "stop signal")
+            job.stop(interrupts.first or signal.SIGINT, N_("stop signal"))
     code = job.exit_code
     assert code is not None
     return code
@@ -420,14 +421,14 @@ class JobAsRanks:
 
     rank = "job"
     who = "the job"
-    logs = "job output kept"  # the UI string that says where logdir is
+    logs = N_("job output kept")  # the UI string that says where logdir is
 
     def __init__(self, job: Job) -> None:
         self.job = job
         self._reported = False
         # what stop() tells the job made commviz stop it: (signal, Job.stop's reason); the TUI
         # sets it when it quits for another cause than `q`
-        self.cause: tuple[int, str] = (signal.SIGINT, "stop q")
+        self.cause: tuple[int, str] = (signal.SIGINT, N_("stop q"))
 
     @property
     def logdir(self) -> Path | None:

@@ -23,7 +23,8 @@ from pathlib import Path
 
 from commviz.launch.runner import block_elements, elements
 from commviz.rank.nvml import Nvml
-from commviz.text import explain
+from commviz.text import i18n
+from commviz.text.i18n import N_
 
 MAX_RANKS = 64
 MAX_INTERVAL_S = 3600.0  # --interval: an hour between iterations at most
@@ -95,10 +96,10 @@ def _size_used(use: str, size: int, world: int, lang: str) -> tuple[int, str] | 
     if use == "blocks":
         block = block_elements(size, FLOAT32_BYTES, world)
         return world * block * FLOAT32_BYTES, \
-            explain.ui("size blocks", lang).format(n=world, block=block)
+            i18n.ui("size blocks", lang).format(n=world, block=block)
     if use == "elements":
         n = elements(size, FLOAT32_BYTES)
-        return n * FLOAT32_BYTES, explain.ui("size elements", lang).format(n=n)
+        return n * FLOAT32_BYTES, i18n.ui("size elements", lang).format(n=n)
     return None
 
 
@@ -114,10 +115,10 @@ def size_note(name: str, size: int, world: int, asked: bool, lang: str = "en") -
         if got is not None:
             used.setdefault(got, []).append(stop)
     if not used:
-        return explain.ui("size unused", lang).format(size=size, demo=name) if asked else None
+        return i18n.ui("size unused", lang).format(size=size, demo=name) if asked else None
     tour = len(stops) > 1
-    parts = [explain.ui("size using", lang).format(bytes=nbytes, detail=detail)
-             + (explain.ui("size in", lang).format(demos=", ".join(names)) if tour else "")
+    parts = [i18n.ui("size using", lang).format(bytes=nbytes, detail=detail)
+             + (i18n.ui("size in", lang).format(demos=", ".join(names)) if tour else "")
              for (nbytes, detail), names in used.items() if nbytes != size]
     return f"--size {size}: " + "; ".join(parts) if parts else None
 
@@ -147,12 +148,12 @@ def choose_backend(requested: str, ranks: int, lang: str = "en") -> tuple[str, s
         if gpus < ranks:
             raise LaunchError(f"nccl needs one GPU per rank: {ranks} ranks asked, {gpus} GPU(s) "
                               "here. Use --backend gloo (CPU tensors) or fewer --ranks.")
-        return "nccl", explain.ui_n("nccl on gpus", ranks, lang)
+        return "nccl", i18n.ui_n("nccl on gpus", ranks, lang)
     if requested == "gloo":
-        return "gloo", explain.ui("gloo asked", lang)
+        return "gloo", i18n.ui("gloo asked", lang)
     if gpus >= ranks:
-        return "nccl", explain.ui_n("nccl on gpus", ranks, lang)
-    return "gloo", explain.ui("gloo no gpus", lang).format(gpus=gpus, ranks=ranks)
+        return "nccl", i18n.ui_n("nccl on gpus", ranks, lang)
+    return "gloo", i18n.ui("gloo no gpus", lang).format(gpus=gpus, ranks=ranks)
 
 
 def validate(name: str, ranks: int, iters: int | None, size: int, interval: float) -> DemoInfo:
@@ -252,13 +253,13 @@ class RankProcess:
 
 def _without_words(returncode: int | None) -> str:
     """What a rank that wrote no error said by its exit: the signal that killed it (English:
-    ``explain.in_language`` says it in the screen's language)."""
+    ``i18n.in_language`` says it in the screen's language)."""
     if returncode is not None and returncode < 0:
         try:
-            return explain.ui("killed no error").format(signal.Signals(-returncode).name)
+            return i18n.ui("killed no error").format(signal.Signals(-returncode).name)
         except ValueError:
             pass
-    return explain.ui("no error written")
+    return i18n.ui("no error written")
 
 
 # where in gloo's or NCCL's C++ sources an error was raised: "[/__w/.../unbound_buffer.cc:78] "
@@ -374,7 +375,7 @@ def runner_command() -> list[str]:
 class Ranks:
     """The N rank processes of one demo run."""
 
-    logs = "rank logs kept"  # the UI string that says where logdir is
+    logs = N_("rank logs kept")  # the UI string that says where logdir is
 
     def __init__(self, demo: str, world: int, backend: str, viewer_addr: str, size: int,
                  iters: int | None, interval: float,

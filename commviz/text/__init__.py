@@ -1,7 +1,8 @@
 """The words commviz shows, kept as data: one folder per language (``commviz/text/<lang>/``).
 
 Prose a teacher may edit (explanations, tips, notes, finding texts) lives there in TOML files;
-:func:`prose` reads one, once.
+:func:`prose` reads one, once. The screen's short strings are each language's gettext catalogue
+(``<lang>/ui.po``, read by :mod:`commviz.text.i18n`). docs/i18n.md tells how to add a language.
 """
 
 from __future__ import annotations
@@ -28,3 +29,9 @@ def prose(lang: str, name: str) -> dict[str, Any]:
         return {}
     with path.open("rb") as f:
         return tomllib.load(f)
+
+
+def flowing(text: str) -> str:
+    """A text of a TOML file as the screen shows it: its line breaks and runs of spaces as one
+    space, so that the file can wrap freely."""
+    return " ".join(text.split())

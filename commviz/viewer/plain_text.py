@@ -8,7 +8,8 @@ import unicodedata
 from typing import Any
 
 from commviz.knowledge.bandwidth import gbps_text
-from commviz.text import explain
+from commviz.text import i18n
+from commviz.text.i18n import N_
 from commviz.viewer.diagnose import Finding, Lateness, signal_name
 from commviz.viewer.model import HostClock, Instance
 from commviz.wire.protocol import OPS
@@ -78,7 +79,7 @@ LOG_COLUMNS = (14, 9, 5)
 def instance_header(lang: str = "en") -> str:
     """The headless columns of ``instance_line``, printed once above the first."""
     op_w, who_w, seq_w = COLUMNS
-    ui = functools.partial(explain.ui, lang=lang)
+    ui = functools.partial(i18n.ui, lang=lang)
     return (f"{ui('head end'):>9}  {'op':<{op_w}} {'ranks':<{who_w}} {'seq':<{seq_w + 1}} "
             f"{ui('head size'):>9}  {ui('head times')}")
 
@@ -107,8 +108,7 @@ def instance_line(inst: Instance, t0_ns: int,
     A line wider than ``width`` (a narrow terminal's log) is made shorter rather than lose
     the skew past the edge.
     """
-    ui, num = functools.partial(explain.ui, lang=lang), functools.partial(explain.number,
-                                                                          lang=lang)
+    ui, num = functools.partial(i18n.ui, lang=lang), functools.partial(i18n.number, lang=lang)
     op_w, who_w, seq_w = columns
     when = max(0, inst.t_end - t0_ns) / 1e9
     p2p = len(inst.group) == 2 and inst.op in ("send", "isend", "send_object_list")
@@ -155,12 +155,12 @@ def _notes(inst: Instance, lang: str, room: int | None) -> str:
     """What a log line says after its columns: the op it ran inside, that DDP ran it. In
     ``room`` (None: any) the parent's name is shortened, its parenthesis closed ("(in
     scatter_…list)"), or left out: the panel's edge cut it anywhere ("(in batch…")."""
-    ddp = "  " + explain.ui("by ddp", lang) if inst.ddp else ""
+    ddp = "  " + i18n.ui("by ddp", lang) if inst.ddp else ""
     if room is not None and len(ddp) > room:
         ddp = f"  {DDP_SHORT}" if inst.ddp and len(DDP_SHORT) + 2 <= room else ""
     if not inst.parent:
         return ddp
-    inside = "  " + explain.ui("in parent", lang)
+    inside = "  " + i18n.ui("in parent", lang)
     whole = inside.format(inst.parent) + ddp
     if room is None or len(whole) <= room:
         return whole
@@ -177,20 +177,20 @@ TIME_UNITS = (("s", 1e9), ("ms", 1e6), (MICROSECONDS, 1e3))
 def process_end(code: int, lang: str = "en") -> str:
     """A rank process's end as its launcher told it: "killed (SIGKILL)", "ended, exit 1"."""
     if code < 0:
-        return explain.ui("state killed", lang).format(signal_name(-code))
-    return explain.ui("state ended code", lang).format(code)
+        return i18n.ui("state killed", lang).format(signal_name(-code))
+    return i18n.ui("state ended code", lang).format(code)
 
 
 def event_line(key: str, fields: dict[str, Any], lang: str = "en") -> str:
     """What a launcher told of the ranks' processes ("rank failed"...: Session.note_event),
     in ``lang`` (a rank's ``who`` reads "rank N", a job's "the job")."""
     if fields.get("who") == "the job":
-        fields = {**fields, "who": explain.ui("the job", lang)}
+        fields = {**fields, "who": i18n.ui("the job", lang)}
     if isinstance(fields.get("line"), str):
-        fields = {**fields, "line": explain.in_language(fields["line"], lang)}
+        fields = {**fields, "line": i18n.in_language(fields["line"], lang)}
     if key == "rank ended":  # as torchrun's summary gave it: killed (SIGTERM), exit 1
         fields = {**fields, "end": process_end(fields["code"], lang)}
-    return explain.ui(key, lang).format(**fields)
+    return i18n.ui(key, lang).format(**fields)
 
 
 def duration(ns: float) -> str:
@@ -211,13 +211,13 @@ def counts_line(records: int, instances: int, transfers: int, failed: int, unmat
     """What was seen, summed up; ``failed``: collectives and transfers that failed or whose
     ranks disagreed, which the statistics leave out; ``unmatched``: those left incomplete,
     none of their records failed (``Model.incomplete``)."""
-    line = explain.ui("counts", lang).format(
-        records=explain.ui_n("op records", records, lang),
-        instances=explain.ui_n("collective instances", instances, lang),
-        transfers=explain.ui_n("transfers", transfers, lang))
-    for key, n in (("counts failed", failed), ("counts unmatched", unmatched)):
+    line = i18n.ui("counts", lang).format(
+        records=i18n.ui_n("op records", records, lang),
+        instances=i18n.ui_n("collective instances", instances, lang),
+        transfers=i18n.ui_n("transfers", transfers, lang))
+    for key, n in ((N_("counts failed"), failed), (N_("counts unmatched"), unmatched)):
         if n:
-            line += explain.ui_n(key, n, lang)
+            line += i18n.ui_n(key, n, lang)
     return line
 
 
@@ -225,7 +225,7 @@ def stats_table(rows: list[dict], lang: str = "en") -> str:
     """nccl-tests-like columns: size, count, time, skew, algbw, busbw (GB/s = 1e9 B/s, each
     head with its unit); rows by op, ranks and size, as nccl-tests lists its sizes. Numbers
     keep their decimal point in every language: the table is also read by programs."""
-    ui = functools.partial(explain.ui, lang=lang)
+    ui = functools.partial(i18n.ui, lang=lang)
     size_w, count_w, skew_w = (max(w, len(ui(k))) for w, k in ((12, "stats size"),
                                                                  (7, "col count"),
                                                                  (10, "stats skew")))
@@ -250,14 +250,14 @@ def late_line(late: list[tuple[int, Lateness]], lang: str = "en") -> str:
         return ""
     items = []
     for rank, t in late:
-        where = explain.ui("in group", lang).format(",".join(map(str, t.group))) \
+        where = i18n.ui("in group", lang).format(",".join(map(str, t.group))) \
             if t.group else ""
         fields = {"rank": rank, "n": t.count, "op": t.op, "seq": f"{t.seq}{where}",
-                  "waited": explain.number(duration(t.waited_ns), lang),
-                  "longest": explain.number(duration(t.longest_ns), lang)}
-        key = "late once" if t.count == 1 else "late many"
-        items.append(explain.ui(key, lang).format(**fields))
-    return explain.ui("late arrivals", lang) + " · ".join(items)
+                  "waited": i18n.number(duration(t.waited_ns), lang),
+                  "longest": i18n.number(duration(t.longest_ns), lang)}
+        key = N_("late once") if t.count == 1 else N_("late many")
+        items.append(i18n.ui(key, lang).format(**fields))
+    return i18n.ui("late arrivals", lang) + " · ".join(items)
 
 
 def finding_line(f: Finding, lang: str = "en") -> str:
