@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from commviz.knowledge.nccl_log import NcclLog
+from commviz.viewer.diagnose import Diagnosis
 from commviz.viewer.model import Model
 from commviz.wire import protocol
 
@@ -54,7 +56,9 @@ class FakeClock:
 
 
 class FakeSession:
-    """What CommvizApp uses of a viewer Session, without a socket or a collector thread."""
+    """What CommvizApp uses of a viewer Session (``source.Source``), without a socket or a
+    collector thread: no NCCL log is read, nothing is recorded unless a test sets
+    ``recorder``."""
 
     def __init__(self, clock: FakeClock | None = None, addr: str = "tcp://127.0.0.1:5555") -> None:
         self.clock = clock if clock is not None else FakeClock()
@@ -65,7 +69,15 @@ class FakeSession:
         self.started = False
         self.closed = False
         self.recorder: object | None = None
+        self.nccl: NcclLog | None = None
         self.frames_begun = self.frames_ended = 0
+
+    @property
+    def diagnosis(self) -> Diagnosis | None:
+        """The Diagnosis a test made on this model, as a Session makes its own: the one whose
+        findings the model reports (None: none, or the test set the findings itself)."""
+        owner = getattr(self.model.findings, "__self__", None)
+        return owner if isinstance(owner, Diagnosis) else None
 
     def start(self) -> None:
         self.started = True
@@ -82,6 +94,12 @@ class FakeSession:
     def reset(self) -> None:
         with self.lock:
             self.model = Model(clock=self.clock)
+
+    def note_event(self, key: str, fields: dict[str, Any]) -> None:
+        """As a session's: how a rank's process ended goes to the model."""
+        if type(fields.get("rank")) is int and type(fields.get("code")) is int:
+            with self.lock:
+                self.model.process_ended(fields["rank"], fields["code"])
 
     def feed(self, messages: Iterable[protocol.Message]) -> None:
         """Apply one drain round, as the collector thread would."""

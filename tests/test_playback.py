@@ -25,7 +25,7 @@ from commviz.viewer.playback import (
     Playback,
     PlaybackClock,
     PlaybackControl,
-    Schedule,
+    Timetable,
 )
 from commviz.viewer.session import DIAGNOSE_EVERY_S
 from commviz.wire import protocol
@@ -95,7 +95,7 @@ def test_ops_are_due_at_their_end_announced_ones_after_their_start_untimed_with_
     batch = scripted_all_reduce(world=2, steps=3)[2]  # rank 0's three records
     running = inflight(1, "all_reduce", 7, t_start=T0_NS + 10 * STEP_NS, world=2)
     goodbye = bye(0, T0_NS + 40 * STEP_NS)
-    schedule = Schedule([hb, batch, running, goodbye])
+    schedule = Timetable([hb, batch, running, goodbye])
     assert len(schedule) == 6
     assert schedule.take(_end_of_instance(0) - 1) == []
     ident, first = schedule.take(_end_of_instance(1))  # untimed, first: with the earliest
@@ -115,7 +115,7 @@ def test_ops_are_due_at_their_end_announced_ones_after_their_start_untimed_with_
 
 def test_rows_of_several_batches_due_together_come_as_one_batch_each():
     messages = scripted_all_reduce(world=2, steps=3)
-    schedule = Schedule(messages)
+    schedule = Timetable(messages)
     taken = schedule.take(_end_of_instance(2))
     batches = [m for m in taken if isinstance(m, protocol.OpBatch)]
     assert [b.rank for b in batches] == [0, 1]
@@ -367,7 +367,7 @@ def test_the_playback_ends_soon_after_the_last_message_of_a_viewer_left_open(tmp
     path = _record(tmp_path / "o.jsonl", scripted_all_reduce(world=2, steps=1),
                    closed_ns=T0_NS + 3600 * 1_000_000_000)
     playback = Playback(path, real=FakeClock())
-    assert playback.end_ns - playback.schedule.last_ns == TAIL_NS
+    assert playback.end_ns - playback.timetable.last_ns == TAIL_NS
 
 
 def test_a_ranks_identity_read_back_adds_no_empty_telemetry_sample(tmp_path):

@@ -926,7 +926,7 @@ def test_a_p2p_transfer_claims_neither_adds_nor_copies(lang: str) -> None:
 
 def test_a_findings_name_on_screen_has_no_underscore() -> None:
     """'⚠ lost_rank: silent 3s' showed the recording's identifier (user trial)."""
-    from commviz.tui.render import finding_name
+    from commviz.tui.panels.words import finding_name
 
     assert [finding_name("lost_rank", lang) for lang in ("en", "pt")] == \
         ["lost rank", "rank perdido"]
@@ -935,7 +935,7 @@ def test_a_findings_name_on_screen_has_no_underscore() -> None:
 @pytest.mark.parametrize("lang", ["en", "pt"])
 def test_every_findings_name_fits_a_ranks_label_whole(lang: str) -> None:
     """'⚠ rank atrasa…' beside rank 3 in Portuguese at 120 columns (user trial)."""
-    from commviz.tui.render import finding_name
+    from commviz.tui.panels.words import finding_name
     from commviz.tui.topology import STATE_W
     from commviz.viewer.diagnose import TYPES
 

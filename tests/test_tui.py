@@ -44,11 +44,18 @@ from textual.widgets import Static
 
 from commviz.text import explain
 from commviz.tui import app as app_module
-from commviz.tui import layout, render
+from commviz.tui import layout
 from commviz.tui.animation import GATHER_S
 from commviz.tui.app import FRAME_S, CommvizApp
 from commviz.tui.help import HelpScreen
 from commviz.tui.oplog import OpLog, line_text
+from commviz.tui.panels.explanation import explanation
+from commviz.tui.panels.findings import findings
+from commviz.tui.panels.inside import GRID_MAX_W, inside, text_rows
+from commviz.tui.panels.ranks import LINKS_AT, RANK_COLUMNS, _load, link_rates, ranks_table
+from commviz.tui.panels.source import SOURCE_CONTEXT, source
+from commviz.tui.panels.status import gpu_links_line
+from commviz.tui.panels.words import finding_name
 from commviz.tui.timeline import Timeline
 from commviz.tui.topology import Topology
 from commviz.viewer import plain_text as text_mod
@@ -503,16 +510,16 @@ def test_a_waiting_ranks_state_keeps_its_time_whole_with_its_unit(
     session.feed(heartbeats(4))
     clock.set_wall_ns(T0_NS + int(waited_s * 1e9))
     session.feed([inflight(2, op, seq=12, t_start=T0_NS)])
-    table = render.ranks_table(session.model, clock(), clock.wall_ns(), lang=lang, width=94)
+    table = ranks_table(session.model, clock(), clock.wall_ns(), lang=lang, width=94)
     row = table.plain.splitlines()[3]
-    width = render.RANK_COLUMNS[3][1]
-    at = render.LINKS_AT - width - 1  # where the state column starts
+    width = RANK_COLUMNS[3][1]
+    at = LINKS_AT - width - 1  # where the state column starts
     assert row[at:at + width].rstrip() == shown
     hang = Finding("hang", (2,), (2,), None, "deadlock", "deadlock", ("hang", 2), 0.0, 0)
-    table = render.ranks_table(session.model, clock(), clock.wall_ns(), {2: hang}, lang, 94)
+    table = ranks_table(session.model, clock(), clock.wall_ns(), {2: hang}, lang, 94)
     flagged = table.plain.splitlines()[3][at:at + width]
     state = flagged.rstrip()  # after the finding's name: its op, its time whole or none
-    assert state.startswith(f"⚠ {render.finding_name('hang', lang)}: {shown[:6]}"), state
+    assert state.startswith(f"⚠ {finding_name('hang', lang)}: {shown[:6]}"), state
     assert re.fullmatch(r"\D*( \d+([.,]\d+)? (s|ms|µs))?", state), state
 
 
@@ -530,9 +537,9 @@ def test_a_flagged_ranks_state_is_whole_or_left_out(lang: str, op: str, shown: s
                                 "bytes_in": 4096, "t_start": T0_NS}])])
     late = Finding("straggler", (3,), (0, 1, 2, 3), 1, "late", "atrasado", ("straggler", 3),
                    0.0, 0)
-    table = render.ranks_table(session.model, clock(), clock.wall_ns(), {3: late}, lang, 94)
-    width = render.RANK_COLUMNS[3][1]
-    at = render.LINKS_AT - width - 1  # where the state column starts
+    table = ranks_table(session.model, clock(), clock.wall_ns(), {3: late}, lang, 94)
+    width = RANK_COLUMNS[3][1]
+    at = LINKS_AT - width - 1  # where the state column starts
     assert table.plain.splitlines()[4][at:at + width].rstrip() == shown
 
 
@@ -542,13 +549,13 @@ def test_ranks_a_short_panel_leaves_out_are_named_on_its_last_row(lang: str) -> 
     clock = FakeClock()
     session = FakeSession(clock)
     session.feed(heartbeats(8))
-    whole = render.ranks_table(session.model, clock(), clock.wall_ns(), lang=lang, width=78)
+    whole = ranks_table(session.model, clock(), clock.wall_ns(), lang=lang, width=78)
     assert len(whole.plain.splitlines()) == 9
-    cut = render.ranks_table(session.model, clock(), clock.wall_ns(), lang=lang, width=78,
+    cut = ranks_table(session.model, clock(), clock.wall_ns(), lang=lang, width=78,
                              rows=5).plain.splitlines()
     assert cut[:4] == whole.plain.splitlines()[:4]
     assert cut[4] == explain.ui("lanes left out", lang).format("ranks 3-7")
-    assert render.ranks_table(session.model, clock(), clock.wall_ns(), lang=lang, width=78,
+    assert ranks_table(session.model, clock(), clock.wall_ns(), lang=lang, width=78,
                               rows=9).plain == whole.plain
 
 
@@ -605,7 +612,7 @@ def test_the_late_arrivals_line_is_cut_after_a_whole_word() -> None:
                                     "t_start": starts[r], "t_end": max(starts.values()) + 10**6}])
                       for r in range(4)])
     for width, lang in ((70, "pt"), (64, "en")):
-        last = render.ranks_table(session.model, clock(), clock.wall_ns(), lang=lang,
+        last = ranks_table(session.model, clock(), clock.wall_ns(), lang=lang,
                                   width=width).plain.splitlines()[-1]
         assert len(last) <= width and last.endswith("…") and not last[-2].isdigit(), last
 
@@ -989,7 +996,6 @@ async def test_at_80x24_the_viewer_panel_keeps_its_newest_lines_and_the_ranks_th
 async def test_a_finding_that_ended_with_its_job_is_no_all_clear() -> None:
     """The mismatch demo, once its ranks are gone: the finding ended with the job, unresolved.
     It showed with a tick, and the verdict said 'no ... mismatch' (user trial)."""
-    from commviz.tui import render
     from commviz.viewer.diagnose import Finding
 
     session = FakeSession()
@@ -1002,7 +1008,7 @@ async def test_a_finding_that_ended_with_its_job_is_no_all_clear() -> None:
     async with app.run_test(size=SIZE) as pilot:
         await frame(pilot)
         assert "✗ ended with job 1, unresolved after 6.0 s: mismatch" in \
-            render.findings(session.model, "en").plain
+            findings(session.model, "en", session.diagnosis.history).plain
         status = panel(app, "#status")
         assert "1 finding ended with its job, unresolved" in status
         assert "no straggler, hang, lost rank or mismatch" not in status
@@ -1149,29 +1155,27 @@ async def test_gpu_links_are_drawn_in_the_replay_and_their_traffic_under_each_ra
 
 
 def test_without_a_gpu_the_viewer_says_why_and_draws_no_link() -> None:
-    from commviz.tui import render
 
     session = FakeSession()
     session.feed(scripted_all_reduce(world=4))
-    assert render.gpu_links_line(session.model) == ""  # no rank has said yet
+    assert gpu_links_line(session.model) == ""  # no rank has said yet
     session.feed([protocol.GpuTopology(r, "node0", -1, (), (), "no GPU: CPU tensors")
                   for r in range(4)])
-    assert render.gpu_links_line(session.model) == \
+    assert gpu_links_line(session.model) == \
         "no GPU on ranks 0-3: CPU tensors"
-    assert "NVL" not in render.ranks_table(session.model, session.clock.monotonic()).plain
+    assert "NVL" not in ranks_table(session.model, session.clock.monotonic()).plain
     session.feed([protocol.GpuTopology(2, "node0", -1, (), (), "no GPU: NVML unavailable")])
-    assert render.gpu_links_line(session.model) == \
+    assert gpu_links_line(session.model) == \
         "no GPU on ranks 0, 1, 3: CPU tensors (and 1 other reason)"
-    assert render.gpu_links_line(session.model, "pt") == \
+    assert gpu_links_line(session.model, "pt") == \
         "nenhuma GPU nos ranks 0, 1, 3: tensores na CPU (e mais 1 motivo)"
     session.feed([protocol.GpuTopology(r, "node0", -1, (), (), "no GPU: NVML unavailable (X)")
                   for r in range(4)])
-    assert render.gpu_links_line(session.model, "pt") == \
+    assert gpu_links_line(session.model, "pt") == \
         "nenhuma GPU nos ranks 0-3: NVML indisponível (X)"
 
 
 def test_link_rates_pick_a_unit_per_link_and_leave_out_what_nvml_did_not_give() -> None:
-    from commviz.tui.render import link_rates
 
     assert link_rates({"nvlink_tx_bps": 4.5e11, "nvlink_rx_bps": 9e7}) == \
         "NVL ↑450.0 ↓0.1 GB/s"
@@ -1314,7 +1318,7 @@ def test_the_buffers_grid_fits_the_panel_and_its_rows_line_up(op: str, world: in
     lines = _phases_lines(op, world, "en", None)
     grid = lines[lines.index(next(ln for ln in lines if ln.startswith("Buffers"))) + 1:]
     rows = [line for line in grid if not line.startswith("not shown")]
-    assert all(len(line) <= render.GRID_MAX_W for line in rows), rows
+    assert all(len(line) <= GRID_MAX_W for line in rows), rows
     first = rows[0].index("r0")  # every row's buffers start in the header's first rank column
     assert all(row[first - 1] == " " and row[first] in "0123456789·" for row in rows[1:])
 
@@ -1325,7 +1329,7 @@ def _phases_lines(op: str, world: int, lang: str, width: int | None,
 
     session = FakeSession()
     session.feed(scripted_collective(op, world=world, peer=root))
-    return render.phases(session.model, lang, width=width).plain.splitlines()
+    return inside(session.model, lang, width=width).plain.splitlines()
 
 
 @pytest.mark.parametrize("op, world, width, lang, left_out", [
@@ -1363,16 +1367,16 @@ def test_in_fewer_rows_the_phases_panel_leaves_out_its_prose_then_steps(rows: in
     the phases panel fits the rows it is given, the replayed step always in them."""
     session = FakeSession()
     session.feed(scripted_all_reduce(world=4))
-    whole = render.phases(session.model, "en", width=44)
-    shown = render.phases(session.model, "en", width=44, rows=rows)
-    assert render.text_rows(whole, 44) > 14 >= render.text_rows(shown, 44) <= rows
+    whole = inside(session.model, "en", width=44)
+    shown = inside(session.model, "en", width=44, rows=rows)
+    assert text_rows(whole, 44) > 14 >= text_rows(shown, 44) <= rows
     assert "Cost" in whole.plain and "Cost" not in shown.plain
     assert "AG2" in shown.plain and shown.plain.startswith("all_reduce · gloo ring")
     assert ("RS0" in shown.plain) == (rows >= 14)  # the earliest steps go first
     # what is not shown is said in one row, the cost model with the rest (user trial)
     assert "not shown (widen the terminal): transfers" in whole.plain
     assert shown.plain.endswith("\nnot shown (larger screen): transfers, cost")
-    pt = render.phases(session.model, "pt", width=44, rows=rows).plain
+    pt = inside(session.model, "pt", width=44, rows=rows).plain
     assert pt.endswith("\nocultos (tela maior): transferências, custo")
 
 
@@ -1387,35 +1391,34 @@ def test_a_rooted_op_names_its_root_where_it_is_described(op: str, root: int, la
     session = FakeSession()
     session.feed(scripted_collective(op, world=4, peer=root))
     inst = session.model.recent[-1]
-    assert render.phases(session.model, lang).plain.startswith(said + " · ")
-    assert said in render.explanation(session.model, inst, lang).plain.splitlines()[1]
+    assert inside(session.model, lang).plain.startswith(said + " · ")
+    assert said in explanation(session.model, inst, lang).plain.splitlines()[1]
     session = FakeSession()
     session.feed(scripted_collective("all_reduce", world=4))
-    assert render.phases(session.model, lang).plain.startswith("all_reduce · ")
+    assert inside(session.model, lang).plain.startswith("all_reduce · ")
 
 
 def test_the_phases_panel_sets_the_cost_model_against_the_measured_time() -> None:
     from commviz.knowledge.costmodel import Fit
-    from commviz.tui import render
 
     session = FakeSession()
     session.feed(scripted_all_reduce(world=4))
     inst = session.model.recent[-1]
-    text = render.phases(session.model, "en", None, Fit(50e-6, 1e9, 3)).plain
+    text = inside(session.model, "en", None, Fit(50e-6, 1e9, 3)).plain
     # 6 steps x 50 us + 1.5 MiB / 1 GB/s = 300 + 1572.864 us
     assert "predicted 1873 µs vs 350 µs" in text and f"{inst.time_ns / 1e3:.0f}" == "350"
     assert "α 50 µs/step, β 1 GB/s, fitted on this run's 3 kinds of operation" in text
     # a term the fit left out is said to be unmeasurable, not shown as ∞ or 0 (user trial)
-    latency = render.phases(session.model, "en", None, Fit(50e-6, math.inf, 3)).plain
+    latency = inside(session.model, "en", None, Fit(50e-6, math.inf, 3)).plain
     assert "α 50 µs/step; bandwidth not measurable, the sizes are too small (latency-bound)" \
         in latency
     assert "∞" not in latency
-    bandwidth = render.phases(session.model, "pt", None, Fit(0.0, 1e9, 3)).plain
+    bandwidth = inside(session.model, "pt", None, Fit(0.0, 1e9, 3)).plain
     assert "β 1 GB/s; tempo por passo não mensurável, os tamanhos são grandes demais " \
         "(limitado pela banda)" in bandwidth
     assert "α 0" not in bandwidth
-    assert "AG2" in render.phases(session.model, "pt").plain
-    assert "cada rank envia até 1,5 MiB em 6 passos" in render.phases(session.model, "pt").plain
+    assert "AG2" in inside(session.model, "pt").plain
+    assert "cada rank envia até 1,5 MiB em 6 passos" in inside(session.model, "pt").plain
 
 
 @sync
@@ -1615,23 +1618,21 @@ async def test_v_turns_a_narrow_screen_through_every_panel_group() -> None:
 
 
 def test_the_load_column_draws_gpu_utilization_memory_and_power_or_the_cpu_labelled_so():
-    from commviz.tui import render
     from commviz.viewer.model import RankState
 
     gpu = RankState(0)
     for i in range(6):
         gpu.telemetry.append((i, {"gpu_util_pct": 20.0 * i, "gpu_mem_used": 2e9 * (i + 1),
                                   "gpu_mem_total": 16e9, "gpu_power_w": 100.0 + 50 * i}))
-    line = render._load(gpu).plain
+    line = _load(gpu).plain
     assert line.startswith("GPU 100% ▁▂▃▅▆█ mem ") and "11.2G" in line and "350W ▅▆▇█" in line
     cpu = RankState(1)
     cpu.telemetry.append((0, {"cpu_pct": 55.0, "rss_bytes": 3e8, "gpu_util_pct": None}))
-    assert render._load(cpu).plain == "CPU  55% ▄ rss █ 286.1M"
+    assert _load(cpu).plain == "CPU  55% ▄ rss █ 286.1M"
 
 
 def test_a_transfer_is_set_against_its_pairs_first_one_which_also_connected() -> None:
     """NCCL connects a pair lazily, on its first transfer (knowledge/collectives.md)."""
-    from commviz.tui import render
     from commviz.wire import protocol
 
     session = FakeSession()
@@ -1644,16 +1645,15 @@ def test_a_transfer_is_set_against_its_pairs_first_one_which_also_connected() ->
     assert model.recent[-1].seq == 3 and pair in model.first_transfer_ns
     first = next(i for i in model.recent if i.group == pair and i.seq == 1)
     assert model.first_transfer_ns[pair] == first.time_ns
-    text = render.phases(model, "en").plain
+    text = inside(model, "en").plain
     assert f"The first transfer {pair[0]} → {pair[1]} took {first.time_ns / 1e6:.1f} ms" in text
     frame_of_first = type("F", (), {"instance": first, "step": 0, "round": False})()
-    assert "its time includes setting up" in render.phases(model, "en", frame_of_first).plain
-    assert "criou a conexão" in render.phases(model, "pt").plain
+    assert "its time includes setting up" in inside(model, "en", frame_of_first).plain
+    assert "criou a conexão" in inside(model, "pt").plain
 
 
 def test_on_gloo_a_first_transfer_is_not_said_to_connect() -> None:
     """gloo connects every pair when the process group is created, not on first use."""
-    from commviz.tui import render
 
     session = FakeSession()
     session.feed(scripted_send_recv(world=4, steps=3))
@@ -1662,7 +1662,7 @@ def test_on_gloo_a_first_transfer_is_not_said_to_connect() -> None:
     frame_of_first = type("F", (), {"instance": first, "step": 0, "round": False})()
     for lang in ("en", "pt"):
         for frame in (None, frame_of_first):
-            text = render.phases(model, lang, frame).plain
+            text = inside(model, lang, frame).plain
             assert "send: rank" in text and "lazy" not in text and "conex" not in text
             assert "connection" not in text
 
@@ -1787,7 +1787,7 @@ async def test_a_rank_blamed_for_a_hang_reads_what_it_is_not_in(size, lang) -> N
         await frame(pilot)
         await pilot.pause()
         row = rank_row(app, 3)
-        at, width = row.index("⚠"), app_module.render.RANK_COLUMNS[3][1]
+        at, width = row.index("⚠"), RANK_COLUMNS[3][1]
         assert row[at + width] == " " and "…" not in row[at:at + width], row
         assert row[at:at + width].rstrip() == {"en": "⚠ not in all_reduce #7",
                                                "pt": "⚠ fora do #7"}[lang], row
@@ -1896,48 +1896,46 @@ async def test_the_jobs_output_is_drawn_safe_for_its_cells() -> None:
 
 
 def test_ranks_on_several_nodes_are_grouped_under_a_line_per_node() -> None:
-    from commviz.tui import render
 
     session = FakeSession()
     session.model.local_host = "node0"
     session.feed([dataclasses.replace(hb, host="node-b") if hb.rank in (1, 3) else hb
                   for hb in heartbeats(4)])
-    lines = render.ranks_table(session.model, session.clock.monotonic()).plain.splitlines()
+    lines = ranks_table(session.model, session.clock.monotonic()).plain.splitlines()
     assert lines[1].startswith("node node0: ranks 0, 2; the viewer's host and clock")
     assert [line.split()[0] for line in lines[2:4]] == ["0", "2"]
     assert lines[4].startswith("node node-b: ranks 1, 3; clock offset unknown")
     assert [line.split()[0] for line in lines[5:7]] == ["1", "3"]
-    pt = render.ranks_table(session.model, session.clock.monotonic(), lang="pt").plain
+    pt = ranks_table(session.model, session.clock.monotonic(), lang="pt").plain
     assert "nó node0: ranks 0, 2; o host e o relógio do visualizador" in pt
     assert "nó node-b: ranks 1, 3; diferença de relógio desconhecida" in pt
     one = FakeSession()
     one.feed(heartbeats(4))  # a single node: no node lines
-    assert "node node0:" not in render.ranks_table(one.model, one.clock.monotonic()).plain
+    assert "node node0:" not in ranks_table(one.model, one.clock.monotonic()).plain
 
 
 def test_an_nccl_operation_says_which_algorithm_nccls_log_reported_or_why_not() -> None:
     from pathlib import Path
 
     from commviz.knowledge.nccl_log import UNKNOWN_NO_LOG, NcclLog
-    from commviz.tui import render
 
     session = FakeSession()
     session.feed([dataclasses.replace(m, backend="nccl", device=f"cuda:{m.rank}")
                   if isinstance(m, protocol.Heartbeat) else m
                   for m in scripted_all_reduce(world=2, nbytes=4096)])
     log = NcclLog()
-    assert UNKNOWN_NO_LOG in render.phases(session.model, "en", nccl=log).plain
+    assert UNKNOWN_NO_LOG in inside(session.model, "en", nccl=log).plain
     assert "algoritmo desconhecido (rode com NCCL_DEBUG=INFO" in \
-        render.phases(session.model, "pt", nccl=log).plain
+        inside(session.model, "pt", nccl=log).plain
     for line in (Path(__file__).parent / "data/nccl/two_gpus.log").read_text().splitlines():
         log.feed(line)
-    text = render.phases(session.model, "en", nccl=log).plain
+    text = inside(session.model, "en", nccl=log).plain
     assert "nccl ring · 2 ranks" in text and "NCCL  algorithm: Tree/LL128 (from NCCL's log)" in text
     assert "NCCL  algoritmo: Tree/LL128 (do log do NCCL)" in \
-        render.phases(session.model, "pt", nccl=log).plain
+        inside(session.model, "pt", nccl=log).plain
     gloo = FakeSession()
     gloo.feed(scripted_all_reduce(world=2, nbytes=4096))
-    assert "NCCL" not in render.phases(gloo.model, "en", nccl=log).plain  # gloo: not NCCL's
+    assert "NCCL" not in inside(gloo.model, "en", nccl=log).plain  # gloo: not NCCL's
 
 
 @pytest.mark.parametrize("lang", ["en", "pt"])
@@ -2298,7 +2296,7 @@ def test_the_inside_panel_lists_every_transfer_of_a_round(lang: str, head: str) 
     members = tuple(Instance("isend", (src, (src + 1) % 4), 9, 248, 0, 1000, 1000 + took_ns[src],
                              "float32", None, None) for src in range(4))
     frame = AnimFrame(members[0], None, 1, 0, 1, "", 0.5, "", (), False, True, members)
-    lines = render.phases(FakeSession().model, lang, frame=frame).plain.splitlines()
+    lines = inside(FakeSession().model, lang, frame=frame).plain.splitlines()
     # in the unit that suits, as everywhere else on screen (it read "2624.0 µs" beside the
     # replay's "took 2.62 ms")
     took = {"en": ["95.7 µs", "999 µs", "2.62 ms", "1.2 s"],
@@ -2328,22 +2326,22 @@ def test_a_round_of_the_ring_allreduce_demo_says_which_step_of_its_ring(
                              None, None) for src in range(n))
     frame = AnimFrame(members[0], None, 1, 0, 1, "", 0.5, "", (), False, True, members)
     model = FakeSession().model
-    lines = render.phases(model, "en", frame=frame, demo="ring_allreduce").plain.splitlines()
+    lines = inside(model, "en", frame=frame, demo="ring_allreduce").plain.splitlines()
     assert lines[0] == line and lines[1].startswith(f"{n} isends drawn as one round")
-    pt = render.phases(model, "pt", frame=frame, demo="ring_allreduce").plain.splitlines()
+    pt = inside(model, "pt", frame=frame, demo="ring_allreduce").plain.splitlines()
     assert pt[0].startswith(f"o anel da demo, rodada {(seq - 1) % (2 * n - 2) + 1} de ")
     # another demo's round, or a round that is not a ring to the right: no such line
-    assert render.phases(model, "en", frame=frame).plain.splitlines()[0] == lines[1]
+    assert inside(model, "en", frame=frame).plain.splitlines()[0] == lines[1]
     back = tuple(Instance("isend", (src, (src - 1) % n), seq, 256, 0, 1000, 2000, "float32",
                           None, None) for src in range(n))
     if n > 2:
         other = AnimFrame(back[0], None, 1, 0, 1, "", 0.5, "", (), False, True, back)
-        assert "ring" not in render.phases(model, "en", frame=other, demo="ring_allreduce").plain
+        assert "ring" not in inside(model, "en", frame=other, demo="ring_allreduce").plain
     # and the explanation says what the demo's ring does before what an isend is
-    explained = render.explanation(model, members[0], "pt", "ring_allreduce").plain
+    explained = explanation(model, members[0], "pt", "ring_allreduce").plain
     assert explained.startswith("ring_allreduce (esta demo): all_reduce escrito à mão\n")
     assert "reduce-scatter" in explained and "isend: " in explained
-    assert "esta demo" not in render.explanation(model, members[0], "pt").plain
+    assert "esta demo" not in explanation(model, members[0], "pt").plain
 
 
 @pytest.mark.parametrize("size, crowded", [((120, 40), True), ((160, 48), False)])
@@ -2413,7 +2411,7 @@ async def test_the_source_panel_keeps_the_calls_line_on_screen_beside_a_jobs_out
         assert rows[-1].startswith("╰") and "train.py:12  all_reduce" in rows[1]
         numbers = [int(row.split()[1]) for row in rows[2:-1]]
         assert 12 in numbers and numbers == list(range(numbers[0], numbers[-1] + 1))
-        assert len(numbers) < 2 * render.SOURCE_CONTEXT + 1  # fewer than a demo's
+        assert len(numbers) < 2 * SOURCE_CONTEXT + 1  # fewer than a demo's
 
 
 @pytest.mark.parametrize("lang, measured", [("en", "Measured  1.24 ms"),
@@ -2427,7 +2425,7 @@ def test_a_transfers_measured_time_reads_in_the_unit_that_suits(lang: str, measu
     inst = session.model.recent[-1]
     inst = dataclasses.replace(inst, t_end=inst.t_last_start + 1_242_200)
     frame = type("F", (), {"instance": inst, "step": 0, "round": False})()
-    assert render.phases(session.model, lang, frame).plain.splitlines()[1] == measured
+    assert inside(session.model, lang, frame).plain.splitlines()[1] == measured
 
 
 @pytest.mark.parametrize("lang, op, state", [
@@ -2440,7 +2438,7 @@ def test_an_idle_ranks_long_op_is_shortened_in_its_middle(lang: str, op: str,
     reduce_scatter_tensor and objects)."""
     session = FakeSession()
     session.feed(scripted_collective(op, world=2, steps=1))
-    row = render.ranks_table(session.model, session.clock.monotonic(), lang=lang,
+    row = ranks_table(session.model, session.clock.monotonic(), lang=lang,
                              width=94).plain.splitlines()[1]
     assert f" {state} " in row and "…" not in row.replace(state, "")
 
@@ -2453,7 +2451,7 @@ def test_an_all_to_all_grid_shows_each_ranks_received_blocks_by_sender(lang: str
     """Each rank's column held all n x n chunks, mostly dots: at 160 columns rank 3 of 4 was
     left out (teacher's trial). Now a rank's column is its n received blocks, each digit the
     rank it came from."""
-    lines = _phases_lines("all_to_all", 4, lang, render.GRID_MAX_W)
+    lines = _phases_lines("all_to_all", 4, lang, GRID_MAX_W)
     grid = lines[lines.index(legend) + 1:]
     assert grid[0].split() == ["r0", "r1", "r2", "r3"]
     assert [row.split()[-4:] for row in grid[1:5]] == [
@@ -2468,7 +2466,7 @@ def test_a_list_form_reduce_scatters_grid_shows_on_each_row_the_parts_of_its_blo
     """gloo's list-form reduce_scatter gave each rank n x n chunks: at 160 columns rank 3
     of 4 was left out (teacher's trial). A row now shows the n parts of the block its step
     reduces, each digit how many ranks are summed into it."""
-    lines = _phases_lines("reduce_scatter", 4, "en", render.GRID_MAX_W)
+    lines = _phases_lines("reduce_scatter", 4, "en", GRID_MAX_W)
     at = next(i for i, ln in enumerate(lines) if ln.startswith("Buffers"))
     assert lines[at] == "Buffers: digit = ranks summed into each part of the row's block, " \
         "· = not held"
@@ -2502,7 +2500,7 @@ def test_the_lines_a_demos_source_panel_shows_fit_it_at_160_columns() -> None:
                 site = Instance("all_reduce", (0, 1), 1, 4, 0, 0, 1, "float32", None,
                                 site=(str(path), number))
                 too_long += [f"{path.name}: {shown}"
-                             for shown in render.source(site, "en").plain.splitlines()
+                             for shown in source(site, "en").plain.splitlines()
                              if len(shown) > SOURCE_W_AT_160]
     assert not too_long, "\n".join(too_long)
 
@@ -2919,7 +2917,7 @@ async def test_a_rank_whose_launcher_said_it_was_killed_reads_killed_not_silent(
     # and the ranks panel, where '⚠ lost rank' took its place (user trial)
     flagged = {r: f for f in found for r in f.ranks}
     assert 1 in flagged
-    table = render.ranks_table(session.model, session.clock(), session.clock.wall_ns(),
+    table = ranks_table(session.model, session.clock(), session.clock.wall_ns(),
                                flagged, width=94).plain.splitlines()
     assert "⚠ killed (SIGKILL)" in table[2] and "lost" not in table[2], table
     assert text_mod.process_end(-9, "pt") == "morto (SIGKILL)"

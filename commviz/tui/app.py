@@ -2,7 +2,8 @@
 statistics, the live diagnosis, explanations and source, for a demo or a watched job.
 
 Fed only by the session's model, read under its lock at a fixed frame rate; no widget is
-mounted per event. The panels themselves are drawn by ``render`` and the line-API widgets.
+mounted per event. The panels' contents are drawn by ``panels`` and the line-API widgets; how
+the screen's rows are shared out is ``layout``'s, the keys are ``commands``'.
 """
 
 from __future__ import annotations
@@ -32,16 +33,24 @@ from commviz.knowledge import costmodel
 from commviz.launch.job import JobAsRanks
 from commviz.launch.launcher import Ranks
 from commviz.text import explain
-from commviz.tui import commands, layout, render
+from commviz.tui import commands, layout
 from commviz.tui.animation import Animator
 from commviz.tui.help import HelpScreen
 from commviz.tui.oplog import Line, OpLog
+from commviz.tui.panels.explanation import before_first, explanation
+from commviz.tui.panels.findings import findings, findings_lead
+from commviz.tui.panels.inside import inside, text_rows
+from commviz.tui.panels.ranks import ranks_table
+from commviz.tui.panels.source import SOURCE_CONTEXT, source
+from commviz.tui.panels.stats import StatsTable, stats_table
+from commviz.tui.panels.status import gpu_links_line
 from commviz.tui.reading import ReadingScreen
 from commviz.tui.timeline import Timeline, title
 from commviz.tui.topology import Topology
 from commviz.viewer import diagnose
 from commviz.viewer import plain_text as text
 from commviz.viewer.playback import PlaybackControl
+from commviz.viewer.source import Source
 from commviz.wire.control import Controller
 
 FRAME_S = 1 / 30
@@ -74,7 +83,7 @@ class CommvizApp(App):
     NARROW_VIEWS = ("numbers", "replay", "inside", "explain")
     OUTPUT_VIEW = "output"
 
-    def __init__(self, session: Any, ranks: Ranks | None = None,
+    def __init__(self, session: Source, ranks: Ranks | None = None,
                  title: str | Callable[[str], str] = "",
                  clock: Any = time.monotonic, wall_ns: Any = time.time_ns,
                  lang: str = "en", controller: Controller | PlaybackControl | None = None,
@@ -108,7 +117,7 @@ class CommvizApp(App):
         self._explained: tuple | None = None  # (op, site, group, root): the teaching panels'
         self._sourced: tuple | None = None  # (the same, the source's lines of context)
         self._explanation = Text()  # the explanation panel's text, for `e`
-        # (instance, step, rows) the phases panel shows: it follows the replay, in the rows
+        # (instance, step, rows) the inside panel shows: it follows the replay, in the rows
         # the panels around it leave
         self._replayed: tuple | None = None
         self._fit: costmodel.Fit | None = None
@@ -134,7 +143,7 @@ class CommvizApp(App):
                 yield Static(id="stats")
                 with VerticalScroll(id="findings"):  # the rest of the advice: tab, arrows
                     yield Static(id="findings-text")
-                yield Static(id="phases")
+                yield Static(id="phases")  # the inside panel
                 with VerticalScroll(id="explain-box"):  # a long one scrolls (tab, arrows)
                     yield Static(id="explain")
                 yield Static(id="status")
@@ -243,18 +252,18 @@ class CommvizApp(App):
         if key != self._explained:  # another op (the same again: nothing to redraw)
             self._explained = key
             if shown is None and self.demo is not None and self.controller is not None:
-                explanation = render.before_first(model, self.demo, paused, self.lang,
-                                                  self._playback is not None)
+                explained = before_first(model, self.demo, paused, self.lang,
+                                         self._playback is not None)
             else:
-                explanation = render.explanation(model, shown, self.lang, self.demo)
-            self._show("#explain", explanation, _height_key(explanation))
-            self._explanation = explanation
+                explained = explanation(model, shown, self.lang, self.demo)
+            self._show("#explain", explained, _height_key(explained))
+            self._explanation = explained
             self.query_one("#explain-box").scroll_home(animate=False)  # a new one: its top
         context = self._source_context()
         if (key, context) != self._sourced:  # another op, or another room for its lines
             self._sourced = (key, context)
-            source = render.source(shown, self.lang, context)
-            self._show("#source", source, _height_key(source))
+            code = source(shown, self.lang, context)
+            self._show("#source", code, _height_key(code))
 
     def _refresh_replay(self, model: Any, now: float, slow: bool = True) -> None:
         """Queue what completed for the replay; the teaching panels follow it (statistics at
@@ -281,7 +290,7 @@ class CommvizApp(App):
         slow_tick = slow and now - self._slow_at >= SLOW_FRAME_S or latest is None
         if slow_tick:
             self._slow_at = now
-            stats = render.stats_table(model, self.lang)
+            stats = stats_table(model, self.lang)
             self._show("#stats", stats, _height_key(stats))
             self._fit = _fit(model)
         # the teaching panels follow the replay as soon as it turns to another op (an op of
@@ -292,15 +301,15 @@ class CommvizApp(App):
         if slow_tick or replayed != self._replayed:  # follows the replay step by step
             self._replayed = replayed
             width = self._inside_width()
-            phases = render.phases(model, self.lang, frame, self._fit,
-                                   getattr(self.session, "nccl", None), width, rows, self.demo)
+            drawn = inside(model, self.lang, frame, self._fit, self.session.nccl, width, rows,
+                           self.demo)
             # too few rows for even its smallest form (a finding's panel took them): the
             # panel gives way, so that the viewer panel below stays on screen
             crowded = rows is not None and width is not None \
-                and render.text_rows(phases, width) > rows
+                and text_rows(drawn, width) > rows
             if self.screen.has_class("-crowded") != crowded:
                 self.screen.set_class(crowded, "-crowded")
-            self._show("#phases", phases, _height_key(phases))
+            self._show("#phases", drawn, _height_key(drawn))
         # not App.sub_title: setting that reactive repaints the whole screen every frame
         paused = self.controller is not None and self.controller.paused and not self._ended
         live = (f"⏸ {explain.ui('paused', self.lang)} · " if paused else "") \
@@ -319,7 +328,7 @@ class CommvizApp(App):
         flagged = {r: f for f in live for r in f.ranks}
         panel = self.query_one("#ranks")
         width = panel.content_region.width or None  # None: not laid out
-        table = functools.partial(render.ranks_table, model, model.clock(), self._wall_ns(),
+        table = functools.partial(ranks_table, model, model.clock(), self._wall_ns(),
                                   flagged, self.lang, width)
         ranks = table()
         rows = ranks.plain.count("\n") + 1
@@ -336,9 +345,14 @@ class CommvizApp(App):
         if self.screen.has_class("-findings") != shown:  # the panel's display, by app.tcss
             self.screen.set_class(shown, "-findings")
         if shown:
-            findings = render.findings(model, self.lang)
-            self._show("#findings-text", findings, _height_key(findings))
-            self._fit_findings(render.findings_lead(model, self.lang))
+            said = findings(model, self.lang, self._history())
+            self._show("#findings-text", said, _height_key(said))
+            self._fit_findings(findings_lead(model, self.lang))
+
+    def _history(self) -> Iterable[diagnose.Finding]:
+        """The findings the session's diagnosis made and resolved so far, oldest first."""
+        diagnosis = self.session.diagnosis
+        return diagnosis.history if diagnosis is not None else ()
 
     @staticmethod
     def _max_rows(panel: Any) -> float:
@@ -406,18 +420,18 @@ class CommvizApp(App):
         # once the job has ended (before, its records may still come); a line only then
         left = " · ".join(counted(key, n) for key, n in (
             ("failed ops", failed), ("incomplete ops", unmatched if self._ended else 0)) if n)
-        source = "playing file" if self._playback is not None else "listening on"
-        status = (f"{ui(source).format(self.session.addr)}\n"
+        heard = "playing file" if self._playback is not None else "listening on"
+        status = (f"{ui(heard).format(self.session.addr)}\n"
                   f"{counted('op records', model.records)} · "
                   f"{counted('collectives', model.instances)} · "
                   f"{counted('transfers', model.transfers)}\n"
                   + (f"{left}\n" if left else "") +
                   f"{counted('rejected', self.session.rejected)} · "
                   f"{counted('dropped', dropped)}\n")
-        unresolved = sum(f.unresolved for f in getattr(model.diagnosis, "history", ()))
+        unresolved = sum(f.unresolved for f in self._history())
         status += counted("findings now", len(live)) if live else \
             counted("findings unresolved", unresolved) if unresolved else ui("no findings short")
-        gpus = render.gpu_links_line(model, lang)  # NVML's links (drawn in the replay) or no GPU
+        gpus = gpu_links_line(model, lang)  # NVML's links (drawn in the replay) or no GPU
         if gpus:
             status += "\n" + gpus
         # once the ranks or the job have ended, nothing is awaited; a recording's ranks come
@@ -486,20 +500,20 @@ class CommvizApp(App):
 
     def _source_context(self) -> int:
         """Lines of the program to show around its call (``layout.source_context``)."""
-        left, source = self.query_one("#left"), self.query_one("#source")
+        left, panel = self.query_one("#left"), self.query_one("#source")
         taken = sum(child.outer_size.height for child in left.children
                     if child.display and child.id not in ("topology", "source"))
         return layout.source_context(left.size.height, taken, self._least_rows("#topology"),
-                                     source.styles.gutter.height, render.SOURCE_CONTEXT,
+                                     panel.styles.gutter.height, SOURCE_CONTEXT,
                                      self._narrow)
 
     def _inside_width(self) -> int | None:
         """The inside panel's inner width, also while it gives way (hidden: no region);
         None before a layout."""
-        inside = self.query_one("#phases")
-        return layout.inside_width(inside.content_region.width,
+        panel = self.query_one("#phases")
+        return layout.inside_width(panel.content_region.width,
                                    self.query_one("#right").size.width,
-                                   inside.styles.gutter.width)
+                                   panel.styles.gutter.width)
 
     def _right_rows_left(self, taken_by: tuple[str, ...]) -> int | None:
         """The right column's rows less those of the panels ``taken_by`` (ids, where shown)
@@ -538,14 +552,14 @@ class CommvizApp(App):
         if isinstance(renderable, (str, Text)) and last == renderable:
             return  # unchanged: not even a repaint
         self._shown_panels[selector] = renderable
-        layout = self._height_keys.get(selector) != height_key or height_key is None
+        relayout = self._height_keys.get(selector) != height_key or height_key is None
         self._height_keys[selector] = height_key
-        self.query_one(selector, Static).update(renderable, layout=layout)
+        self.query_one(selector, Static).update(renderable, layout=relayout)
 
     @property
     def _recording(self) -> bool:
         """Whether the session records: a recording holds one run, so no restart."""
-        return getattr(self.session, "recorder", None) is not None
+        return self.session.recorder is not None
 
     def _control_line(self) -> str:
         """The ranks' state (playing, paused), and the replay's when it is held apart."""
@@ -625,12 +639,7 @@ class CommvizApp(App):
         failures after it are mostly its consequences: peers that lost it)."""
         first = key == "rank failed" and all(k != key for k, _ in self._events)
         self._events.append((key, fields))
-        note = getattr(self.session, "note_event", None)
-        if note is not None:  # recorded, and how a rank ended told to the model
-            note(key, fields)
-        elif type(fields.get("rank")) is int and type(fields.get("code")) is int:
-            with self.session.lock:  # a playback: the ranks table says how it ended
-                self.session.model.process_ended(fields["rank"], fields["code"])
+        self.session.note_event(key, fields)  # recorded; how a rank ended, to the model
         if first and not self._status_shows_whole(self._event(key, fields)):
             self.notify(self._event(key, fields), severity="error", timeout=10, markup=False)
 
@@ -810,14 +819,14 @@ def _zoom_subtitle(zoom_s: float | None, lang: str) -> str:
 
 def _height_key(renderable: Any) -> int | None:
     """Something that changes when a panel's natural height may change; None: unknown."""
-    if isinstance(renderable, (Table, render.StatsTable)):
+    if isinstance(renderable, (Table, StatsTable)):
         return renderable.row_count
     if isinstance(renderable, Text):  # its lines' lengths: how it wraps, where it does
         return hash(tuple(map(len, renderable.plain.split("\n"))))
     return None
 
 
-def run_app(session: Any, ranks: Ranks | None, title: str | Callable[[str], str], lang: str,
+def run_app(session: Source, ranks: Ranks | None, title: str | Callable[[str], str], lang: str,
             controller: Controller | PlaybackControl | None = None,
             restart: Callable[[], Ranks] | None = None, output: Any = None,
             demo: str | None = None, out: TextIO | None = None,

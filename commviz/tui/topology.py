@@ -34,7 +34,8 @@ from commviz.knowledge import schedule_notes, schedules
 from commviz.knowledge.schedules import Schedule, Transfer
 from commviz.text import explain
 from commviz.tui.animation import Animator, AnimFrame, frame_label, plan
-from commviz.tui.render import SILENT_AFTER_S, finding_name
+from commviz.tui.panels.ranks import SILENT_AFTER_S
+from commviz.tui.panels.words import finding_name
 from commviz.viewer.model import Instance, Model
 from commviz.viewer.plain_text import duration, human_bytes, process_end
 

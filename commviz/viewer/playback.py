@@ -109,8 +109,8 @@ class PlaybackClock:
         self._at_ns, self._since = self._now(), self._real()
 
 
-class Schedule:
-    """A recording's messages ordered by their times, taken up to a time. An op batch is
+class Timetable:
+    """A recording's messages in the order they fall due, taken up to a time. An op batch is
     taken row by row: each op at its own time (its end; an announced running op shortly
     after its start)."""
 
@@ -225,8 +225,8 @@ class Playback(Collector):
         # the live diagnosis's findings, for their times only (this playback diagnoses again)
         found: list[dict] = []
         extra: dict[str, list[dict]] = {"out": [], "event": [], "summary": []}
-        self.schedule = Schedule(recording.read(path, found, self.cut, playback=True,
-                                                lines=extra))
+        self.timetable = Timetable(recording.read(path, found, self.cut, playback=True,
+                                                  lines=extra))
         # the job's output lines and the ranks' events, in time order: (t_ns, kind, line)
         timed = sorted(((line["t_ns"], kind, line) for kind in ("out", "event")
                         for line in extra[kind] if _well_formed(kind, line)),
@@ -237,7 +237,7 @@ class Playback(Collector):
         self.output = OutputBuffer() if extra["out"] else None
         summary = extra["summary"]
         self.closed = bool(summary)  # False: its viewer never closed it (killed?)
-        if not len(self.schedule):
+        if not len(self.timetable):
             raise recording.RecordingError(f"{path}: nothing was recorded (no rank reported)")
         # the recording lasts from its first message or line of output until the viewer
         # closed it (or, if it was not closed, its last finding or message)
@@ -251,7 +251,7 @@ class Playback(Collector):
         # the ranks the viewer judged ended when it closed (None: as a watcher, the silent)
         ended = summary[-1].get("ended") if summary else None
         self.ended = [r for r in ended if type(r) is int] if isinstance(ended, list) else None
-        times = [self.schedule.first_ns, self.schedule.last_ns, *self._lines_ns[:1].tolist(),
+        times = [self.timetable.first_ns, self.timetable.last_ns, *self._lines_ns[:1].tolist(),
                  *self._lines_ns[-1:].tolist()]
         # time 0 of the playback: its first message or line of output; the log's times, the
         # playback's place and --from count from it (the clock starts LEAD_NS before it)
@@ -263,6 +263,7 @@ class Playback(Collector):
         self.host = self.header.get("host")  # the viewer's: its clock is the others' reference
         self.stop_at_each_op = False  # hold the clock after each operation (PlaybackControl)
         self.rejected = 0  # nothing is received: nothing is rejected
+        self.recorder = None  # what is played back is not recorded again
         self._fresh()
 
     @property
@@ -374,7 +375,7 @@ class Playback(Collector):
         """Forward to the next operation: until a collective instance or a transfer
         completes or fails, or an op is seen running (the end, if none is left)."""
         with self.lock:
-            while (due := self.schedule.next_ns()) is not None:
+            while (due := self.timetable.next_ns()) is not None:
                 self.clock.jump(due)
                 if self._take(due, each_op=True, running_too=True, hold=False):
                     break
@@ -388,14 +389,14 @@ class Playback(Collector):
         the clock then stops (``hold``: until the replay has shown it). Returns how many
         messages were applied (with ``each_op``: 0 unless an operation came)."""
         if not each_op:
-            msgs = self.schedule.take(until_ns)
+            msgs = self.timetable.take(until_ns)
             if msgs:
                 self.model.apply(msgs)
             return len(msgs)
         model = self.model
-        while (due := self.schedule.next_ns()) is not None and due <= until_ns:
+        while (due := self.timetable.next_ns()) is not None and due <= until_ns:
             done, running = model.instances + model.transfers + model.failed, len(model.inflight)
-            msgs = self.schedule.take(due)
+            msgs = self.timetable.take(due)
             model.apply(msgs)
             if (model.instances + model.transfers + model.failed > done
                     or running_too and len(model.inflight) > running):
@@ -428,7 +429,7 @@ class Playback(Collector):
         """From the start again, on an empty model (the output panel goes on below a line
         that says so)."""
         with self.lock:
-            self.schedule.rewind()
+            self.timetable.rewind()
             self.clock.reset(self.start_ns)
             self._fresh()
             if self.output is not None and self.output.total:

@@ -27,7 +27,10 @@ JOB_TAIL_LINES = 200  # of a job's output kept by job_line
 
 class Collector:
     """A background thread that writes ``model`` under ``lock`` (the TUI reads it under the
-    same lock), holding back while a frame is drawn; subclasses give its rounds (``_run``)."""
+    same lock), holding back while a frame is drawn; subclasses give its rounds (``_run``)
+    and the model."""
+
+    model: Model
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
@@ -52,6 +55,13 @@ class Collector:
 
     def _run(self) -> None:
         raise NotImplementedError
+
+    def note_event(self, key: str, fields: dict) -> None:
+        """What the launcher told of the ranks' processes ("rank failed"...): how a rank's
+        process ended goes to the model (the ranks table, the end's diagnosis)."""
+        if type(fields.get("rank")) is int and type(fields.get("code")) is int:
+            with self.lock:
+                self.model.process_ended(fields["rank"], fields["code"])
 
     def _stop_collecting(self) -> None:
         self._stop.set()
@@ -116,11 +126,8 @@ class Session(Collector):
             recorder.write_output(text)
 
     def note_event(self, key: str, fields: dict) -> None:
-        """What the launcher told of the ranks' processes ("rank failed"...), recorded; how a
-        rank's process ended goes to the model (the ranks table, the end's diagnosis)."""
-        if type(fields.get("rank")) is int and type(fields.get("code")) is int:
-            with self.lock:
-                self.model.process_ended(fields["rank"], fields["code"])
+        """As the collector's (``Collector.note_event``), and recorded."""
+        super().note_event(key, fields)
         recorder = self.recorder
         if recorder is not None:
             recorder.write_event(key, fields)

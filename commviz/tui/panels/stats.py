@@ -1,0 +1,69 @@
+"""The statistics panel: the latest shapes in nccl-tests' columns."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.text import Text
+
+from commviz.knowledge.bandwidth import gbps_text
+from commviz.text import explain
+from commviz.tui.panels.words import bytes_text
+from commviz.viewer import plain_text as text
+from commviz.viewer.model import Model
+
+STATS_ROWS = 6  # the shapes that completed most recently: the teaching panels need the room
+
+
+def stats_table(model: Model, lang: str = "en") -> StatsTable:
+    size, count = explain.ui("col size", lang), explain.ui("col count", lang)
+    rows = [(row["op"], str(row["ranks"]), bytes_text(row["size"], lang), str(row["count"]),
+             f"{row['time_p50_us']:.0f}", explain.number(gbps_text(row["algbw_gbps"]), lang),
+             explain.number(gbps_text(row["busbw_gbps"]), lang))
+            for row in model.latest_stats(STATS_ROWS)]
+    return StatsTable(("op", "n", size, count, "p50 µs", "algbw", "busbw"), rows)
+
+
+OP_MIN = 14  # "reduce_scatter" whole; a longer name shortened to it still reads: reduce_…tensor
+# How the statistics fit a panel, tried in turn: (columns' gap, columns left out, by index).
+# Two spaces only where every name fits whole; then one, then algbw (busbw is what
+# nccl-tests' users compare), the group size and the calls go before the name is cut
+# under OP_MIN. The numbers themselves are never cut.
+STATS_LAYOUTS = ((2, ()), (1, ()), (1, (5,)), (1, (5, 1)), (1, (5, 1, 3)))
+
+
+class StatsTable:
+    """The statistics in nccl-tests' columns, laid out for the width they are drawn at: the
+    op name comes before the less important numbers (``STATS_LAYOUTS``); one still too
+    long is shortened in its middle, so that its end, which tells ``reduce_scatter_tensor``
+    from ``reduce_scatter_single``, stays."""
+
+    def __init__(self, heads: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
+        self.heads, self.rows = heads, rows
+
+    @property
+    def row_count(self) -> int:
+        return len(self.rows)
+
+    def layout(self, width: int) -> tuple[int, list[int], list[int]]:
+        """The gap, the columns shown after the op's (indices) and every column's width at
+        ``width``, the op name's its room."""
+        widths = [max([len(head), *(len(row[i]) for row in self.rows)])
+                  for i, head in enumerate(self.heads)]
+        for gap, dropped in STATS_LAYOUTS:
+            shown = [i for i in range(1, len(widths)) if i not in dropped]
+            room = width - sum(widths[i] + gap for i in shown)
+            if room >= (widths[0] if gap > 1 else min(widths[0], OP_MIN)):
+                break
+        return gap, shown, [max(len("op"), room), *widths[1:]]
+
+    def __rich_console__(self, console: Any, options: Any) -> Any:
+        gap, shown, widths = self.layout(options.max_width)
+        room = widths[0]
+        out = Text(no_wrap=True, overflow="crop")
+        for k, row in enumerate([self.heads, *self.rows]):
+            line = f"{text.shorten_middle(row[0], room):<{room}}" + "".join(
+                " " * gap + f"{row[i]:>{widths[i]}}" for i in shown)
+            out.append(line + ("\n" if k < len(self.rows) else ""),
+                       style="bold" if k == 0 else "")
+        yield out
