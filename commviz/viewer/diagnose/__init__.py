@@ -7,24 +7,15 @@ A ``Finding`` holds facts (``facts``); ``wording`` makes its line when it is sho
 language asked for, from ``commviz/text/<lang>/findings.toml``.
 """
 
-from commviz.viewer.diagnose.diagnosis import HISTORY, Diagnosis
-from commviz.viewer.diagnose.finding import (
-    DIAG_VERSION,
-    TYPES,
-    Finding,
-    by_cause,
-    recorded_facts,
-    recorded_text,
-)
+from commviz.viewer.diagnose.diagnosis import Diagnosis
+from commviz.viewer.diagnose.finding import TYPES, Finding, by_cause, recorded_facts, recorded_text
 from commviz.viewer.diagnose.hangs import HANG_AFTER_S
 from commviz.viewer.diagnose.lost import LOST_AFTER_S, LOST_CONFIRM_S
 from commviz.viewer.diagnose.mismatch import MISMATCH_HOLD_S, MISMATCH_WAIT_S
 from commviz.viewer.diagnose.slow import SLOW_HOLD_S
 from commviz.viewer.diagnose.stragglers import WINDOW, Lateness
-from commviz.viewer.diagnose.watch import KEYS_MAX
 from commviz.viewer.diagnose.wording import signal_name
 
-__all__ = ["DIAG_VERSION", "HANG_AFTER_S", "HISTORY", "KEYS_MAX", "LOST_AFTER_S",
-           "LOST_CONFIRM_S", "MISMATCH_HOLD_S", "MISMATCH_WAIT_S", "SLOW_HOLD_S", "TYPES",
-           "WINDOW", "Diagnosis", "Finding", "Lateness", "by_cause", "recorded_facts",
-           "recorded_text", "signal_name"]
+__all__ = ["HANG_AFTER_S", "LOST_AFTER_S", "LOST_CONFIRM_S", "MISMATCH_HOLD_S", "MISMATCH_WAIT_S",
+           "SLOW_HOLD_S", "TYPES", "WINDOW", "Diagnosis", "Finding", "Lateness", "by_cause",
+           "recorded_facts", "recorded_text", "signal_name"]
