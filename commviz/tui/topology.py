@@ -30,12 +30,12 @@ from textual.strip import Strip
 from textual.timer import Timer
 from textual.widget import Widget
 
-from commviz.knowledge import schedule_notes, schedules
+from commviz.knowledge import schedule_notes
 from commviz.knowledge.schedules import Schedule, Transfer
 from commviz.text import explain
 from commviz.tui.animation import Animator, AnimFrame, frame_label, plan
-from commviz.tui.panels.ranks import SILENT_AFTER_S
 from commviz.tui.panels.words import finding_name
+from commviz.tui.rank_facts import State, backend_of, ops_in, rank_state
 from commviz.viewer.model import Instance, Model
 from commviz.viewer.plain_text import duration, human_bytes, process_end
 
@@ -519,37 +519,31 @@ def _legend(status: str, width: int, wires: Collection[bool] = (), lang: str = "
 # ----------------------------------------------------------------------------- model
 
 def rank_states(model: Model, now: float | None = None, lang: str = "en") -> dict[int, Text]:
-    """A short state per rank ("in all_reduce", "idle", "silent", "exited"), from the model;
-    ``now`` is the model clock's time (default: read it)."""
+    """A short state per rank ("in all_reduce", "idle", "silent", "exited"), by the ranks
+    panel's rule (``rank_facts.rank_state``), a finding's name over it; ``now`` is the model
+    clock's time (default: read it)."""
     ui = functools.partial(explain.ui, lang=lang)
     now = model.clock() if now is None else now
-    busy: dict[int, str] = {}
-    for op in sorted(model.inflight.values(), key=lambda o: o.t_start):
-        busy.setdefault(op.rank, op.op)
+    ops = ops_in(model)
     out = {}
     flagged = {r: f.type for f in model.findings() for r in f.ranks}
     for rank, s in model.shown_ranks().items():
-        if s.exit_code:  # what its launcher said of its process: plainer than a finding's
+        kind = rank_state(s, now, rank in ops)
+        if kind is State.FAILED:
             out[rank] = Text(f"⚠ {process_end(s.exit_code, lang)}", style="bold red")
         elif rank in flagged:
             out[rank] = Text(f"⚠ {finding_name(flagged[rank], lang)}", style="bold red")
-        elif s.exited:
+        elif kind is State.EXITED:
             out[rank] = Text(ui("state exited"), style="dim")
-        elif s.exit_code is not None:
+        elif kind is State.ENDED:
             out[rank] = Text(process_end(s.exit_code, lang), style="dim")
-        elif now - s.last_seen > SILENT_AFTER_S:
+        elif kind is State.SILENT:
             out[rank] = Text(ui("state silent"), style="bold red")
-        elif rank in busy:
-            out[rank] = Text(ui("state in").format(busy[rank]), style="yellow")
+        elif kind is State.IN_OP:
+            out[rank] = Text(ui("state in").format(ops[rank].op), style="yellow")
         else:
             out[rank] = Text(ui("state idle"), style="dim")
     return out
-
-
-def backend_of(model: Model, group: tuple[int, ...]) -> str | None:
-    """The backend the group's first rank reported, if it has a schedule."""
-    state = model.ranks.get(group[0]) if group else None
-    return state.backend if state is not None and state.backend in schedules.BACKENDS else None
 
 
 # ----------------------------------------------------------------------------- widget

@@ -6,8 +6,8 @@ from rich.text import Text
 
 from commviz.knowledge import schedules
 from commviz.text import explain
-from commviz.tui.panels.inside import _backend_of
 from commviz.tui.panels.words import op_described
+from commviz.tui.rank_facts import backend_of
 from commviz.viewer.model import Instance, Model
 from commviz.wire import protocol
 
@@ -28,7 +28,7 @@ def explanation(model: Model, inst: Instance | None, lang: str,
         out.append(explain.ui("ring demo title", lang) + "\n", style="bold")
         out.append(explain.ui("ring demo", lang) + "\n")
     described = op_described(inst, lang)
-    _explained(out, ex, _backend_of(model, inst.group), lang,
+    _explained(out, ex, backend_of(model, inst.group), lang,
                described if described != inst.op else "")
     return out
 

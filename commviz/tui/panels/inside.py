@@ -17,6 +17,7 @@ from commviz.knowledge import costmodel, schedule_notes, schedules
 from commviz.text import explain
 from commviz.tui.animation import AnimFrame
 from commviz.tui.panels.words import bytes_text, op_described
+from commviz.tui.rank_facts import backend_of
 from commviz.viewer import plain_text as text
 from commviz.viewer.model import Instance, Model
 from commviz.wire import protocol
@@ -58,7 +59,7 @@ def inside(model: Model, lang: str = "en", frame: AnimFrame | None = None,
                    f"{explain.number(text.duration(inst.time_ns), lang)}\n")
         # NCCL connects a pair on its first transfer (lazily); gloo connected every pair
         # when the process group was created, so there its first transfer set nothing up
-        if _backend_of(model, inst.group) != "nccl":
+        if backend_of(model, inst.group) != "nccl":
             out.rstrip()  # the panel's height is its text's: no blank line at the end
             return out
         first = model.first_transfer_ns.get((src, dst))
@@ -68,7 +69,7 @@ def inside(model: Model, lang: str = "en", frame: AnimFrame | None = None,
             out.append(explain.ui("first transfer took", lang).format(
                 src=src, dst=dst, ms=explain.number(f"{first / 1e6:.1f}", lang)), style="italic")
         return out
-    backend = _backend_of(model, inst.group)
+    backend = backend_of(model, inst.group)
     if backend is None:
         return Text(explain.ui("backend not known", lang).format(op=inst.op), style="dim")
     n = len(inst.group)
@@ -342,11 +343,6 @@ def _grid(out: Text, sched: schedules.Schedule, ranks: tuple[int, ...], current:
         row(schedule_notes.step_label(step.label, lang), _sends(step, ranks) if listed else "",
             states[k + 1],
             "bold reverse" if k == current else "bold cyan", step)
-
-
-def _backend_of(model: Model, group: tuple[int, ...]) -> str | None:
-    state = model.ranks.get(group[0])
-    return state.backend if state is not None and state.backend in schedules.BACKENDS else None
 
 
 def _root_of(inst: Instance) -> int | None:

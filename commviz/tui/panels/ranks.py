@@ -10,12 +10,12 @@ from rich.text import Text
 
 from commviz.text import explain
 from commviz.tui.panels.words import bytes_text, finding_name
+from commviz.tui.rank_facts import State, ops_in, rank_state
 from commviz.viewer import plain_text as text
 from commviz.viewer.diagnose import Finding
 from commviz.viewer.model import HostClock, Model
 
 SPARK = "▁▂▃▄▅▆▇█"
-SILENT_AFTER_S = 1.5  # three missed heartbeats
 
 
 def sparkline(values: list[float], top: float) -> str:
@@ -42,9 +42,7 @@ def ranks_table(model: Model, now: float, now_ns: int | None = None,
     any), the last row names the ranks left out (8 ranks at 80x24 showed 4, silently)."""
     now_ns = time.time_ns() if now_ns is None else now_ns
     ui = functools.partial(explain.ui, lang=lang)
-    inflight: dict[int, list] = {}
-    for op in model.inflight.values():
-        inflight.setdefault(op.rank, []).append(op)
+    ops = ops_in(model)
     out = Text(no_wrap=True, overflow="crop")
     widths = _column_widths(width)
     state_w = widths[3] if len(widths) > 3 else RANK_COLUMNS[3][1]
@@ -58,28 +56,28 @@ def ranks_table(model: Model, now: float, now_ns: int | None = None,
         if clocks and rank == nodes[s.host][0]:  # several nodes: a line heads each
             out.append(_cut(node_line(clocks[s.host], nodes[s.host], lang), width) + "\n",
                        style="bold cyan")
-        idle = False
+        kind = rank_state(s, now, rank in ops)
+        idle = kind in (State.DONE, State.IDLE)
         # what a finding puts before the state of a rank it names ("⚠ hang: ")
-        flag = _flagged(flagged[rank], "", idle, lang, state_w) \
-            if flagged and rank in flagged else ""
-        if s.exit_code:  # its process failed, as its launcher says: plainer than a finding
-            state, flag = Text(f"⚠ {text.process_end(s.exit_code, lang)}", style="bold red"), ""
-        elif s.exited:
+        flag = _flagged(flagged[rank], "", False, lang, state_w) \
+            if flagged and rank in flagged and kind is not State.FAILED else ""
+        if kind is State.FAILED:
+            state = Text(f"⚠ {text.process_end(s.exit_code, lang)}", style="bold red")
+        elif kind is State.EXITED:
             state = Text(ui("state exited"), style="dim")
-        elif s.exit_code is not None:  # gone without a goodbye, with exit code 0
+        elif kind is State.ENDED:
             state = Text(text.process_end(s.exit_code, lang), style="dim")
-        elif now - s.last_seen > SILENT_AFTER_S:
+        elif kind is State.SILENT:
             state = Text(ui("state silent for").format(f"{now - s.last_seen:.0f}"),
                          style="bold red")
-        elif rank in inflight:
-            op = min(inflight[rank], key=lambda o: o.t_start)
+        elif kind is State.IN_OP:
+            op = ops[rank]
             state = Text(_waiting_in(op.op, op.seq, max(0, now_ns - op.t_start),
                                      state_w - len(flag), lang), style="bold yellow")
-        elif s.last_op:
+        elif kind is State.DONE:
             state = Text(_done_with(s.last_op, state_w - len(flag), lang), style="green")
-            idle = True
         else:
-            state, idle = Text(ui("state idle"), style="dim"), True
+            state = Text(ui("state idle"), style="dim")
         if flag:
             state = Text(_flagged(flagged[rank], state.plain, idle, lang, state_w),
                          style="bold red")
