@@ -5,9 +5,10 @@ A record is a plain list with one field per column of an ``ops`` batch, in
 is one store, and the emitter thread transposes a batch of records straight into columns.
 The order is checked against the protocol when this module is imported.
 
-The hooks (hooks.py, ddp.py, funcol.py) start and end records here; hooks.py sets the state
-below as it instruments. It is module-level on purpose: each hooked call reads these names
-as globals, where an attribute lookup or a call more per record would show in its cost.
+The hooks (hooks.py, ddp.py, funcol.py) start and end records here. The state below is set
+by hooks.py as it instruments (``active``, the emitter) and by ``start`` itself (the device,
+the GPU timer). It is module-level on purpose: each hooked call reads these names as
+globals, where an attribute lookup or a call more per record would show in its cost.
 
 Torch-free (torch's tensors and groups are only handed in), so that the emitter, which
 reads the layout here, is too.
