@@ -28,7 +28,7 @@ import torch.distributed as dist
 
 import commviz
 from commviz.launch.launcher import free_port
-from commviz.rank import describe, hooks
+from commviz.rank import describe, hooks, records
 
 
 def main() -> None:
@@ -44,7 +44,7 @@ def main() -> None:
         raise SystemExit("this torch is not hooked in place: nothing to compare here")
     full = cell.cell_contents
     real = full.__wrapped__
-    getframe, sites, site_id = sys._getframe, hooks._sites_by_instr, hooks._site_id
+    getframe, sites, site_id = sys._getframe, records.sites_by_instr, records.site_id
     extract, torch_files = describe.EXTRACTORS["all_reduce"], hooks._TORCH_FILES
 
     def frame(*a, **kw):

@@ -181,7 +181,7 @@ def hook_alone(calls: int = 200_000) -> tuple[float, float]:
         import torch.distributed as dist
 
         import commviz
-        from commviz.rank import hooks
+        from commviz.rank import hooks, records
 
         dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0,
                                 world_size=1)
@@ -189,7 +189,7 @@ def hook_alone(calls: int = 200_000) -> tuple[float, float]:
         hooks._EMITTER.close()  # nothing drains the queue: measure the hot path only
         # Records die young, as when the emitter drains them every tick: an ever-growing queue
         # would make the garbage collector's passes, not the hook, the bulk of what is timed.
-        hooks._push = collections.deque(maxlen=1024).append
+        records.push = collections.deque(maxlen=1024).append
 
         def noop(tensor, op=None, group=None, async_op=False):
             return None
