@@ -12,11 +12,11 @@ from collections.abc import Callable
 from typing import TextIO
 
 from commviz.launch.job import Interrupts, Job
-from commviz.launch.launcher import Ranks, telling_line, torchrun_exit_codes
+from commviz.launch.launcher import Ranks
 from commviz.text import i18n
 from commviz.text.i18n import N_
+from commviz.viewer import end_report
 from commviz.viewer import plain_text as text
-from commviz.viewer.diagnose import by_cause
 from commviz.viewer.session import Session
 
 BYE_WAIT_S = 2.0
@@ -123,28 +123,20 @@ def run_job(session: Session, start: Callable[[], Job], out: TextIO = sys.stdout
                 if silent:
                     print(i18n.ui_n("no goodbye", len(silent), lang,
                                        ranks=text.ranks_phrase(silent)), file=out)
-                for key, fields in events:  # as the TUI's viewer panel says them: the cause
-                    print(text.event_line(key, fields, lang), file=out)
+                for line in end_report.event_lines(events, lang):  # the cause, last
+                    print(line, file=out)
                 print(job.describe_end(lang), file=out, flush=True)
     assert job is not None and job.exit_code is not None
     return job.exit_code
 
 
-def _note_job_end(session: Session, job: Job) -> list[tuple[str, dict]]:
-    """How the job ended, noted as the TUI notes it (recorded, and how each rank's process
-    ended given to the model): a failure with the line of its output that says why, after
-    the ranks' ends torchrun's summary gives; nothing when commviz stopped it. Returns what
-    to print of them: all but "job ended", which the end line says."""
+def _note_job_end(session: Session, job: Job) -> list[end_report.Event]:
+    """How the job ended (``end_report.job_end``), noted as the TUI notes it: recorded, and
+    how each rank's process ended given to the model; nothing when commviz stopped it.
+    Returns what to print of it: all but "job ended", which the end line says."""
     if job.stopped_by is not None:
         return []
-    events: list[tuple[str, dict]] = [
-        (N_("rank ended"), {"who": f"rank {rank}", "code": code, "rank": rank})
-        for rank, code in torchrun_exit_codes(list(session.job_tail)).items()]
-    if job.exit_code:
-        line = telling_line(list(session.job_tail), whose=True) or job.describe_end()
-        events.append((N_("rank failed"), {"who": "the job", "code": job.exit_code, "line": line}))
-    else:
-        events.append((N_("job ended"), {}))
+    events = end_report.job_end(session.job_tail, job.exit_code, job.describe_end())
     for key, fields in events:
         session.note_event(key, fields)
     return [(key, fields) for key, fields in events if key != "job ended"]
@@ -222,11 +214,12 @@ class _Printer:
         """The findings that still held at the end, causes first: a job's own output (a
         launcher's tracebacks and summary) has pushed their live lines out of sight."""
         with self.session.lock:
-            held = by_cause(self.session.model.findings())
+            found = self.session.model.findings()
+        held = end_report.findings_lines(found, self.lang)
         if held:
             print("\n" + i18n.ui_n("findings at end", len(held), self.lang), file=self.out)
-        for f in held:
-            print(text.finding_line(f, self.lang), file=self.out)
+        for line in held:
+            print(line, file=self.out)
 
     def summary(self) -> None:
         s = self.session.summary()

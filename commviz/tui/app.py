@@ -47,9 +47,10 @@ from commviz.tui.panels.status import gpu_links_line
 from commviz.tui.reading import ReadingScreen
 from commviz.tui.timeline import Timeline, title
 from commviz.tui.topology import Topology
-from commviz.viewer import diagnose
+from commviz.viewer import diagnose, end_report
 from commviz.viewer import plain_text as text
 from commviz.viewer.playback import PlaybackControl
+from commviz.viewer.session import JOB_TAIL_LINES
 from commviz.viewer.source import Source
 from commviz.wire.control import Controller
 
@@ -626,10 +627,9 @@ class CommvizApp(App):
         if not self._ended and not self.ranks.running():
             self._ended = True  # the screen stays, to be read: q quits
             if self._output is not None:
-                codes = getattr(self.ranks, "rank_exit_codes", dict)()  # torchrun's summary
-                for rank, code in codes.items():
-                    self._ranks_event("rank ended", {"who": f"rank {rank}", "code": code,
-                                                     "rank": rank})
+                tail = [line.text for line in self._output.tail(JOB_TAIL_LINES)]
+                for key, fields in end_report.rank_ends(tail):  # torchrun's summary
+                    self._ranks_event(key, fields)
                 self._ranks_event("job ended", {})
             self.refresh_bindings()  # pause and step have nothing left to hold
 
@@ -850,36 +850,43 @@ def run_app(session: Source, ranks: Ranks | None, title: str | Callable[[str], s
         app.run()
     finally:
         signal.signal(signal.SIGTERM, previous)
-        out = out or sys.stdout
         ranks = app.ranks  # a restart replaced them
-        ended: list[int] = []
-        if isinstance(ranks, JobAsRanks):
-            ranks.cause = app.quit_cause
-        if ranks is not None:
-            ranks.stop()
-            for rp in ranks.failed():
-                print(app._event("rank failed", {"who": rp.who, "code": rp.returncode,
-                                                 "line": rp.error_line()}), file=out)
-            ended = [rp.rank for rp in getattr(ranks, "procs", ()) if not rp.stopped]
-        session.close(ended=ended)
-        lang = app.lang  # l may have switched it
-        _print_findings(session.model.findings(), out, lang)
-        late = text.late_line(session.model.late_arrivals(), lang)
-        if late:
-            print(late, file=out)
-        if output is not None and ranks is not None:  # a job's (not a recording's)
-            _print_tail(output, out, lang)
-        if ranks is not None:
-            if ranks.failed():  # last: the one line to copy, not scrolled away by the tail
-                print(explain.ui(ranks.logs, lang).format(dir=ranks.logdir), file=out)
-            else:
-                ranks.cleanup_logs()
-        if isinstance(ranks, JobAsRanks):  # how it ended, in the language the screen had
-            print(ranks.job.describe_end(lang), file=out)
-        out.flush()
+        _end_of_run(app, session, ranks, output, out or sys.stdout)
     if app.return_code:  # the screen itself failed (Textual printed why): no success
         return app.return_code
     return 1 if ranks is not None and ranks.failed() else 0
+
+
+def _end_of_run(app: CommvizApp, session: Source, ranks: Ranks | None, output: Any,
+                out: TextIO) -> None:
+    """Stop the ranks, close the session, then say how the run ended (``run_app``), in the
+    language the screen had last."""
+    ended: list[int] = []
+    if isinstance(ranks, JobAsRanks):
+        ranks.cause = app.quit_cause
+    lang = app.lang  # l may have switched it
+    if ranks is not None:
+        ranks.stop()
+        failures = [("rank failed", {"who": rp.who, "code": rp.returncode,
+                                     "line": rp.error_line()}) for rp in ranks.failed()]
+        for line in end_report.event_lines(failures, lang):
+            print(line, file=out)
+        ended = [rp.rank for rp in getattr(ranks, "procs", ()) if not rp.stopped]
+    session.close(ended=ended)
+    _print_findings(session.model.findings(), out, lang)
+    late = text.late_line(session.model.late_arrivals(), lang)
+    if late:
+        print(late, file=out)
+    if output is not None and ranks is not None:  # a job's (not a recording's)
+        _print_tail(output, out, lang)
+    if ranks is not None:
+        if ranks.failed():  # last: the one line to copy, not scrolled away by the tail
+            print(explain.ui(ranks.logs, lang).format(dir=ranks.logdir), file=out)
+        else:
+            ranks.cleanup_logs()
+    if isinstance(ranks, JobAsRanks):  # how it ended
+        print(ranks.job.describe_end(lang), file=out)
+    out.flush()
 
 
 def _speed(speed: float, lang: str) -> str:
@@ -890,10 +897,9 @@ def _speed(speed: float, lang: str) -> str:
 
 
 def _print_findings(findings: Iterable[diagnose.Finding], out: TextIO, lang: str) -> None:
-    """The findings that still held when the screen closed, causes first, as the findings
-    panel had them (a deadlock before the failures it ended in)."""
-    for finding in diagnose.by_cause(findings):
-        print(f"!! {finding.type}: {finding.text(lang)}", file=out)
+    """The findings that still held when the screen closed (``end_report.findings_lines``)."""
+    for line in end_report.findings_lines(findings, lang):
+        print(line, file=out)
 
 
 def _print_tail(output: Any, out: TextIO, lang: str) -> None:
