@@ -25,7 +25,11 @@ import time
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from commviz.rank.records import FLAGS, T_END, T_START
+from commviz.wire.protocol import COLUMNS
+
+# a record's fields are in the protocol's column order (rank/records.py checks it); taken from
+# the protocol, not from records, which imports this module when a first CUDA op needs it
+FLAGS, T_START, T_END = (list(COLUMNS).index(name) for name in ("flags", "t_start", "t_end"))
 
 RECALIBRATE_S = 10.0
 
