@@ -200,6 +200,7 @@ def test_a_malformed_job_key_is_rejected(job):
         protocol.decode(msgpack.packb(_msgs(job=job)["hb"], use_bin_type=True))
 
 
+@pytest.mark.integration
 def test_the_viewer_counts_a_bad_incarnation_and_keeps_going():
     session = Session("tcp://127.0.0.1:*")
     ctx = zmq.Context()

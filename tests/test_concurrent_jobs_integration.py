@@ -8,6 +8,7 @@ import json
 import multiprocessing as mp
 import time
 
+import pytest
 import torch
 import torch.distributed as dist
 from ranks import _child, reap
@@ -17,6 +18,8 @@ from commviz.launch.launcher import free_port
 from commviz.viewer import recording
 from commviz.viewer.model import Model
 from commviz.viewer.session import Session
+
+pytestmark = pytest.mark.integration  # real ranks, sockets or apps
 
 WORLD = 2
 STEPS = 10

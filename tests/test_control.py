@@ -110,6 +110,7 @@ def test_gate_without_env_is_a_no_op():
     gate.close()
 
 
+@pytest.mark.integration
 def test_gate_ignores_malformed_messages_and_obeys_valid_ones(make):
     zctx = zmq.Context()
     pub = zctx.socket(zmq.PUB)
@@ -141,6 +142,7 @@ def test_gate_ignores_malformed_messages_and_obeys_valid_ones(make):
 
 # ---- controller and gates -------------------------------------------------------------
 
+@pytest.mark.integration
 def test_in_step_mode_a_gate_waits_for_each_step(make):
     ctl = make(Controller, paused=True)
     gate = gate_for(make, ctl)
@@ -156,6 +158,7 @@ def test_in_step_mode_a_gate_waits_for_each_step(make):
     assert eventually(lambda: ctl.state == ControlState("step", 1, 2, 1))
 
 
+@pytest.mark.integration
 def test_after_restart_new_ranks_wait_at_their_first_step_again(make):
     ctl = make(Controller, paused=True)
     old = gate_for(make, ctl)
@@ -172,6 +175,7 @@ def test_after_restart_new_ranks_wait_at_their_first_step_again(make):
     assert first.released()
 
 
+@pytest.mark.integration
 def test_play_releases_every_waiting_gate(make):
     ctl = make(Controller, paused=True)
     waiters = [Waiter(gate_for(make, ctl, rank), 0) for rank in range(3)]
@@ -181,6 +185,7 @@ def test_play_releases_every_waiting_gate(make):
     assert eventually(lambda: ctl.state.reached == 0)
 
 
+@pytest.mark.integration
 def test_pause_holds_the_ranks_after_the_step_in_progress(make):
     ctl = make(Controller)
     gate = gate_for(make, ctl)
@@ -196,6 +201,7 @@ def test_pause_holds_the_ranks_after_the_step_in_progress(make):
     assert held.released()
 
 
+@pytest.mark.integration
 def test_a_hold_stops_playing_ranks_after_their_step_until_it_is_lifted(make):
     ctl = make(Controller)
     gate = gate_for(make, ctl)
@@ -210,6 +216,7 @@ def test_a_hold_stops_playing_ranks_after_their_step_until_it_is_lifted(make):
     assert held.released() and ctl.state.told == "play"
 
 
+@pytest.mark.integration
 def test_lifting_a_hold_leaves_a_paused_demo_paused(make):
     ctl = make(Controller, paused=True)
     gate = gate_for(make, ctl)
@@ -224,6 +231,7 @@ def test_lifting_a_hold_leaves_a_paused_demo_paused(make):
     assert waiter.released()
 
 
+@pytest.mark.integration
 def test_a_step_started_before_pause_was_heard_is_granted_to_every_rank(make):
     """Rank 1 started step 4 while playing; the pause said allow=-1: rank 0 may start step 4
     too (else rank 1 would wait in step 4's collective for a rank held at the gate)."""
@@ -250,6 +258,7 @@ def test_a_step_started_before_pause_was_heard_is_granted_to_every_rank(make):
         zctx.term()
 
 
+@pytest.mark.integration
 def test_a_gate_plays_on_when_the_controller_is_gone(make):
     ctl = make(Controller, paused=True)
     gate = gate_for(make, ctl, silence_s=0.8)
@@ -262,6 +271,7 @@ def test_a_gate_plays_on_when_the_controller_is_gone(make):
     assert Waiter(gate, 1).released(0.5)
 
 
+@pytest.mark.integration
 def test_before_any_message_a_gate_waits_then_plays_after_the_silence():
     gate = StepGate(f"tcp://127.0.0.1:{free_port()}", silence_s=0.5)  # nobody there
     try:
@@ -272,6 +282,7 @@ def test_before_any_message_a_gate_waits_then_plays_after_the_silence():
         gate.close()
 
 
+@pytest.mark.integration
 def test_control_imports_neither_textual_nor_rich_nor_torch():
     code = "import sys, commviz.wire.control; print(' '.join(sys.modules))"
     loaded = set(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
@@ -307,6 +318,7 @@ class Records:
                                            for r in recording.op_dicts(msg))
 
 
+@pytest.mark.integration
 def test_paused_gloo_ranks_run_exactly_one_step_per_step_call(procs, make):
     world, iters = 2, 3
     ctl = make(Controller, paused=True)

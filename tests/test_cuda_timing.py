@@ -214,6 +214,7 @@ def test_hooks_defer_the_end_of_gpu_timed_records(setup, monkeypatch):
     assert timer.poll() == 1 and gpu[T_END] == clock.now + 2_000
 
 
+@pytest.mark.integration
 def test_cpu_ranks_never_load_cuda_timing():
     code = (
         "import os, sys, torch, torch.distributed as dist\n"

@@ -71,6 +71,7 @@ CASES = {
 }
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(("case", "world"), [("default", 3), ("default", 2),
                                              ("static_graph", 3),
                                              ("grad_as_bucket_view_kept", 2),
@@ -104,6 +105,7 @@ def _uneven(rank, world):
     ddp(torch.ones(2, 16)).sum().backward()
 
 
+@pytest.mark.integration
 def test_gradient_views_on_three_ranks_keep_ddps_own_reduction(capfd):
     run = run_ranks(_uneven, 3, timeout=60)
     for rank in range(3):
@@ -122,6 +124,7 @@ def _builtin_hook(rank, world):
     ddp(torch.ones(2, 16)).sum().backward()
 
 
+@pytest.mark.integration
 def test_a_builtin_comm_hook_is_left_to_ddp_and_said_so(capfd):
     run = run_ranks(_builtin_hook, 2, timeout=60)
     assert [r["op"] for r in run.ops(0)] == ["broadcast"]
@@ -141,6 +144,7 @@ def _uninstrumented(rank, world):
     ddp(torch.ones(2, 16)).sum().backward()
 
 
+@pytest.mark.integration
 def test_uninstrument_restores_ddp():
     run = run_ranks(_uninstrumented, 2, timeout=60)
     assert run.ops(0) == run.ops(1) == []

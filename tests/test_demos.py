@@ -29,6 +29,7 @@ def _run_demo(rank, world, name, size):
     module.main(DemoContext(rank, world, torch.device("cpu"), size, iters=2, interval=0.0))
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("name", sorted(set(DEMOS) - FAILING))
 def test_demo_runs_and_reports_its_op(name):
     _skip_without_all_to_all(name)
@@ -43,6 +44,7 @@ CARRIER = {"all_gather": ("all_gather", 3), "reduce_scatter": ("reduce_scatter",
            "all_to_all": ("all_to_all", 3), "ring_allreduce": ("isend", 1)}
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("name", ["all_gather", "reduce_scatter", "all_to_all", "ring_allreduce"])
 def test_demos_that_split_buffers_take_sizes_that_do_not_divide(name):
     """--size 10 on 3 ranks: the bytes the demo moves are those its size note announces."""

@@ -12,6 +12,8 @@ from commviz.rank.emitter import Emitter
 from commviz.viewer.transport import Receiver
 from commviz.wire import protocol
 
+pytestmark = pytest.mark.integration  # real ranks, sockets or apps
+
 
 def _record(i, t_end=None):
     t = time.time_ns()

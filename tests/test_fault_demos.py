@@ -19,6 +19,8 @@ from fakes import FakeClock
 from commviz.viewer import diagnose
 from commviz.viewer.playback import Playback
 
+pytestmark = pytest.mark.integration  # real ranks, sockets or apps
+
 WORLD = 4
 GROUP = [0, 1, 2, 3]
 S = 1_000_000_000

@@ -3,6 +3,7 @@ with their real sizes, and training gives the same results as without commviz.""
 
 import json
 
+import pytest
 import torch
 import torch.distributed as dist
 from ranks import ALL_GATHER_TENSOR, REDUCE_SCATTER_TENSOR, run_ranks
@@ -12,6 +13,8 @@ from torch.distributed.fsdp import FullyShardedDataParallel, fully_shard
 import commviz
 from commviz.rank import hooks
 from commviz.wire import protocol
+
+pytestmark = pytest.mark.integration  # real ranks, sockets or apps
 
 STEPS = 3
 WORLD = 2

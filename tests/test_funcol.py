@@ -3,11 +3,14 @@ ending when the program waits for its result."""
 
 import time
 
+import pytest
 import torch
 import torch.distributed._functional_collectives as fc
 from ranks import run_ranks
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.tensor import DTensor, Partial, Replicate, Shard, distribute_tensor
+
+pytestmark = pytest.mark.integration  # real ranks, sockets or apps
 
 WORLD = 2
 F32 = 4

@@ -201,6 +201,7 @@ def test_bad_topology_messages_are_rejected(bad):
         protocol.decode(protocol.encode_topology(0, "h", bad))
 
 
+@pytest.mark.integration
 def test_a_cpu_rank_reports_no_gpu_to_the_viewer():
     receiver = Receiver("tcp://127.0.0.1:*")
     em = Emitter(receiver.addr, lambda: (0, 1, "gloo", "cpu"))

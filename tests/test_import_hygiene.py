@@ -5,6 +5,8 @@ import sys
 
 import pytest
 
+pytestmark = pytest.mark.integration  # real ranks, sockets or apps
+
 CORE = ["commviz", "commviz.wire.protocol", "commviz.knowledge.bandwidth",
         "commviz.knowledge.nccl_log", "commviz.knowledge.schedules", "commviz.viewer.recording",
         "commviz.viewer.model", "commviz.viewer.diagnose", "commviz.viewer.findings_text",

@@ -6,6 +6,7 @@ does; tests/test_jobs_integration.py runs real gloo jobs.
 
 import json
 
+import pytest
 from fakes import T0_NS, FakeClock, bye, op_batch
 
 from commviz import cli
@@ -195,6 +196,7 @@ def test_stats_replays_a_recording_of_two_jobs_in_their_generations(tmp_path, ca
     assert (replay.instances, replay.transfers, len(replay.jobs)) == (6, 6, 2)
 
 
+@pytest.mark.integration
 def test_headless_shows_each_job_joining(tmp_path):
     from io import StringIO
 

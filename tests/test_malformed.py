@@ -6,6 +6,7 @@ import time
 
 import msgpack
 import numpy as np
+import pytest
 import torch
 import torch.distributed as dist
 import zmq
@@ -14,6 +15,8 @@ from ranks import _child, reap
 from commviz.launch.launcher import free_port
 from commviz.viewer.session import Session
 from commviz.wire import protocol
+
+pytestmark = pytest.mark.integration  # real ranks, sockets or apps
 
 STEPS = 40
 MALFORMED = 10_000

@@ -6,11 +6,14 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import pytest
 from procs import PY
 
 from commviz.headless import PREFIX
 from commviz.knowledge.nccl_log import NcclLog
 from commviz.launch.job import Job
+
+pytestmark = pytest.mark.integration  # real ranks, sockets or apps
 
 DATA = Path(__file__).resolve().parent / "data" / "nccl"
 JOB = str(Path(__file__).resolve().parent / "jobs" / "nccl_replay_job.py")

@@ -121,6 +121,7 @@ def test_is_loopback(addr, local):
 
 
 # ---- the commands' errors ------------------------------------------------------------------
+@pytest.mark.integration
 def test_clear_errors(tmp_path, capsys, monkeypatch, keydir):
     monkeypatch.delenv(keys.ENV_KEYS, raising=False)
     assert cli.main(["watch", "--headless", "--bind", f"tcp://0.0.0.0:{free_port()}"]) == 2
@@ -155,6 +156,7 @@ def _push(ctx: zmq.Context, addr: str, client: keys.ClientKeys | None) -> zmq.So
     return sock
 
 
+@pytest.mark.integration
 def test_unauthenticated_peers_never_reach_the_model(tmp_path, keydir):
     other = tmp_path / "other"
     keys.generate(other)  # a key pair the viewer does not know
@@ -206,6 +208,7 @@ def _rank(rank: int, world: int, port: int, addr: str, keydir: str) -> None:
            env={nodes.ENV_HOST: host, nodes.ENV_CLOCK_SHIFT: str(shift), keys.ENV_KEYS: keydir})
 
 
+@pytest.mark.integration
 def test_simulated_nodes_offsets_skew_and_grouping(keydir):
     world = len(HOSTS)
     session = Session(f"tcp://{_own_address()}:*", keys=keydir, collect_instances=True)
@@ -250,6 +253,7 @@ def _poll_for(session: Session, seconds: float) -> None:
         session.poll(50)
 
 
+@pytest.mark.integration
 def test_a_rank_without_keys_is_told_and_never_heard(keydir, capfd, monkeypatch):
     from commviz.rank.emitter import Emitter
 
@@ -266,6 +270,7 @@ def test_a_rank_without_keys_is_told_and_never_heard(keydir, capfd, monkeypatch)
     assert "refused this rank" in capfd.readouterr().err
 
 
+@pytest.mark.integration
 def test_a_refused_rank_0_ends_with_why_it_was_not_heard(keydir, capfd, monkeypatch):
     """The viewer answered, and refused: rank 0's line at exit says so, not that no viewer
     ever answered (which sends the user looking for a viewer that is there)."""
@@ -293,6 +298,7 @@ def test_a_refused_rank_0_ends_with_why_it_was_not_heard(keydir, capfd, monkeypa
 
 
 # ---- the commands, end to end --------------------------------------------------------------
+@pytest.mark.integration
 @pytest.mark.timeout(150)
 def test_watch_with_keys_and_a_job_on_another_node(procs, keydir):
     """`commviz watch --bind ADDR --keys DIR` and `commviz run --no-viewer` on a simulated
@@ -320,6 +326,7 @@ def test_watch_with_keys_and_a_job_on_another_node(procs, keydir):
     assert abs(offset_ms - 250) <= unc_ms < 50, line
 
 
+@pytest.mark.integration
 def test_the_clock_channel_takes_the_next_port():
     receiver = Receiver("tcp://127.0.0.1:*")
     try:
@@ -350,6 +357,7 @@ def test_a_recording_replays_the_clock_correction(tmp_path):
     assert inst.skew_ns <= 30_000 and m.clock_offsets()["far"].offset_ns is not None
 
 
+@pytest.mark.integration
 @pytest.mark.timeout(120)
 def test_run_binds_a_non_loopback_address_with_keys_and_gives_them_to_its_ranks(procs, keydir):
     job = procs.start("-m", "commviz", "run", "--headless", "--bind",

@@ -24,6 +24,8 @@ from commviz.launch.launcher import gloo_has_all_to_all
 from commviz.rank import hooks
 from commviz.wire import protocol
 
+pytestmark = pytest.mark.integration  # real ranks, sockets or apps
+
 THIS_FILE = __file__
 _SOURCE = Path(__file__).read_text().splitlines()
 KEYS = ("op", "parent", "peer", "group", "seq", "bytes_in", "bytes_out", "dtype", "async")

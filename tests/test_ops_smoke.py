@@ -1,6 +1,9 @@
+import pytest
 import torch
 import torch.distributed as dist
 from ranks import run_ranks
+
+pytestmark = pytest.mark.integration  # real ranks, sockets or apps
 
 
 def _allreduce(rank, world):

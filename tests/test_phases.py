@@ -29,6 +29,7 @@ def _job(rank, world):
             assert _step() == 42
 
 
+@pytest.mark.integration
 def test_phases_arrive_from_real_ranks_and_nest():
     run = run_ranks(_job, 2, timeout=60)
     for rank in range(2):

@@ -308,6 +308,7 @@ def test_attach_queues_on_the_emitter_and_a_forked_child_wakes_it(queued):
     assert records.emitter is None
 
 
+@pytest.mark.integration
 def test_records_and_the_emitter_import_without_torch():
     code = ("import sys, commviz.rank.records, commviz.rank.emitter\n"
             "print('torch' in sys.modules)")

@@ -65,6 +65,7 @@ def _commviz_lines(out: list[str]) -> list[str]:
 
 # ---- real jobs, unmodified ------------------------------------------------------------------
 
+@pytest.mark.integration
 @pytest.mark.timeout(150)
 def test_torchrun_job_is_recorded_from_both_ranks_without_a_change(run, tmp_path):
     rec = tmp_path / "run.jsonl"
@@ -94,6 +95,7 @@ def test_torchrun_job_is_recorded_from_both_ranks_without_a_change(run, tmp_path
     assert [x["t_ns"] for x in extra["out"]] == sorted(x["t_ns"] for x in extra["out"])
 
 
+@pytest.mark.integration
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("start", ["spawn", "fork"])
 def test_torch_multiprocessing_ranks_are_instrumented(run, tmp_path, start):
@@ -106,6 +108,7 @@ def test_torch_multiprocessing_ranks_are_instrumented(run, tmp_path, start):
         r: [("all_reduce", 1), ("all_reduce", 2)] for r in (0, 1)}
 
 
+@pytest.mark.integration
 @pytest.mark.timeout(120)
 def test_dataloader_workers_forked_from_a_rank_are_never_taken_for_it(run, tmp_path):
     rec = tmp_path / "run.jsonl"
@@ -121,6 +124,7 @@ def test_dataloader_workers_forked_from_a_rank_are_never_taken_for_it(run, tmp_p
     assert [(d["op"], d["seq"]) for d in _ops(rec)[0]] == [("all_reduce", s) for s in range(1, 5)]
 
 
+@pytest.mark.integration
 @pytest.mark.timeout(150)
 def test_a_crashing_rank_makes_commviz_fail_and_say_so(run, tmp_path):
     # half a second between steps: rank 1 dies once it has been heard (os._exit right after
@@ -154,6 +158,7 @@ def test_a_crashing_rank_makes_commviz_fail_and_say_so(run, tmp_path):
     assert re.match(r"rank \d: \w+Error: ", ended["fields"]["line"]), ended
 
 
+@pytest.mark.integration
 @pytest.mark.timeout(150)
 def test_ctrl_c_stops_the_whole_job_tree_promptly(procs):
     proc = procs.start("-m", "commviz", "run", "--headless", "--", *TORCHRUN,
@@ -178,6 +183,7 @@ def test_ctrl_c_stops_the_whole_job_tree_promptly(procs):
     assert not _tagged(procs.tag)
 
 
+@pytest.mark.integration
 @pytest.mark.timeout(60)
 def test_sigterm_escalates_to_sigkill_for_processes_that_ignore_it(procs):
     proc = procs.start("-m", "commviz", "run", "--headless", "--", PY,
@@ -207,6 +213,7 @@ def _alive(p: psutil.Process) -> bool:
 
 # ---- exit codes and errors ------------------------------------------------------------------
 
+@pytest.mark.integration
 @pytest.mark.parametrize("mode", [["--headless"], ["--no-viewer"]])
 @pytest.mark.parametrize(("code", "expected"), [
     ("raise SystemExit(3)", 3),
@@ -217,6 +224,7 @@ def test_the_job_exit_code_becomes_commviz_exit_code(run, mode, code, expected):
     assert rc == expected, "\n".join(out + err)
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(("args", "message"), [
     (["--headless", "--", "no-such-command-xyz"], "no-such-command-xyz: command not found"),
     (["--", "/nonexistent/train"], "/nonexistent/train: command not found"),
@@ -230,6 +238,7 @@ def test_a_command_that_cannot_run_is_a_one_line_error(run, args, message):
     assert not out
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(("args", "env", "expected"), [
     (["--headless", "--bind", "tcp://127.0.0.1:{port}"], {}, "tcp://127.0.0.1:{port}"),
     (["--no-viewer"], {"COMMVIZ_ADDR": "tcp://10.0.0.7:{port}"}, "tcp://10.0.0.7:{port}"),
@@ -354,6 +363,7 @@ PROBE = ("import sys, sitecustomize; print(getattr(sitecustomize, 'MARK', None))
          "print('torch' in sys.modules)")
 
 
+@pytest.mark.integration
 def test_the_users_sitecustomize_still_runs_and_torch_is_not_imported(run, tmp_path):
     (tmp_path / "sitecustomize.py").write_text("MARK = 'user sitecustomize ran'\n")
     rc, out, err = run("--no-viewer", "--", PY, "-c", PROBE, env={"PYTHONPATH": str(tmp_path)})
@@ -361,6 +371,7 @@ def test_the_users_sitecustomize_still_runs_and_torch_is_not_imported(run, tmp_p
     assert out == ["user sitecustomize ran", "True", "False"]
 
 
+@pytest.mark.integration
 @pytest.mark.timeout(90)
 def test_a_job_whose_python_cannot_import_commviz_runs_unchanged(run, tmp_path):
     broken = tmp_path / "zmq"  # as in a Python where commviz's dependencies are missing
@@ -458,6 +469,7 @@ def test_the_closing_lines_of_a_stopped_job_are_its_own_before_the_stop():
     assert after == 25
 
 
+@pytest.mark.integration
 def test_captured_job_output_arrives_line_by_line_with_its_stream():
     script = ("import sys; print('out 1'); print('err 1', file=sys.stderr); "
               "sys.stdout.write('x' * 5000 + '\\n'); print('bar 10%\\rbar 100%'); sys.exit(4)")
@@ -480,6 +492,7 @@ def test_captured_job_output_arrives_line_by_line_with_its_stream():
     assert not job.log.exists()
 
 
+@pytest.mark.integration
 def test_stopping_a_captured_job_is_not_its_failure():
     job = Job([sys.executable, "-c", "import time; time.sleep(60)"], None, capture=True)
     ranks = JobAsRanks(job)
@@ -491,6 +504,7 @@ def test_stopping_a_captured_job_is_not_its_failure():
     job.cleanup()
 
 
+@pytest.mark.integration
 def test_a_killed_commviz_takes_the_job_with_it(procs):
     """PR_SET_PDEATHSIG: a job whose commviz got SIGKILL gets SIGTERM."""
     proc = procs.start("-m", "commviz", "run", "--no-viewer", "--", PY, "-c",

@@ -14,6 +14,8 @@ import pytest
 from ranks import ALL_GATHER_TENSOR, REDUCE_SCATTER_TENSOR
 from test_run import JOBS, TORCHRUN, _commviz_lines, _ops, _tagged
 
+pytestmark = pytest.mark.integration  # real ranks, sockets or apps
+
 WORLD = 2
 
 

@@ -5,11 +5,14 @@ from __future__ import annotations
 import threading
 import time
 
+import pytest
 import zmq
 
 from commviz.viewer import session as session_mod
 from commviz.viewer.session import Session
 from commviz.wire import protocol
+
+pytestmark = pytest.mark.integration  # real ranks, sockets or apps
 
 
 def _heartbeat(rank: int) -> bytes:

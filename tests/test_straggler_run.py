@@ -13,6 +13,8 @@ from test_run import JOBS, run  # noqa: F401  (the fixture)
 
 from commviz.launch.launcher import free_port
 
+pytestmark = pytest.mark.integration  # real ranks, sockets or apps
+
 
 @pytest.mark.timeout(150)
 def test_a_rank_late_at_every_steps_first_collective_is_named(run, tmp_path):  # noqa: F811

@@ -16,6 +16,8 @@ from procs import INSTANCE, SUMMARY, Proc, Procs
 
 from commviz.launch import launcher
 
+pytestmark = pytest.mark.integration  # real ranks, sockets or apps
+
 WORLD = 3
 ITERS = 60  # 3 s of steps at 0.05 s: room to kill the viewer and start another one
 
