@@ -37,13 +37,13 @@ from commviz.tui import commands, layout
 from commviz.tui.animation import Animator
 from commviz.tui.help import HelpScreen
 from commviz.tui.oplog import Line, OpLog
+from commviz.tui.panels import status
 from commviz.tui.panels.explanation import before_first, explanation
 from commviz.tui.panels.findings import findings, findings_lead
 from commviz.tui.panels.inside import inside, text_rows
 from commviz.tui.panels.ranks import ranks_table
 from commviz.tui.panels.source import SOURCE_CONTEXT, source
 from commviz.tui.panels.stats import StatsTable, stats_table
-from commviz.tui.panels.status import gpu_links_line
 from commviz.tui.reading import ReadingScreen
 from commviz.tui.timeline import Timeline, title
 from commviz.tui.topology import Topology
@@ -68,7 +68,6 @@ LOG_LINES_PER_FRAME = 20  # more than this per frame is unreadable, and costs a 
 REPLAY_STEP_S = 0.3  # one schematic step of the replay; + and - change it
 SLOW_FRAME_S = 0.5  # statistics and the teaching panels: redrawn at most twice a second
 FINDINGS_LINGER_S = 10.0  # the findings panel stays this long after the last one ended
-EVENT_STYLES = {"rank failed": "bold red"}  # the events of the ranks that stand out
 TAIL_LINES = 20  # of a job's output, printed when the screen closes
 RESTART_SETTLE_S = 0.15  # after stopping the ranks: time for their last messages to land
 
@@ -393,8 +392,7 @@ class CommvizApp(App):
         return explain.ui_n("more operations", skipped, self.lang)
 
     def _refresh_logs(self, model: Any) -> None:
-        """The operations log, the job's output and the viewer's status."""
-        live = model.findings()
+        """The operations log, the job's output and the viewer panel."""
         new, self._new = self._new, []
         if new and self._t0 is None:
             self._t0 = new[0].t_first_start
@@ -412,66 +410,18 @@ class CommvizApp(App):
                 self.query_one("#output", OpLog).write(*(text.cell_safe(line.text)
                                                          for line in fresh))
         lang = self.lang
-        ui, counted = functools.partial(explain.ui, lang=lang), \
-            functools.partial(explain.ui_n, lang=lang)
-        dropped = sum(s.dropped for s in model.ranks.values())
-        failed, unmatched = model.incomplete()
-        failed += model.failed
-        # as the summaries: a failed one at once (it cannot succeed now), an incomplete one
-        # once the job has ended (before, its records may still come); a line only then
-        left = " · ".join(counted(key, n) for key, n in (
-            ("failed ops", failed), ("incomplete ops", unmatched if self._ended else 0)) if n)
-        heard = "playing file" if self._playback is not None else "listening on"
-        status = (f"{ui(heard).format(self.session.addr)}\n"
-                  f"{counted('op records', model.records)} · "
-                  f"{counted('collectives', model.instances)} · "
-                  f"{counted('transfers', model.transfers)}\n"
-                  + (f"{left}\n" if left else "") +
-                  f"{counted('rejected', self.session.rejected)} · "
-                  f"{counted('dropped', dropped)}\n")
-        unresolved = sum(f.unresolved for f in self._history())
-        status += counted("findings now", len(live)) if live else \
-            counted("findings unresolved", unresolved) if unresolved else ui("no findings short")
-        gpus = gpu_links_line(model, lang)  # NVML's links (drawn in the replay) or no GPU
-        if gpus:
-            status += "\n" + gpus
-        # once the ranks or the job have ended, nothing is awaited; a recording's ranks come
-        # at their time
-        if not model.ranks and self._playback is None:
-            status += "\n" + ui("no rank connected" if self._ended else "waiting ranks")
-        events = [Text(self._event(key, fields), style=EVENT_STYLES.get(key, ""))
-                  for key, fields in self._events[-8:]]  # Text, not markup: [brackets]
-        # last, under the events: what the keys do now (it went when events filled the panel)
+        said = status.counts(model, self.session.addr, self.session.rejected,
+                             sum(f.unresolved for f in self._history()), self._ended,
+                             self._playback is not None, lang)
+        told = status.events(self._events, lang)
+        # last, under the events: what the keys do now
         control = self._control_line() if self.controller is not None else ""
-        shown = Text("\n").join([Text(status), *events, *([Text(control)] if control else [])])
+        shown = Text("\n").join([Text(said), *told, *([Text(control)] if control else [])])
         width = self.query_one("#status").content_region.width
         if width > 0:
-            shown = self._fit_status(status, events, width, control)
+            shown = status.fitted(said, told, control, width, self._status_room(),
+                                  self.console)
         self._show("#status", shown, _height_key(shown))  # its lines wrap: a longer one may too
-
-    def _fit_status(self, status: str, events: list[Text], width: int,
-                    control: str = "") -> Text:
-        """The viewer panel in the rows it has: each event in EVENT_ROWS at most, cut with an
-        ellipsis (a failed rank's whole error is then in a toast, and printed when the screen
-        closes); with more rows than the room (``_status_room``), the newest, the first
-        marked "…", above the ``control`` line, which is always shown."""
-        rows = Text(status).wrap(self.console, width)
-        for event in events:
-            wrapped = event.wrap(self.console, width)
-            if len(wrapped) > layout.EVENT_ROWS:
-                last = wrapped[layout.EVENT_ROWS - 1]
-                last.rstrip()
-                last.append("…")
-                last.truncate(width, overflow="ellipsis")
-            rows.extend(wrapped[:layout.EVENT_ROWS])
-        last = Text(control).wrap(self.console, width) if control else []
-        dropped = layout.status_dropped(len(rows), len(last), self._status_room())
-        if dropped:
-            rows = rows[dropped:]
-            if rows:
-                rows[0] = Text("… ") + rows[0]
-                rows[0].truncate(width, overflow="ellipsis")
-        return Text("\n").join([*rows, *last])
 
     def _inside_rows(self) -> int | None:
         """The rows the inside panel may take on a wide terminal (``layout.inside_rows``);
@@ -535,9 +485,9 @@ class CommvizApp(App):
     def _status_shows_whole(self, event: str) -> bool:
         """The viewer panel is on screen and shows ``event`` whole: no toast need repeat it
         over the panel's bottom."""
-        status = self.query_one("#status")
-        width = status.content_region.width
-        return (status.display and status.region.height > 0 and width > 0
+        panel = self.query_one("#status")
+        width = panel.content_region.width
+        return (panel.display and panel.region.height > 0 and width > 0
                 and len(Text(event).wrap(self.console, width)) <= layout.EVENT_ROWS)
 
     def _status_room(self) -> int | None:
@@ -567,39 +517,10 @@ class CommvizApp(App):
         held = f" · {explain.ui('replay held', self.lang)}" \
             if self.query_one(Topology).animator.paused else ""
         if self._playback is not None:
-            return self._playback_line(held)
-        if self._ended:
-            again = f" · r: {explain.ui('key restart', self.lang)}" \
-                if self.check_action("restart", ()) else ""
-            return f"■ {explain.ui('demo ended', self.lang)}{again} · q: " \
-                f"{explain.ui('quit', self.lang)}"
-        state = self.controller.state  # type: ignore[union-attr]
-        if state.mode == "play":
-            waits = f" · {explain.ui('waiting for replay', self.lang)}" if state.held else ""
-            return f"▶ {explain.ui('playing', self.lang)} · {explain.ui('space', self.lang)}: " \
-                f"{explain.ui('pause', self.lang)}{waits}{held}"
-        waiting = f" · n: {explain.ui('next step', self.lang)} ({state.allow + 2})" \
-            if state.reached >= state.allow else ""
-        return f"⏸ {explain.ui('paused', self.lang)}{waiting}{held}"
-
-    def _playback_line(self, held: str) -> str:
-        """Where the playback is in the recording, at what speed, and what the keys do."""
-        ui = functools.partial(explain.ui, lang=self.lang)
-        control, playback = self._playback, self._playback.playback  # type: ignore[union-attr]
-        at, total = playback.at_s, playback.duration_s
-        where = ui("playback at").format(at=explain.number(f"{at:.1f}", self.lang),
-                                         total=explain.number(f"{total:.1f}", self.lang))
-        if control.ended:
-            return f"■ {ui('playback ended')} · {where} · r: {ui('key restart')} · q: " \
-                f"{ui('quit')}"
-        ahead = f" · f: {ui('key next_finding').lower()}" \
-            if playback.next_finding_ns() is not None else ""
-        if control.paused:
-            return f"⏸ {ui('paused')} · {where} · n: {ui('next operation')}{ahead}{held}"
-        waits = f" · {ui('playback waits')}" if control.state.held else ""
-        speed = _speed(playback.clock.speed, self.lang)
-        return f"▶ {ui('playing')} ×{speed} · {where} · {ui('space')}: {ui('pause')} · ]/[: " \
-            f"{ui('speed').lower()}{ahead}{waits}{held}"
+            return status.playback_line(self._playback, held, self.lang)
+        return status.demo_line(self.controller.state,  # type: ignore[union-attr]
+                                self._ended, bool(self.check_action("restart", ())), held,
+                                self.lang)
 
     def _event(self, key: str, fields: dict[str, Any]) -> str:
         return text.event_line(key, fields, self.lang)
@@ -887,13 +808,6 @@ def _end_of_run(app: CommvizApp, session: Source, ranks: Ranks | None, output: A
     if isinstance(ranks, JobAsRanks):  # how it ended
         print(ranks.job.describe_end(lang), file=out)
     out.flush()
-
-
-def _speed(speed: float, lang: str) -> str:
-    """A playback speed as the keys step it: 4, 1/16 (a power of two), else its value."""
-    if 0 < speed < 1 and (1 / speed).is_integer():
-        return f"1/{1 / speed:.0f}"
-    return explain.number(f"{speed:g}", lang)
 
 
 def _print_findings(findings: Iterable[diagnose.Finding], out: TextIO, lang: str) -> None:

@@ -1,9 +1,133 @@
-"""What the viewer panel says beside its counts: how the ranks' GPUs are joined."""
+"""The viewer panel: where the messages come from and how many, how the ranks' GPUs are
+joined, what the launcher told of the ranks' processes, and what the keys do now; fitted
+to the rows the panel has."""
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Sequence
+from typing import Any
+
+from rich.text import Text
+
 from commviz.text import explain
+from commviz.tui import layout
+from commviz.viewer import plain_text as text
 from commviz.viewer.model import Model
+from commviz.viewer.playback import PlaybackControl
+from commviz.wire.control import ControlState
+
+EVENTS_SHOWN = 8  # the launcher's latest events listed
+EVENT_STYLES = {"rank failed": "bold red"}  # the events of the ranks that stand out
+
+
+def counts(model: Model, addr: str, rejected: int, unresolved: int, ended: bool,
+           playback: bool, lang: str) -> str:
+    """Where the messages come from (``addr``; ``playback``: a recording's file), the
+    operations and messages counted, the findings, the GPUs' links; before any rank, that
+    the panel waits for them (``ended``: the job has, so it does not)."""
+    ui, counted = functools.partial(explain.ui, lang=lang), \
+        functools.partial(explain.ui_n, lang=lang)
+    live = model.findings()
+    dropped = sum(s.dropped for s in model.ranks.values())
+    failed, unmatched = model.incomplete()
+    failed += model.failed
+    # as the summaries: a failed one at once (it cannot succeed now), an incomplete one
+    # once the job has ended (before, its records may still come); a line only then
+    left = " · ".join(counted(key, n) for key, n in (
+        ("failed ops", failed), ("incomplete ops", unmatched if ended else 0)) if n)
+    heard = "playing file" if playback else "listening on"
+    status = (f"{ui(heard).format(addr)}\n"
+              f"{counted('op records', model.records)} · "
+              f"{counted('collectives', model.instances)} · "
+              f"{counted('transfers', model.transfers)}\n"
+              + (f"{left}\n" if left else "") +
+              f"{counted('rejected', rejected)} · "
+              f"{counted('dropped', dropped)}\n")
+    status += counted("findings now", len(live)) if live else \
+        counted("findings unresolved", unresolved) if unresolved else ui("no findings short")
+    gpus = gpu_links_line(model, lang)  # NVML's links (drawn in the replay) or no GPU
+    if gpus:
+        status += "\n" + gpus
+    # a recording's ranks come at their time
+    if not model.ranks and not playback:
+        status += "\n" + ui("no rank connected" if ended else "waiting ranks")
+    return status
+
+
+def events(told: Sequence[tuple[str, dict[str, Any]]], lang: str) -> list[Text]:
+    """The launcher's latest events, each a Text (not markup: an error may hold brackets)."""
+    return [Text(text.event_line(key, fields, lang), style=EVENT_STYLES.get(key, ""))
+            for key, fields in told[-EVENTS_SHOWN:]]
+
+
+def demo_line(state: ControlState, ended: bool, can_restart: bool, held: str,
+              lang: str) -> str:
+    """A demo's ranks: playing or paused, what the keys do; ``held``: what says that the
+    replay is held apart ("" if it is not)."""
+    if ended:
+        again = f" · r: {explain.ui('key restart', lang)}" if can_restart else ""
+        return f"■ {explain.ui('demo ended', lang)}{again} · q: " \
+            f"{explain.ui('quit', lang)}"
+    if state.mode == "play":
+        waits = f" · {explain.ui('waiting for replay', lang)}" if state.held else ""
+        return f"▶ {explain.ui('playing', lang)} · {explain.ui('space', lang)}: " \
+            f"{explain.ui('pause', lang)}{waits}{held}"
+    waiting = f" · n: {explain.ui('next step', lang)} ({state.allow + 2})" \
+        if state.reached >= state.allow else ""
+    return f"⏸ {explain.ui('paused', lang)}{waiting}{held}"
+
+
+def playback_line(control: PlaybackControl, held: str, lang: str) -> str:
+    """Where the playback is in the recording, at what speed, and what the keys do."""
+    ui = functools.partial(explain.ui, lang=lang)
+    playback = control.playback
+    at, total = playback.at_s, playback.duration_s
+    where = ui("playback at").format(at=explain.number(f"{at:.1f}", lang),
+                                     total=explain.number(f"{total:.1f}", lang))
+    if control.ended:
+        return f"■ {ui('playback ended')} · {where} · r: {ui('key restart')} · q: " \
+            f"{ui('quit')}"
+    ahead = f" · f: {ui('key next_finding').lower()}" \
+        if playback.next_finding_ns() is not None else ""
+    if control.paused:
+        return f"⏸ {ui('paused')} · {where} · n: {ui('next operation')}{ahead}{held}"
+    waits = f" · {ui('playback waits')}" if control.state.held else ""
+    speed = _speed(playback.clock.speed, lang)
+    return f"▶ {ui('playing')} ×{speed} · {where} · {ui('space')}: {ui('pause')} · ]/[: " \
+        f"{ui('speed').lower()}{ahead}{waits}{held}"
+
+
+def _speed(speed: float, lang: str) -> str:
+    """A playback speed as the keys step it: 4, 1/16 (a power of two), else its value."""
+    if 0 < speed < 1 and (1 / speed).is_integer():
+        return f"1/{1 / speed:.0f}"
+    return explain.number(f"{speed:g}", lang)
+
+
+def fitted(status: str, told: list[Text], control: str, width: int, room: int | None,
+           console: Any) -> Text:
+    """The panel in ``room`` rows of ``width`` (``layout.status_room``; None: any): each
+    event in EVENT_ROWS at most, cut with an ellipsis (a failed rank's whole error is in a
+    toast, and printed when the screen closes); with more rows than the room, the newest,
+    the first marked "…", above the ``control`` line, which is always shown."""
+    rows = Text(status).wrap(console, width)
+    for event in told:
+        wrapped = event.wrap(console, width)
+        if len(wrapped) > layout.EVENT_ROWS:
+            last = wrapped[layout.EVENT_ROWS - 1]
+            last.rstrip()
+            last.append("…")
+            last.truncate(width, overflow="ellipsis")
+        rows.extend(wrapped[:layout.EVENT_ROWS])
+    last = Text(control).wrap(console, width) if control else []
+    dropped = layout.status_dropped(len(rows), len(last), room)
+    if dropped:
+        rows = rows[dropped:]
+        if rows:
+            rows[0] = Text("… ") + rows[0]
+            rows[0].truncate(width, overflow="ellipsis")
+    return Text("\n").join([*rows, *last])
 
 
 def gpu_links_line(model: Model, lang: str = "en") -> str:
