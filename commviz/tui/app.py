@@ -55,11 +55,10 @@ from commviz.viewer.source import Source
 from commviz.wire.control import Controller
 
 FRAME_S = 1 / 30
-# Textual paints the screen from a timer at TEXTUAL_FPS (60 by default), and after a paint
-# longer than its period it waits for the slot after next: under load (paints of ~15 ms) the
-# frames would come late, or two would merge into one. At 120 a paint follows each frame
-# within a few ms. Set on Textual's screen module (read when a screen starts), not in the
-# environment, which the ranks and the job would inherit; a TEXTUAL_FPS of the user's wins.
+# Textual paints at TEXTUAL_FPS (60 by default) and waits a slot after a paint longer than its
+# period: under load the frames would come late or merge. At 120 each frame is painted within
+# a few ms. Set on Textual's screen module, not in the environment (the ranks and the job would
+# inherit it); a TEXTUAL_FPS of the user's wins.
 PAINT_FPS = 120
 if "TEXTUAL_FPS" not in os.environ:
     textual_screen.UPDATE_PERIOD = 1 / PAINT_FPS  # type: ignore[misc]
@@ -161,9 +160,8 @@ class CommvizApp(App):
             self._t0 = self._playback.playback.origin_ns  # as its place and --from count
         self.refresh_view()
         self.set_interval(FRAME_S, self._tick)
-        # what exists by now (modules, widgets, styles) lives as long as the app: out of the
-        # garbage collector's sight, a full collection takes ~10 ms rather than 50-70 ms
-        # (two frames)
+        # what exists by now lives as long as the app: out of the collector's sight, a full
+        # collection takes ~10 ms rather than two frames
         gc.freeze()
 
     def on_unmount(self) -> None:
@@ -192,7 +190,7 @@ class CommvizApp(App):
 
     def _fit_titles(self) -> None:
         """The replay's and the timeline's titles, their shorter forms where the whole would
-        be cut (Portuguese at 120 columns: "passos internos es…")."""
+        be cut."""
         room = layout.title_room(self._width, self._narrow)
         whole = explain.ui("replay", self.lang)
         self.query_one("#topology").border_title = \
@@ -293,9 +291,8 @@ class CommvizApp(App):
             stats = stats_table(model, self.lang)
             self._show("#stats", stats, _height_key(stats))
             self._fit = _fit(model)
-        # the teaching panels follow the replay as soon as it turns to another op (an op of
-        # one step, replayed in less than SLOW_FRAME_S, was explained as the op before it),
-        # else the latest operation
+        # the teaching panels follow the replay as soon as it turns to another op (a one-step
+        # op is replayed in less than SLOW_FRAME_S), else the latest operation
         if frame is not None or slow_tick:
             self._explain(model, frame.instance if frame is not None else latest)
         if slow_tick or replayed != self._replayed:  # follows the replay step by step
@@ -365,8 +362,8 @@ class CommvizApp(App):
         return int(cells) - panel.styles.gutter.height
 
     def _fit_findings(self, lead: Text) -> None:
-        """The findings panel grows to show its lead whole (the advice was cut mid-sentence);
-        what is left below scrolls with ↑↓ once it has the focus (tab), as its subtitle says."""
+        """The findings panel grows to show its lead whole (``layout.findings_rows``); what is
+        left below scrolls with ↑↓ once it has the focus (tab), as its subtitle says."""
         panel = self.query_one("#findings", VerticalScroll)
         width = self.query_one("#findings-text").content_region.width  # a scrollbar's less
         if width <= 0:  # just shown, not laid out yet: its least, until the next frame
@@ -647,7 +644,7 @@ class CommvizApp(App):
         for view in views:
             self.screen.set_class(view == self._view and view != views[0], f"-view-{view}")
         self.refresh_bindings()  # z zooms the timeline where it shows
-        self.refresh_view()  # the header names the view (a toast covered the ring's bottom)
+        self.refresh_view()  # the header names the view
 
     def on_resize(self, event: events.Resize) -> None:
         """`v` exists below the breakpoint only; there the footer packs shorter labels closer

@@ -1,13 +1,12 @@
 """The newest lines of a log, drawn on the line API.
 
 A ``RichLog`` grows its virtual size with every line it is given, and each growth lays the
-whole screen out again: under a training job's event rate that was most of the TUI's time.
+whole screen out again: under a training job's event rate that is most of the TUI's time.
 This widget only ever shows the tail that fits, so adding lines repaints it alone.
 A line may be a function of the width that writes it to fit (the operations log's): it is
 written when drawn, so a narrow or resized panel gets lines made for its width. Focused
 (tab), ↑↓, PgUp/PgDn, Home and End scroll back through the lines kept and to the newest
-again (a job's traceback had scrolled out of reach); scrolled back, the view stays put as
-lines come.
+again; scrolled back, the view stays put as lines come.
 """
 
 from __future__ import annotations

@@ -38,7 +38,7 @@ WAIT, SOLID, UNKNOWN = "░", "█", "╌"
 def title(lang: str = "en", room: int | None = None) -> str:
     """The panel's title: its name, then what the lanes' characters mean, in ``lang``, in
     shorter words where the whole does not fit ``room`` cells. No separator glyph in it: a
-    "·" between name and legend read as a status, not a key."""
+    "·" between name and legend reads as a status, not a key."""
     def legend(waiting: str) -> str:
         return (f"{explain.ui('timeline', lang)}  {WAIT} {explain.ui(waiting, lang)}  "
                 f"{SOLID} {explain.ui('legend transferring', lang)}  "

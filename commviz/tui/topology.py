@@ -106,7 +106,7 @@ def _loop(n: int, width: int, height: int) -> dict[int, tuple[int, int]]:
     """The ring round a rectangle, clockwise from rank 0 at the top left: a row along the top,
     a column down the right, a row back along the bottom, a column up the left, the sides as
     short as the width allows. Every rank beside its ring neighbours: in a grid's snake the
-    link from the last rank back to rank 0 crossed every row. {} where it does not fit."""
+    link from the last rank back to rank 0 crosses every row. {} where it does not fit."""
     w = len(_label(n - 1)) + 1
     top, bottom = (1, height - 2) if height >= 9 else (0, height - 1)
     # a free row between ranks one above the other leaves their link a cell to be drawn in
@@ -376,8 +376,8 @@ def _draw_path(canvas: _Canvas, path: Path, progress: float, still: bool, p2p: b
 def _draw_alerts(canvas: _Canvas, where: Mapping[int, tuple[int, int]],
                  alerts: Iterable[tuple[int, int]], paths: Iterable[Path]
                  ) -> set[tuple[int, int]]:
-    """Each link the diagnosis points at, dashed over the transfers' paths (their dots hid
-    it): along a transfer drawn between the same ranks, whose line from the other end may
+    """Each link the diagnosis points at, dashed over the transfers' paths (their dots would
+    hide it): along a transfer drawn between the same ranks, whose line from the other end may
     step differently, else its own line. Returns the cells dashed."""
     drawn = {frozenset((p.transfer.src, p.transfer.dst)): p.cells for p in paths}
     out: set[tuple[int, int]] = set()

@@ -96,7 +96,7 @@ MEMBERS_SHOWN = 8  # p2p transfers listed one per line; the rest counted
 
 def _p2p_members(frame: AnimFrame, lang: str) -> Text:
     """``inside`` of a round of p2p transfers the replay draws as one: each one's pair,
-    number, size and measured time (the panel showed only the first of them)."""
+    number, size and measured time."""
     members = frame.members
     out = Text(explain.ui("inside round", lang).format(n=len(members), op=frame.instance.op)
                + "\n", style="bold")
@@ -156,7 +156,7 @@ def _collective(sched: schedules.Schedule, inst: Instance, backend: str,
     else:  # too many ranks, or chunks: the steps without the buffers
         left_out = ""
         _steps(out, sched, inst.group, current, lang, width, shown)
-    if left_out and brief:  # the cost model too, in the same row (it went unmentioned)
+    if left_out and brief:  # the cost model too, in the same row
         out.append(explain.ui("not shown larger", lang).format(
             f"{left_out}, {explain.ui('cost', lang).lower()}") + "\n", style="dim italic")
     elif left_out:
@@ -271,8 +271,8 @@ def _slots(sched: schedules.Schedule, rank: int,
     """The chunks a rank's column shows on the row of ``step`` (None: the start), each with
     the number its digit gives: every chunk, numbered; for all_to_all, the rank's n received
     blocks, each numbered by its sender; for gloo's list-form reduce_scatter, the n parts of
-    the block the step reduces (the n x n chunks of either left no room for a fourth rank
-    at 160 columns)."""
+    the block the step reduces (the n x n chunks of either leave no room for four ranks at
+    160 columns)."""
     n = sched.n
     if schedules.canonical_op(sched.op) == "all_to_all":
         return [(s * n + rank, s) for s in range(n)]

@@ -39,7 +39,7 @@ def ranks_table(model: Model, now: float, now_ns: int | None = None,
     (``width``) leaves out the byte counts first, then cuts the load with an ellipsis, never
     a rank's state. ``flagged``: ranks a finding names, with that finding. Under the ranks,
     those the others waited for at collectives, if any. In fewer ``rows`` than that (None:
-    any), the last row names the ranks left out (8 ranks at 80x24 showed 4, silently)."""
+    any), the last row names the ranks left out."""
     now_ns = time.time_ns() if now_ns is None else now_ns
     ui = functools.partial(explain.ui, lang=lang)
     ops = ops_in(model)
@@ -137,7 +137,7 @@ def _done_with(op: str, width: int, lang: str) -> str:
 
 def _whole_words(line: str, width: int) -> str:
     """``line`` in ``width``, cut after a whole word with an ellipsis (a time cut mid-unit
-    read as another time)."""
+    reads as another time)."""
     if len(line) <= width:
         return line
     cut = line[:width - 1]
@@ -147,7 +147,7 @@ def _whole_words(line: str, width: int) -> str:
 def _flagged(f: Finding, state: str, idle: bool, lang: str, width: int) -> str:
     """A flagged rank's state: the finding's name before it. A rank missing from the op of
     a hang or a failed op reads what the finding says of it if idle ("not in all_reduce
-    #7": "hang: done all_reduce" read as a contradiction), else its own state (in another
+    #7": "hang: done all_reduce" reads as a contradiction), else its own state (in another
     op, silent): the findings panel names the finding, the name left no room for either.
     A state that does not fit after the name is left out ("⚠ straggler", not
     "⚠ straggler: d…")."""

@@ -10,7 +10,7 @@ from commviz.viewer.model import Instance
 from commviz.wire import protocol
 
 # a finding's type in Portuguese where a rank's state or a ring label shows it: within
-# topology.STATE_W with its "⚠ " ("rank atrasado" was cut to "rank atrasa…")
+# topology.STATE_W with its "⚠ "
 _SHORT_PT = {"straggler": "atrasado", "failed": "falha"}
 
 
