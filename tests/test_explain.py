@@ -99,9 +99,10 @@ def test_default_lang_reads_os_environ(monkeypatch):
     assert i18n.default_lang() == "en"
 
 
-REQUIRED_UI = ("paused", "step", "speed", "waiting for peers", "transferring", "idle", "done",
-               "schematic", "measured", "predicted", "help", "quit", "restart", "ranks",
-               "timeline", "buffers", "explanation", "source", "statistics", "lag")
+REQUIRED_UI = ("paused", "key step", "speed", "waiting for peers", "legend transferring",
+               "state idle", "state done", "schematic", "measured", "predicted", "help", "quit",
+               "key restart", "ranks", "timeline", "buffers", "explanation", "source",
+               "stats title", "log skew")
 
 
 def _ui_texts(lang: str) -> dict[str, tuple[str, ...]]:
@@ -248,6 +249,7 @@ def test_window_check_would_catch_a_copy():
     assert tuple(words[100:108]) in _seed_windows()
 
 
+@pytest.mark.integration  # a fresh interpreter
 def test_imports_neither_textual_nor_torch():
     code = "import sys, commviz.text.explain; print(' '.join(sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
@@ -272,7 +274,7 @@ def test_nccl_only_tips_are_left_out_beside_a_gloo_demo():
     (user trial). Shown for NCCL, and when the backend is not known."""
     from rich.text import Text
 
-    from commviz.tui.render import _explained
+    from commviz.tui.panels.explanation import _explained
 
     broadcast = ex.explain("broadcast", "pt")
     assert any("NCCL_DEBUG" in tip for tip in broadcast.nccl_tips)

@@ -76,6 +76,7 @@ def test_default_lang_takes_any_language_of_the_data(monkeypatch):
     assert i18n.next_lang("pt") == "es" and i18n.next_lang("es") == "en"
 
 
+@pytest.mark.integration  # a fresh interpreter
 def test_the_runtime_needs_no_babel():
     code = ("import sys, commviz.text.explain, commviz.text.i18n, "
             "commviz.knowledge.schedule_notes; print(' '.join(sys.modules))")
@@ -153,6 +154,7 @@ def test_a_key_a_language_lacks_reads_in_english(tmp_path, monkeypatch):
     (tmp_path / "en" / "ui.mo").write_bytes((HERE / "en" / "ui.mo").read_bytes())
     pt = catalogue.read("pt")
     del pt["paused"]
+    pt[("transfers", "transfers")].string = ("{n} transferência", "")  # half translated
     (tmp_path / "pt").mkdir()
     (tmp_path / "pt" / "ui.mo").write_bytes(catalogue.compiled(pt))
     monkeypatch.setattr(i18n, "HERE", tmp_path)
@@ -160,6 +162,8 @@ def test_a_key_a_language_lacks_reads_in_english(tmp_path, monkeypatch):
     try:
         assert i18n.ui("paused", "pt") == "Paused"
         assert i18n.ui("playing", "pt") == "Reproduzindo"
+        assert i18n.ui_n("transfers", 2, "pt") == "2 transfers"
+        assert i18n.ui_n("op records", 2, "pt") == "2 registros de op"
         with pytest.raises(KeyError, match="no UI string 'no such key'"):
             i18n.ui("no such key", "pt")
     finally:

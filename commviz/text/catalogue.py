@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import argparse
 import ast
+import copy
+import datetime
 import io
 import re
 import string
@@ -77,8 +79,17 @@ def english_comment(english: Message) -> str:
 
 
 def compiled(catalog: Catalog) -> bytes:
+    """``catalog`` as the ui.mo the runtime reads: its translated entries only, so that one
+    untranslated (a plural form too) reads in English, not as its key."""
+    kept = copy.deepcopy(catalog)
+    for message in list(kept):
+        if message.id and not translated(message):
+            del kept[message.id]
+    # Babel dates the header it writes (no one reads it): a fixed date makes the same ui.po
+    # compile to the same ui.mo
+    kept.creation_date = datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc)
     out = io.BytesIO()
-    write_mo(out, catalog)
+    write_mo(out, kept)
     return out.getvalue()
 
 
@@ -320,7 +331,8 @@ def write(catalog: Catalog, path: Path) -> None:
     kept = [line for line in header.split("\n")
             if not re.match(r'"([A-Za-z-]+): ', line)
             or re.match(r'"([A-Za-z-]+): ', line).group(1) in HEADER]
-    text = "\n".join(kept).replace("commviz VERSION", "commviz") + "\n\n" + rest
+    text = re.sub(r'"Project-Id-Version: .*\\n"', r'"Project-Id-Version: commviz\\n"',
+                  "\n".join(kept), count=1) + "\n\n" + rest
     path.write_text(text, encoding="utf-8")
 
 
