@@ -261,6 +261,7 @@ def shown(widget: Timeline) -> list[str]:
     return [strip.text for strip in widget.render_lines(Region(0, 0, width, height))]
 
 
+@pytest.mark.integration
 def test_widget_draws_the_sessions_lanes() -> None:
     async def run() -> None:
         session = FakeSession()

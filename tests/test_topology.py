@@ -376,6 +376,7 @@ def test_lag_is_the_time_to_drain_the_queue() -> None:
     assert "2 waiting" in a.summary() and "s to go" in a.summary()
 
 
+@pytest.mark.integration
 def test_the_animation_module_imports_neither_textual_nor_rich() -> None:
     code = "import sys, commviz.tui.animation; print(' '.join(sys.modules))"
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
@@ -743,6 +744,7 @@ def shown(widget: Topology) -> list[str]:
     return [strip.text for strip in widget.render_lines(Region(0, 0, width, height))]
 
 
+@pytest.mark.integration
 def test_widget_animates_the_instances_fed_to_it() -> None:
     async def run() -> None:
         clock = FakeClock(monotonic=0.0)
@@ -791,6 +793,7 @@ def test_widget_animates_the_instances_fed_to_it() -> None:
     asyncio.run(run())
 
 
+@pytest.mark.integration
 def test_widget_draws_still_frames_when_animations_are_off() -> None:
     async def run() -> None:
         clock = FakeClock(monotonic=0.0)
@@ -809,6 +812,7 @@ def test_widget_draws_still_frames_when_animations_are_off() -> None:
     asyncio.run(run())
 
 
+@pytest.mark.integration
 def test_widget_update_from_plans_with_the_ranks_backend() -> None:
     async def run() -> None:
         session = FakeSession(FakeClock(monotonic=0.0))

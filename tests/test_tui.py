@@ -95,11 +95,12 @@ def log_lines(app: CommvizApp) -> list[str]:
 
 
 def sync(test: Callable[..., Coroutine[Any, Any, None]]) -> Callable[..., None]:
-    """Run an async Pilot test in its own event loop (no pytest-asyncio needed)."""
+    """Run an async Pilot test in its own event loop (no pytest-asyncio needed); it runs an
+    app, so it is an integration test."""
     @functools.wraps(test)
     def run(*args: Any, **kwargs: Any) -> None:
         asyncio.run(test(*args, **kwargs))
-    return run
+    return pytest.mark.integration(run)
 
 
 async def frame(pilot: Pilot) -> None:
@@ -1098,6 +1099,7 @@ SCENARIOS = {"all_gather": _all_gather, "all_reduce": _all_reduce, "broadcast": 
              "send_recv": _send_recv}
 
 
+@pytest.mark.integration  # a snapshot runs the app
 @pytest.mark.parametrize("size", [(80, 24), (160, 48)], ids=lambda s: f"{s[0]}x{s[1]}")
 @pytest.mark.parametrize("scenario", list(SCENARIOS))
 def test_snapshot(snap_compare, scenario: str, size: tuple[int, int]) -> None:
@@ -1131,6 +1133,7 @@ def _gpus() -> tuple[FakeSession, str]:
     return session, "run · 4 ranks on 4 GPUs"
 
 
+@pytest.mark.integration
 def test_snapshot_with_gpu_links(snap_compare) -> None:
     session, title = _gpus()
     assert snap_compare(make_app(session, title=title), terminal_size=(160, 48))
@@ -1183,6 +1186,7 @@ def test_link_rates_pick_a_unit_per_link_and_leave_out_what_nvml_did_not_give() 
     assert link_rates({"cpu_pct": 50.0}) == "" and link_rates({}) == ""
 
 
+@pytest.mark.integration
 def test_snapshot_on_a_light_terminal_in_portuguese(snap_compare) -> None:
     """Every panel redrawn in the light theme after a first dark frame."""
     session, title = _all_reduce()
@@ -2701,6 +2705,7 @@ async def test_a_recording_played_back_lists_how_the_ranks_processes_ended(
         assert "rank 3 failed (exit -9): killed by SIGKILL" in panel(app, "#status")
 
 
+@pytest.mark.integration
 def test_snapshot_of_a_recording_played_back(snap_compare, tmp_path: Path,
                                              monkeypatch: pytest.MonkeyPatch) -> None:
     real, playback, control, app = _played(tmp_path, monkeypatch)
