@@ -2608,6 +2608,22 @@ def _play_app(path: str | Path, real: FakeClock, paused: bool = False
                                 restart=lambda: None, demo=playback.demo)
 
 
+@pytest.mark.integration  # a live session binds its socket
+def test_a_session_a_playback_and_the_fake_offer_what_the_views_read(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from commviz.viewer.session import Session
+    from commviz.viewer.source import Source
+
+    _, playback, _, _ = _played(tmp_path, monkeypatch)
+    live = Session("tcp://127.0.0.1:*")
+    try:
+        assert all(isinstance(s, Source) for s in (live, playback, FakeSession()))
+        assert not isinstance(object(), Source)
+        assert playback.recorder is None and live.nccl is not None
+    finally:
+        live.close()
+
+
 @sync
 async def test_a_recording_played_back_steps_pauses_changes_speed_and_starts_again(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
