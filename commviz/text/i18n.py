@@ -32,7 +32,7 @@ def _languages() -> tuple[str, ...]:
 
 
 LANGS: tuple[str, ...] = _languages()
-"""The languages commviz speaks, English first."""
+"""The languages commviz speaks: English, then the others by their codes (the order of `l`)."""
 
 
 class _Missing(gettext.NullTranslations):
