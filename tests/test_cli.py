@@ -34,6 +34,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 # ---- demo --list and errors --------------------------------------------------------------
 
+@pytest.mark.integration
 def test_demo_list_names_every_demo_with_its_summary(procs):
     result = procs.commviz("demo", "--list")
     assert result.returncode == 0, result.stderr
@@ -48,6 +49,7 @@ def test_demo_list_names_every_demo_with_its_summary(procs):
     assert set(listed) == {p.stem for p in files}
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("args", [["demo", "--list"], ["stats", "{rec}"]])
 def test_a_reader_that_went_away_ends_it_quietly(tmp_path, args):
     """`commviz demo --list | head -1`: no traceback when the pipe closes, the exit status of
@@ -64,6 +66,7 @@ def test_a_reader_that_went_away_ends_it_quietly(tmp_path, args):
     assert result.returncode == 128 + signal.SIGPIPE
 
 
+@pytest.mark.integration
 def test_without_a_terminal_the_tui_gives_way_to_lines(procs):
     """`commviz run -- CMD | tee log`, or in CI: no TUI drawn into a pipe, no wait for keys."""
     result = procs.commviz("run", "--", PY, "-c", "print('hello from the job')", timeout=60)
@@ -189,6 +192,7 @@ def _started_demo(monkeypatch, argv: list[str]) -> dict:
     return got
 
 
+@pytest.mark.integration
 def test_a_rounded_size_is_said_once_under_the_headless_banner(monkeypatch):
     got = _started_demo(monkeypatch, ["all_to_all", "--ranks", "4", "--size", "1000",
                                       "--headless", "--lang", "en"])
@@ -199,6 +203,7 @@ def test_a_rounded_size_is_said_once_under_the_headless_banner(monkeypatch):
     assert "\n" not in exact["banner"]
 
 
+@pytest.mark.integration
 def test_a_rounded_size_is_said_in_the_tui_header_in_both_languages(monkeypatch):
     """Before the backend and why, which a narrow header cuts (the viewer panel says it too):
     at 120 columns the note was cut ('--size 4096: 4092…', user trial)."""
@@ -208,6 +213,7 @@ def test_a_rounded_size_is_said_in_the_tui_header_in_both_languages(monkeypatch)
     assert title["pt"].startswith("all_gather · 2 ranks · --size 7: 4 B usados (1 float32) · ")
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("case", list(ERRORS))
 def test_errors_are_one_line_with_exit_code_2(procs, tmp_path, case):
     args, expected = ERRORS[case]
@@ -232,6 +238,7 @@ def test_errors_are_one_line_with_exit_code_2(procs, tmp_path, case):
     assert result.stdout == ""
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("command", [["watch", "--headless"], ["run", "--", "sleep", "1"]])
 def test_a_bind_address_without_its_scheme_says_what_it_must_look_like(procs, command):
     """Not that 127.0.0.1:5623 "can be reached from other hosts, so the viewer needs keys"."""
@@ -255,6 +262,7 @@ def test_a_port_out_of_range_is_refused_before_zeromq_wraps_it(port):
         Receiver(f"tcp://127.0.0.1:{port}")
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("command", ["watch", "run"])
 @pytest.mark.parametrize("holder", ["tcp", "zmq"])
 def test_a_port_in_use_says_how_to_pick_another(procs, holder, command):
@@ -289,11 +297,13 @@ def test_a_port_in_use_says_how_to_pick_another(procs, holder, command):
 
 def _finding():
     from commviz.viewer.diagnose import Finding
+    from commviz.viewer.diagnose.facts import Words
 
-    return Finding("failed", (1,), (0, 1), 4, "rank 0 failed in all_reduce #4",
-                   "rank 0 falhou em all_reduce #4", ("hang", 0, 4), 0.0, 0)
+    return Finding("failed", (1,), (0, 1), 4, Words("rank 0 failed in all_reduce #4",
+                   "rank 0 falhou em all_reduce #4"), ("hang", 0, 4), 0.0, 0)
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("lang", ["en", "pt"])
 def test_headless_finding_lines_are_in_the_language_asked_for(lang):
     from commviz import headless
@@ -311,6 +321,7 @@ def test_headless_finding_lines_are_in_the_language_asked_for(lang):
     assert out.getvalue().splitlines() == [expected]
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(("args", "env", "expected"), [
     (["--lang", "pt"], {}, "pt"), ([], {"LC_ALL": "pt_BR.UTF-8"}, "pt"),
     ([], {"LC_ALL": "C"}, "en"), (["--lang", "en"], {"LC_ALL": "pt_BR.UTF-8"}, "en")])
@@ -362,6 +373,7 @@ def _lines(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
 
 
+@pytest.mark.integration
 def test_headless_demo_prints_instances_and_summary(procs, demo_run):
     rc, out, err, _ = demo_run
     assert rc == 0, (out, err)
@@ -416,6 +428,7 @@ def test_headless_demo_recording(demo_run):
     assert lines[-1]["rejected_messages"] == 0
 
 
+@pytest.mark.integration
 def test_stats_of_the_recording(procs, demo_run):
     record = demo_run[3]
     table = procs.commviz("stats", str(record))
@@ -432,6 +445,7 @@ def test_stats_of_the_recording(procs, demo_run):
     assert row["time_p50_us"] > 0 and row["algbw_gbps"] > 0
 
 
+@pytest.mark.integration
 def test_played_back_the_recording_shows_what_stats_counts(procs, demo_run):
     """commviz play's session, run to the end: the same instances and table as stats, the
     ranks' telemetry and their goodbyes, and no finding."""
@@ -450,6 +464,7 @@ def test_played_back_the_recording_shows_what_stats_counts(procs, demo_run):
     assert model.findings() == []
 
 
+@pytest.mark.integration
 def test_stats_tells_the_counts_and_the_recorded_findings(procs, demo_run, tmp_path):
     lines = demo_run[3].read_text(encoding="utf-8").splitlines(keepends=True)
     found = {"type": "straggler", "ranks": [1], "group": [0, 1], "seq": 3,
@@ -490,6 +505,7 @@ def test_the_counts_line_sets_failed_operations_apart():
         "incomplete (records missing from some of its ranks)"
 
 
+@pytest.mark.integration
 def test_stats_of_a_truncated_recording(procs, demo_run, tmp_path):
     """As a killed viewer leaves it: no summary, the last line cut in the middle."""
     text = demo_run[3].read_text(encoding="utf-8").splitlines(keepends=True)
@@ -533,6 +549,7 @@ def test_stats_of_a_truncated_recording(procs, demo_run, tmp_path):
 
 # ---- a rank that fails ------------------------------------------------------------------
 
+@pytest.mark.integration
 def test_failing_rank_is_reported_by_the_demo(procs):
     """A network interface gloo cannot find (a user's mistake on a cluster node): each rank
     fails creating its process group. (A --size no rank can allocate is refused before the
@@ -560,6 +577,7 @@ def test_failing_rank_is_reported_by_the_demo(procs):
             shutil.rmtree(kept.group(1), ignore_errors=True)
 
 
+@pytest.mark.integration
 @pytest.mark.skipif(sys.version_info < (3, 11), reason="python -P came in 3.11")
 def test_a_folder_named_commviz_in_the_current_directory_does_not_hide_commviz(procs,
                                                                               tmp_path):
@@ -573,6 +591,7 @@ def test_a_folder_named_commviz_in_the_current_directory_does_not_hide_commviz(p
     assert [op for op, _, _ in proc.instances()] == ["all_reduce"], proc.stdout
 
 
+@pytest.mark.integration
 def test_failing_rank_is_reported_by_headless_run(procs, monkeypatch):
     """The launcher's view of a rank that cannot even start: a demo module that is missing."""
     from commviz import headless
@@ -610,6 +629,7 @@ def _watch(procs: Procs, *args: str) -> tuple[Proc, str]:
     return proc, banner.split()[4]
 
 
+@pytest.mark.integration
 def test_watch_records_ranks_then_stops_on_sigint(procs, tmp_path):
     record = tmp_path / "w.jsonl"
     watch, addr = _watch(procs, "--bind", f"tcp://127.0.0.1:{launcher.free_port()}", "--record",
@@ -639,6 +659,7 @@ def test_watch_records_ranks_then_stops_on_sigint(procs, tmp_path):
     assert lines[-1]["instances"] == 3
 
 
+@pytest.mark.integration
 def test_watch_stops_on_sigterm(procs, tmp_path):
     record = tmp_path / "idle.jsonl"
     watch, _ = _watch(procs, "--bind", f"tcp://127.0.0.1:{launcher.free_port()}", "--record",
@@ -652,6 +673,7 @@ def test_watch_stops_on_sigterm(procs, tmp_path):
     assert lines[-1]["kind"] == "summary" and lines[-1]["records"] == 0
 
 
+@pytest.mark.integration
 def test_a_rank_that_ends_at_once_still_delivers_its_records(procs):
     """One step on one rank is over before the emitter's first tick: still sent, with a bye."""
     from commviz.viewer import recording
@@ -683,6 +705,7 @@ def test_a_rank_that_ends_at_once_still_delivers_its_records(procs):
 
 # ---- Ctrl-C on a headless demo ----------------------------------------------------------
 
+@pytest.mark.integration
 def test_ctrl_c_stops_a_headless_demo_and_its_ranks(procs):
     demo = procs.start("-m", "commviz", "demo", "all_gather", "--ranks", "2", "--headless",
                        "--interval", "0.5")  # 20 steps, 10 s: still running when interrupted
