@@ -61,6 +61,7 @@ from commviz.tui.topology import Topology
 from commviz.viewer import plain_text as text_mod
 from commviz.viewer import recording
 from commviz.viewer.diagnose import Diagnosis, Finding
+from commviz.viewer.diagnose.facts import Words
 from commviz.viewer.playback import Playback, PlaybackControl
 from commviz.wire import protocol
 from commviz.wire.control import Controller, ControlState
@@ -516,7 +517,7 @@ def test_a_waiting_ranks_state_keeps_its_time_whole_with_its_unit(
     width = RANK_COLUMNS[3][1]
     at = LINKS_AT - width - 1  # where the state column starts
     assert row[at:at + width].rstrip() == shown
-    hang = Finding("hang", (2,), (2,), None, "deadlock", "deadlock", ("hang", 2), 0.0, 0)
+    hang = Finding("hang", (2,), (2,), None, Words("deadlock", "deadlock"), ("hang", 2), 0.0, 0)
     table = ranks_table(session.model, clock(), clock.wall_ns(), {2: hang}, lang, 94)
     flagged = table.plain.splitlines()[3][at:at + width]
     state = flagged.rstrip()  # after the finding's name: its op, its time whole or none
@@ -536,7 +537,7 @@ def test_a_flagged_ranks_state_is_whole_or_left_out(lang: str, op: str, shown: s
     session.feed(heartbeats(4))
     session.feed([op_batch(3, [{"id": 1, "op": op, "seq": 1, "peer": 0 if op == "recv" else -1,
                                 "bytes_in": 4096, "t_start": T0_NS}])])
-    late = Finding("straggler", (3,), (0, 1, 2, 3), 1, "late", "atrasado", ("straggler", 3),
+    late = Finding("straggler", (3,), (0, 1, 2, 3), 1, Words("late", "atrasado"), ("straggler", 3),
                    0.0, 0)
     table = ranks_table(session.model, clock(), clock.wall_ns(), {3: late}, lang, 94)
     width = RANK_COLUMNS[3][1]
@@ -1002,8 +1003,9 @@ async def test_a_finding_that_ended_with_its_job_is_no_all_clear() -> None:
     session = FakeSession()
     session.feed(scripted_all_reduce(world=4))
     Diagnosis(session.model, wall_ns=session.clock.wall_ns).history.append(Finding(
-        "resolved", (2,), (0, 1, 2, 3), 3, "ended with job 1, unresolved after 6.0 s: mismatch",
-        "terminou com o job 1, sem solução após 6.0 s: divergência", ("resolved",), 0.0, 0,
+        "resolved", (2,), (0, 1, 2, 3), 3,
+        Words("ended with job 1, unresolved after 6.0 s: mismatch",
+              "terminou com o job 1, sem solução após 6.0 s: divergência"), ("resolved",), 0.0, 0,
         about="mismatch", duration_s=6.0, unresolved=True))
     app = make_app(session)
     async with app.run_test(size=SIZE) as pilot:
@@ -2062,7 +2064,7 @@ def _straggler(session: FakeSession) -> Any:
     from commviz.viewer.diagnose import Finding
 
     diag = Diagnosis(session.model, wall_ns=session.clock.wall_ns)
-    finding = Finding("straggler", (3,), (0, 1, 2, 3), 5, STRAGGLER_TEXT, STRAGGLER_TEXT,
+    finding = Finding("straggler", (3,), (0, 1, 2, 3), 5, Words(STRAGGLER_TEXT, STRAGGLER_TEXT),
                       ("straggler", 0), 0.0, 0)
     session.model.findings = lambda: [finding]  # type: ignore[method-assign]
     return diag
@@ -2104,8 +2106,9 @@ def _crashed(session: FakeSession) -> None:
             ("failed", "recv at 1 from 0 #1 failed after 6.0 s waiting for its send: rank 0 "
              "never posted it (exited)", "recv em 1 de 0 #1 falhou após 6.0 s esperando o "
              "send: o rank 0 nunca o postou (saiu)")]
-    live = [Finding(kind, (0, 1), (0, 1), 1, en, pt, ("deadlock", (0, 1)) if i == 0 else (kind, i),
-                    0.0, 0) for i, (kind, en, pt) in enumerate(said)]
+    live = [Finding(kind, (0, 1), (0, 1), 1, Words(en, pt),
+                    ("deadlock", (0, 1)) if i == 0 else (kind, i), 0.0, 0)
+            for i, (kind, en, pt) in enumerate(said)]
     session.model.findings = lambda: live  # type: ignore[method-assign]
 
 
@@ -2277,10 +2280,12 @@ def test_the_findings_printed_at_exit_lead_with_their_cause(lang: str) -> None:
     from commviz.tui.app import _print_findings
     from commviz.viewer.diagnose import Finding
 
-    failed = Finding("failed", (0,), (0, 1), 3, "rank 0 failed in all_reduce #3",
-                     "o rank 0 falhou em all_reduce #3", ("failed", 3), 1.0, 0)
-    deadlock = Finding("hang", (0, 1), (0, 1), 3, "deadlock: rank 0 waits on 1",
-                       "deadlock: o rank 0 espera o 1", ("deadlock", (0, 1)), 2.0, 0)
+    failed = Finding("failed", (0,), (0, 1), 3, Words("rank 0 failed in all_reduce #3",
+                                                      "o rank 0 falhou em all_reduce #3"),
+                     ("failed", 3), 1.0, 0)
+    deadlock = Finding("hang", (0, 1), (0, 1), 3, Words("deadlock: rank 0 waits on 1",
+                                                        "deadlock: o rank 0 espera o 1"),
+                       ("deadlock", (0, 1)), 2.0, 0)
     out = io.StringIO()
     _print_findings([failed, deadlock], out, lang)
     assert out.getvalue().splitlines() == [f"!! hang: {deadlock.text(lang)}",
@@ -2358,7 +2363,7 @@ async def test_beside_a_long_finding_the_grid_gives_way_to_the_viewer_panel(
     session = FakeSession()
     session.feed(scripted_all_reduce(world=4))
     long = "deadlock, until a timeout ended it after 6.0 s: " + "rank 0 waited on 3; " * 20
-    live = [Finding("failed", (0, 3), (0, 1, 2, 3), 3, long, long, ("hang", 0, 3), 0.0, 0)]
+    live = [Finding("failed", (0, 3), (0, 1, 2, 3), 3, Words(long, long), ("hang", 0, 3), 0.0, 0)]
     session.model.findings = lambda: live  # type: ignore[method-assign]
     app = make_app(session)
     async with app.run_test(size=size) as pilot:
