@@ -57,6 +57,7 @@ def test_the_tuis_log_shortens_a_long_name_so_its_columns_stay_aligned():
     assert " reduce_…single " in lines[0] and " all_gat…tensor " in lines[1]
 
 
+@pytest.mark.integration
 def test_lines_come_in_time_order_on_the_clock_of_the_first_message():
     """A round's transfers and collectives (and subgroups') came out each in its own order,
     timed from the first printed op's start: -0.001 s below 0.008 s."""
@@ -77,6 +78,7 @@ def test_lines_come_in_time_order_on_the_clock_of_the_first_message():
         ["0.008s", "send"]]
 
 
+@pytest.mark.integration
 def test_the_session_notes_when_its_first_message_arrived():
     session = Session("tcp://127.0.0.1:*")
     ctx = zmq.Context()
@@ -139,6 +141,7 @@ def test_the_stats_tables_bandwidths_share_one_format_under_their_unit():
     assert {len(line) for line in lines} == {len(lines[0])}
 
 
+@pytest.mark.integration
 def test_a_short_jobs_ops_that_ended_before_its_first_message_are_timed_from_the_first():
     """An instrumented 2-rank script under `commviz watch --headless`: its six ops ended
     within 2 ms, before its first batch reached the viewer, and every line read 0.000s;
@@ -156,6 +159,7 @@ def test_a_short_jobs_ops_that_ended_before_its_first_message_are_timed_from_the
         "0.001s", "0.003s", "0.005s"]  # ends at 3, 5 and 7 ms, the first began at 2 ms
 
 
+@pytest.mark.integration
 def test_headless_lines_speak_the_language_asked():
     """--lang pt: the header, the lines, the statistics and the counts in Portuguese (the
     source material's language); the table's numbers keep their decimal point for programs."""
@@ -204,6 +208,7 @@ def _recorded_summary(messages: list, path) -> str:
     return out.getvalue()
 
 
+@pytest.mark.integration
 def test_every_summary_counts_an_instance_left_failed_or_incomplete(tmp_path, capsys):
     """The trial's size mismatch: rank 1 failed in all_reduce #2, rank 0 aborted inside it
     and sent no record. '3 op records, 1 collective instances' and a summary with
@@ -240,6 +245,7 @@ def test_every_summary_counts_an_instance_left_failed_or_incomplete(tmp_path, ca
     assert "; 1 failed, not counted; 1 left incomplete" in capsys.readouterr().out
 
 
+@pytest.mark.integration
 def test_whom_the_others_waited_for_is_said_by_the_summary_and_by_stats(tmp_path, capsys):
     """Rank 1 late twice, not in a row: no straggler, but the headless summary, ``commviz
     stats`` and its JSON say whom the others waited for, how often and how long."""
@@ -273,6 +279,7 @@ def test_whom_the_others_waited_for_is_said_by_the_summary_and_by_stats(tmp_path
          "longest_at": {"op": "all_reduce", "seq": 1, "group": None}}]
 
 
+@pytest.mark.integration
 def test_a_jobs_summary_repeats_the_findings_that_still_held(tmp_path):
     """A failed torchrun job's tracebacks and summary push the live `!! mismatch` line out of
     sight (user trial: 60 lines of them under it); the end repeats what still held."""
