@@ -463,14 +463,6 @@ class JobAsRanks:
                 return line
         return self.job.describe_end()
 
-    def rank_exit_codes(self) -> dict[int, int]:
-        """Each rank's exit code as torchrun's failure summary gives it ({} without one)."""
-        from commviz.launch.launcher import torchrun_exit_codes
-
-        if self.job.output is None:
-            return {}
-        return torchrun_exit_codes([ln.text for ln in self.job.output.tail(200)])
-
     def stop(self) -> None:
         self.job.stop(*self.cause)
 
