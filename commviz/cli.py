@@ -397,7 +397,7 @@ def _stats(args: argparse.Namespace) -> int:
     from commviz.viewer.model import Model
 
     model = Model()
-    Diagnosis(model)  # finds on replay whom the others waited for (model.late_arrivals)
+    diagnosis = Diagnosis(model)  # finds on replay whom the others waited for
     findings: list[dict] = []
     cut: list[int] = []
     extra: dict[str, list[dict]] = {"summary": []}
@@ -407,7 +407,7 @@ def _stats(args: argparse.Namespace) -> int:
             model.apply(batch)
 
     _read_recording(args.file, read)
-    rows, late = model.stats_table(), model.late_arrivals()
+    rows, late = model.stats_table(), diagnosis.late_arrivals()
     failed, unmatched = model.incomplete()  # the recording is over: they will not complete
     failed += model.failed
     if cut:  # what a killed viewer leaves: everything before it is whole

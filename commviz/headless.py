@@ -214,7 +214,7 @@ class _Printer:
         """The findings that still held at the end, causes first: a job's own output (a
         launcher's tracebacks and summary) has pushed their live lines out of sight."""
         with self.session.lock:
-            found = self.session.model.findings()
+            found = self.session.diagnosis.findings()
         held = end_report.findings_lines(found, self.lang)
         if held:
             print("\n" + i18n.ui_n("findings at end", len(held), self.lang), file=self.out)
@@ -233,7 +233,7 @@ class _Printer:
             for host, ranks in model.nodes().items():
                 print(text.node_line(clocks[host], ranks), file=self.out)
         print(text.stats_table(self.session.model.stats_table(), self.lang), file=self.out)
-        late = text.late_line(self.session.model.late_arrivals(), self.lang)
+        late = text.late_line(self.session.diagnosis.late_arrivals(), self.lang)
         if late:
             print(f"\n{late}", file=self.out)
         dropped = sum(s["dropped_by_ranks"].values())

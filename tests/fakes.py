@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from commviz.knowledge.nccl_log import NcclLog
-from commviz.viewer.diagnose import Diagnosis
+from commviz.viewer.diagnose import Diagnosis, Finding
 from commviz.viewer.model import Model
 from commviz.wire import protocol
 
@@ -55,10 +55,26 @@ class FakeClock:
         self.ns = ns
 
 
+class FakeDiagnosis:
+    """What the views read of a ``Diagnosis``, holding the findings a test made by hand (as
+    a demo's run found them): none ended before them, no rank arrived late."""
+
+    def __init__(self, held: Iterable[Finding]) -> None:
+        self.held = list(held)
+        self.history: list[Finding] = []
+
+    def findings(self) -> list[Finding]:
+        return list(self.held)
+
+    def late_arrivals(self) -> list:
+        return []
+
+
 class FakeSession:
     """What CommvizApp uses of a viewer Session (``source.Source``), without a socket or a
     collector thread: no NCCL log is read, nothing is recorded unless a test sets
-    ``recorder``."""
+    ``recorder``, nothing is diagnosed unless a test sets ``diagnosis`` (one it made on
+    ``model``, or a stand-in with the findings it wants shown)."""
 
     def __init__(self, clock: FakeClock | None = None, addr: str = "tcp://127.0.0.1:5555") -> None:
         self.clock = clock if clock is not None else FakeClock()
@@ -70,14 +86,8 @@ class FakeSession:
         self.closed = False
         self.recorder: object | None = None
         self.nccl: NcclLog | None = None
+        self.diagnosis: Diagnosis | FakeDiagnosis | None = None
         self.frames_begun = self.frames_ended = 0
-
-    @property
-    def diagnosis(self) -> Diagnosis | None:
-        """The Diagnosis a test made on this model, as a Session makes its own: the one whose
-        findings the model reports (None: none, or the test set the findings itself)."""
-        owner = getattr(self.model.findings, "__self__", None)
-        return owner if isinstance(owner, Diagnosis) else None
 
     def start(self) -> None:
         self.started = True
@@ -94,6 +104,7 @@ class FakeSession:
     def reset(self) -> None:
         with self.lock:
             self.model = Model(clock=self.clock)
+            self.diagnosis = None  # made on the model left behind
 
     def note_event(self, key: str, fields: dict[str, Any]) -> None:
         """As a session's: how a rank's process ended goes to the model."""

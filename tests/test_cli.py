@@ -461,7 +461,7 @@ def test_played_back_the_recording_shows_what_stats_counts(procs, demo_run):
     assert (model.records, model.instances, model.transfers) == (10, 5, 0)
     assert model.stats_table() == stats["rows"]
     assert all(s.exited and s.telemetry for s in model.ranks.values())
-    assert model.findings() == []
+    assert playback.diagnosis.findings() == []
 
 
 @pytest.mark.integration

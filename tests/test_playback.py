@@ -138,7 +138,7 @@ def test_ops_reach_the_model_as_the_recordings_clock_passes_their_end(tmp_path):
     assert playback.model.instances == 3
     assert all(s.exited for s in playback.model.ranks.values())
     assert playback.clock.stopped("end") and playback.clock.wall_ns() == playback.end_ns
-    assert playback.model.findings() == []
+    assert playback.diagnosis.findings() == []
 
 
 def test_a_demos_recording_holds_after_each_operation_until_the_replay_lets_it_go(tmp_path):
@@ -272,11 +272,11 @@ def test_what_the_last_messages_say_is_judged_when_the_recording_ends(tmp_path):
     for _ in range(30):  # taken every 0.1 s, as the collector's rounds do
         real.advance(0.1)
         playback.advance()
-    assert [f.type for f in playback.model.findings()] == ["hang"]
+    assert [f.type for f in playback.diagnosis.findings()] == ["hang"]
     while not playback.clock.stopped("end"):  # the end lies within a diagnosis' period
         real.advance(0.1)
         playback.advance()
-    assert [f.type for f in playback.model.findings()] == ["failed"]
+    assert [f.type for f in playback.diagnosis.findings()] == ["failed"]
 
 
 def test_seeking_takes_in_everything_before_at_once(tmp_path):
@@ -360,7 +360,7 @@ def test_a_rank_that_died_silent_is_named_lost_by_the_time_the_viewer_closed(tmp
     while not playback.clock.stopped("end"):
         real.advance(0.1)
         playback.advance()
-    assert [(f.type, f.ranks) for f in playback.model.findings()] == [("lost_rank", (1,))]
+    assert [(f.type, f.ranks) for f in playback.diagnosis.findings()] == [("lost_rank", (1,))]
 
 
 def test_the_playback_ends_soon_after_the_last_message_of_a_viewer_left_open(tmp_path):

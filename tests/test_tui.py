@@ -22,6 +22,7 @@ from fakes import (
     STEP_NS,
     T0_NS,
     FakeClock,
+    FakeDiagnosis,
     FakeRanks,
     FakeSession,
     bye,
@@ -354,14 +355,14 @@ async def test_ranks_stopped_inside_an_op_stop_waiting_there_and_the_timeline_en
     session.feed([bye(r, T0_NS + 5 * STEP_NS) for r in (0, 1, 3)])
     from commviz.viewer.diagnose import LOST_CONFIRM_S, Diagnosis
 
-    diagnosis = Diagnosis(session.model, wall_ns=session.clock.wall_ns)
+    session.diagnosis = diagnosis = Diagnosis(session.model, wall_ns=session.clock.wall_ns)
     app = make_app(session)
     async with app.run_test(size=SIZE) as pilot:
         session.clock.advance(60)
         diagnosis.update()
         session.clock.advance(2 * LOST_CONFIRM_S)  # lost, once confirmed
         diagnosis.update()
-        assert [f.ranks for f in session.model.findings() if f.type == "lost_rank"] == [(2,)]
+        assert [f.ranks for f in diagnosis.findings() if f.type == "lost_rank"] == [(2,)]
         await frame(pilot)
         lines = panel(app, "#timeline").splitlines()
         assert lines[-2].rstrip("│ ").endswith(" end"), lines
@@ -584,7 +585,7 @@ async def test_the_ranks_panel_says_whom_the_others_waited_for(lang: str, line: 
     steps was no straggler, and nothing on screen said the others waited for it)."""
     clock = FakeClock()
     session = FakeSession(clock)
-    Diagnosis(session.model, wall_ns=clock.wall_ns)
+    session.diagnosis = Diagnosis(session.model, wall_ns=clock.wall_ns)
     session.feed(heartbeats(4))
     app = make_app(session, lang=lang)
     async with app.run_test(size=SIZE) as pilot:
@@ -606,7 +607,7 @@ def test_the_late_arrivals_line_is_cut_after_a_whole_word() -> None:
     """At 120 columns it read "o maior 2…", a number cut into another (user trial)."""
     clock = FakeClock()
     session = FakeSession(clock)
-    Diagnosis(session.model, wall_ns=clock.wall_ns)
+    session.diagnosis = Diagnosis(session.model, wall_ns=clock.wall_ns)
     session.feed(heartbeats(4))
     for seq, late_ms in ((1, 200), (2, 0), (3, 100)):
         starts = {r: T0_NS + seq * 10**9 + (late_ms * 10**6 if r == 2 else r) for r in range(4)}
@@ -614,8 +615,8 @@ def test_the_late_arrivals_line_is_cut_after_a_whole_word() -> None:
                                     "t_start": starts[r], "t_end": max(starts.values()) + 10**6}])
                       for r in range(4)])
     for width, lang in ((70, "pt"), (64, "en")):
-        last = ranks_table(session.model, clock(), clock.wall_ns(), lang=lang,
-                                  width=width).plain.splitlines()[-1]
+        last = ranks_table(session.model, clock(), clock.wall_ns(), lang=lang, width=width,
+                           late=session.diagnosis.late_arrivals()).plain.splitlines()[-1]
         assert len(last) <= width and last.endswith("…") and not last[-2].isdigit(), last
 
 
@@ -1002,7 +1003,8 @@ async def test_a_finding_that_ended_with_its_job_is_no_all_clear() -> None:
 
     session = FakeSession()
     session.feed(scripted_all_reduce(world=4))
-    Diagnosis(session.model, wall_ns=session.clock.wall_ns).history.append(Finding(
+    session.diagnosis = Diagnosis(session.model, wall_ns=session.clock.wall_ns)
+    session.diagnosis.history.append(Finding(
         "resolved", (2,), (0, 1, 2, 3), 3,
         Words("ended with job 1, unresolved after 6.0 s: mismatch",
               "terminou com o job 1, sem solução após 6.0 s: divergência"), ("resolved",), 0.0, 0,
@@ -1011,7 +1013,7 @@ async def test_a_finding_that_ended_with_its_job_is_no_all_clear() -> None:
     async with app.run_test(size=SIZE) as pilot:
         await frame(pilot)
         assert "✗ ended with job 1, unresolved after 6.0 s: mismatch" in \
-            findings(session.model, "en", session.diagnosis.history).plain
+            findings(session.diagnosis.findings(), "en", session.diagnosis.history).plain
         status = panel(app, "#status")
         assert "1 finding ended with its job, unresolved" in status
         assert "no straggler, hang, lost rank or mismatch" not in status
@@ -1277,7 +1279,7 @@ async def _a_jobs_screen(lang: str) -> str:
     from commviz.viewer.diagnose import Diagnosis
 
     session = FakeSession()
-    diag = Diagnosis(session.model, wall_ns=session.clock.wall_ns)
+    session.diagnosis = diag = Diagnosis(session.model, wall_ns=session.clock.wall_ns)
     ranks = FakeRanks(world=1)
     app = CommvizApp(session, ranks, "run · python train.py", clock=session.clock,
                      wall_ns=session.clock.wall_ns, lang=lang, output=OutputBuffer())
@@ -1721,7 +1723,7 @@ async def test_findings_are_named_in_their_panel_and_on_the_ranks_they_blame() -
 
     session = FakeSession()
     clock, model = session.clock, session.model
-    diag = Diagnosis(model, wall_ns=clock.wall_ns)
+    session.diagnosis = diag = Diagnosis(model, wall_ns=clock.wall_ns)
     app = make_app(session)
     async with app.run_test(size=SIZE) as pilot:
         session.feed([heartbeat(r, 4) for r in range(4)])
@@ -1760,7 +1762,7 @@ async def test_on_a_narrow_terminal_a_finding_keeps_the_ranks_it_blames_in_view(
     from commviz.viewer.diagnose import Diagnosis
 
     session = FakeSession()
-    diag = Diagnosis(session.model, wall_ns=session.clock.wall_ns)
+    session.diagnosis = diag = Diagnosis(session.model, wall_ns=session.clock.wall_ns)
     app = make_app(session)
     async with app.run_test(size=(80, 24)) as pilot:
         session.feed(scripted_all_reduce(world=4))
@@ -1785,7 +1787,7 @@ async def test_a_rank_blamed_for_a_hang_reads_what_it_is_not_in(size, lang) -> N
     from commviz.viewer.diagnose import Diagnosis
 
     session = FakeSession()
-    diag = Diagnosis(session.model, wall_ns=session.clock.wall_ns)
+    session.diagnosis = diag = Diagnosis(session.model, wall_ns=session.clock.wall_ns)
     app = make_app(session, lang=lang)
     async with app.run_test(size=size) as pilot:
         session.feed(scripted_all_reduce(world=4))
@@ -2059,15 +2061,13 @@ STRAGGLER_TEXT = ("rank 3 arrived last at all_reduce in group 0-3 5 times in a r
                   "198 ms after the others, who waited 2.98 s for it")
 
 
-def _straggler(session: FakeSession) -> Any:
+def _straggler(session: FakeSession) -> None:
     """The straggler demo's finding, as long as it was there (user trial), on ranks 0-3."""
     from commviz.viewer.diagnose import Finding
 
-    diag = Diagnosis(session.model, wall_ns=session.clock.wall_ns)
     finding = Finding("straggler", (3,), (0, 1, 2, 3), 5, Words(STRAGGLER_TEXT, STRAGGLER_TEXT),
                       ("straggler", 0), 0.0, 0)
-    session.model.findings = lambda: [finding]  # type: ignore[method-assign]
-    return diag
+    session.diagnosis = FakeDiagnosis([finding])
 
 
 @pytest.mark.parametrize("lang", ["en", "pt"])
@@ -2097,7 +2097,6 @@ def _crashed(session: FakeSession) -> None:
     """The crash demo's findings (user trial): two failed operations and a deadlock."""
     from commviz.viewer.diagnose import Finding
 
-    Diagnosis(session.model, wall_ns=session.clock.wall_ns)
     said = [("hang", "deadlock: rank 0 waits on 1 waits on 0",
              "deadlock: o rank 0 espera o 1, que espera o 0"),
             ("failed", "rank 0 failed in all_reduce #3 in group 0,1 after 6.0 s: rank 1 never "
@@ -2109,7 +2108,7 @@ def _crashed(session: FakeSession) -> None:
     live = [Finding(kind, (0, 1), (0, 1), 1, Words(en, pt),
                     ("deadlock", (0, 1)) if i == 0 else (kind, i), 0.0, 0)
             for i, (kind, en, pt) in enumerate(said)]
-    session.model.findings = lambda: live  # type: ignore[method-assign]
+    session.diagnosis = FakeDiagnosis(live)
 
 
 def _words(panel_text: str) -> str:
@@ -2364,7 +2363,7 @@ async def test_beside_a_long_finding_the_grid_gives_way_to_the_viewer_panel(
     session.feed(scripted_all_reduce(world=4))
     long = "deadlock, until a timeout ended it after 6.0 s: " + "rank 0 waited on 3; " * 20
     live = [Finding("failed", (0, 3), (0, 1, 2, 3), 3, Words(long, long), ("hang", 0, 3), 0.0, 0)]
-    session.model.findings = lambda: live  # type: ignore[method-assign]
+    session.diagnosis = FakeDiagnosis(live)
     app = make_app(session)
     async with app.run_test(size=size) as pilot:
         for _ in range(3):  # the findings panel's height, then the grid's room, then its fit
@@ -2897,7 +2896,7 @@ async def test_a_playback_started_again_drops_the_findings_panel_of_its_end(
         playback.advance()
         await frame(pilot)
         assert app.screen.has_class("-findings")
-        assert [f.type for f in playback.model.findings()] == ["lost_rank"]
+        assert [f.type for f in playback.diagnosis.findings()] == ["lost_rank"]
         await pilot.press("r")
         await frame(pilot)
         assert not app.screen.has_class("-findings")
@@ -2938,8 +2937,9 @@ async def test_a_rank_whose_launcher_said_it_was_killed_reads_killed_not_silent(
     # before a finding's word: the ring said "⚠ failed" for the rank the others failed without
     session.feed([op_batch(r, [{"id": 1, "op": "all_reduce", "seq": 1, "t_start": T0_NS}],
                            groups={0: ("0", (0, 1))}) for r in (0,)])
-    found = Diagnosis(session.model, wall_ns=session.clock.wall_ns).finish([1])
-    assert rank_states(session.model)[1].plain == "⚠ killed (SIGKILL)"
+    diag = Diagnosis(session.model, wall_ns=session.clock.wall_ns)
+    found = diag.finish([1])
+    assert rank_states(session.model, findings=diag.findings())[1].plain == "⚠ killed (SIGKILL)"
     # and the ranks panel, where '⚠ lost rank' took its place (user trial)
     flagged = {r: f for f in found for r in f.ranks}
     assert 1 in flagged

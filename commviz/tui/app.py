@@ -234,7 +234,8 @@ class CommvizApp(App):
             self._refresh_replay(model, now, slow=part in (None, PARTS - 1))
             if part in (None, 0):
                 paused = self.controller is not None and self.controller.paused
-                self.query_one(Timeline).update_from(model, self._wall_ns(), paused)
+                self.query_one(Timeline).update_from(model, self._wall_ns(), paused,
+                                                     self._held())
             if part in (None, 1):
                 self._refresh_ranks(model, now)
             if part in (None, 2):
@@ -273,7 +274,7 @@ class CommvizApp(App):
         new = [model.recent[-i] for i in range(arrived, 0, -1)] if arrived > 0 else []
         # a playback sent further on: every operation it took in is logged, only the latest
         # replayed
-        topology.update_from(model, new[-1:] if self._seeked else new)
+        topology.update_from(model, new[-1:] if self._seeked else new, self._held())
         self._seeked = False
         topology.animator.missed(done - self._shown - arrived)
         if self.controller is not None:  # a demo waits for its replay, unless that is held
@@ -321,12 +322,12 @@ class CommvizApp(App):
 
     def _refresh_ranks(self, model: Any, now: float) -> None:
         """The ranks and the live findings."""
-        live = model.findings()
+        live = self._held()
         flagged = {r: f for f in live for r in f.ranks}
         panel = self.query_one("#ranks")
         width = panel.content_region.width or None  # None: not laid out
         table = functools.partial(ranks_table, model, model.clock(), self._wall_ns(),
-                                  flagged, self.lang, width)
+                                  flagged, self.lang, width, late=self._late())
         ranks = table()
         rows = ranks.plain.count("\n") + 1
         self._fit_left(rows)  # from every row it has: cut, it would seem to need fewer
@@ -342,9 +343,21 @@ class CommvizApp(App):
         if self.screen.has_class("-findings") != shown:  # the panel's display, by app.tcss
             self.screen.set_class(shown, "-findings")
         if shown:
-            said = findings(model, self.lang, self._history())
+            said = findings(live, self.lang, self._history())
             self._show("#findings-text", said, _height_key(said))
-            self._fit_findings(findings_lead(model, self.lang))
+            self._fit_findings(findings_lead(live, self.lang))
+
+    def _held(self) -> list[diagnose.Finding]:
+        """The findings that hold now, by the session's diagnosis, oldest first (none
+        without one). Under the session lock."""
+        diagnosis = self.session.diagnosis
+        return diagnosis.findings() if diagnosis is not None else []
+
+    def _late(self) -> list[tuple[int, diagnose.Lateness]]:
+        """The ranks the others waited for at collectives, by the session's diagnosis (none
+        without one). Under the session lock."""
+        diagnosis = self.session.diagnosis
+        return diagnosis.late_arrivals() if diagnosis is not None else []
 
     def _history(self) -> Iterable[diagnose.Finding]:
         """The findings the session's diagnosis made and resolved so far, oldest first."""
@@ -408,8 +421,8 @@ class CommvizApp(App):
                                                          for line in fresh))
         lang = self.lang
         said = status.counts(model, self.session.addr, self.session.rejected,
-                             sum(f.unresolved for f in self._history()), self._ended,
-                             self._playback is not None, lang)
+                             len(self._held()), sum(f.unresolved for f in self._history()),
+                             self._ended, self._playback is not None, lang)
         told = status.events(self._events, lang)
         # last, under the events: what the keys do now
         control = self._control_line() if self.controller is not None else ""
@@ -791,8 +804,9 @@ def _end_of_run(app: CommvizApp, session: Source, ranks: Ranks | None, output: A
             print(line, file=out)
         ended = [rp.rank for rp in getattr(ranks, "procs", ()) if not rp.stopped]
     session.close(ended=ended)
-    _print_findings(session.model.findings(), out, lang)
-    late = text.late_line(session.model.late_arrivals(), lang)
+    diagnosis = session.diagnosis
+    _print_findings(diagnosis.findings() if diagnosis is not None else [], out, lang)
+    late = text.late_line(diagnosis.late_arrivals() if diagnosis is not None else [], lang)
     if late:
         print(late, file=out)
     if output is not None and ranks is not None:  # a job's (not a recording's)

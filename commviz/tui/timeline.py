@@ -27,6 +27,7 @@ from textual.strip import Strip
 from textual.widget import Widget
 
 from commviz.text import explain
+from commviz.viewer.diagnose import Finding
 from commviz.viewer.model import InFlight, Instance, Model, Segment
 from commviz.viewer.plain_text import MICROSECONDS, TIME_UNITS, rank_labels
 from commviz.wire import protocol
@@ -390,10 +391,12 @@ class Timeline(Widget):
         f = self._frame
         return self.zoom_s or ((f.t1_ns - f.t0_ns) / 1e9 if f is not None else self.window_s)
 
-    def update_from(self, model: Model, now_ns: int, paused: bool = False) -> None:
+    def update_from(self, model: Model, now_ns: int, paused: bool = False,
+                    findings: Iterable[Finding] = ()) -> None:
         """Copy what the next frame draws. Call it under the session lock; drawing happens
         later, outside it. ``paused``: the demo's ranks wait for a key, so the window holds
-        the latest activity, as a zoomed one does, rather than scroll it away."""
+        the latest activity, as a zoomed one does, rather than scroll it away. ``findings``:
+        those that hold now (``Diagnosis.findings``), for the ranks found lost."""
         self._paced_s = paced_window_s(model.recent, self.window_s)
         window_ns = int((self.zoom_s or self._paced_s) * 1e9)
         inflight = list(model.inflight.values())
@@ -402,7 +405,7 @@ class Timeline(Widget):
         # once every rank is gone (said goodbye, or found lost) the window stops at the run's
         # end: its last seconds stay on screen to be read, rather than scroll away; an op a
         # rank left inside ends there too
-        lost = {r for f in model.findings() if f.type == "lost_rank" for r in f.ranks}
+        lost = {r for f in findings if f.type == "lost_rank" for r in f.ranks}
         last = max([s.last_end_ns for s in ranks]
                    + [exits[op.rank] for op in inflight if op.rank in exits], default=0)
         ended = bool(ranks) and last > 0 and all(s.rank in exits or s.rank in lost

@@ -36,6 +36,7 @@ from commviz.text import explain
 from commviz.tui.animation import Animator, AnimFrame, frame_label, plan
 from commviz.tui.panels.words import finding_name
 from commviz.tui.rank_facts import State, backend_of, ops_in, rank_state
+from commviz.viewer.diagnose import Finding
 from commviz.viewer.model import Instance, Model
 from commviz.viewer.plain_text import duration, human_bytes, process_end
 
@@ -518,15 +519,16 @@ def _legend(status: str, width: int, wires: Collection[bool] = (), lang: str = "
 
 # ----------------------------------------------------------------------------- model
 
-def rank_states(model: Model, now: float | None = None, lang: str = "en") -> dict[int, Text]:
+def rank_states(model: Model, now: float | None = None, lang: str = "en",
+                findings: Iterable[Finding] = ()) -> dict[int, Text]:
     """A short state per rank ("in all_reduce", "idle", "silent", "exited"), by the ranks
-    panel's rule (``rank_facts.rank_state``), a finding's name over it; ``now`` is the model
-    clock's time (default: read it)."""
+    panel's rule (``rank_facts.rank_state``), the name over it of a finding that holds now
+    (``findings``) on that rank; ``now`` is the model clock's time (default: read it)."""
     ui = functools.partial(explain.ui, lang=lang)
     now = model.clock() if now is None else now
     ops = ops_in(model)
     out = {}
-    flagged = {r: f.type for f in model.findings() for r in f.ranks}
+    flagged = {r: f.type for f in findings for r in f.ranks}
     for rank, s in model.shown_ranks().items():
         kind = rank_state(s, now, rank in ops)
         if kind is State.FAILED:
@@ -592,15 +594,17 @@ class Topology(Widget):
         self.tick()
 
     # ---- feeding (the app, under its session lock) -----------------------------------
-    def update_from(self, model: Model, new: Iterable[Instance]) -> None:
+    def update_from(self, model: Model, new: Iterable[Instance],
+                    findings: Collection[Finding] = ()) -> None:
         """Queue the new completed instances, planned with their ranks' backend, and take
-        the ranks' count and states."""
+        the ranks' count and states, and what the findings that hold now (``findings``)
+        flag."""
         items = [(inst, plan(inst, backend_of(model, inst.group))) for inst in new]
-        findings = model.findings()
         self.alerts = tuple(sorted({link for f in findings for link in f.links}))
         self.flagged = frozenset(r for f in findings for r in f.ranks)
         self.gpu_links = model.gpu_links()
-        self.feed(items, model.world_size(), rank_states(model, lang=self.lang))
+        self.feed(items, model.world_size(), rank_states(model, lang=self.lang,
+                                                         findings=findings))
 
     def feed(self, items: Iterable[tuple[Instance, Schedule | None]],
              n_ranks: int | None = None,

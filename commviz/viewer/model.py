@@ -269,11 +269,6 @@ class Model:
         self.on_collectives: Callable[[dict[str, np.ndarray], np.ndarray], None] | None = None
         self.on_transfers: Callable[[dict[str, np.ndarray], dict[str, np.ndarray]],
                                     None] | None = None
-        # What that diagnosis finds, set by it as well: the findings that hold now (oldest
-        # first) and the ranks the others waited for (``Diagnosis.late_arrivals``); none
-        # without one.
-        self.findings: Callable[[], list] = list
-        self.late_arrivals: Callable[[], list] = list
 
     # ---- messages -------------------------------------------------------------------
     def apply(self, messages: Iterable[protocol.Message]) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from rich.text import Text
 
@@ -10,17 +10,17 @@ from commviz.text import explain
 from commviz.tui.panels.words import finding_name
 from commviz.viewer import findings_text
 from commviz.viewer.diagnose import Finding, by_cause
-from commviz.viewer.model import Model
 
 FINDINGS_HISTORY = 3  # ended findings listed under the live ones
 
 
-def findings_lead(model: Model, lang: str) -> Text:
-    """The finding that explains the others (``diagnose.by_cause``: a deadlock before the
-    hangs and failures it makes, a lost rank before what its peers fail in) and what to check
-    for it, whole: the panel grows to show this much at least (the most important text on
-    screen while a job is in trouble)."""
-    live = by_cause(model.findings())
+def findings_lead(held: Sequence[Finding], lang: str) -> Text:
+    """Of the findings that hold now (``held``, as ``Diagnosis.findings`` gives them), the
+    one that explains the others (``diagnose.by_cause``: a deadlock before the hangs and
+    failures it makes, a lost rank before what its peers fail in) and what to check for it,
+    whole: the panel grows to show this much at least (the most important text on screen
+    while a job is in trouble)."""
+    live = by_cause(held)
     out = Text()
     if live:
         _finding(out, live[0], lang)
@@ -29,12 +29,12 @@ def findings_lead(model: Model, lang: str) -> Text:
     return out
 
 
-def findings(model: Model, lang: str, history: Iterable[Finding] = ()) -> Text:
+def findings(held: Sequence[Finding], lang: str, history: Iterable[Finding] = ()) -> Text:
     """The live diagnosis: ``findings_lead``, then the other findings that hold now (in the
     same order), what the lead means, and the last few that ended (of the diagnosis'
     ``history``)."""
-    live = by_cause(model.findings())
-    out = findings_lead(model, lang)
+    live = by_cause(held)
+    out = findings_lead(held, lang)
     for f in live[1:]:
         _finding(out, f, lang)
     if live:

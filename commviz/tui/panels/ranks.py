@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import time
+from collections.abc import Sequence
 
 from rich.text import Text
 
@@ -12,7 +13,7 @@ from commviz.text import explain
 from commviz.tui.panels.words import bytes_text, finding_name
 from commviz.tui.rank_facts import State, ops_in, rank_state
 from commviz.viewer import plain_text as text
-from commviz.viewer.diagnose import Finding
+from commviz.viewer.diagnose import Finding, Lateness
 from commviz.viewer.model import HostClock, Model
 
 SPARK = "▁▂▃▄▅▆▇█"
@@ -33,13 +34,15 @@ RANK_COLUMNS = (("col rank", 4, True), ("col host", 8, False), ("col device", 6,
 
 def ranks_table(model: Model, now: float, now_ns: int | None = None,
                 flagged: dict[int, Finding] | None = None, lang: str = "en",
-                width: int | None = None, rows: int | None = None) -> Text:
+                width: int | None = None, rows: int | None = None,
+                late: Sequence[tuple[int, Lateness]] = ()) -> Text:
     """One line per rank in fixed-width columns: plain text lines are cheap to draw every
     frame, where a table would measure every cell again. A panel narrower than the columns
     (``width``) leaves out the byte counts first, then cuts the load with an ellipsis, never
     a rank's state. ``flagged``: ranks a finding names, with that finding. Under the ranks,
-    those the others waited for at collectives, if any. In fewer ``rows`` than that (None:
-    any), the last row names the ranks left out."""
+    those the others waited for at collectives (``late``, as ``Diagnosis.late_arrivals``
+    gives them), if any. In fewer ``rows`` than that (None: any), the last row names the
+    ranks left out."""
     now_ns = time.time_ns() if now_ns is None else now_ns
     ui = functools.partial(explain.ui, lang=lang)
     ops = ops_in(model)
@@ -88,9 +91,9 @@ def ranks_table(model: Model, now: float, now_ns: int | None = None,
         rates = link_rates(s.telemetry[-1][1]) if s.telemetry else ""
         if rates:  # under the load, across the byte counts: a GPU's links get a line
             out.append(_cut(" " * LINKS_AT + rates, width) + "\n", style="cyan")
-    late = text.late_line(model.late_arrivals(), lang)
-    if late:  # under the ranks: whom the others waited for, the longest waited for first
-        out.append((late if width is None else _whole_words(late, width)) + "\n",
+    waited = text.late_line(late, lang)
+    if waited:  # under the ranks: whom the others waited for, the longest waited for first
+        out.append((waited if width is None else _whole_words(waited, width)) + "\n",
                    style="yellow")
     out.rstrip()
     lines = out.split("\n")

@@ -21,14 +21,14 @@ EVENTS_SHOWN = 8  # the launcher's latest events listed
 EVENT_STYLES = {"rank failed": "bold red"}  # the events of the ranks that stand out
 
 
-def counts(model: Model, addr: str, rejected: int, unresolved: int, ended: bool,
+def counts(model: Model, addr: str, rejected: int, held: int, unresolved: int, ended: bool,
            playback: bool, lang: str) -> str:
     """Where the messages come from (``addr``; ``playback``: a recording's file), the
-    operations and messages counted, the findings, the GPUs' links; before any rank, that
-    the panel waits for them (``ended``: the job has, so it does not)."""
+    operations and messages counted, the findings (``held``: that hold now; ``unresolved``:
+    that ended with their job), the GPUs' links; before any rank, that the panel waits for
+    them (``ended``: the job has, so it does not)."""
     ui, counted = functools.partial(explain.ui, lang=lang), \
         functools.partial(explain.ui_n, lang=lang)
-    live = model.findings()
     dropped = sum(s.dropped for s in model.ranks.values())
     failed, unmatched = model.incomplete()
     failed += model.failed
@@ -44,7 +44,7 @@ def counts(model: Model, addr: str, rejected: int, unresolved: int, ended: bool,
               + (f"{left}\n" if left else "") +
               f"{counted('rejected', rejected)} · "
               f"{counted('dropped', dropped)}\n")
-    status += counted("findings now", len(live)) if live else \
+    status += counted("findings now", held) if held else \
         counted("findings unresolved", unresolved) if unresolved else ui("no findings short")
     gpus = gpu_links_line(model, lang)  # NVML's links (drawn in the replay) or no GPU
     if gpus:

@@ -52,8 +52,6 @@ class Diagnosis:
         self._jobs: dict[tuple, set[int]] = {}  # finding key -> the jobs of its ranks
         model.on_collectives = self._collectives
         model.on_transfers = self._transfers
-        model.findings = self.findings
-        model.late_arrivals = self.late_arrivals
 
     # ---- API ------------------------------------------------------------------------------
     def findings(self) -> list[Finding]:
