@@ -5,10 +5,10 @@ import re
 
 import pytest
 
-from commviz.knowledge import schedule_notes, schedules
-from commviz.knowledge.schedule_notes import note
+from commviz.knowledge import schedules
 from commviz.knowledge.schedules import BACKENDS, canonical_op, schedule
-from commviz.text import prose
+from commviz.text import prose, schedule_notes
+from commviz.text.schedule_notes import note
 
 PT = prose("pt", "schedules")  # the Portuguese words, each language's in its schedules.toml
 

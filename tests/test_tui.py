@@ -43,9 +43,9 @@ from textual.geometry import Region
 from textual.pilot import Pilot
 from textual.widgets import Static
 
-from commviz.text import explain
+from commviz.text import i18n
 from commviz.tui import app as app_module
-from commviz.tui import layout
+from commviz.tui import commands, layout
 from commviz.tui.animation import GATHER_S
 from commviz.tui.app import FRAME_S, CommvizApp
 from commviz.tui.help import HelpScreen
@@ -68,6 +68,15 @@ from commviz.wire import protocol
 from commviz.wire.control import Controller, ControlState
 
 SIZE = (160, 48)
+OTHERS = [lang for lang in i18n.LANGS if lang != "en"]  # longer than English, all of them
+
+
+def switch_to(app: CommvizApp, lang: str) -> None:
+    """`l`'s action until the app speaks ``lang``: it goes through LANGS in their order."""
+    for _ in i18n.LANGS:
+        if app.lang != lang:
+            app.action_switch_lang()
+    assert app.lang == lang
 
 
 def make_app(session: FakeSession, ranks: FakeRanks | None = None,
@@ -231,7 +240,7 @@ def _stats_rows(app: CommvizApp) -> list[list[str]]:
     return [line.strip("│ ").split() for line in panel(app, "#stats").splitlines()[1:-1]]
 
 
-@pytest.mark.parametrize("lang", ["en", "pt"])
+@pytest.mark.parametrize("lang", i18n.LANGS)
 @pytest.mark.parametrize("width", [160, 120])
 @sync
 async def test_statistics_give_the_op_name_room_before_the_lesser_numbers(
@@ -280,7 +289,7 @@ async def test_the_timeline_stops_at_the_runs_end_once_every_rank_has_left() -> 
         lanes = [line for line in lines if line.lstrip("│ ").startswith("r")]
         assert len(lanes) == 4 and all("█" in lane or "░" in lane for lane in lanes), lines
         assert lines[-2].rstrip("│ ").endswith(" end") and "now" not in lines[-2], lines
-        app.action_switch_lang()
+        switch_to(app, "pt")
         await frame(pilot)
         assert panel(app, "#timeline").splitlines()[-2].rstrip("│ ").endswith(" fim")
 
@@ -418,7 +427,7 @@ async def test_a_job_that_died_before_any_rank_connected_is_not_waited_for(lang:
     rank ever connected."""
     from commviz.launch.job import OutputBuffer
 
-    ui = functools.partial(explain.ui, lang=lang)
+    ui = functools.partial(i18n.ui, lang=lang)
     ranks = FakeRanks(world=1)
     app = CommvizApp(FakeSession(), ranks, "run", output=OutputBuffer(), lang=lang)
     async with app.run_test(size=SIZE) as pilot:
@@ -504,7 +513,8 @@ async def test_an_op_in_flight_shows_on_its_rank_and_how_long_it_has_waited() ->
     ("en", "all_reduce", 6.0123, "in all_reduce 6.01 s"),
     ("en", "recv", 5.67, "in recv #12 5.67 s"),
     ("en", "reduce_scatter_tensor", 0.1234, "in reduce_scat… 123 ms"),
-    ("pt", "all_gather_into_tensor", 61.0, "em all_gat…tensor 61 s")])
+    ("pt", "all_gather_into_tensor", 61.0, "em all_gat…tensor 61 s"),
+    ("es", "all_gather_into_tensor", 61.0, "en all_gat…tensor 61 s")])
 def test_a_waiting_ranks_state_keeps_its_time_whole_with_its_unit(
         lang: str, op: str, waited_s: float, shown: str) -> None:
     """The hang demo: "in all_reduce #12 601…" cut the time waited mid-unit (user trial)."""
@@ -529,7 +539,7 @@ def test_a_waiting_ranks_state_keeps_its_time_whole_with_its_unit(
 
 @pytest.mark.parametrize("lang, op, shown", [
     ("en", "recv", "⚠ straggler: done recv"), ("en", "all_reduce", "⚠ straggler"),
-    ("pt", "all_reduce", "⚠ atrasado")])
+    ("pt", "all_reduce", "⚠ atrasado"), ("es", "all_reduce", "⚠ rezagado")])
 def test_a_flagged_ranks_state_is_whole_or_left_out(lang: str, op: str, shown: str) -> None:
     """'⚠ rank atrasado:…' in Portuguese at 120 columns (user trial): a done state that does
     not fit after the finding's name is left out, not cut."""
@@ -546,7 +556,7 @@ def test_a_flagged_ranks_state_is_whole_or_left_out(lang: str, op: str, shown: s
     assert table.plain.splitlines()[4][at:at + width].rstrip() == shown
 
 
-@pytest.mark.parametrize("lang", ["en", "pt"])
+@pytest.mark.parametrize("lang", i18n.LANGS)
 def test_ranks_a_short_panel_leaves_out_are_named_on_its_last_row(lang: str) -> None:
     """8 ranks at 80x24 showed ranks 0-3 and nothing of the others (user trial)."""
     clock = FakeClock()
@@ -557,7 +567,7 @@ def test_ranks_a_short_panel_leaves_out_are_named_on_its_last_row(lang: str) -> 
     cut = ranks_table(session.model, clock(), clock.wall_ns(), lang=lang, width=78,
                              rows=5).plain.splitlines()
     assert cut[:4] == whole.plain.splitlines()[:4]
-    assert cut[4] == explain.ui("lanes left out", lang).format("ranks 3-7")
+    assert cut[4] == i18n.ui("lanes left out", lang).format("ranks 3-7")
     assert ranks_table(session.model, clock(), clock.wall_ns(), lang=lang, width=78,
                               rows=9).plain == whole.plain
 
@@ -614,7 +624,7 @@ def test_the_late_arrivals_line_is_cut_after_a_whole_word() -> None:
         session.feed([op_batch(r, [{"id": seq, "op": "all_reduce", "seq": seq, "bytes_in": 4096,
                                     "t_start": starts[r], "t_end": max(starts.values()) + 10**6}])
                       for r in range(4)])
-    for width, lang in ((70, "pt"), (64, "en")):
+    for width, lang in ((70, "pt"), (70, "es"), (64, "en")):
         last = ranks_table(session.model, clock(), clock.wall_ns(), lang=lang, width=width,
                            late=session.diagnosis.late_arrivals()).plain.splitlines()[-1]
         assert len(last) <= width and last.endswith("…") and not last[-2].isdigit(), last
@@ -734,7 +744,7 @@ async def test_question_mark_lists_every_key_and_escape_closes_it() -> None:
         assert not isinstance(app.screen, HelpScreen) and app.is_running
 
 
-@pytest.mark.parametrize("lang", ["en", "pt"])
+@pytest.mark.parametrize("lang", i18n.LANGS)
 @sync
 async def test_e_reads_the_explanation_whole_on_a_screen_of_its_own(lang: str) -> None:
     """At 120x40 the explanation box showed its title and a few lines, for a class to read
@@ -748,14 +758,14 @@ async def test_e_reads_the_explanation_whole_on_a_screen_of_its_own(lang: str) -
         for _ in range(3):
             await frame(pilot)
         box = panel(app, "#explain-box")
-        assert explain.ui("explain subtitle", lang) in box.splitlines()[-1]
+        assert i18n.ui("explain subtitle", lang) in box.splitlines()[-1]
         whole = app._explanation.plain
         assert whole.startswith("all_reduce: ") and whole.strip().splitlines()[-1] not in box
         await pilot.press("e")
         await pilot.pause()
         assert isinstance(app.screen, ReadingScreen)
         shown = screen_text(app)
-        assert explain.ui("explanation", lang) in shown and "esc" in shown
+        assert i18n.ui("explanation", lang) in shown and "esc" in shown
         for line in whole.strip().splitlines():  # every paragraph begins on screen
             assert " ".join(line.split()[:3]) in " ".join(shown.split()), line
         await pilot.press("escape")
@@ -763,8 +773,8 @@ async def test_e_reads_the_explanation_whole_on_a_screen_of_its_own(lang: str) -
         assert not isinstance(app.screen, ReadingScreen) and app.is_running
         await pilot.press("question_mark")
         await pilot.pause()
-        assert "e " in screen_text(app) and explain.ui("key read", lang) in screen_text(app)
-        assert explain.ui("close", lang) in screen_text(app)  # how the help closes
+        assert "e " in screen_text(app) and i18n.ui("key read", lang) in screen_text(app)
+        assert i18n.ui("close", lang) in screen_text(app)  # how the help closes
 
 
 def _help_text(app: CommvizApp) -> str:
@@ -814,7 +824,7 @@ async def test_help_palette_and_footer_name_each_key_in_the_same_words(lang: str
         for key, words in footer.values():
             assert words in help_words and words in titles, (words, help_words, titles)
             assert key in _help_text(app), key
-        space = explain.ui("space", lang)
+        space = i18n.ui("space", lang)
         assert footer["pause"][0] == space and space in _help_text(app)
         left = {"pt": ("space", "Velocidade", "Segurar o replay", "Pausar "),
                 "en": ("Speed", "Hold the replay")}[lang]
@@ -830,7 +840,22 @@ async def test_l_switches_the_language() -> None:
         assert app.lang == "en" and "Quit" in screen_text(app)
         await pilot.press("l")
         await frame(pilot)
+        assert app.lang == "es" and "Salir" in screen_text(app)
+        await pilot.press("l")
+        await frame(pilot)
         assert app.lang == "pt" and "Sair" in screen_text(app)
+
+
+@pytest.mark.parametrize("lang", i18n.LANGS)
+def test_the_help_and_the_palette_say_where_l_goes(lang: str) -> None:
+    """The help names every language in the order `l` goes through them; the palette
+    names the next one."""
+    rows = dict(commands.help_rows(lang, False, lambda action: True))
+    assert rows["l"] == f"{i18n.ui('key lang', lang)} ({i18n.language_cycle()})"
+    switch = next(c for c in commands.palette(lang, False, lambda action: True)
+                  if c[2] == "switch_lang")
+    name = i18n.ui("language name", i18n.next_lang(lang))
+    assert switch[0].endswith(f": {name}") and switch[1].endswith(name), switch
 
 
 class FakeController:
@@ -940,7 +965,8 @@ async def test_space_and_n_drive_the_demo_step_gate() -> None:
 
 
 @pytest.mark.parametrize("lang, live", [("en", " · ⏸ Paused · 0.3 s/step"),
-                                         ("pt", " · ⏸ Pausado · 0,3 s/passo")])
+                                         ("pt", " · ⏸ Pausado · 0,3 s/passo"),
+                                         ("es", " · ⏸ En pausa · 0,3 s/paso")])
 @sync
 async def test_a_long_title_is_cut_before_the_live_state_at_the_headers_end(
         lang: str, live: str) -> None:
@@ -956,7 +982,7 @@ async def test_a_long_title_is_cut_before_the_live_state_at_the_headers_end(
             continue
         # the title cut, then the live state: paused whole (the speed may be cut after it)
         assert f"…{live[:live.index('·', 3) - 1]}" in header, header
-        assert header.startswith(f"[{explain.ui('view numbers', lang)} · v] commviz — all_gather")
+        assert header.startswith(f"[{i18n.ui('view numbers', lang)} · v] commviz — all_gather")
 
 
 @sync
@@ -1343,6 +1369,8 @@ def _phases_lines(op: str, world: int, lang: str, width: int | None,
 @pytest.mark.parametrize("op, world, width, lang, left_out", [
     ("all_gather", 8, 60, "en", "not shown (widen the terminal): r5-r7, transfers"),
     ("all_gather", 8, 44, "pt", "fora da tela (alargue o terminal): r4-r7, transferências"),
+    ("all_gather", 8, 44, "es", "fuera de pantalla (ensanche la terminal): r4-r7, "
+                                "transferencias"),
     ("all_reduce", 4, 44, "en", "not shown (widen the terminal): transfers"),
     ("broadcast", 5, 60, "en", None), ("all_reduce", 4, 60, "pt", None)])
 def test_the_buffers_grid_fits_its_width_and_says_what_it_leaves_out(
@@ -1494,12 +1522,15 @@ async def test_the_command_palette_offers_this_sessions_actions_and_switches_lan
     app = make_app(session)
     async with app.run_test(size=SIZE) as pilot:
         titles = [c.title for c in app.get_system_commands(app.screen)]
-        assert {"Faster", "Slower", "Language: Português", "Help"} <= set(titles)
+        assert {"Faster", "Slower", "Language: Español", "Help"} <= set(titles)
         assert "Pause" not in titles and "Restart" not in titles  # watching: no demo to drive
         switch = next(c for c in app.get_system_commands(app.screen)
                       if c.title.startswith("Language"))
-        assert switch.help == "key: l · every panel in Brazilian Portuguese"  # not its title
+        assert switch.help == "key: l · every panel in Español"  # not its title
         switch.callback()
+        await frame(pilot)
+        next(c for c in app.get_system_commands(app.screen)  # from Spanish
+             if c.title == "Idioma: Português").callback()
         await frame(pilot)
         assert "Por dentro da operação no replay" in panel(app, "#phases")
         assert "cada rank envia até" in panel(app, "#phases")
@@ -1544,10 +1575,10 @@ async def test_ctrl_p_opens_the_palette_and_its_language_entry_works() -> None:
         await pilot.pause(0.5)
         await pilot.press("enter")
         await pilot.pause(0.3)
-        assert app.lang == "pt" and not isinstance(app.screen, CommandPalette)
+        assert app.lang == "es" and not isinstance(app.screen, CommandPalette)
 
 
-@pytest.mark.parametrize("lang", ["en", "pt"])
+@pytest.mark.parametrize("lang", i18n.LANGS)
 @sync
 async def test_at_80x24_the_footer_shows_every_key_of_a_demo(lang: str) -> None:
     """At 80 columns the footer cut off `p`, `z`, `r` and even `?` (user trial): there it
@@ -1565,9 +1596,9 @@ async def test_at_80x24_the_footer_shows_every_key_of_a_demo(lang: str) -> None:
         await pilot.press("v")  # the replay and the timeline: z zooms there
         await frame(pilot)
         keys = re.findall(r"(\S+) [^ ]+", footer())
-        assert keys == ["q", "v", "?", explain.ui("space", lang), "n", "+/-", "p", "r"], \
+        assert keys == ["q", "v", "?", i18n.ui("space", lang), "n", "+/-", "p", "r"], \
             footer()
-        assert footer().rstrip().endswith("r " + explain.ui("key restart", lang)), footer()
+        assert footer().rstrip().endswith("r " + i18n.ui("key restart", lang)), footer()
         assert "^p" not in footer()
         assert "z/Z" in panel(app, "#timeline")
         for box in ("#timeline", "#topology"):  # their titles whole, in shorter words
@@ -1576,13 +1607,13 @@ async def test_at_80x24_the_footer_shows_every_key_of_a_demo(lang: str) -> None:
         await frame(pilot)
         for box in ("#timeline", "#topology"):
             assert "…" not in panel(app, box).splitlines()[0], panel(app, box)
-        whole = "- " + explain.ui("key slower", lang) in footer()
+        whole = "- " + i18n.ui("key slower", lang) in footer()
         assert whole == (lang == "en"), footer()
-        assert footer().rstrip().endswith("^p " + explain.ui("key palette", lang)), footer()
+        assert footer().rstrip().endswith("^p " + i18n.ui("key palette", lang)), footer()
         await pilot.resize_terminal(160, 48)
         await frame(pilot)
         wide = footer()
-        assert "- " + explain.ui("key slower", lang) in wide and "^p" in wide, wide
+        assert "- " + i18n.ui("key slower", lang) in wide and "^p" in wide, wide
         assert " v " not in wide  # everything is on screen: no views to turn
         await pilot.resize_terminal(80, 24)
         await frame(pilot)
@@ -1798,7 +1829,8 @@ async def test_a_rank_blamed_for_a_hang_reads_what_it_is_not_in(size, lang) -> N
         at, width = row.index("⚠"), RANK_COLUMNS[3][1]
         assert row[at + width] == " " and "…" not in row[at:at + width], row
         assert row[at:at + width].rstrip() == {"en": "⚠ not in all_reduce #7",
-                                               "pt": "⚠ fora do #7"}[lang], row
+                                               "pt": "⚠ fora do #7",
+                                               "es": "⚠ fuera de #7"}[lang], row
         assert "done" not in row and "concluiu" not in row and "hang" not in row
         # busy elsewhere, the rank keeps its own state beside the finding's name
         session.feed([inflight(3, "broadcast", 1, T0_NS)])
@@ -1946,13 +1978,13 @@ def test_an_nccl_operation_says_which_algorithm_nccls_log_reported_or_why_not() 
     assert "NCCL" not in inside(gloo.model, "en", nccl=log).plain  # gloo: not NCCL's
 
 
-@pytest.mark.parametrize("lang", ["en", "pt"])
+@pytest.mark.parametrize("lang", i18n.LANGS)
 @sync
 async def test_at_80x24_each_log_line_fits_with_its_skew(lang: str) -> None:
     """At 80x24 the log's lines ran past the panel's right edge, cut there without an
     ellipsis: the skew, what shows a straggler, was lost (user trial). A narrow log's lines
     give their times in their own units and leave out the ranks column."""
-    from commviz.text import explain
+    from commviz.text import i18n
 
     session = FakeSession()
     session.feed(scripted_all_reduce(world=4))
@@ -1961,7 +1993,7 @@ async def test_at_80x24_each_log_line_fits_with_its_skew(lang: str) -> None:
         await frame(pilot)
         rows = [row for row in panel(app, "#log").splitlines()[1:-1] if row.strip("│ ")]
         assert len(rows) == 3
-        skew = explain.ui("log skew", lang)
+        skew = i18n.ui("log skew", lang)
         for row in rows:
             assert len(row) == 80 and row.endswith("│")
             assert re.search(rf"#\d .* {skew} +[\d,.]+ (µs|ms|s) *│$", row), row
@@ -1972,8 +2004,10 @@ async def test_at_80x24_each_log_line_fits_with_its_skew(lang: str) -> None:
                    for row in rows), rows
 
 
+@pytest.mark.parametrize("lang", OTHERS)
 @pytest.mark.parametrize("width", [70, 74, 78])
-def test_a_narrow_log_line_leaves_out_columns_rather_than_the_skew(width: int) -> None:
+def test_a_narrow_log_line_leaves_out_columns_rather_than_the_skew(width: int,
+                                                                   lang: str) -> None:
     """The pipeline demo in Portuguese at 120 columns (a log 70 wide): 'defasagem 1,8…'
     (user trial); a transfer's line takes a narrower op column too."""
     from commviz.viewer import plain_text as text
@@ -1982,16 +2016,17 @@ def test_a_narrow_log_line_leaves_out_columns_rather_than_the_skew(width: int) -
     session.feed(scripted_all_reduce(world=4) + scripted_send_recv(world=4, steps=1))
 
     for inst in session.model.recent:
-        full = text.instance_line(inst, T0_NS, lang="pt")
-        line = text.instance_line(inst, T0_NS, lang="pt", width=width)
+        full = text.instance_line(inst, T0_NS, lang=lang)
+        line = text.instance_line(inst, T0_NS, lang=lang, width=width)
+        skew = i18n.ui("log skew", lang)
         assert len(full) > 78 and len(line) <= width, line
-        assert line.split()[:2] == full.split()[:2] and "defasagem" in line
-        assert re.search(r"defasagem +[\d,]+ (µs|ms|s)$", line), line
+        assert line.split()[:2] == full.split()[:2] and skew in line
+        assert re.search(rf"{skew} +[\d,]+ (µs|ms|s)$", line), line
         if inst.op == "send":  # a transfer keeps its pair
             assert f"{inst.group[0]} -> {inst.group[1]}" in line
 
 
-@pytest.mark.parametrize("lang", ["en", "pt"])
+@pytest.mark.parametrize("lang", i18n.LANGS)
 def test_a_ddp_buckets_log_line_says_so_before_keeping_its_columns(lang: str) -> None:
     """'(pelo DDP)' showed at 220 columns only (user trial): at 120 the columns took it."""
     from commviz.viewer import plain_text as text
@@ -2003,11 +2038,11 @@ def test_a_ddp_buckets_log_line_says_so_before_keeping_its_columns(lang: str) ->
     for width in (70, 74, 78):
         line = text.instance_line(bucket, T0_NS, lang=lang, width=width)
         assert len(line) <= width and line.endswith(("DDP)", "  DDP")), line
-        assert re.search(rf"{explain.ui('log skew', lang)} +[\d,.]+ µs  ", line), line
+        assert re.search(rf"{i18n.ui('log skew', lang)} +[\d,.]+ µs  ", line), line
 
 
 @pytest.mark.parametrize("width", [92, 74])
-@pytest.mark.parametrize("lang", ["en", "pt"])
+@pytest.mark.parametrize("lang", i18n.LANGS)
 def test_an_inner_ops_log_line_keeps_the_columns_of_the_others(width: int, lang: str) -> None:
     """The objects demo: the lines of the ops inside scatter_object_list lost their ranks
     column to their "(in scatter_object_list)" and every column after it shifted (user
@@ -2023,17 +2058,17 @@ def test_an_inner_ops_log_line_keeps_the_columns_of_the_others(width: int, lang:
     # the note in the room left, its parenthesis closed, or left out (the panel's edge cut
     # it anywhere: "(in batch…", user trial)
     note = lines[1][len(lines[0]):]
-    opening = "  " + explain.ui("in parent", lang).format("")[:-1]  # "  (in "
+    opening = "  " + i18n.ui("in parent", lang).format("")[:-1]  # "  (in "
     assert len(lines[1]) <= width, lines[1]
     assert note == "" or (note.startswith(opening + "sca") and note.endswith(")")), note
     wide = text.instance_line(inner, T0_NS, lang=lang, width=200)
-    assert wide.endswith(explain.ui("in parent", lang).format("scatter_object_list"))
-    for column in ("#", explain.ui("time", lang), explain.ui("log skew", lang)):
+    assert wide.endswith(i18n.ui("in parent", lang).format("scatter_object_list"))
+    for column in ("#", i18n.ui("time", lang), i18n.ui("log skew", lang)):
         assert lines[0].index(column) == lines[1].index(column), lines
     assert ("0,1,2,3" in lines[0]) == ("0,1,2,3" in lines[1])  # the same columns
 
 
-@pytest.mark.parametrize("lang", ["en", "pt"])
+@pytest.mark.parametrize("lang", i18n.LANGS)
 @sync
 async def test_at_80x24_a_gpus_load_is_cut_with_an_ellipsis_not_at_the_panels_edge(
         lang: str) -> None:
@@ -2070,7 +2105,7 @@ def _straggler(session: FakeSession) -> None:
     session.diagnosis = FakeDiagnosis([finding])
 
 
-@pytest.mark.parametrize("lang", ["en", "pt"])
+@pytest.mark.parametrize("lang", i18n.LANGS)
 @sync
 async def test_a_finding_leaves_the_buffers_grid_whole_at_160x48(lang: str) -> None:
     """With the straggler demo's finding on screen, the buffers grid of the replayed
@@ -2123,7 +2158,7 @@ def _on_screen(app: CommvizApp, selector: str) -> str:
     return "\n".join(line[region.x:region.right] for line in lines)
 
 
-@pytest.mark.parametrize("lang", ["en", "pt"])
+@pytest.mark.parametrize("lang", i18n.LANGS)
 @pytest.mark.parametrize("size", [SIZE, (80, 24)])
 @sync
 async def test_the_findings_panel_shows_what_to_check_whole_and_scrolls_to_the_rest(
@@ -2146,12 +2181,12 @@ async def test_the_findings_panel_shows_what_to_check_whole_and_scrolls_to_the_r
         await frame(pilot)
         await pilot.pause()
         shown = _on_screen(app, "#findings")
-        assert f"{explain.ui('check', lang)}: {check}" in _words(shown), shown
+        assert f"{i18n.ui('check', lang)}: {check}" in _words(shown), shown
         assert means.split()[-1] not in _words(shown)
         findings = app.query_one("#findings")
         for _ in range(2):  # the focus goes round the panels that scroll
             more = "findings more here" if findings.has_focus else "findings more"
-            assert findings.border_subtitle == explain.ui(more, lang)
+            assert findings.border_subtitle == i18n.ui(more, lang)
             if findings.has_focus:
                 break
             await pilot.press("tab")
@@ -2197,9 +2232,9 @@ async def test_before_the_first_step_the_explanation_says_what_comes_and_which_k
     """`commviz demo all_gather --paused`: the explanation panel was blank until the first
     operation was done (user trial). It says which key steps or plays, and what the demo's
     operation is about to do; then the operation's own explanation takes over."""
-    from commviz.text import explain
+    from commviz.text import explain, i18n
 
-    ui = functools.partial(explain.ui, lang=lang)
+    ui = functools.partial(i18n.ui, lang=lang)
     session = FakeSession()
     session.feed(heartbeats(4))
     controller = FakeController()  # paused, as --paused starts
@@ -2570,7 +2605,9 @@ async def test_with_many_ranks_the_log_then_the_timeline_give_way_to_the_replay_
 
 @pytest.mark.parametrize("size, lang, key", [((120, 40), "pt", "replay short"),
                                              ((120, 40), "en", "replay"),
-                                             ((160, 48), "pt", "replay")])
+                                             ((160, 48), "pt", "replay"),
+                                             ((120, 40), "es", "replay short"),
+                                             ((160, 48), "es", "replay")])
 @sync
 async def test_the_replays_title_takes_its_shorter_form_where_the_whole_would_be_cut(
         size: tuple[int, int], lang: str, key: str) -> None:
@@ -2579,7 +2616,7 @@ async def test_the_replays_title_takes_its_shorter_form_where_the_whole_would_be
     async with app.run_test(size=size) as pilot:
         await frame(pilot)
         title = app.query_one("#topology").border_title
-        assert title == explain.ui(key, lang)
+        assert title == i18n.ui(key, lang)
         assert f"╭─ {title} ─" in panel(app, "#topology")  # whole, not cut
 
 

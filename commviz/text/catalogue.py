@@ -32,7 +32,7 @@ from babel.messages.mofile import read_mo, write_mo
 from babel.messages.plurals import get_plural
 from babel.messages.pofile import read_po, write_po
 
-from commviz.text import HERE, i18n, prose
+from commviz.text import HERE, prose
 from commviz.text.i18n import LANGS
 
 PACKAGE = HERE.parent  # commviz/
@@ -280,9 +280,6 @@ def problems() -> dict[str, list[str]]:
             out[f"{lang}: prose"] = prose_problems(lang)
         out[f"{lang}: plural forms"] = plurals(english, other)
         out[f"{lang}: ui.mo"] = ["older than ui.po: compile"] if stale_mo(lang) else []
-    cycle = i18n.language_cycle()  # the help of the l key: commviz/tui reads "help lang"
-    out[f"'help lang' must read {cycle!r} in"] = [
-        lang for lang in LANGS if i18n.ui("help lang", lang) != cycle]
     used = source_keys()
     known = messages(english)
     out["keys the sources name that en/ui.po lacks"] = [

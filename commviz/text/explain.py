@@ -20,18 +20,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from commviz.text import HERE, flowing, prose
-from commviz.text.i18n import (
-    LANGS,
-    NCCL_TEXTS,
-    TEXTUAL_COMMANDS,
-    check_lang,
-    gpu_note,
-    nccl_text,
-    number,
-    textual_command,
-    ui,
-    ui_n,
-)
+from commviz.text.i18n import LANGS, check_lang, ui
 
 BACKENDS: tuple[str, ...] = ("gloo", "nccl")
 
@@ -107,11 +96,6 @@ def explain(op: str, lang: str = "en") -> Explanation:
     return replace(found, how=dict(found.how))  # a fresh dict: the shared one stays intact
 
 
-# commviz/tui reads these two until it calls nccl_text() and textual_command(), and the i18n
-# names below through this module until it imports them from commviz.text.i18n
-NCCL_TEXTS_PT: dict[str, str] = {said: nccl_text(said, "pt") for said in NCCL_TEXTS}
-TEXTUAL_COMMANDS_PT: dict[str, tuple[str, str]] = {
-    help_text: textual_command(help_text, "pt") for help_text in TEXTUAL_COMMANDS}
-
-__all__ = ["BACKENDS", "EXPLAINED", "LANGS", "NCCL_TEXTS_PT", "TEXTUAL_COMMANDS_PT", "Explanation",
-           "explain", "gpu_note", "number", "ui", "ui_n"]
+# LANGS and ui: tests/test_explain.py and tests/test_topology.py read them here until they
+# import them from commviz.text.i18n
+__all__ = ["BACKENDS", "EXPLAINED", "LANGS", "Explanation", "explain", "ui"]

@@ -89,8 +89,8 @@ def next_lang(lang: str) -> str:
 
 
 def language_cycle() -> str:
-    """The languages ``l`` goes through, each named in itself: "English ↔ Português", or
-    "English → Português → Español → English" for more than two."""
+    """The languages ``l`` goes through, each named in itself, in LANGS' order: "English ↔
+    Português" for two, "English → Español → Português → English" for more."""
     names = [ui("language name", lang) for lang in LANGS]
     return " ↔ ".join(names) if len(names) <= 2 else " → ".join([*names, names[0]])
 

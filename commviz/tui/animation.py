@@ -22,9 +22,9 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from commviz.knowledge import schedule_notes, schedules
+from commviz.knowledge import schedules
 from commviz.knowledge.schedules import Schedule, Transfer
-from commviz.text import explain
+from commviz.text import i18n, schedule_notes
 from commviz.viewer.model import Instance
 from commviz.viewer.plain_text import human_bytes
 from commviz.wire import protocol
@@ -246,17 +246,17 @@ class Animator:
 
     def state(self, lang: str = "en") -> str:
         """Whether the replay is held, and its speed."""
-        speed = explain.ui("s/step", lang).format(explain.number(f"{self.step_s:g}", lang))
-        return f"{explain.ui('replay held short', lang)} · {speed}" if self.paused else speed
+        speed = i18n.ui("s/step", lang).format(i18n.number(f"{self.step_s:g}", lang))
+        return f"{i18n.ui('replay held short', lang)} · {speed}" if self.paused else speed
 
     def lag(self, lang: str = "en") -> str:
         """How far the display lags the job: operations waiting, and skipped; "" if none."""
         parts = []
         if self.waiting:
-            parts.append(explain.ui("behind", lang).format(
-                n=self.waiting, s=explain.number(f"{self.lag_s:.1f}", lang)))
+            parts.append(i18n.ui("behind", lang).format(
+                n=self.waiting, s=i18n.number(f"{self.lag_s:.1f}", lang)))
         if self.skipped:
-            parts.append(explain.ui_n("skipped", self.skipped, lang))
+            parts.append(i18n.ui_n("skipped", self.skipped, lang))
         return " · ".join(parts)
 
     # ---- frames ------------------------------------------------------------------------
@@ -323,7 +323,7 @@ def label(inst: Instance, sched: Schedule | None, count: int, step: int,
     transfers drawn together (``members``, more than one), how many, between whom, and
     whether they are one round (``round_``: the next transfer on each pair, its numbers
     given) or in flight at once."""
-    ui = functools.partial(explain.ui, lang=lang)
+    ui = functools.partial(i18n.ui, lang=lang)
     times = f" ×{count}" if count > 1 else ""
     if sched is None and len(members) > 1:
         pairs = ", ".join(f"{i.group[0]} -> {i.group[1]}" for i in members[:4])
@@ -333,14 +333,14 @@ def label(inst: Instance, sched: Schedule | None, count: int, step: int,
         size = ui("each").format(size=human_bytes(sizes[0])) if len(sizes) == 1 else \
             ui("sizes from to").format(low=human_bytes(sizes[0]), high=human_bytes(sizes[-1]))
         seqs = sorted({i.seq for i in members})
-        kind = "at once" if not round_ else "round" if len(seqs) == 1 else "round numbered"
-        return ui(kind).format(n=len(members), op=inst.op, seq=seqs[0], last=seqs[-1],
-                               times=times, pairs=pairs, size=explain.number(size, lang))
+        words = ui("at once" if not round_ else "round" if len(seqs) == 1 else "round numbered")
+        return words.format(n=len(members), op=inst.op, seq=seqs[0], last=seqs[-1],
+                               times=times, pairs=pairs, size=i18n.number(size, lang))
     if sched is None:
         if inst.op in protocol.P2P and len(inst.group) == 2:
             src, dst = inst.group
             return f"{inst.op}{times} {src} -> {dst}, " \
-                f"{explain.number(human_bytes(inst.size), lang)}"
+                f"{i18n.number(human_bytes(inst.size), lang)}"
         return f"{inst.op}{times}: {ui('backend unknown')}"
     algorithm = ui("algorithm").format(backend=sched.backend,
                                        algorithm=schedule_notes.algorithm(sched, lang))

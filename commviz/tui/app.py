@@ -32,7 +32,8 @@ from textual.widgets import Footer, Static
 from commviz.knowledge import costmodel
 from commviz.launch.job import JobAsRanks
 from commviz.launch.launcher import Ranks
-from commviz.text import explain
+from commviz.text import i18n
+from commviz.text.i18n import N_
 from commviz.tui import commands, layout
 from commviz.tui.animation import Animator
 from commviz.tui.help import HelpScreen
@@ -81,6 +82,9 @@ class CommvizApp(App):
     # beside a job, its output: OUTPUT_VIEW)
     NARROW_VIEWS = ("numbers", "replay", "inside", "explain")
     OUTPUT_VIEW = "output"
+    VIEW_NAMES = {"numbers": N_("view numbers"), "replay": N_("view replay"),  # the header's
+                  "inside": N_("view inside"), "explain": N_("view explain"),
+                  "output": N_("view output")}
 
     def __init__(self, session: Source, ranks: Ranks | None = None,
                  title: str | Callable[[str], str] = "",
@@ -152,9 +156,9 @@ class CommvizApp(App):
         self._titles()
         cut = self._playback.playback.cut if self._playback is not None else None
         if cut:  # a recording whose viewer was killed while writing its last line
-            self._events.append(("recording cut", {"line": cut[0]}))
+            self._events.append((N_("recording cut"), {"line": cut[0]}))
         elif self._playback is not None and not self._playback.playback.closed:
-            self._events.append(("recording unclosed", {}))
+            self._events.append((N_("recording unclosed"), {}))
         if self._playback is not None:  # a recording started further on (--from)
             self._seeked = True
             self._t0 = self._playback.playback.origin_ns  # as its place and --from count
@@ -169,7 +173,7 @@ class CommvizApp(App):
 
     def _titles(self) -> None:
         """The panels' titles, the footer's keys and the header's title, in the language."""
-        ui = functools.partial(explain.ui, lang=self.lang)
+        ui = functools.partial(i18n.ui, lang=self.lang)
         self.sub_title = self._title(self.lang)
         self.query_one(Topology).lang = self.query_one(Timeline).lang = self.lang
         self.query_one("#ranks").border_title = ui("ranks").lower()
@@ -192,9 +196,9 @@ class CommvizApp(App):
         """The replay's and the timeline's titles, their shorter forms where the whole would
         be cut."""
         room = layout.title_room(self._width, self._narrow)
-        whole = explain.ui("replay", self.lang)
+        whole = i18n.ui("replay", self.lang)
         self.query_one("#topology").border_title = \
-            whole if layout.fits(whole, room) else explain.ui("replay short", self.lang)
+            whole if layout.fits(whole, room) else i18n.ui("replay short", self.lang)
         self.query_one("#timeline").border_title = title(self.lang, room)
 
     def _label_keys(self) -> None:
@@ -203,7 +207,7 @@ class CommvizApp(App):
         columns), so that every key fits in 80 columns."""
         playback = self._playback is not None
         whole = commands.footer_keys(self.lang, playback, self._works)
-        palette = explain.ui("key palette", self.lang)
+        palette = i18n.ui("key palette", self.lang)
         tight = self._narrow or 0 < self._width < layout.footer_width(whole, palette)
         bindings = self._bindings.key_to_bindings
         for key, group in bindings.items():
@@ -310,10 +314,10 @@ class CommvizApp(App):
             self._show("#phases", drawn, _height_key(drawn))
         # not App.sub_title: setting that reactive repaints the whole screen every frame
         paused = self.controller is not None and self.controller.paused and not self._ended
-        live = (f"⏸ {explain.ui('paused', self.lang)} · " if paused else "") \
+        live = (f"⏸ {i18n.ui('paused', self.lang)} · " if paused else "") \
             + topology.animator.state(self.lang)
         lag = topology.animator.lag(self.lang)
-        view = f"[{explain.ui(f'view {self._view}', self.lang)} · v] " \
+        view = f"[{i18n.ui(self.VIEW_NAMES[self._view], self.lang)} · v] " \
             if self.screen.has_class("-narrow") else ""  # which panels `v` shows now
         header = layout.fit_header(f"{view}{self.title} — ", self.sub_title, f" · {live}",
                                    self.query_one("#header").size.width) \
@@ -392,14 +396,14 @@ class CommvizApp(App):
                     + ranks.get_content_height(self.size, self.size, ranks.content_region.width))
         panel.styles.max_height = layout.findings_rows(rows, panel.styles.gutter.height,
                                                        self.size.height, self._narrow, kept)
-        more = "findings more here" if panel.has_focus else "findings more"
-        panel.border_subtitle = explain.ui(more, self.lang) if panel.max_scroll_y > 0 else ""
+        more = N_("findings more here") if panel.has_focus else N_("findings more")
+        panel.border_subtitle = i18n.ui(more, self.lang) if panel.max_scroll_y > 0 else ""
 
     def _log_line(self, inst: Any, width: int | None) -> str:
         return text.instance_line(inst, self._t0, text.LOG_COLUMNS, self.lang, width)
 
     def _skipped_line(self, skipped: int, width: int | None) -> str:
-        return explain.ui_n("more operations", skipped, self.lang)
+        return i18n.ui_n("more operations", skipped, self.lang)
 
     def _refresh_logs(self, model: Any) -> None:
         """The operations log, the job's output and the viewer panel."""
@@ -524,7 +528,7 @@ class CommvizApp(App):
 
     def _control_line(self) -> str:
         """The ranks' state (playing, paused), and the replay's when it is held apart."""
-        held = f" · {explain.ui('replay held', self.lang)}" \
+        held = f" · {i18n.ui('replay held', self.lang)}" \
             if self.query_one(Topology).animator.paused else ""
         if self._playback is not None:
             return status.playback_line(self._playback, held, self.lang)
@@ -553,7 +557,7 @@ class CommvizApp(App):
             elif self._output is None:  # a job's end has its own line, below
                 self._ranks_event("rank finished", {"who": rp.who, "code": 0, **rank})
         if self.ranks.failed() and self.ranks.running():
-            self._ranks_event("stopping others", {})
+            self._ranks_event(N_("stopping others"), {})
             self.ranks.stop()
         if not self._ended and not self.ranks.running():
             self._ended = True  # the screen stays, to be read: q quits
@@ -561,7 +565,7 @@ class CommvizApp(App):
                 tail = [line.text for line in self._output.tail(JOB_TAIL_LINES)]
                 for key, fields in end_report.rank_ends(tail):  # torchrun's summary
                     self._ranks_event(key, fields)
-                self._ranks_event("job ended", {})
+                self._ranks_event(N_("job ended"), {})
             self.refresh_bindings()  # pause and step have nothing left to hold
 
     def _ranks_event(self, key: str, fields: dict[str, Any]) -> None:
@@ -610,7 +614,7 @@ class CommvizApp(App):
             self._seeked = True
             self.refresh_view()
         else:
-            self.notify(explain.ui("no later finding", self.lang), timeout=4)
+            self.notify(i18n.ui("no later finding", self.lang), timeout=4)
 
     def action_play_faster(self) -> None:
         if self._playback is not None:
@@ -632,7 +636,7 @@ class CommvizApp(App):
         if self.controller is not None:
             self.controller.restart()
         self.session.reset()
-        self._shown, self._events = 0, [("restarted", {})]
+        self._shown, self._events = 0, [(N_("restarted"), {})]
         self._t0 = self._playback.playback.origin_ns if self._playback is not None else None
         self._findings_until = float("-inf")  # the old run's findings: gone with it
         self._new, self._skipped = [], 0
@@ -693,8 +697,9 @@ class CommvizApp(App):
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         """Textual's commands, then every commviz action this session can take."""
         for command in super().get_system_commands(screen):
-            pt = explain.TEXTUAL_COMMANDS_PT.get(command.help) if self.lang == "pt" else None
-            yield command if pt is None else command._replace(title=pt[0], help=pt[1])
+            words = i18n.textual_command(command.help, self.lang)  # None: as Textual has it
+            yield command if words is None else \
+                command._replace(title=words[0], help=words[1])
         playback = self._playback is not None
         for name, help_text, action in commands.palette(self.lang, playback, self._works):
             yield SystemCommand(name, help_text, getattr(self, f"action_{action}"))
@@ -711,11 +716,11 @@ class CommvizApp(App):
         """Textual's palette, its search box in the language."""
         if self.use_command_palette and not CommandPalette.is_open(self):
             self.push_screen(CommandPalette(id="--command-palette",
-                                            placeholder=explain.ui("palette search", self.lang)))
+                                            placeholder=i18n.ui("palette search", self.lang)))
 
     def action_switch_lang(self) -> None:
-        """English <-> Brazilian Portuguese, for every panel at once."""
-        self.lang = "pt" if self.lang == "en" else "en"
+        """The next language (``i18n.next_lang``), for every panel at once."""
+        self.lang = i18n.next_lang(self.lang)
         self.query_one("#log", OpLog).redraw()  # the lines already there, in the new language
         self._titles()
         self._explained = self._replayed = self._sourced = None
@@ -723,12 +728,12 @@ class CommvizApp(App):
         self.refresh_view()
 
     def action_help(self) -> None:
-        self.push_screen(HelpScreen(self._help_rows(), explain.ui("help", self.lang),
-                                    explain.ui("close", self.lang)))
+        self.push_screen(HelpScreen(self._help_rows(), i18n.ui("help", self.lang),
+                                    i18n.ui("close", self.lang)))
 
     def action_read(self) -> None:
         """The explanation panel's text full screen: at 120x40 its box shows a few lines."""
-        ui = functools.partial(explain.ui, lang=self.lang)
+        ui = functools.partial(i18n.ui, lang=self.lang)
         self.push_screen(ReadingScreen(self._explanation.copy(), ui("explanation"),
                                        ui("reading keys")))
 
@@ -743,9 +748,9 @@ def _fit(model: Any) -> costmodel.Fit | None:
 
 def _zoom_subtitle(zoom_s: float | None, lang: str) -> str:
     """'zoom: auto · z/Z', or the window zoomed to ('zoom: 50 ms · z/Z')."""
-    window = explain.ui("zoom auto", lang) if zoom_s is None else \
-        explain.number(text.duration(zoom_s * 1e9), lang)
-    return explain.ui("zoom", lang).format(window=window)
+    window = i18n.ui("zoom auto", lang) if zoom_s is None else \
+        i18n.number(text.duration(zoom_s * 1e9), lang)
+    return i18n.ui("zoom", lang).format(window=window)
 
 
 def _height_key(renderable: Any) -> int | None:
@@ -813,7 +818,7 @@ def _end_of_run(app: CommvizApp, session: Source, ranks: Ranks | None, output: A
         _print_tail(output, out, lang)
     if ranks is not None:
         if ranks.failed():  # last: the one line to copy, not scrolled away by the tail
-            print(explain.ui(ranks.logs, lang).format(dir=ranks.logdir), file=out)
+            print(i18n.ui(ranks.logs, lang).format(dir=ranks.logdir), file=out)
         else:
             ranks.cleanup_logs()
     if isinstance(ranks, JobAsRanks):  # how it ended
@@ -833,9 +838,9 @@ def _print_tail(output: Any, out: TextIO, lang: str) -> None:
     tail, after = output.closing(TAIL_LINES)
     stopped = output.stopped_at is not None
     if tail:
-        head = "job tail before stop" if stopped else "job tail"
-        print(explain.ui_n(head, len(tail), lang), file=out, flush=True)
+        head = N_("job tail before stop") if stopped else N_("job tail")
+        print(i18n.ui_n(head, len(tail), lang), file=out, flush=True)
         sys.stdout.write("".join(f"{line.text}\n" for line in tail))
         sys.stdout.flush()
     if after:
-        print(explain.ui_n("job tail left out", after, lang), file=out)
+        print(i18n.ui_n("job tail left out", after, lang), file=out)

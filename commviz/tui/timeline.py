@@ -26,7 +26,8 @@ from textual.reactive import reactive
 from textual.strip import Strip
 from textual.widget import Widget
 
-from commviz.text import explain
+from commviz.text import i18n
+from commviz.text.i18n import N_
 from commviz.viewer.diagnose import Finding
 from commviz.viewer.model import InFlight, Instance, Model, Segment
 from commviz.viewer.plain_text import MICROSECONDS, TIME_UNITS, rank_labels
@@ -41,12 +42,12 @@ def title(lang: str = "en", room: int | None = None) -> str:
     shorter words where the whole does not fit ``room`` cells. No separator glyph in it: a
     "·" between name and legend reads as a status, not a key."""
     def legend(waiting: str) -> str:
-        return (f"{explain.ui('timeline', lang)}  {WAIT} {explain.ui(waiting, lang)}  "
-                f"{SOLID} {explain.ui('legend transferring', lang)}  "
-                f"{UNKNOWN} {explain.ui('legend dropped', lang)}")
+        return (f"{i18n.ui('timeline', lang)}  {WAIT} {i18n.ui(waiting, lang)}  "
+                f"{SOLID} {i18n.ui('legend transferring', lang)}  "
+                f"{UNKNOWN} {i18n.ui('legend dropped', lang)}")
 
-    whole = legend("legend waiting")
-    return whole if room is None or len(whole) <= room else legend("legend waiting short")
+    whole = legend(N_("legend waiting"))
+    return whole if room is None or len(whole) <= room else legend(N_("legend waiting short"))
 
 
 INFLIGHT_STYLE = "bold yellow"
@@ -131,7 +132,7 @@ def lane_runs(segments_by_rank: Mapping[int, Lane], inflight: Iterable[InFlight]
         while by_rank and len(lines) + len(by_rank[0][1]) <= room:
             lines.extend(by_rank.pop(0)[1])
         left_out = rank_labels([rank for rank, _ in by_rank])
-        lines.append(_cut([(" " * label_w + explain.ui("lanes left out", lang).format(left_out),
+        lines.append(_cut([(" " * label_w + i18n.ui("lanes left out", lang).format(left_out),
                             "dim")], width))
     return lines + tail
 
@@ -143,7 +144,7 @@ def _phase_legend(spans: Sequence[Sequence[PhaseSpan]], label_w: int,
     first: dict[str, int] = {}
     for span in sorted((sp for lane in spans for sp in lane), key=lambda sp: sp.t_start):
         first.setdefault(span.name, span.t_start)
-    runs = [(" " * label_w + explain.ui("legend phases", lang), "dim")]
+    runs = [(" " * label_w + i18n.ui("legend phases", lang), "dim")]
     for name in first:
         runs.append((f"  {name[:1]} {name}", phase_colour(name)))
     return runs
@@ -293,7 +294,7 @@ def _axis(window_ns: int, width: int, lang: str = "en", right: str = "now") -> s
     """'-2s   -1.5s   -1s   -0.5s   now': ticks at round times before now (or before the
     run's end, ``right`` "timeline end"), as many as their labels leave room for, at most
     MAX_TICKS (a stretched window gives -6s -4s -2s, never -6.14s)."""
-    now = explain.ui(right, lang)
+    now = i18n.ui(right, lang)
     if width < len(now):
         return " " * width
     cells = [" "] * (width - len(now)) + list(now)
@@ -323,7 +324,7 @@ def _ticks(window: float, step: float, exponent: int, width: int, unit: str,
     for k in range(int(window / step + 1e-9), 0, -1):
         ago = k * step
         digits = f"{ago:.{decimals}f}".rstrip("0").rstrip(".") if decimals else f"{ago:.0f}"
-        label = explain.number(f"-{digits}{unit}", lang)
+        label = i18n.number(f"-{digits}{unit}", lang)
         column = round((1 - ago / window) * width)
         ticks.append((max(0, column - len(label) // 2), label))
     return ticks
@@ -411,13 +412,13 @@ class Timeline(Widget):
         ended = bool(ranks) and last > 0 and all(s.rank in exits or s.rank in lost
                                                  for s in ranks) \
             and all(op.rank in exits or op.rank in lost for op in inflight)
-        right = "now"
+        right = N_("now")
         if ended:
-            now_ns, right = min(now_ns, last + window_ns // END_MARGIN), "timeline end"
+            now_ns, right = min(now_ns, last + window_ns // END_MARGIN), N_("timeline end")
         elif self.zoom_s is not None or paused:  # the latest activity stays in view
             latest = max([last, model.last_phase_end_ns()] + [op.t_start for op in inflight])
             if latest > 0 and latest + window_ns // END_MARGIN < now_ns:
-                now_ns, right = latest + window_ns // END_MARGIN, "latest"
+                now_ns, right = latest + window_ns // END_MARGIN, N_("latest")
         since = now_ns - window_ns
         rows = self._rows()
         self._frame = _Frame(model.lanes(since, now_ns), inflight, dict(model.lane_horizon),

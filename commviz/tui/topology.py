@@ -30,9 +30,9 @@ from textual.strip import Strip
 from textual.timer import Timer
 from textual.widget import Widget
 
-from commviz.knowledge import schedule_notes
 from commviz.knowledge.schedules import Schedule, Transfer
-from commviz.text import explain
+from commviz.text import i18n, schedule_notes
+from commviz.text.i18n import N_
 from commviz.tui.animation import Animator, AnimFrame, frame_label, plan
 from commviz.tui.panels.words import finding_name
 from commviz.tui.rank_facts import State, backend_of, ops_in, rank_state
@@ -251,7 +251,7 @@ def render_topology(n_ranks: int, frame: AnimFrame | None, width: int, height: i
     gpu_links = gpu_links or {}
     where = layout(n, width, area_h)
     if len(where) < n:
-        head[0] = Text(explain.ui("do not fit", lang).format(first=len(where), last=n - 1),
+        head[0] = Text(i18n.ui("do not fit", lang).format(first=len(where), last=n - 1),
                        style="dim") + head[0]
     canvas = _Canvas(width, area_h)
     # ranks first, then states: paths go round them; chunk tags never cover either
@@ -314,8 +314,8 @@ def heatmap(n: int, frame: AnimFrame | None, width: int, height: int,
         for t in frame.transfers:
             now[(t.src // per, t.dst // per)] = t.reduce
     top = max((max(row) for row in sent), default=0) or 1
-    binned = explain.ui("heatmap cell", lang).format(n=per) if per > 1 else ""
-    out = [Text(binned + explain.ui("heatmap", lang), style="dim")]
+    binned = i18n.ui("heatmap cell", lang).format(n=per) if per > 1 else ""
+    out = [Text(binned + i18n.ui("heatmap", lang), style="dim")]
     axis = Text(" " * label_w)
     for c in range(0, cells, max(1, 8 // cell_w)):
         axis.append(f"{c * per:<8}", style="dim")
@@ -338,16 +338,16 @@ def heatmap(n: int, frame: AnimFrame | None, width: int, height: int,
 def _titles(frame: AnimFrame | None, rows: int, lang: str) -> list[Text]:
     """The label, then (given two rows) the measured time and what the drawing simplifies."""
     if frame is None:
-        return [Text(explain.ui("waiting first", lang), style="dim")] + \
+        return [Text(i18n.ui("waiting first", lang), style="dim")] + \
             [Text()] * (rows - 1)
     out = [Text(frame_label(frame, lang), style="bold")]
     if rows > 1:
-        took = explain.ui("took", lang).format(
-            explain.number(duration(frame.instance.time_ns), lang))
+        took = i18n.ui("took", lang).format(
+            i18n.number(duration(frame.instance.time_ns), lang))
         if frame.count > 1:
-            took += explain.ui("the first", lang)
+            took += i18n.ui("the first", lang)
         note = schedule_notes.note(frame.schedule, lang) if frame.schedule is not None else \
-            explain.ui("real transfer", lang)
+            i18n.ui("real transfer", lang)
         out.append(Text(f"{took} · {note}", style="dim italic"))
     return out
 
@@ -367,7 +367,7 @@ def _draw_path(canvas: _Canvas, path: Path, progress: float, still: bool, p2p: b
         canvas.put(hx, hy, path.head, f"bold {colour}", _HEAD)
     if not still and (mx, my) in clear:
         canvas.put(mx, my, MARKER, f"bold bright_{colour}", _MARK)
-    tag = explain.number(human_bytes(t.nbytes), lang) if p2p else f"c{t.chunk}"
+    tag = i18n.number(human_bytes(t.nbytes), lang) if p2p else f"c{t.chunk}"
     for x, y in ((mx + 1, my), (mx - len(tag), my), (mx, my - 1), (mx, my + 1)):
         if canvas.free(x, y, len(tag), _STATE):
             canvas.put(x, y, tag, f"bold {colour}", _CHUNK)
@@ -446,11 +446,11 @@ def replay_roles(frame: AnimFrame, live: Mapping[int, Text | str], flagged: Coll
     receives, as the arrows say). A rank that a live finding names keeps its ⚠: an alert,
     not a state."""
     sends, receives = {t.src for t in frame.transfers}, {t.dst for t in frame.transfers}
-    roles = {r: "role both" if r in sends and r in receives else
-             "role sends" if r in sends else "role receives" for r in sends | receives}
+    roles = {r: N_("role both") if r in sends and r in receives else
+             N_("role sends") if r in sends else N_("role receives") for r in sends | receives}
     out: dict[int, Text | str] = {}
     if len(set(roles.values())) > 1:
-        out = {r: Text(explain.ui(role, lang), style="italic") for r, role in roles.items()}
+        out = {r: Text(i18n.ui(role, lang), style="italic") for r, role in roles.items()}
     out.update({r: live[r] for r in flagged if r in live})
     return out
 
@@ -493,10 +493,10 @@ def _legend(status: str, width: int, wires: Collection[bool] = (), lang: str = "
     """The colour key, shortened when the status needs the room (the status comes first);
     ``wires``: which kinds of GPU link are drawn (True: NVLink, False: PCIe); ``p2p``: a
     point-to-point transfer is shown, whose colour says only that."""
-    ui = functools.partial(explain.ui, lang=lang)
-    keys = ([(TRANSFER_STYLE, "transfer")], [(TRANSFER_STYLE, "transfer short")]) if p2p else \
-        ([(REDUCE_STYLE, "adds into"), (COPY_STYLE, "copies")],
-         [(REDUCE_STYLE, "adds short"), (COPY_STYLE, "copies short")])
+    ui = functools.partial(i18n.ui, lang=lang)
+    keys = ([(TRANSFER_STYLE, N_("transfer"))], [(TRANSFER_STYLE, N_("transfer short"))]) \
+        if p2p else ([(REDUCE_STYLE, N_("adds into")), (COPY_STYLE, N_("copies"))],
+                     [(REDUCE_STYLE, N_("adds short")), (COPY_STYLE, N_("copies short"))])
     for colours, gap in zip((*keys, []), ("  ", " ", "")):
         line = Text()
         for colour, key in colours:
@@ -524,7 +524,7 @@ def rank_states(model: Model, now: float | None = None, lang: str = "en",
     """A short state per rank ("in all_reduce", "idle", "silent", "exited"), by the ranks
     panel's rule (``rank_facts.rank_state``), the name over it of a finding that holds now
     (``findings``) on that rank; ``now`` is the model clock's time (default: read it)."""
-    ui = functools.partial(explain.ui, lang=lang)
+    ui = functools.partial(i18n.ui, lang=lang)
     now = model.clock() if now is None else now
     ops = ops_in(model)
     out = {}

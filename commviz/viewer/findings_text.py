@@ -7,7 +7,7 @@ The findings panel shows these next to a finding's line. The texts are data,
 from __future__ import annotations
 
 from commviz import text
-from commviz.text.explain import LANGS
+from commviz.text.i18n import LANGS
 
 
 def _field(kind: str, name: str, lang: str) -> str:

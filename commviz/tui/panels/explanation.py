@@ -5,7 +5,8 @@ from __future__ import annotations
 from rich.text import Text
 
 from commviz.knowledge import schedules
-from commviz.text import explain
+from commviz.text import explain, i18n
+from commviz.text.i18n import N_
 from commviz.tui.panels.words import op_described
 from commviz.tui.rank_facts import backend_of
 from commviz.viewer.model import Instance, Model
@@ -18,15 +19,15 @@ def explanation(model: Model, inst: Instance | None, lang: str,
     and the practical points that apply; in the ``ring_allreduce`` demo, the ring its
     transfers make first."""
     if inst is None:
-        return Text(explain.ui("waiting for peers", lang), style="dim")
+        return Text(i18n.ui("waiting for peers", lang), style="dim")
     try:
         ex = explain.explain(inst.op, lang)
     except KeyError:
         return Text(inst.op, style="dim")
     out = Text()
     if demo == "ring_allreduce" and inst.op in protocol.P2P:
-        out.append(explain.ui("ring demo title", lang) + "\n", style="bold")
-        out.append(explain.ui("ring demo", lang) + "\n")
+        out.append(i18n.ui("ring demo title", lang) + "\n", style="bold")
+        out.append(i18n.ui("ring demo", lang) + "\n")
     described = op_described(inst, lang)
     _explained(out, ex, backend_of(model, inst.group), lang,
                described if described != inst.op else "")
@@ -39,13 +40,15 @@ def before_first(model: Model, demo: str, paused: bool, lang: str,
     plays it (``playback``: its recording), and what its operation is about to do (a demo
     named after one)."""
     out = Text()
-    key = "before paused" if paused else "before playing"
-    out.append(explain.ui(f"{key} playback" if playback else key, lang) + "\n",
-               style="bold yellow")
+    if playback:  # which key starts it, in the words of this session
+        words = N_("before paused playback") if paused else N_("before playing playback")
+    else:
+        words = N_("before paused") if paused else N_("before playing")
+    out.append(i18n.ui(words, lang) + "\n", style="bold yellow")
     if demo not in explain.EXPLAINED:  # straggler, ddp...: which op comes first is theirs
-        out.append(explain.ui("demo starts", lang).format(demo=demo) + "\n", style="italic")
+        out.append(i18n.ui("demo starts", lang).format(demo=demo) + "\n", style="italic")
         return out
-    out.append(explain.ui("next op", lang).format(op=demo) + "\n", style="bold cyan")
+    out.append(i18n.ui("next op", lang).format(op=demo) + "\n", style="bold cyan")
     backends = {s.backend for s in model.ranks.values()} & set(schedules.BACKENDS)
     _explained(out, explain.explain(demo, lang), backends.pop() if len(backends) == 1 else None,
                lang)
@@ -58,13 +61,13 @@ def _explained(out: Text, ex: explain.Explanation, backend: str | None, lang: st
     what this call does that the op's name does not say (its root), under the title."""
     out.append(ex.title + "\n", style="bold")
     if call:
-        out.append(f"{explain.ui('this call', lang)}: {call}\n", style="bold cyan")
+        out.append(f"{i18n.ui('this call', lang)}: {call}\n", style="bold cyan")
     out.append(ex.what + "\n")
     for name, how in ex.how.items():
         if backend is None or name == backend:
-            out.append(f"{explain.ui('how', lang)} ({name}): ", style="bold cyan")
+            out.append(f"{i18n.ui('how', lang)} ({name}): ", style="bold cyan")
             out.append(how + "\n")
-    out.append(f"{explain.ui('when', lang)}: ", style="bold cyan")
+    out.append(f"{i18n.ui('when', lang)}: ", style="bold cyan")
     out.append(ex.when + "\n")
     for tip in ex.tips:
         if backend in (None, "nccl") or tip not in ex.nccl_tips:

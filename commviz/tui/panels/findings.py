@@ -6,7 +6,7 @@ from collections.abc import Iterable, Sequence
 
 from rich.text import Text
 
-from commviz.text import explain
+from commviz.text import i18n
 from commviz.tui.panels.words import finding_name
 from commviz.viewer import findings_text
 from commviz.viewer.diagnose import Finding, by_cause
@@ -24,7 +24,7 @@ def findings_lead(held: Sequence[Finding], lang: str) -> Text:
     out = Text()
     if live:
         _finding(out, live[0], lang)
-        out.append(f"{explain.ui('check', lang)}: ", style="bold")
+        out.append(f"{i18n.ui('check', lang)}: ", style="bold")
         out.append(findings_text.advice(live[0].topic, lang)[2] + "\n", style="italic")
     return out
 

@@ -13,8 +13,9 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
-from commviz.knowledge import costmodel, schedule_notes, schedules
-from commviz.text import explain
+from commviz.knowledge import costmodel, schedules
+from commviz.text import i18n, schedule_notes
+from commviz.text.i18n import N_
 from commviz.tui.animation import AnimFrame
 from commviz.tui.panels.words import bytes_text, op_described
 from commviz.tui.rank_facts import backend_of
@@ -45,7 +46,7 @@ def inside(model: Model, lang: str = "en", frame: AnimFrame | None = None,
     the ``ring_allreduce`` demo says which step of its ring it is.
     """
     if frame is None and not model.recent:
-        return Text(explain.ui("no operation yet", lang), style="dim")
+        return Text(i18n.ui("no operation yet", lang), style="dim")
     inst = frame.instance if frame is not None else model.recent[-1]
     out = Text()
     if frame is not None and frame.round:
@@ -55,8 +56,8 @@ def inside(model: Model, lang: str = "en", frame: AnimFrame | None = None,
         src, dst = inst.group
         out.append(f"{inst.op}: rank {src} → rank {dst}, {bytes_text(inst.size, lang)}\n",
                    style="bold")
-        out.append(f"{explain.ui('measured', lang)}  "
-                   f"{explain.number(text.duration(inst.time_ns), lang)}\n")
+        out.append(f"{i18n.ui('measured', lang)}  "
+                   f"{i18n.number(text.duration(inst.time_ns), lang)}\n")
         # NCCL connects a pair on its first transfer (lazily); gloo connected every pair
         # when the process group was created, so there its first transfer set nothing up
         if backend_of(model, inst.group) != "nccl":
@@ -64,14 +65,14 @@ def inside(model: Model, lang: str = "en", frame: AnimFrame | None = None,
             return out
         first = model.first_transfer_ns.get((src, dst))
         if inst.seq == 1:
-            out.append(explain.ui("first transfer", lang), style="italic")
+            out.append(i18n.ui("first transfer", lang), style="italic")
         elif first is not None:
-            out.append(explain.ui("first transfer took", lang).format(
-                src=src, dst=dst, ms=explain.number(f"{first / 1e6:.1f}", lang)), style="italic")
+            out.append(i18n.ui("first transfer took", lang).format(
+                src=src, dst=dst, ms=i18n.number(f"{first / 1e6:.1f}", lang)), style="italic")
         return out
     backend = backend_of(model, inst.group)
     if backend is None:
-        return Text(explain.ui("backend not known", lang).format(op=inst.op), style="dim")
+        return Text(i18n.ui("backend not known", lang).format(op=inst.op), style="dim")
     n = len(inst.group)
     try:
         sched = schedules.schedule(inst.op, backend, n, inst.size, _root_of(inst))
@@ -98,14 +99,14 @@ def _p2p_members(frame: AnimFrame, lang: str) -> Text:
     """``inside`` of a round of p2p transfers the replay draws as one: each one's pair,
     number, size and measured time."""
     members = frame.members
-    out = Text(explain.ui("inside round", lang).format(n=len(members), op=frame.instance.op)
+    out = Text(i18n.ui("inside round", lang).format(n=len(members), op=frame.instance.op)
                + "\n", style="bold")
     for i in members[:MEMBERS_SHOWN]:
-        took = explain.number(text.duration(i.time_ns), lang)
+        took = i18n.number(text.duration(i.time_ns), lang)
         out.append(f"  rank {i.group[0]} → rank {i.group[1]}  #{i.seq}  "
                    f"{bytes_text(i.size, lang)}  {took}\n")
     if len(members) > MEMBERS_SHOWN:
-        out.append(explain.ui("and more", lang).format(n=len(members) - MEMBERS_SHOWN).strip())
+        out.append(i18n.ui("and more", lang).format(n=len(members) - MEMBERS_SHOWN).strip())
     out.rstrip()
     return out
 
@@ -122,9 +123,8 @@ def ring_demo_round(members: Sequence[Instance], lang: str) -> Text:
         return Text()
     total = 2 * (n - 1)
     k = (seqs.pop() - 1) % total + 1
-    phase = "ring demo reduce" if k < n else "ring demo gather"
-    line = explain.ui(phase, lang).format(k=k, total=total, j=k if k < n else k - n + 1,
-                                          m=n - 1)
+    line = i18n.ui("ring demo reduce" if k < n else "ring demo gather", lang).format(
+        k=k, total=total, j=k if k < n else k - n + 1, m=n - 1)
     return Text(line + "\n", style="bold cyan")
 
 
@@ -134,19 +134,19 @@ def _collective(sched: schedules.Schedule, inst: Instance, backend: str,
     """``inside`` of a collective: ``brief``, without its cost model and schematic note;
     ``steps``, at most that many around the ``current`` one."""
     out, n = Text(), len(inst.group)
-    algorithm = explain.ui("algorithm", lang).format(
+    algorithm = i18n.ui("algorithm", lang).format(
         backend=backend, algorithm=schedule_notes.algorithm(sched, lang))
     out.append(f"{op_described(inst, lang)} · {algorithm} · {n} ranks · "
                f"S = {bytes_text(inst.size, lang)}\n", style="bold")
-    times = f"{explain.ui('time', lang)} {text.duration(inst.time_ns)} · " \
-        f"{explain.ui('log skew', lang)} {text.duration(inst.skew_ns)}"
-    out.append(f"{explain.ui('measured', lang)}  {explain.number(times, lang)}\n")
+    times = f"{i18n.ui('time', lang)} {text.duration(inst.time_ns)} · " \
+        f"{i18n.ui('log skew', lang)} {text.duration(inst.skew_ns)}"
+    out.append(f"{i18n.ui('measured', lang)}  {i18n.number(times, lang)}\n")
     if not brief:
         _cost_line(out, sched, inst, fit, lang)
     if nccl_text is not None:
         out.append(f"NCCL  {nccl_text}\n", style="bold")
     if not brief:
-        out.append(f"{explain.ui('schematic', lang)}  {schedule_notes.note(sched, lang)}\n",
+        out.append(f"{i18n.ui('schematic', lang)}  {schedule_notes.note(sched, lang)}\n",
                    style="italic dim")
     shown = _window(len(sched.steps), current, steps)
     layout = grid_layout(sched, inst.group, lang, width)
@@ -157,10 +157,10 @@ def _collective(sched: schedules.Schedule, inst: Instance, backend: str,
         left_out = ""
         _steps(out, sched, inst.group, current, lang, width, shown)
     if left_out and brief:  # the cost model too, in the same row
-        out.append(explain.ui("not shown larger", lang).format(
-            f"{left_out}, {explain.ui('cost', lang).lower()}") + "\n", style="dim italic")
+        out.append(i18n.ui("not shown larger", lang).format(
+            f"{left_out}, {i18n.ui('cost', lang).lower()}") + "\n", style="dim italic")
     elif left_out:
-        out.append(explain.ui("not shown", lang).format(left_out) + "\n", style="dim italic")
+        out.append(i18n.ui("not shown", lang).format(left_out) + "\n", style="dim italic")
     out.rstrip()  # the panel's height is its text's: no blank line under the grid
     return out
 
@@ -182,30 +182,31 @@ def _nccl_text(nccl: Any, op: str, size: int, n: int, lang: str) -> str:
         return said
     choice = nccl.choice(op, size, n)
     if choice is not None:
-        return explain.ui("nccl algorithm", lang).format(choice.label())
-    return explain.NCCL_TEXTS_PT.get(said, said)
+        return i18n.ui("nccl algorithm", lang).format(choice.label())
+    return i18n.nccl_text(said, lang)
 
 
 def _cost_line(out: Text, sched: schedules.Schedule, inst: Instance,
                fit: costmodel.Fit | None, lang: str) -> None:
     c = costmodel.cost(sched)
-    out.append(f"{explain.ui('cost', lang)}  ", style="bold")
-    out.append(explain.ui_n("each rank sends", c.steps, lang, bytes=bytes_text(c.sent, lang)))
+    out.append(f"{i18n.ui('cost', lang)}  ", style="bold")
+    out.append(i18n.ui_n("each rank sends", c.steps, lang, bytes=bytes_text(c.sent, lang)))
     if fit is None:
-        out.append(f" · {explain.ui('predicted', lang).lower()}: "
-                   f"{explain.ui('needs shapes', lang)}\n", style="dim")
+        out.append(f" · {i18n.ui('predicted', lang).lower()}: "
+                   f"{i18n.ui('needs shapes', lang)}\n", style="dim")
         return
     predicted_us = fit.predict(c) * 1e6
-    versus = explain.ui("predicted vs", lang).format(predicted=f"{predicted_us:.0f}",
+    versus = i18n.ui("predicted vs", lang).format(predicted=f"{predicted_us:.0f}",
                                                      measured=f"{inst.time_ns / 1e3:.0f}")
-    out.append(f" · {explain.ui('predicted', lang).lower()} {versus}\n")
+    out.append(f" · {i18n.ui('predicted', lang).lower()} {versus}\n")
     alpha = f"{fit.alpha_s * 1e6:.0f}"
     beta = "" if math.isinf(fit.beta_bps) else \
-        explain.number(f"{fit.beta_bps / 1e9:.2g} GB/s", lang)
+        i18n.number(f"{fit.beta_bps / 1e9:.2g} GB/s", lang)
     # a term the fit set to nothing was not measured: said so, not shown as ∞ or 0
-    key = "fit line" if beta and alpha != "0" else "fit no beta" if not beta else "fit no alpha"
-    out.append("      " + explain.ui(key, lang).format(alpha=alpha, beta=beta)
-               + f"{explain.ui('fitted on', lang).format(shapes=fit.shapes)}\n", style="dim")
+    fitted = i18n.ui("fit line" if beta and alpha != "0" else "fit no beta" if not beta
+                     else "fit no alpha", lang)
+    out.append("      " + fitted.format(alpha=alpha, beta=beta)
+               + f"{i18n.ui('fitted on', lang).format(shapes=fit.shapes)}\n", style="dim")
 
 
 def _window(steps: int, current: int, most: int = MAX_STEPS_SHOWN) -> range:
@@ -223,11 +224,11 @@ def _sends(step: schedules.Step, ranks: tuple[int, ...], room: int | None = None
     if room is None or len(line) <= room:
         return line
     for listed in range(len(parts) - 1, 0, -1):
-        line = "  ".join(parts[:listed]) + "  " + explain.ui("n more", lang).format(
+        line = "  ".join(parts[:listed]) + "  " + i18n.ui("n more", lang).format(
             n=len(parts) - listed)
         if len(line) <= room:
             return line
-    return explain.ui_n("transfers", len(parts), lang)
+    return i18n.ui_n("transfers", len(parts), lang)
 
 
 def _steps(out: Text, sched: schedules.Schedule, ranks: tuple[int, ...], current: int,
@@ -257,7 +258,7 @@ def grid_layout(sched: schedules.Schedule, ranks: tuple[int, ...], lang: str,
                 width: int) -> GridLayout:
     """The buffers grid in ``width``: as many rank columns as fit, then each step's
     transfers beside them where those fit too."""
-    label_w = max([6, len(explain.ui("start", lang))]
+    label_w = max([6, len(i18n.ui("start", lang))]
                   + [len(schedule_notes.step_label(s.label, lang)) for s in sched.steps])
     column_w = max(len(_slots(sched, 0)), len(f"r{max(ranks)}"))
     shown = min(len(ranks), max(0, (width - label_w - 1) // (column_w + 1)))
@@ -285,11 +286,11 @@ def _slots(sched: schedules.Schedule, rank: int,
 def _digits_key(sched: schedules.Schedule, reducing: bool) -> str:
     """The UI key of the grid's legend: what its digits say."""
     if sched.algorithm == schedules.PER_BLOCK:
-        return "digits summed block"
+        return N_("digits summed block")
     if reducing:
-        return "digits summed"
-    return "digits senders" if schedules.canonical_op(sched.op) == "all_to_all" \
-        else "digits chunks"
+        return N_("digits summed")
+    return N_("digits senders") if schedules.canonical_op(sched.op) == "all_to_all" \
+        else N_("digits chunks")
 
 
 def _left_out(layout: GridLayout, ranks: tuple[int, ...], lang: str) -> str:
@@ -297,7 +298,7 @@ def _left_out(layout: GridLayout, ranks: tuple[int, ...], lang: str) -> str:
     hidden = list(ranks[layout.ranks:])
     parts = [text.rank_labels(hidden)] if hidden else []
     if not layout.sends_w:
-        parts.append(explain.ui("transfers column", lang))
+        parts.append(i18n.ui("transfers column", lang))
     return ", ".join(parts)
 
 
@@ -331,13 +332,13 @@ def _grid(out: Text, sched: schedules.Schedule, ranks: tuple[int, ...], current:
             out.append(" " * (width - len(slots)))
         out.append("\n")
 
-    out.append(f"{explain.ui('buffers', lang)}: "
-               f"{explain.ui(_digits_key(sched, reducing), lang)}\n", style="dim")
+    out.append(f"{i18n.ui('buffers', lang)}: "
+               f"{i18n.ui(_digits_key(sched, reducing), lang)}\n", style="dim")
     out.append(f"{'':>{label_w}} {'':<{send_w}} " if listed else f"{'':>{label_w}} ")
     out.append("".join(f" {'r' + str(r):<{width}}" for r in ranks[:layout.ranks]) + "\n",
                style="bold")
     if shown.start == 0:
-        row(explain.ui("start", lang), "", states[0], "dim")
+        row(i18n.ui("start", lang), "", states[0], "dim")
     for k in shown:
         step = sched.steps[k]
         row(schedule_notes.step_label(step.label, lang), _sends(step, ranks) if listed else "",

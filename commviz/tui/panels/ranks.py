@@ -9,7 +9,8 @@ from collections.abc import Sequence
 
 from rich.text import Text
 
-from commviz.text import explain
+from commviz.text import i18n
+from commviz.text.i18n import N_
 from commviz.tui.panels.words import bytes_text, finding_name
 from commviz.tui.rank_facts import State, ops_in, rank_state
 from commviz.viewer import plain_text as text
@@ -27,9 +28,9 @@ def sparkline(values: list[float], top: float) -> str:
 
 # (title's UI string key, width, right-aligned) of the ranks panel's columns, most important
 # first: a narrow panel crops from the right
-RANK_COLUMNS = (("col rank", 4, True), ("col host", 8, False), ("col device", 6, False),
-                ("col state", 22, False), ("col load", 36, False),
-                ("col bytes", 13, True))
+RANK_COLUMNS = ((N_("col rank"), 4, True), (N_("col host"), 8, False),
+                (N_("col device"), 6, False), (N_("col state"), 22, False),
+                (N_("col load"), 36, False), (N_("col bytes"), 13, True))
 
 
 def ranks_table(model: Model, now: float, now_ns: int | None = None,
@@ -44,7 +45,7 @@ def ranks_table(model: Model, now: float, now_ns: int | None = None,
     gives them), if any. In fewer ``rows`` than that (None: any), the last row names the
     ranks left out."""
     now_ns = time.time_ns() if now_ns is None else now_ns
-    ui = functools.partial(explain.ui, lang=lang)
+    ui = functools.partial(i18n.ui, lang=lang)
     ops = ops_in(model)
     out = Text(no_wrap=True, overflow="crop")
     widths = _column_widths(width)
@@ -102,7 +103,7 @@ def ranks_table(model: Model, now: float, now_ns: int | None = None,
     left = [r for r in order if row_at[r] >= rows - 1]
     if not left:  # only lines under the ranks are left out
         return Text("\n").join(lines[:rows])
-    note = explain.ui("lanes left out", lang).format(text.ranks_phrase(left))
+    note = i18n.ui("lanes left out", lang).format(text.ranks_phrase(left))
     return Text("\n").join([*lines[:rows - 1], Text(_cut(note, width), style="dim")])
 
 
@@ -111,17 +112,17 @@ def _waiting_in(op: str, seq: int, waited_ns: int, width: int, lang: str) -> str
     waited stays whole, with its unit; the op's number goes first, then its name is
     shortened (its number is in the log and the findings), down to MIN_OP_SHOWN, under
     which the time goes rather than the name."""
-    waited = explain.number(text.duration(waited_ns), lang)
-    state = explain.ui("state in", lang).format(f"{op} #{seq} {waited}")
+    waited = i18n.number(text.duration(waited_ns), lang)
+    state = i18n.ui("state in", lang).format(f"{op} #{seq} {waited}")
     if len(state) > width:
-        state = explain.ui("state in", lang).format(f"{op} {waited}")
+        state = i18n.ui("state in", lang).format(f"{op} {waited}")
     if len(state) > width:
         room = len(op) - (len(state) - width)
         if room >= MIN_OP_SHOWN:
-            return explain.ui("state in", lang).format(f"{text.shorten_middle(op, room)} {waited}")
-        state = explain.ui("state in", lang).format(op)
+            return i18n.ui("state in", lang).format(f"{text.shorten_middle(op, room)} {waited}")
+        state = i18n.ui("state in", lang).format(op)
         room = len(op) - (len(state) - width)
-        state = explain.ui("state in", lang).format(text.shorten_middle(op, max(1, room)))
+        state = i18n.ui("state in", lang).format(text.shorten_middle(op, max(1, room)))
     return state
 
 
@@ -131,11 +132,11 @@ MIN_OP_SHOWN = 8  # characters of an op's name in a waiting rank's state, at lea
 def _done_with(op: str, width: int, lang: str) -> str:
     """An idle rank's state ("done all_reduce") in ``width``: a long op's name shortened in
     its middle ("done reduce_sca…tensor"), not cut to "done…"."""
-    state = explain.ui("state done", lang).format(op)
+    state = i18n.ui("state done", lang).format(op)
     room = len(op) - (len(state) - width)
     if len(state) <= width or room < MIN_OP_SHOWN:
         return state
-    return explain.ui("state done", lang).format(text.shorten_middle(op, room))
+    return i18n.ui("state done", lang).format(text.shorten_middle(op, room))
 
 
 def _whole_words(line: str, width: int) -> str:
@@ -159,7 +160,7 @@ def _flagged(f: Finding, state: str, idle: bool, lang: str, width: int) -> str:
         return full if not state or len(full) <= width else f"⚠ {finding_name(f.type, lang)}"
     if not idle:
         return f"⚠ {state}"
-    not_in = explain.ui("state not in", lang)
+    not_in = i18n.ui("state not in", lang)
     full = f"⚠ {not_in.format(f'{f.op} #{f.seq}')}"
     return full if len(full) <= width else f"⚠ {not_in.format(f'#{f.seq}')}"
 
@@ -168,15 +169,15 @@ def node_line(clock: HostClock, ranks: list[int], lang: str = "en") -> str:
     """``text.node_line`` (the headless viewer's, in English) in ``lang``."""
     if lang == "en":
         return text.node_line(clock, ranks)
-    ui = functools.partial(explain.ui, lang=lang)
+    ui = functools.partial(i18n.ui, lang=lang)
     if clock.local:
         when = ui("viewer's clock")
     elif clock.offset_ns is None:
         when = ui("clock unknown")
     else:
         when = ui("clock offset").format(
-            offset=explain.number(f"{clock.offset_ns / 1e6:+.3f}", lang),
-            error=explain.number(f"{clock.uncertainty_ns / 1e6:.3f}", lang))
+            offset=i18n.number(f"{clock.offset_ns / 1e6:+.3f}", lang),
+            error=i18n.number(f"{clock.uncertainty_ns / 1e6:.3f}", lang))
     who = ("ranks " if len(ranks) > 1 else "rank ") + ", ".join(map(str, ranks))
     return ui("node").format(host=clock.host, ranks=who, when=when)
 

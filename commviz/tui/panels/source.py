@@ -7,7 +7,7 @@ import os
 
 from rich.text import Text
 
-from commviz.text import explain
+from commviz.text import i18n
 from commviz.viewer.model import Instance
 
 SOURCE_CONTEXT = 4  # lines shown above and below the line that made the call
@@ -17,11 +17,11 @@ def source(inst: Instance | None, lang: str, context: int = SOURCE_CONTEXT) -> T
     """The program's own source around the line that issued an operation, ``context``
     lines above and below it."""
     if inst is None or inst.site is None:
-        return Text(explain.ui("no operation yet", lang), style="dim")
+        return Text(i18n.ui("no operation yet", lang), style="dim")
     path, line = inst.site  # type: ignore[misc]
     lines = linecache.getlines(path)
     if not lines or not 0 < line <= len(lines):
-        return Text(f"{path}:{line} ({explain.ui('source not here', lang)})", style="dim")
+        return Text(f"{path}:{line} ({i18n.ui('source not here', lang)})", style="dim")
     out = Text(no_wrap=True, overflow="ellipsis")
     out.append(f"{os.path.basename(path)}:{line}  {inst.op}\n", style="bold")
     first = max(1, line - context)

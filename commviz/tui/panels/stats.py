@@ -7,7 +7,7 @@ from typing import Any
 from rich.text import Text
 
 from commviz.knowledge.bandwidth import gbps_text
-from commviz.text import explain
+from commviz.text import i18n
 from commviz.tui.panels.words import bytes_text
 from commviz.viewer import plain_text as text
 from commviz.viewer.model import Model
@@ -16,10 +16,10 @@ STATS_ROWS = 6  # the shapes that completed most recently: the teaching panels n
 
 
 def stats_table(model: Model, lang: str = "en") -> StatsTable:
-    size, count = explain.ui("col size", lang), explain.ui("col count", lang)
+    size, count = i18n.ui("col size", lang), i18n.ui("col count", lang)
     rows = [(row["op"], str(row["ranks"]), bytes_text(row["size"], lang), str(row["count"]),
-             f"{row['time_p50_us']:.0f}", explain.number(gbps_text(row["algbw_gbps"]), lang),
-             explain.number(gbps_text(row["busbw_gbps"]), lang))
+             f"{row['time_p50_us']:.0f}", i18n.number(gbps_text(row["algbw_gbps"]), lang),
+             i18n.number(gbps_text(row["busbw_gbps"]), lang))
             for row in model.latest_stats(STATS_ROWS)]
     return StatsTable(("op", "n", size, count, "p50 µs", "algbw", "busbw"), rows)
 

@@ -10,7 +10,8 @@ from typing import Any
 
 from rich.text import Text
 
-from commviz.text import explain
+from commviz.text import i18n
+from commviz.text.i18n import N_
 from commviz.tui import layout
 from commviz.viewer import plain_text as text
 from commviz.viewer.model import Model
@@ -27,25 +28,23 @@ def counts(model: Model, addr: str, rejected: int, held: int, unresolved: int, e
     operations and messages counted, the findings (``held``: that hold now; ``unresolved``:
     that ended with their job), the GPUs' links; before any rank, that the panel waits for
     them (``ended``: the job has, so it does not)."""
-    ui, counted = functools.partial(explain.ui, lang=lang), \
-        functools.partial(explain.ui_n, lang=lang)
+    ui, ui_n = functools.partial(i18n.ui, lang=lang), functools.partial(i18n.ui_n, lang=lang)
     dropped = sum(s.dropped for s in model.ranks.values())
     failed, unmatched = model.incomplete()
     failed += model.failed
     # as the summaries: a failed one at once (it cannot succeed now), an incomplete one
     # once the job has ended (before, its records may still come); a line only then
-    left = " · ".join(counted(key, n) for key, n in (
-        ("failed ops", failed), ("incomplete ops", unmatched if ended else 0)) if n)
-    heard = "playing file" if playback else "listening on"
-    status = (f"{ui(heard).format(addr)}\n"
-              f"{counted('op records', model.records)} · "
-              f"{counted('collectives', model.instances)} · "
-              f"{counted('transfers', model.transfers)}\n"
+    left = " · ".join(ui_n(key, n) for key, n in (
+        (N_("failed ops"), failed), (N_("incomplete ops"), unmatched if ended else 0)) if n)
+    status = (f"{ui('playing file' if playback else 'listening on').format(addr)}\n"
+              f"{ui_n('op records', model.records)} · "
+              f"{ui_n('collectives', model.instances)} · "
+              f"{ui_n('transfers', model.transfers)}\n"
               + (f"{left}\n" if left else "") +
-              f"{counted('rejected', rejected)} · "
-              f"{counted('dropped', dropped)}\n")
-    status += counted("findings now", held) if held else \
-        counted("findings unresolved", unresolved) if unresolved else ui("no findings short")
+              f"{ui_n('rejected', rejected)} · "
+              f"{ui_n('dropped', dropped)}\n")
+    status += ui_n("findings now", held) if held else \
+        ui_n("findings unresolved", unresolved) if unresolved else ui("no findings short")
     gpus = gpu_links_line(model, lang)  # NVML's links (drawn in the replay) or no GPU
     if gpus:
         status += "\n" + gpus
@@ -66,25 +65,25 @@ def demo_line(state: ControlState, ended: bool, can_restart: bool, held: str,
     """A demo's ranks: playing or paused, what the keys do; ``held``: what says that the
     replay is held apart ("" if it is not)."""
     if ended:
-        again = f" · r: {explain.ui('key restart', lang)}" if can_restart else ""
-        return f"■ {explain.ui('demo ended', lang)}{again} · q: " \
-            f"{explain.ui('quit', lang)}"
+        again = f" · r: {i18n.ui('key restart', lang)}" if can_restart else ""
+        return f"■ {i18n.ui('demo ended', lang)}{again} · q: " \
+            f"{i18n.ui('quit', lang)}"
     if state.mode == "play":
-        waits = f" · {explain.ui('waiting for replay', lang)}" if state.held else ""
-        return f"▶ {explain.ui('playing', lang)} · {explain.ui('space', lang)}: " \
-            f"{explain.ui('pause', lang)}{waits}{held}"
-    waiting = f" · n: {explain.ui('next step', lang)} ({state.allow + 2})" \
+        waits = f" · {i18n.ui('waiting for replay', lang)}" if state.held else ""
+        return f"▶ {i18n.ui('playing', lang)} · {i18n.ui('space', lang)}: " \
+            f"{i18n.ui('pause', lang)}{waits}{held}"
+    waiting = f" · n: {i18n.ui('next step', lang)} ({state.allow + 2})" \
         if state.reached >= state.allow else ""
-    return f"⏸ {explain.ui('paused', lang)}{waiting}{held}"
+    return f"⏸ {i18n.ui('paused', lang)}{waiting}{held}"
 
 
 def playback_line(control: PlaybackControl, held: str, lang: str) -> str:
     """Where the playback is in the recording, at what speed, and what the keys do."""
-    ui = functools.partial(explain.ui, lang=lang)
+    ui = functools.partial(i18n.ui, lang=lang)
     playback = control.playback
     at, total = playback.at_s, playback.duration_s
-    where = ui("playback at").format(at=explain.number(f"{at:.1f}", lang),
-                                     total=explain.number(f"{total:.1f}", lang))
+    where = ui("playback at").format(at=i18n.number(f"{at:.1f}", lang),
+                                     total=i18n.number(f"{total:.1f}", lang))
     if control.ended:
         return f"■ {ui('playback ended')} · {where} · r: {ui('key restart')} · q: " \
             f"{ui('quit')}"
@@ -102,7 +101,7 @@ def _speed(speed: float, lang: str) -> str:
     """A playback speed as the keys step it: 4, 1/16 (a power of two), else its value."""
     if 0 < speed < 1 and (1 / speed).is_integer():
         return f"1/{1 / speed:.0f}"
-    return explain.number(f"{speed:g}", lang)
+    return i18n.number(f"{speed:g}", lang)
 
 
 def fitted(status: str, told: list[Text], control: str, width: int, room: int | None,
@@ -139,9 +138,9 @@ def gpu_links_line(model: Model, lang: str = "en") -> str:
         by_kind: dict[str, list[str]] = {}
         for (a, b), kind in sorted(links.items()):
             by_kind.setdefault(kind, []).append(f"{a}↔{b}")
-        return explain.ui("gpu links", lang) + " · ".join(
+        return i18n.ui("gpu links", lang) + " · ".join(
             f"{kind} {' '.join(pairs)}" if len(pairs) <= 3 else
-            f"{kind} {explain.ui('pairs', lang).format(n=len(pairs))}"
+            f"{kind} {i18n.ui('pairs', lang).format(n=len(pairs))}"
             for kind, pairs in by_kind.items())
     notes: dict[str, list[int]] = {}
     for rank in sorted(model.gpu_topology):
@@ -152,10 +151,10 @@ def gpu_links_line(model: Model, lang: str = "en") -> str:
         return ""
     note, ranks = max(notes.items(), key=lambda kv: len(kv[1]))
     if len(ranks) > 2 and ranks[-1] - ranks[0] == len(ranks) - 1:
-        who = explain.ui("on ranks", lang).format(f"{ranks[0]}-{ranks[-1]}")
+        who = i18n.ui("on ranks", lang).format(f"{ranks[0]}-{ranks[-1]}")
     else:
-        who = explain.ui("on ranks" if len(ranks) > 1 else "on rank", lang).format(
+        who = i18n.ui("on ranks" if len(ranks) > 1 else "on rank", lang).format(
             ", ".join(map(str, ranks)))
-    more = explain.ui_n("other reasons", len(notes) - 1, lang) if len(notes) > 1 else ""
-    why = explain.gpu_note(note.removeprefix("no GPU: "), lang)
-    return explain.ui("no gpu on", lang).format(who=who, note=why, more=more)
+    more = i18n.ui_n("other reasons", len(notes) - 1, lang) if len(notes) > 1 else ""
+    why = i18n.gpu_note(note.removeprefix("no GPU: "), lang)
+    return i18n.ui("no gpu on", lang).format(who=who, note=why, more=more)

@@ -3,28 +3,29 @@ root, a finding's type."""
 
 from __future__ import annotations
 
-from commviz.text import explain
+from commviz.text import i18n
+from commviz.text.i18n import N_
 from commviz.viewer import findings_text
 from commviz.viewer import plain_text as text
 from commviz.viewer.model import Instance
 from commviz.wire import protocol
 
-# a finding's type in Portuguese where a rank's state or a ring label shows it: within
-# topology.STATE_W with its "⚠ "
-_SHORT_PT = {"straggler": "atrasado", "failed": "falha"}
+# the finding types whose title is too long for a rank's state or a ring label: shorter
+# names, within topology.STATE_W with their "⚠ "
+SHORT_NAMES = {"straggler": N_("finding straggler"), "failed": N_("finding failed"),
+               "slow": N_("finding slow")}
 
 
 def finding_name(kind: str, lang: str) -> str:
-    """A finding's type as the screen names it: its own name in English (``hang``, ``lost
-    rank``), its title in Portuguese (``travamento``), shortened where it is long."""
-    if lang == "en":
-        return kind.replace("_", " ")
-    return _SHORT_PT.get(kind) or findings_text.TITLES[kind][lang].lower()
+    """A finding's type as the screen names it: its title in lower case (``hang``, ``lost
+    rank``, ``travamento``), or a shorter name where the title is long."""
+    short = SHORT_NAMES.get(kind)
+    return i18n.ui(short, lang) if short else findings_text.TITLES[kind][lang].lower()
 
 
 def bytes_text(n: float, lang: str) -> str:
     """A byte count as the panels write it ("1.5 MiB"), with the language's decimal mark."""
-    return explain.number(text.human_bytes(n), lang)
+    return i18n.number(text.human_bytes(n), lang)
 
 
 ROOT_GIVES = frozenset({"broadcast", "scatter", "broadcast_object_list", "scatter_object_list"})
@@ -35,5 +36,5 @@ def op_described(inst: Instance, lang: str) -> str:
     rank 3"."""
     if inst.op not in protocol.ROOTED or inst.root is None:
         return inst.op
-    key = "op from root" if inst.op in ROOT_GIVES else "op to root"
-    return explain.ui(key, lang).format(op=inst.op, root=inst.root)
+    said = i18n.ui("op from root" if inst.op in ROOT_GIVES else "op to root", lang)
+    return said.format(op=inst.op, root=inst.root)

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from commviz import text
-from commviz.text.explain import number
+from commviz.text.i18n import number
 from commviz.viewer.diagnose import facts as fx
 from commviz.wire import protocol
 
@@ -212,10 +212,12 @@ def _resolved(f: fx.Resolved, w: _Words) -> str:
 
 
 def _words(f: fx.Words, w: _Words) -> str:
-    """Words recorded in English and Portuguese: English where they lack the language."""
-    if w.lang == "pt" and f.pt is not None:
-        return _QUANTITY.sub(lambda m: number(m.group(0), w.lang), f.pt)
-    return f.en
+    """Words recorded in the languages a recording had then, each a field of ``Words`` named
+    by its code: English where they lack the language."""
+    recorded = getattr(f, w.lang, None)
+    if recorded is None:
+        return f.en
+    return _QUANTITY.sub(lambda m: number(m.group(0), w.lang), recorded)
 
 
 _SAY: dict[type, Callable[[Any, _Words], str]] = {

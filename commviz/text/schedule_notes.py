@@ -1,12 +1,12 @@
 """The one-line ``Schedule.note``, the algorithm's name and the step labels, in every language.
 
-``schedules`` writes each note in English, inline in its builders, and stays stdlib-only and
-language-free. The words of each language are data (``commviz/text/<lang>/schedules.toml``),
-composed from the same facts of the schedule as ``schedule()`` does: the family
-(``canonical_op(s.op)``), the backend, the chunk count, ``n`` and the op name. A test checks
-that the English composed equals ``s.note`` for every op, backend and group size; if a note
-changes in ``schedules`` without the data, ``note(s, lang)`` falls back to the English note
-rather than show a stale translation.
+``knowledge.schedules`` writes each note in English, inline in its builders, and stays
+stdlib-only and language-free. The words of each language are data
+(``commviz/text/<lang>/schedules.toml``), composed from the same facts of the schedule as
+``schedule()`` does: the family (``canonical_op(s.op)``), the backend, the chunk count, ``n``
+and the op name. A test checks that the English composed equals ``s.note`` for every op,
+backend and group size; if a note changes in ``schedules`` without the data,
+``note(s, lang)`` falls back to the English note rather than show a stale translation.
 """
 
 from __future__ import annotations
