@@ -9,6 +9,7 @@ import pytest
 
 from commviz.text import catalogue, i18n
 from commviz.text import explain as ex
+from commviz.text.i18n import LANGS
 from commviz.wire import protocol
 
 SEEDS = Path(__file__).resolve().parents[2] / "shared" / "seeds"  # shared/ beside the repo
@@ -20,7 +21,7 @@ def _texts(e: ex.Explanation) -> list[str]:
 
 
 @pytest.mark.parametrize("op", protocol.OPS)
-@pytest.mark.parametrize("lang", ex.LANGS)
+@pytest.mark.parametrize("lang", LANGS)
 def test_every_op_is_explained_completely(op, lang):
     e = ex.explain(op, lang)
     assert e.op == op
@@ -112,13 +113,13 @@ def _ui_texts(lang: str) -> dict[str, tuple[str, ...]]:
 
 
 def test_ui_strings_exist_in_both_languages():
-    texts = {lang: _ui_texts(lang) for lang in ex.LANGS}
-    assert set(texts) == set(ex.LANGS) >= {"en", "pt"}
+    texts = {lang: _ui_texts(lang) for lang in LANGS}
+    assert set(texts) == set(LANGS) >= {"en", "pt"}
     assert set(texts["en"]) == set(texts["pt"])
     assert len(texts["en"]) >= 20
     assert set(REQUIRED_UI) <= set(texts["en"])
     for key, en in texts["en"].items():
-        for lang in ex.LANGS:
+        for lang in LANGS:
             assert all(form.strip() for form in texts[lang][key]), (key, lang)
             if len(en) == 1:
                 assert i18n.ui(key, lang) == texts[lang][key][0]
@@ -151,7 +152,7 @@ def test_broadcast_gloo_tree_nccl_chain():
 
 def test_reduce_scatter_single_on_gloo_is_an_all_reduce():
     for op in ("reduce_scatter_single", "reduce_scatter_tensor", "reduce_scatter"):
-        for lang in ex.LANGS:
+        for lang in LANGS:
             assert "all_reduce" in ex.explain(op, lang).how["gloo"]
     assert "6" in ex.explain("reduce_scatter_single").how["gloo"]
 
@@ -228,7 +229,7 @@ def _seed_windows(size: int = 8) -> set[tuple[str, ...]]:
 
 
 @pytest.mark.skipif(not SEEDS.is_dir(), reason="seed articles not available")
-@pytest.mark.parametrize("lang", ex.LANGS)
+@pytest.mark.parametrize("lang", LANGS)
 def test_no_eight_word_window_of_a_seed_is_copied(lang):
     windows = _seed_windows()
     assert len(windows) > 500
@@ -288,7 +289,7 @@ def test_nccl_only_tips_are_left_out_beside_a_gloo_demo():
     assert "NCCL_DEBUG" in shown["nccl"] and "NCCL_DEBUG" in shown[None]
 
 
-@pytest.mark.parametrize("lang", ex.LANGS)
+@pytest.mark.parametrize("lang", LANGS)
 def test_no_formula_has_a_space_the_panel_could_wrap_at(lang):
     """'n -⏎1' and 'rank⏎+ i' were wrapped across lines (user trial): a formula is one word."""
     spaced = re.compile(r"\b(n|rank|r|t|m|2\(n) [-+=] (1|i|h|n|src|\d)")

@@ -12,6 +12,7 @@ from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.geometry import Region
 
+from commviz.text import i18n
 from commviz.tui.timeline import (
     INFLIGHT_STYLE,
     MAX_WINDOW_S,
@@ -381,7 +382,7 @@ def test_the_phases_legend_is_in_the_language_and_absent_without_phases():
 
 
 
-@pytest.mark.parametrize("lang", ["en", "pt"])
+@pytest.mark.parametrize("lang", i18n.LANGS)
 @pytest.mark.parametrize("window_ns", [int(6.14 * S), int(6.68 * S), int(2.5 * S), 30 * S,
                                        int(13.7 * MS), int(0.3 * S)])
 @pytest.mark.parametrize("width", [40, 78, 94, 150])
@@ -394,12 +395,13 @@ def test_a_stretched_window_keeps_its_ticks_at_round_times(window_ns: int, width
     axis = "".join(chars for chars, _ in runs)[1:]  # no lanes: a column before the axis
     assert len(axis) == width - 1
     *labels, now = axis.split()
-    assert now == ("now" if lang == "en" else "agora") and len(labels) >= 2
+    assert now == i18n.ui("now", lang) and len(labels) >= 2
     unit = "s" if window_ns >= S else "ms"
     values = []
+    other_mark = "," if i18n.ui("decimal separator", lang) == "." else "."
     for label in labels:
         number = label.removeprefix("-").removesuffix(unit)
-        assert label == f"-{number}{unit}" and ("." if lang == "pt" else ",") not in number
+        assert label == f"-{number}{unit}" and other_mark not in number
         values.append(float(number.replace(",", ".")))
         centre = axis.index(label) + len(label) // 2
         column = (1 - values[-1] * (S if unit == "s" else MS) / window_ns) * (width - 1)

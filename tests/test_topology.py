@@ -21,7 +21,7 @@ from textual.geometry import Region
 
 from commviz.knowledge import schedules
 from commviz.knowledge.schedules import Transfer
-from commviz.text import explain
+from commviz.text import i18n
 from commviz.tui.animation import GATHER_S, SPEEDS, Animator, AnimFrame, frame_label, plan
 from commviz.tui.topology import (
     ALERT,
@@ -539,7 +539,7 @@ def test_a_replayed_op_labels_its_ranks_with_their_part_in_it_not_their_state_no
     """The ranks read 'idle' while a transfer between them was animated (user trial): the
     replay is of a past op, so its ranks are labelled with what they do in the step shown
     (sends, receives), the others not at all; a rank that a finding names keeps its ⚠."""
-    ui = functools.partial(explain.ui, lang=lang)
+    ui = functools.partial(i18n.ui, lang=lang)
     live = {0: "idle", 1: "idle", 2: Text("⚠ hang", style="bold red"), 3: "idle"}
     clock, a = animator()
     a.enqueue(p2p(0, 3), None)
@@ -910,7 +910,7 @@ def test_a_p2p_transfer_claims_neither_adds_nor_copies(lang: str) -> None:
     """ring_allreduce by hand: its isends were drawn cyan, "copies", though half of them the
     receiver adds. What a program does with a received tensor is not reported: a p2p
     transfer has a colour of its own, and the legend says only that it is a transfer."""
-    ui = functools.partial(explain.ui, lang=lang)
+    ui = functools.partial(i18n.ui, lang=lang)
     clock, a = animator()
     a.enqueue(p2p(2, 3), None)
     lines = render_topology(4, frame_at(a, clock, 0.3), 100, H, lang=lang)

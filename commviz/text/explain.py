@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from commviz.text import HERE, flowing, prose
-from commviz.text.i18n import LANGS, check_lang, ui
+from commviz.text.i18n import check_lang
 
 BACKENDS: tuple[str, ...] = ("gloo", "nccl")
 
@@ -96,6 +96,4 @@ def explain(op: str, lang: str = "en") -> Explanation:
     return replace(found, how=dict(found.how))  # a fresh dict: the shared one stays intact
 
 
-# LANGS and ui: tests/test_explain.py and tests/test_topology.py read them here until they
-# import them from commviz.text.i18n
-__all__ = ["BACKENDS", "EXPLAINED", "LANGS", "Explanation", "explain", "ui"]
+__all__ = ["BACKENDS", "EXPLAINED", "Explanation", "explain"]
