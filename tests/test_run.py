@@ -317,10 +317,11 @@ def test_q_in_the_tui_stops_the_job_and_shows_its_last_lines(procs, key, said, c
 
 @pytest.mark.timeout(60)
 def test_the_last_line_speaks_the_language_the_screen_was_switched_to(procs):
-    """`l` then `q`: every line after the screen in Portuguese, the last one too (user
-    trial: 'the job exited with code 0' under 'as últimas 9 linhas de saída do job:')."""
+    """`l` to Spanish, `l` to Portuguese, then `q`: every line after the screen in Portuguese,
+    the last one too (user trial: 'the job exited with code 0' under 'as últimas 9 linhas de
+    saída do job:')."""
     script = "import time; print('job up', flush=True); time.sleep(60)"
-    rc, text, _ = _in_a_terminal(procs, script, b"lq")
+    rc, text, _ = _in_a_terminal(procs, script, b"llq")
     assert rc == 130
     assert "a última linha de saída do job antes de ser parado:\njob up\n" in text
     assert text.rstrip().endswith("o job foi parado (q no commviz); código de saída 130"), text
