@@ -209,7 +209,7 @@ async def test_the_replayed_collective_is_drawn_step_by_step_with_its_buffers() 
     app = make_app(session)
     async with app.run_test(size=SIZE) as pilot:
         await frame(pilot)
-        text = panel(app, "#phases")
+        text = panel(app, "#inside")
         assert "all_reduce · gloo ring · 4 ranks" in text and "Schematic" in text
         # gloo's ring sends to rank - 1: the first reduce-scatter step of the doc's table, and
         # what each rank holds after it (a digit: how many ranks are summed into each chunk)
@@ -1532,14 +1532,14 @@ async def test_the_command_palette_offers_this_sessions_actions_and_switches_lan
         next(c for c in app.get_system_commands(app.screen)  # from Spanish
              if c.title == "Idioma: Português").callback()
         await frame(pilot)
-        assert "Por dentro da operação no replay" in panel(app, "#phases")
-        assert "cada rank envia até" in panel(app, "#phases")
+        assert "Por dentro da operação no replay" in panel(app, "#inside")
+        assert "cada rank envia até" in panel(app, "#inside")
         # the operations already in the log are written again, in Portuguese
         logged = panel(app, "#log")
         assert " tempo " in logged and " time " not in logged, logged
         # the viewer panel's longer Portuguese lines wrap: it grows rather than lose its last
         assert "perdido ou" in panel(app, "#status") and "divergente" in panel(app, "#status")
-        assert "all_reduce em anel do gloo" in panel(app, "#phases") + panel(app, "#topology")
+        assert "all_reduce em anel do gloo" in panel(app, "#inside") + panel(app, "#topology")
         # the footer's keys, Textual's own commands and the palette's search box too
         screen = screen_text(app)
         assert "Sair" in screen and "Mais rápido" in screen and "paleta" in screen
@@ -1632,7 +1632,7 @@ async def test_v_turns_a_narrow_screen_through_every_panel_group() -> None:
             return {w.id for w in app.query("#main Static, #main Timeline, #main Topology, "
                                             "#main OpLog") if w.display and w.region.height}
 
-        assert {"ranks", "log", "stats", "status"} <= shown() and "phases" not in shown()
+        assert {"ranks", "log", "stats", "status"} <= shown() and "inside" not in shown()
         assert panel(app, "#header").strip().startswith("[Ranks, log and numbers · v] commviz")
         await pilot.press("v")
         await frame(pilot)
@@ -1641,7 +1641,7 @@ async def test_v_turns_a_narrow_screen_through_every_panel_group() -> None:
         assert not app._notifications  # there only: a toast covered the ring's bottom row
         await pilot.press("v")
         await frame(pilot)
-        assert shown() == {"phases"} and "RS0" in panel(app, "#phases")
+        assert shown() == {"inside"} and "RS0" in panel(app, "#inside")
         await pilot.press("v")
         await frame(pilot)
         # the explanation under the program's line that made the operation
@@ -2120,7 +2120,7 @@ async def test_a_finding_leaves_the_buffers_grid_whole_at_160x48(lang: str) -> N
         await pilot.pause()
         findings = app.query_one("#findings")
         assert findings.display and "⚠" in panel(app, "#findings-text")
-        grid = panel(app, "#phases")
+        grid = panel(app, "#inside")
         for step in ("RS0", "RS1", "RS2", "AG0", "AG1", "AG2"):
             assert re.search(rf"{step} .* (\d{{4}} ){{3}}\d{{4}}", grid), (step, grid)
         assert findings.max_scroll_y > 0  # the rest of the advice: a scroll away
@@ -2195,7 +2195,7 @@ async def test_the_findings_panel_shows_what_to_check_whole_and_scrolls_to_the_r
         await pilot.wait_for_scheduled_animations()
         assert means.split()[-1] in _words(_on_screen(app, "#findings"))
         if size == SIZE:  # the buffers grid keeps every step beside it
-            grid = panel(app, "#phases")
+            grid = panel(app, "#inside")
             assert all(step in grid for step in ("RS0", "RS2", "AG0", "AG2")), grid
         else:  # the ranks it blames keep their rows
             assert all(rank_row(app, r) for r in range(4))
@@ -2217,7 +2217,7 @@ async def test_at_80x24_the_inside_view_gives_the_grid_the_screen_even_with_a_fi
         await frame(pilot)
         await pilot.pause()
         assert not app.query_one("#findings").display
-        grid = panel(app, "#phases")
+        grid = panel(app, "#inside")
         for step in ("RS0", "RS1", "RS2", "AG0", "AG1", "AG2"):
             assert re.search(rf"{step} .* (\d{{4}} ){{3}}\d{{4}}", grid), (step, grid)
         await pilot.press("v", "v")  # explain -> numbers: the finding is back
@@ -2407,7 +2407,7 @@ async def test_beside_a_long_finding_the_grid_gives_way_to_the_viewer_panel(
         assert status.region.height > 0 and status.region.bottom <= app.size.height - 1
         assert panel(app, "#status").splitlines()[-1].startswith("╰")
         assert app.screen.has_class("-crowded") is crowded
-        assert (app.query_one("#phases").region.height == 0) is crowded
+        assert (app.query_one("#inside").region.height == 0) is crowded
 
 
 @pytest.mark.parametrize("size", [(160, 48), (120, 40)])
@@ -2559,12 +2559,12 @@ async def test_the_explanation_turns_with_the_replay_to_an_op_of_one_step() -> N
     app = make_app(session)
     async with app.run_test(size=SIZE) as pilot:
         await frame(pilot)
-        assert "scatter:" in panel(app, "#explain") and "scatter" in panel(app, "#phases")
+        assert "scatter:" in panel(app, "#explain") and "scatter" in panel(app, "#inside")
         assert app_module.REPLAY_STEP_S + 0.05 < app_module.SLOW_FRAME_S
         session.clock.advance(app_module.REPLAY_STEP_S + 0.05)
         for _ in range(3):
             await frame(pilot)
-        assert "gather to rank 0" in panel(app, "#phases")  # the replay has turned
+        assert "gather to rank 0" in panel(app, "#inside")  # the replay has turned
         explanation = panel(app, "#explain")
         assert "gather:" in explanation and "scatter:" not in explanation
 

@@ -146,7 +146,7 @@ class CommvizApp(App):
                 yield Static(id="stats")
                 with VerticalScroll(id="findings"):  # the rest of the advice: tab, arrows
                     yield Static(id="findings-text")
-                yield Static(id="phases")  # the inside panel
+                yield Static(id="inside")  # the inside panel
                 with VerticalScroll(id="explain-box"):  # a long one scrolls (tab, arrows)
                     yield Static(id="explain")
                 yield Static(id="status")
@@ -182,7 +182,7 @@ class CommvizApp(App):
             self.query_one(Timeline).zoom_s, self.lang)
         self.query_one("#log").border_title = ui("completed operations")
         self.query_one("#stats").border_title = ui("stats title")
-        self.query_one("#phases").border_title = ui("inside")
+        self.query_one("#inside").border_title = ui("inside")
         self.query_one("#source").border_title = ui("source")
         self.query_one("#explain-box").border_title = ui("explanation")
         self.query_one("#explain-box").border_subtitle = ui("explain subtitle")
@@ -311,7 +311,7 @@ class CommvizApp(App):
                 and text_rows(drawn, width) > rows
             if self.screen.has_class("-crowded") != crowded:
                 self.screen.set_class(crowded, "-crowded")
-            self._show("#phases", drawn, _height_key(drawn))
+            self._show("#inside", drawn, _height_key(drawn))
         # not App.sub_title: setting that reactive repaints the whole screen every frame
         paused = self.controller is not None and self.controller.paused and not self._ended
         live = (f"⏸ {i18n.ui('paused', self.lang)} · " if paused else "") \
@@ -442,7 +442,7 @@ class CommvizApp(App):
         None where it has the screen (narrow) or before a layout."""
         left = None if self._narrow else self._right_rows_left(("stats", "findings"))
         return layout.inside_rows(left, self.query_one("#status").styles.gutter.height,
-                                  self.query_one("#phases").styles.gutter.height)
+                                  self.query_one("#inside").styles.gutter.height)
 
     def _fit_left(self, ranks_rows: int) -> None:
         """The left column's panels in its rows (``layout.fit_left``): the operations log
@@ -475,7 +475,7 @@ class CommvizApp(App):
     def _inside_width(self) -> int | None:
         """The inside panel's inner width, also while it gives way (hidden: no region);
         None before a layout."""
-        panel = self.query_one("#phases")
+        panel = self.query_one("#inside")
         return layout.inside_width(panel.content_region.width,
                                    self.query_one("#right").size.width,
                                    panel.styles.gutter.width)
@@ -507,7 +507,7 @@ class CommvizApp(App):
     def _status_room(self) -> int | None:
         """The viewer panel's rows (``layout.status_room``)."""
         narrow = self.screen.has_class("-narrow")
-        left = None if narrow else self._right_rows_left(("stats", "findings", "phases"))
+        left = None if narrow else self._right_rows_left(("stats", "findings", "inside"))
         return layout.status_room(narrow, left, self.query_one("#status").styles.gutter.height)
 
     def _show(self, selector: str, renderable: Any, height_key: int | None) -> None:
