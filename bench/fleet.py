@@ -399,7 +399,8 @@ class Plan:
             blocking = not isinstance(call, Call) or call.blocking
             self.free[made] = end[made] if blocking else arrive[made]
             stuck_after |= made & ~ended
-            outs.append(out)
+            if len(out.ranks):
+                outs.append(out)
         self.stuck |= stuck_after
         self.step += 1
         self.t_step = max(t + step_ns, last_end + OPTIMIZER_NS)
