@@ -1050,22 +1050,30 @@ class ViewerWatch:
 
 
 def wait_quiet(load: float, out=sys.stdout) -> float:
-    """Wait (up to 15 minutes) until the 1-minute load average is below ``load``."""
+    """Wait (up to 15 minutes) until the 1-minute load average has been below ``load`` at two
+    readings 20 s apart: the average lags, and a run just ended still weighs on it."""
     deadline = time.monotonic() + 900
-    while (now := os.getloadavg()[0]) >= load and time.monotonic() < deadline:
-        print(f"{SIMULATED}: load {now:.2f} >= {load}: waiting for a quiet machine", file=out,
-              flush=True)
-        time.sleep(20)
-    return now
+    quiet = 0
+    while quiet < 2 and time.monotonic() < deadline:
+        now = os.getloadavg()[0]
+        quiet = quiet + 1 if now < load else 0
+        if quiet < 2:
+            print(f"{SIMULATED}: load {now:.2f} (quiet below {load}): waiting", file=out,
+                  flush=True)
+            time.sleep(20)
+    return os.getloadavg()[0]
 
 
 def measure(job: Job, seconds: float, addr: str, recording: str, procs: int | None,
-            out=sys.stdout) -> int:
-    """Start ``commviz watch --headless --record RECORDING`` at ``addr``, play the fleet into
-    it and say how it kept up: records applied when the fleet ended, how long it needed after,
-    when it named each straggler, its peak RSS and CPU, the recording's bytes per op record."""
+            nice: int = 0, out=sys.stdout) -> int:
+    """Start ``commviz watch --headless --record RECORDING`` at ``addr`` (at ``nice``), play the
+    fleet into it and say how it kept up: records applied when the fleet ended, how long it
+    needed after, when it named each straggler, its peak RSS and CPU, the recording's bytes per
+    op record."""
     cmd = [sys.executable, "-m", "commviz", "watch", "--headless", "--record", recording,
            "--bind", addr]
+    if nice:  # the ranks' schedule first: a viewer does not share its host with its job
+        cmd = ["nice", "-n", str(nice), *cmd]
     viewer = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, text=True, start_new_session=True)
     said: collections.deque[str] = collections.deque(maxlen=40)
@@ -1113,8 +1121,8 @@ def measure(job: Job, seconds: float, addr: str, recording: str, procs: int | No
                  f"at the start, {os.getloadavg()[0]:.2f} at the end",
                  f"viewer: applied {applied:,} of {report.records:,} records when the fleet "
                  f"ended ({applied / max(report.records, 1):.0%})",
-                 f"viewer: applied them all {(caught - end) / 1e9:.1f} s after the fleet ended"
-                 if caught is not None else
+                 f"viewer: applied them all {max(0, caught - end) / 1e9:.1f} s after the fleet "
+                 "ended" if caught is not None else
                  f"viewer: had applied {watch.ops:,} records when it was stopped",
                  f"viewer: CPU {cpu_during:.1f} s while the fleet played ({cpu_during / wall:.2f} "
                  f"cores), peak RSS {watch.peak_rss / 2**20:,.0f} MiB",
@@ -1168,6 +1176,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--watch", metavar="REC",
                    help="start `commviz watch --headless --record REC` at --to and measure it")
+    p.add_argument("--viewer-nice", type=int, default=0, metavar="N",
+                   help="with --watch: run the viewer at this niceness")
     p.add_argument("--wait-quiet", type=float, metavar="LOAD",
                    help="first wait until the 1-minute load average is below LOAD")
     args = p.parse_args(argv)
@@ -1182,7 +1192,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.wait_quiet is not None:
         wait_quiet(args.wait_quiet)
     if args.watch:
-        return measure(job, args.seconds, args.to, args.watch, args.procs)
+        return measure(job, args.seconds, args.to, args.watch, args.procs, args.viewer_nice)
     report = run_fleet(args.to, job, args.seconds, args.procs)
     for line in report.lines():
         print(line)
