@@ -207,7 +207,8 @@ def calls(job: Job) -> list[Call | Transfer]:
     n, b, size = job.ranks, job.buckets, job.size
     grads = FLAGS_GPU | protocol.FLAG_ASYNC | protocol.FLAG_DDP
     if job.shape == "ddp":  # the gradient buckets, all-reduced as backward produces them
-        return [Call("all_reduce", "world", 0.35 + 0.4 * i / b, size, size, "float32", grads,
+        # (forward the first third of the step, backward the rest)
+        return [Call("all_reduce", "world", 0.35 + 0.6 * i / b, size, size, "float32", grads,
                      BACKWARD, False) for i in range(b)]
     if job.shape == "fsdp":  # each unit's parameters gathered for forward, gradients scattered
         shard = size // n
@@ -508,6 +509,9 @@ class _Rank:
         self.sock: zmq.Socket | None = None
         self.dealer: zmq.Socket | None = None
         self.todo: collections.deque = collections.deque()  # (t_start, t_end, record), by start
+        # its emitter's batches, encoded ahead: (tick, [outbox entries]), and the next tick
+        self.prepared: collections.deque = collections.deque()
+        self.next_flush = 0
         self.watching: list = []
         self.announced: set[int] = set()
         self.next_id = 0
@@ -531,16 +535,19 @@ class Sent:
 
 class Worker:
     """Plays ranks [lo, hi) of the plan in real time: every slot (5 ms) the ranks of that phase
-    tick (flush, heartbeat, clock request), as their emitters would. What a tick sends is what
-    was due at its scheduled time, so a late worker sends the same, later: lateness is
-    measured apart, per slot."""
+    tick (heartbeat, clock request, the batches of their flush), as their emitters would. A
+    tick's batches hold what was due at its scheduled time, so they are encoded ahead, in the
+    worker's idle time, and a late worker sends the same, later: its lateness is measured
+    per slot and reported."""
 
     def __init__(self, job: Job, lo: int, hi: int, addr: str, dur: dict[tuple, int]) -> None:
         self.job, self.lo, self.hi, self.addr, self.dur = job, lo, hi, addr, dur
         offsets = node_offsets(job)
         self.ranks = [_Rank(r, job, offsets[r // RANKS_PER_NODE], NEVER) for r in range(lo, hi)]
         self.sent = Sent()
-        self.outbox: list[tuple[_Rank, bytes, str, int, int]] = []
+        # (rank, message, kind, records, in-flight snapshots, bytes those records moved)
+        self.outbox: list[tuple[_Rank, bytes, str, int, int, int]] = []
+        self._cursor = 0  # the next rank whose batches _prepare_ahead encodes
         self.asking: list[_Rank] = []  # ranks whose clock request leaves after the slot's sends
         self.lateness: list[int] = []
         self.ctx = zmq.Context()
@@ -592,20 +599,24 @@ class Worker:
         self.t_fault = plan.t_fault
         for rk in self.ranks:
             rk.death = plan.death.get(rk.rank, NEVER)
-            rk.next_hb = rk.next_topo = first_tick_at(rk.rank, t0, t0)
+            rk.next_hb = rk.next_topo = rk.next_flush = first_tick_at(rk.rank, t0, t0)
             rk.next_tq = rk.next_hb + CLOCK_NS // 2
         self.groups = [[g, name, list(members)] for g, (name, members) in enumerate(plan.groups)]
         t_stop = t0 + int(seconds * 1e9)
+        step_ns = int(self.job.step_s * 1e9)
         slot, slot_t = 0, t0
         cpu0, main0 = time.process_time(), time.thread_time()
         slots = [self.ranks[i::SLOTS] for i in range(SLOTS)]  # ranks lo+i, lo+i+SLOTS...
         slots = [slots[(i - self.lo) % SLOTS] for i in range(SLOTS)]  # indexed by rank % SLOTS
         while True:
-            while plan.t_step < t_stop and plan.t_step < slot_t + 2 * int(self.job.step_s * 1e9):
+            while plan.t_step < t_stop and plan.t_step < slot_t + 2 * step_ns:
                 self._add(plan.next_step())
             now = time.time_ns()
             if now < slot_t:
-                self._answers(max(1, (slot_t - now) // 1_000_000))
+                # every record that starts before the next step's start is known by now
+                horizon = min(plan.t_step if plan.t_step < t_stop else NEVER, slot_t + 2 * step_ns)
+                busy = self._prepare_ahead(min(slot_t, now + 1_000_000), horizon)
+                self._answers(0 if busy else max(1, (slot_t - now) // 1_000_000))
                 continue
             self.lateness.append(now - slot_t)
             for rk in slots[slot]:
@@ -617,7 +628,9 @@ class Worker:
             slot, slot_t = (slot + 1) % SLOTS, slot_t + SLOT_NS
         for rk in self.ranks:
             if not rk.silent:
-                self._flush(rk, slot_t)
+                self._prepare(rk, slot_t + 1)
+                while rk.prepared:
+                    self.outbox += rk.prepared.popleft()[1]
                 self._heartbeat(rk)
                 self._send(rk, protocol.pack({"v": protocol.VERSION, "k": "bye", "rank": rk.rank,
                                               "inc": rk.inc, "t_ns": time.time_ns() + rk.offset,
@@ -643,7 +656,8 @@ class Worker:
 
     def _done(self) -> bool:
         """Nothing more to send: what is left never ends."""
-        return all(rk.silent or (not rk.todo and all(e[1] >= NEVER for e in rk.watching))
+        return all(rk.silent or (not rk.todo and not rk.prepared
+                                 and all(e[1] >= NEVER for e in rk.watching))
                    for rk in self.ranks)
 
     def _add(self, outs: list[Out]) -> None:
@@ -679,25 +693,49 @@ class Worker:
         if now >= rk.next_hb:
             self._heartbeat(rk)
             rk.next_hb += HEARTBEAT_NS
-        self._flush(rk, now)
+        self._prepare(rk, now + 1)  # if the idle time did not get this far
+        while rk.prepared and rk.prepared[0][0] <= now:
+            self.outbox += rk.prepared.popleft()[1]
         if now >= rk.death:  # its node died: this tick was its last
             rk.silent = True
 
-    def _flush(self, rk: _Rank, now: int) -> None:
-        """The emitter's flush: the records complete by ``now``, and snapshots of those running
-        longer than ANNOUNCE_S not announced yet."""
+    def _prepare_ahead(self, until_ns: int, horizon: int) -> bool:
+        """Encode the ranks' batches of the ticks before ``horizon``, round the ranks, until
+        ``until_ns``; returns whether some are left. DDP's records come in bursts (a bucket
+        ends on every rank at once): encoded in the idle time between, they leave on time."""
+        ranks = self.ranks
+        for _ in range(len(ranks)):
+            rk = ranks[self._cursor]
+            if rk.next_flush < horizon and rk.next_flush <= rk.death:
+                self._prepare(rk, horizon)
+                if time.time_ns() >= until_ns:
+                    return True
+            self._cursor = (self._cursor + 1) % len(ranks)
+        return False
+
+    def _prepare(self, rk: _Rank, until: int) -> None:
+        """Encode ``rk``'s batches of its ticks before ``until`` (and none after its death)."""
+        while rk.next_flush < until and rk.next_flush <= rk.death:
+            entries = self._flush(rk, rk.next_flush)
+            if entries:
+                rk.prepared.append((rk.next_flush, entries))
+            rk.next_flush += TICK_NS
+
+    def _flush(self, rk: _Rank, now: int) -> list:
+        """The emitter's flush at its tick ``now``: batches of the records complete by then and
+        snapshots of those running longer than ANNOUNCE_S, not announced yet."""
         todo = rk.todo
         while todo and todo[0][0] <= now:
             rk.watching.append(todo.popleft())
         if not rk.watching:
-            return
+            return []
         ready = [e for e in rk.watching if e[1] <= now]
         if ready:
             rk.watching = [e for e in rk.watching if e[1] > now]
         before = now - ANNOUNCE_NS
         running = [e for e in rk.watching if e[0] < before and e[2][ID] not in rk.announced]
         if not ready and not running:
-            return
+            return []
         records = [e[2] for e in ready]
         if rk.announced and ready:
             rk.announced.difference_update(rec[ID] for rec in records)
@@ -707,13 +745,15 @@ class Worker:
             snap = e[2][:]
             snap[T_END] = -1
             snapshots.append(snap)
-        for rec in records:
-            rk.moved += rec[BYTES_IN] + rec[BYTES_OUT]
+        moved = sum(rec[BYTES_IN] + rec[BYTES_OUT] for rec in records)
         batch = records + snapshots
+        entries = []
         for i in range(0, len(batch), protocol.MAX_BATCH):
             chunk = batch[i:i + protocol.MAX_BATCH]
             done = sum(rec[T_END] >= 0 for rec in chunk)
-            self._send(rk, self._encode(rk, chunk), "ops", done, len(chunk) - done)
+            entries.append((rk, self._encode(rk, chunk), "ops", done, len(chunk) - done, moved))
+            moved = 0
+        return entries
 
     def _encode(self, rk: _Rank, records: list[list]) -> bytes:
         columns = list(zip(*records))
@@ -745,16 +785,17 @@ class Worker:
                                                     rk.inc), "topo")
             rk.next_topo = now + TOPOLOGY_NS
 
-    def _send(self, rk: _Rank, data: bytes, kind: str, done: int = 0, running: int = 0) -> None:
+    def _send(self, rk: _Rank, data: bytes, kind: str) -> None:
         """Queue a message: a slot's messages leave together (``_send_all``)."""
-        self.outbox.append((rk, data, kind, done, running))
+        self.outbox.append((rk, data, kind, 0, 0, 0))
 
     def _send_all(self) -> None:
         """Send the slot's messages back to back. Each send after a pause wakes libzmq's I/O
         thread, which costs several times the send itself on a virtualised core; a burst
         wakes it once."""
         sent = self.sent
-        for rk, data, kind, done, running in self.outbox:
+        for rk, data, kind, done, running, moved in self.outbox:
+            rk.moved += moved
             try:
                 rk.sock.send(data, zmq.NOBLOCK)
             except zmq.Again:
