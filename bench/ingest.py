@@ -49,8 +49,10 @@ def make_batches(rank: int, world: int, events: int, batch: int) -> list[bytes]:
     out = []
     for first in range(0, per_rank, batch):
         seq = range(first + 1, min(first + batch, per_rank) + 1)
-        out.append(encode_all_reduce(rank, world, seq, [t + s * 1000 + rank for s in seq],
-                                     [t + s * 1000 + 500 for s in seq]))
+        # rank r arrives r ns into its slot; every rank's op ends after the last arrival
+        slot = 10 * (world + 500)
+        out.append(encode_all_reduce(rank, world, seq, [t + s * slot + rank for s in seq],
+                                     [t + s * slot + world + 500 for s in seq]))
     return out
 
 
