@@ -111,13 +111,14 @@ def main() -> int:
         print("\n".join(lines[-30:]))
     checks = dict(kv.split("=") for ln in lines if ln.startswith("CHECK ")
                   for kv in ln.split()[1:])
-    ops = [json.loads(ln) for ln in rec_path.read_text().splitlines()[1:]]
-    ops = [o for o in ops if o.get("kind") == "op"]
+    recorded = [json.loads(ln) for ln in rec_path.read_text().splitlines()[1:]]
+    groups = {o["g"]: o["ranks"] for o in recorded if o.get("kind") == "group"}
+    ops = [o for o in recorded if o.get("kind") == "op"]
     if not ops:
         said = " | ".join(ln for ln in lines if "commviz" in ln)
         say("FAIL", f"no op recorded; the job's lines from commviz: {said or 'none'}")
         return 1
-    nccl_ops = [o for o in ops if len(o["group"]) == 1 and o["pg"] == ops[0]["pg"]]
+    nccl_ops = [o for o in ops if len(groups[o["g"]]) == 1 and o["pg"] == ops[0]["pg"]]
     gpu_timed = [o for o in nccl_ops if o["flags"] & protocol.FLAG_GPU_TIME]
     check(len(gpu_timed) >= 4, f"NCCL ops on CUDA tensors GPU-timed: {len(gpu_timed)} of "
           f"{len(nccl_ops)} records of the default group carry flag bit 5")

@@ -118,7 +118,7 @@ ERRORS = {
                                                      "not a commviz recording")),
     "stats-binary": (["stats", "{tmp}/noise.bin"], ("noise.bin", "not a commviz recording")),
     "stats-directory": (["stats", "{tmp}"], ("cannot read",)),
-    "stats-newer-version": (["stats", "{tmp}/v2.jsonl"], ("version 2",)),
+    "stats-newer-version": (["stats", "{tmp}/v3.jsonl"], ("version 3",)),
     "stats-not-object": (["stats", "{tmp}/list.jsonl"], ("list.jsonl:2",)),
     "stats-bad-middle-line": (["stats", "{tmp}/broken.jsonl"], ("broken.jsonl:2", "not JSON")),
     "play-missing": (["play", "{tmp}/missing.jsonl"], ("missing.jsonl", "no such file")),
@@ -222,7 +222,7 @@ def test_errors_are_one_line_with_exit_code_2(procs, tmp_path, case):
     (tmp_path / "notes.txt").write_text("hello\nworld\n")
     _write(tmp_path / "empty.jsonl", b"")
     _write(tmp_path / "noise.bin", bytes(range(128, 256)) * 4)
-    _write(tmp_path / "v2.jsonl", HEADER.replace(b'"version":1', b'"version":2'))
+    _write(tmp_path / "v3.jsonl", HEADER.replace(b'"version":1', b'"version":3'))
     _write(tmp_path / "list.jsonl", HEADER + b"[1, 2]\n")
     _write(tmp_path / "broken.jsonl", HEADER + b'{"kind": "op", \n{"kind":"bye"}\n')
     _write(tmp_path / "header.jsonl", HEADER)
@@ -396,18 +396,19 @@ def test_headless_demo_recording(demo_run):
     assert rc == 0, out
     lines = _lines(record)
     header = lines[0]
-    assert header["format"] == "commviz-recording" and header["version"] == 1
+    assert header["format"] == "commviz-recording" and header["version"] == 2
     assert header["protocol"] == 1 and isinstance(header["created_ns"], int)
     assert header["demo"] == "all_reduce"  # what commviz play shows and how it paces it
     assert header["title"]["en"].startswith("all_reduce · 2 ranks · gloo")
     assert header["title"]["pt"].startswith("all_reduce · 2 ranks · gloo")
     ops = [line for line in lines if line.get("kind") == "op"]
+    groups = {line["g"]: line["ranks"] for line in lines if line.get("kind") == "group"}
     assert len(ops) == 10
     for rank in (0, 1):
         mine = [op for op in ops if op["rank"] == rank]
         assert sorted(op["seq"] for op in mine) == [1, 2, 3, 4, 5], rank
         for op in mine:
-            assert op["op"] == "all_reduce" and op["group"] == [0, 1]
+            assert op["op"] == "all_reduce" and groups[op["g"]] == [0, 1]
             assert op["bytes_in"] == op["bytes_out"] == 4096
             assert op["dtype"] == "float32"
             assert 0 < op["t_start_ns"] <= op["t_end_ns"]
@@ -537,10 +538,11 @@ def test_stats_of_a_truncated_recording(procs, demo_run, tmp_path):
     # waits for a clock round trip): cut before any rank line, they still count (they read
     # as 0 records, under load, in CI)
     parsed = [(json.loads(line), line) for line in text[1:]]
+    groups = [line for obj, line in parsed if obj["kind"] == "group"]  # the ops name them
     ops = [line for obj, line in parsed if obj["kind"] == "op"]
     named = [line for obj, line in parsed if obj["kind"] in ("op", "rank") and obj["rank"] == 0]
     rank1 = [line for obj, line in parsed if obj["kind"] == "op" and obj["rank"] == 1]
-    for name, lines in (("ops-only", ops), ("rank-1-unnamed", named + rank1)):
+    for name, lines in (("ops-only", groups + ops), ("rank-1-unnamed", groups + named + rank1)):
         unnamed = tmp_path / f"{name}.jsonl"
         unnamed.write_text(text[0] + "".join(lines[:-1]) + lines[-1][: len(lines[-1]) // 2])
         data = json.loads(procs.commviz("stats", str(unnamed), "--json").stdout)

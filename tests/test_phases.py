@@ -129,7 +129,8 @@ def test_recording_keeps_phases_and_the_ddp_flag(tmp_path):
     rec.close({})
     lines = path.read_text().splitlines()
     assert '"kind":"phase","rank":0,"name":"forward","depth":0' in lines[1]
-    assert '"ddp":true' in lines[3]
+    assert lines[3].startswith('{"kind":"group"')  # the op's group, before the op
+    assert '"ddp":true' in lines[4]
     m = Model(FakeClock())
     m.new_instances = []
     m.apply(recording.read(path))

@@ -1,17 +1,19 @@
 """Recordings: JSON Lines written by the viewer, read back by ``commviz stats``.
 
 The first line is a header naming the format and its version. Then one line per event:
-``rank`` (a rank's identity), ``tel`` (a telemetry sample), ``op`` (one completed operation
-on one rank), ``running`` (an operation a rank announced as running for a while: what a
-hang leaves behind, since its ``op`` line never comes), ``phase`` (one compute phase a rank
-marked), ``topo`` (the GPUs of a rank's host and their links, when first seen or changed),
-``bye`` (a rank left normally), ``diag`` (a finding of the live diagnosis), ``out`` (a line
-of the output of a job commviz ran), ``event`` (a rank's process ended, as its launcher
-told) and a closing ``summary``. Lines of a rank that sent an
-incarnation id carry it (``inc``), so that the records of two jobs that ran at the same time
-with the same rank numbers are replayed apart. Writes are flushed at least once a second,
-so a killed viewer loses at most the last second. The header may say what was recorded
-(``title``, per language, and ``demo``, the demo's name): ``commviz play`` shows it.
+``rank`` (a rank's identity), ``tel`` (a telemetry sample), ``group`` (a process group's
+ranks, written once before the first line that names it by its number ``g``, since at 1,024
+ranks the list is most of an op line), ``op`` (one completed operation on one rank),
+``running`` (an operation a rank announced as running for a while: what a hang leaves
+behind, since its ``op`` line never comes), ``phase`` (one compute phase a rank marked),
+``topo`` (the GPUs of a rank's host and their links, when first seen or changed), ``bye`` (a
+rank left normally), ``diag`` (a finding of the live diagnosis), ``out`` (a line of the
+output of a job commviz ran), ``event`` (a rank's process ended, as its launcher told) and a
+closing ``summary``. Lines of a rank that sent an incarnation id carry it (``inc``), so that
+the records of two jobs that ran at the same time with the same rank numbers are replayed
+apart. Writes are flushed at least once a second, so a killed viewer loses at most the last
+second. The header may say what was recorded (``title``, per language, and ``demo``, the
+demo's name): ``commviz play`` shows it.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -29,7 +31,8 @@ from commviz import __version__
 from commviz.wire import protocol
 
 FORMAT = "commviz-recording"
-VERSION = 1
+VERSION = 2  # 2: op and running lines name their group by ``g``, from a ``group`` line
+READS = (1, 2)  # version 1: every op and running line lists its group's ranks
 FLUSH_S = 1.0
 MAX_OUTPUT_CHARS = 2000  # of one line of a job's output; the rest is left out
 
@@ -46,6 +49,7 @@ class Recorder:
         self._lock = threading.Lock()  # the job's output comes from its reader threads
         self._identities: dict[tuple[int, int], tuple] = {}  # by (rank, inc)
         self._topologies: dict[int, protocol.GpuTopology] = {}  # ranks repeat it every 10 s
+        self._groups: dict[tuple[str, tuple[int, ...]], int] = {}  # their ``g``, by (pg, ranks)
         self._last_flush = time.monotonic()
         self._write({"format": FORMAT, "version": VERSION, "commviz": __version__,
                      "protocol": protocol.VERSION, "created_ns": time.time_ns(), **(about or {})})
@@ -121,8 +125,19 @@ class Recorder:
                 self._file.write(line)
 
     def _ops(self, batch: protocol.OpBatch) -> None:
-        for record in op_dicts(batch, running=True):
+        for record in op_dicts(batch, running=True, group_ref=self._group_ref):
             self._write(record)
+
+    def _group_ref(self, name: str, ranks: tuple[int, ...]) -> int:
+        """The ``g`` of a group: one per (name, ranks) in the whole recording, so that two
+        jobs' groups of the same name and ranks share a line and a name reused with other
+        ranks gets a new one; its ``group`` line is written before the first line naming it."""
+        key = (name, tuple(ranks))
+        g = self._groups.get(key)
+        if g is None:
+            g = self._groups[key] = len(self._groups)
+            self._write({"kind": "group", "g": g, "pg": name, "ranks": list(ranks)})
+        return g
 
 
 def _inc(inc: int) -> dict[str, int]:
@@ -130,17 +145,25 @@ def _inc(inc: int) -> dict[str, int]:
     return {"inc": inc} if inc else {}
 
 
-def op_dicts(batch: protocol.OpBatch, running: bool = False) -> list[dict[str, Any]]:
+def op_dicts(batch: protocol.OpBatch, running: bool = False,
+             group_ref: Callable[[str, tuple[int, ...]], int] | None = None
+             ) -> list[dict[str, Any]]:
     """The completed records of a batch as recording lines; with ``running``, the in-flight
-    snapshots too, as ``running`` lines (no ``t_end_ns``)."""
+    snapshots too, as ``running`` lines (no ``t_end_ns``). Each names its group's ranks
+    (``group``), or with ``group_ref`` the number it gives the group (``g``)."""
     cols = {k: v.tolist() for k, v in batch.cols.items()}
     ops, dtypes, out = protocol.OPS, protocol.DTYPES, []
     inc = _inc(batch.inc)
+    refs: dict[int, dict[str, Any]] = {}  # the group field of each gid of the batch
     for i in range(len(batch)):
         t_end = cols["t_end"][i]
         if t_end < 0 and not running:
             continue  # still in flight: its completed record comes later
-        name, ranks = batch.groups[cols["gid"][i]]
+        gid = cols["gid"][i]
+        name, ranks = batch.groups[gid]
+        if gid not in refs:
+            refs[gid] = ({"group": list(ranks)} if group_ref is None
+                         else {"g": group_ref(name, ranks)})
         file, line = batch.sites[cols["site"][i]]
         peer, parent, dtype, flags = (cols["peer"][i], cols["parent"][i], cols["dtype"][i],
                                       cols["flags"][i])
@@ -149,7 +172,7 @@ def op_dicts(batch: protocol.OpBatch, running: bool = False) -> list[dict[str, A
             "id": cols["id"][i],
             "op": ops[cols["op"][i]],
             "parent": None if parent == protocol.NO_CODE else ops[parent],
-            "group": list(ranks), "pg": name, "seq": cols["seq"][i],
+            **refs[gid], "pg": name, "seq": cols["seq"][i],
             "peer": None if peer < 0 else peer,
             "bytes_in": cols["bytes_in"][i], "bytes_out": cols["bytes_out"][i],
             "dtype": None if dtype == protocol.NO_CODE else dtypes[dtype],
@@ -178,9 +201,10 @@ def _header(f: IO[str], path: str | Path) -> dict[str, Any]:
         header = None
     if not isinstance(header, dict) or header.get("format") != FORMAT:
         raise RecordingError(f"{path} is not a commviz recording (no header line)")
-    if header.get("version") != VERSION:
+    if header.get("version") not in READS:
         raise RecordingError(f"{path}: recording version {header.get('version')} is not "
-                             f"supported (this commviz reads version {VERSION})")
+                             f"supported (this commviz reads versions "
+                             f"{', '.join(map(str, READS))})")
     return header
 
 
@@ -199,6 +223,7 @@ def read(path: str | Path, findings: list[dict] | None = None,
         pending: list[dict] = []
         ranks: dict[tuple[int, int], dict] = {}  # identities by (rank, inc)
         with_ops: set[tuple[int, int]] = set()  # (rank, inc) of every op line
+        groups: dict[int, list[int]] = {}  # the ranks of each ``group`` line, by its ``g``
         for lineno, line in enumerate(f, start=2):
             try:
                 obj = json.loads(line)
@@ -216,7 +241,15 @@ def read(path: str | Path, findings: list[dict] | None = None,
                 pending = []
             if kind == "running" and playback:
                 kind, obj = "op", {**obj, "t_end_ns": -1}
-            if kind == "op":
+            if kind == "group":
+                groups[_group_number(obj, f"{path}:{lineno}")] = obj["ranks"]
+            elif kind == "op":
+                if "group" not in obj:  # version 2: by reference to a group line
+                    g = obj.get("g")
+                    if type(g) is not int or g not in groups:
+                        raise RecordingError(f"{path}:{lineno}: op line names no group "
+                                             f"written before it (g: {g!r})")
+                    obj["group"] = groups[g]
                 pending.append(obj)
                 if len(pending) >= protocol.MAX_BATCH:
                     yield from _batches(pending)
@@ -251,6 +284,15 @@ def read(path: str | Path, findings: list[dict] | None = None,
         for rank, inc in sorted(with_ops - ranks.keys()):
             yield protocol.Heartbeat(rank, last.get("world", 0), "?", 0, "?", "?", 0, 0, {}, (),
                                      inc, last.get("job", ""))
+
+
+def _group_number(obj: dict, where: str) -> int:
+    """A ``group`` line's ``g``, checked (its ranks are a list of ranks)."""
+    g, ranks = obj.get("g"), obj.get("ranks")
+    if type(g) is not int or not isinstance(ranks, list) or \
+            not all(type(r) is int for r in ranks):
+        raise RecordingError(f"{where}: malformed group line")
+    return g
 
 
 def _identity(obj: dict, t_ns: int, dropped: int, clock: tuple,
