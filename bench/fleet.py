@@ -52,8 +52,8 @@ import numpy as np
 import zmq
 
 from commviz.knowledge import bandwidth, costmodel
-from commviz.rank.emitter import _COLUMN_CODES, _column_bytes  # the emitter's batch layout
-from commviz.rank.records import BYTES_IN, BYTES_OUT, GID, ID, SITE, T_END
+from commviz.rank.emitter import encode_batch
+from commviz.rank.records import BYTES_IN, BYTES_OUT, ID, T_END
 from commviz.wire import clocksync, protocol
 from commviz.wire.keys import client_keys, secure_client
 
@@ -97,9 +97,9 @@ STALL_MS = (50, 300)           # its length
 NEVER = 1 << 62                # the end of an op that never ends
 
 FLAGS_GPU = protocol.FLAG_CUDA | protocol.FLAG_GPU_TIME
-SITES = [[0, "simulated-fleet/train.py", 88],   # loss.backward()
-         [1, "simulated-fleet/train.py", 87],   # model(x)
-         [2, "simulated-fleet/pipeline.py", 41]]  # the stages' send and receive
+SITES = [("simulated-fleet/train.py", 88),     # loss.backward()
+         ("simulated-fleet/train.py", 87),     # model(x)
+         ("simulated-fleet/pipeline.py", 41)]  # the stages' send and receive
 BACKWARD, FORWARD, PIPELINE = 0, 1, 2
 SHAPES = ("ddp", "fsdp", "tp-dp", "pipeline")
 # mismatch: what the odd rank calls instead
@@ -605,7 +605,7 @@ class Worker:
             rk.death = plan.death.get(rk.rank, NEVER)
             rk.next_hb = rk.next_topo = rk.next_flush = first_tick_at(rk.rank, t0, t0)
             rk.next_tq = rk.next_hb + CLOCK_NS // 2
-        self.groups = [[g, name, list(members)] for g, (name, members) in enumerate(plan.groups)]
+        self.groups = [(name, list(members)) for name, members in plan.groups]
         t_stop = t0 + int(seconds * 1e9)
         step_ns = int(self.job.step_s * 1e9)
         slot, slot_t = 0, t0
@@ -636,9 +636,8 @@ class Worker:
                 while rk.prepared:
                     self.outbox += rk.prepared.popleft()[1]
                 self._heartbeat(rk)
-                self._send(rk, protocol.pack({"v": protocol.VERSION, "k": "bye", "rank": rk.rank,
-                                              "inc": rk.inc, "t_ns": time.time_ns() + rk.offset,
-                                              "dropped": rk.dropped}), "bye")
+                self._send(rk, protocol.encode_bye(rk.rank, rk.inc, time.time_ns() + rk.offset,
+                                                   rk.dropped), "bye")
         self._send_all()
         cpu = time.process_time() - cpu0
         self.close()
@@ -755,17 +754,10 @@ class Worker:
         for i in range(0, len(batch), protocol.MAX_BATCH):
             chunk = batch[i:i + protocol.MAX_BATCH]
             done = sum(rec[T_END] >= 0 for rec in chunk)
-            entries.append((rk, self._encode(rk, chunk), "ops", done, len(chunk) - done, moved))
+            data = encode_batch(rk.rank, chunk, self.groups, SITES, rk.inc)
+            entries.append((rk, data, "ops", done, len(chunk) - done, moved))
             moved = 0
         return entries
-
-    def _encode(self, rk: _Rank, records: list[list]) -> bytes:
-        columns = list(zip(*records))
-        cols = {name: _column_bytes(code, col) for (name, code), col in zip(_COLUMN_CODES,
-                                                                            columns)}
-        groups = [self.groups[g] for g in set(columns[GID])]
-        sites = [SITES[s] for s in set(columns[SITE])]
-        return protocol.encode_ops(rk.rank, cols, groups, sites, rk.inc)
 
     def _heartbeat(self, rk: _Rank) -> None:
         now = time.time_ns()
@@ -777,13 +769,11 @@ class Worker:
                "gpu_mem_total": float(GPU_MEM_TOTAL), "gpu_power_w": 150 + 5.5 * util,
                "nvlink_tx_bps": 0.875 * moved / dt, "nvlink_rx_bps": 0.875 * moved / dt,
                "pcie_tx_bps": 0.125 * moved / dt, "pcie_rx_bps": 0.125 * moved / dt}
-        msg = {"v": protocol.VERSION, "k": "hb", "rank": rk.rank, "world": rk.world,
-               "host": rk.host, "pid": rk.pid, "backend": "nccl", "device": f"cuda:{rk.local}",
-               "t_ns": now + rk.offset, "dropped": rk.dropped, "tel": tel, "inc": rk.inc,
-               "job": JOB_KEY}
-        if rk.clk:
-            msg["clk"], rk.clk = rk.clk, []
-        self._send(rk, protocol.pack(msg), "hb")
+        clk, rk.clk = rk.clk, []
+        self._send(rk, protocol.encode_heartbeat(
+            rk.rank, world=rk.world, host=rk.host, pid=rk.pid, backend="nccl",
+            device=f"cuda:{rk.local}", t_ns=now + rk.offset, dropped=rk.dropped, tel=tel,
+            inc=rk.inc, job=JOB_KEY, clk=clk), "hb")
         if now >= rk.next_topo:
             self._send(rk, protocol.encode_topology(rk.rank, rk.host, _topology(rk.local),
                                                     rk.inc), "topo")
@@ -822,8 +812,7 @@ class Worker:
         sent = time.time_ns()
         t1 = sent + rk.offset
         try:
-            rk.dealer.send(protocol.pack({"v": protocol.VERSION, "k": "tq", "t1": t1}),
-                           zmq.NOBLOCK)
+            rk.dealer.send(clocksync.encode_request(t1), zmq.NOBLOCK)
         except zmq.Again:
             return self._answered(rk)
         rk.tq = (t1, sent)

@@ -57,6 +57,23 @@ _REPEAT_FROM = 64  # records in a batch from which _column_bytes looks for repea
 KEYS_HINT = "COMMVIZ_KEYS, or COMMVIZ_SERVER_KEY and COMMVIZ_CLIENT_KEY; see docs/nodes.md"
 
 
+def encode_batch(rank: int, records: list[list], groups: Any, sites: Any, inc: int = 0,
+                 shift_ns: int = 0) -> bytes:
+    """Records -> one ``ops`` message, with the rows of the groups and sites they name.
+
+    ``groups[gid]`` is (name, ranks) and ``sites[sid]`` (file, line): a dict or a list indexed
+    by id. ``shift_ns`` moves the times (test-only: see commviz/wire/nodes.py). The records are
+    transposed into columns in one C-level pass: this runs on the rank's GIL.
+    """
+    columns = list(zip(*records))
+    if shift_ns:
+        columns[T_START] = tuple(t + shift_ns for t in columns[T_START])
+        columns[T_END] = tuple(t + shift_ns if t >= 0 else t for t in columns[T_END])
+    cols = {name: _column_bytes(code, col) for (name, code), col in zip(_COLUMN_CODES, columns)}
+    return protocol.encode_ops(rank, cols, [[gid, *groups[gid]] for gid in set(columns[GID])],
+                               [[sid, *sites[sid]] for sid in set(columns[SITE])], inc)
+
+
 def _column_bytes(code: str, col: tuple) -> bytes:
     """One column as little-endian bytes.
 
@@ -264,10 +281,9 @@ class Emitter:
             self._flush_phases(sock)
             ident = self._heartbeat(sock, telemetry)  # a short run may not have sent one yet
             if ident is not None:
-                self._send(sock, protocol.pack({"v": protocol.VERSION, "k": "bye",
-                                                "rank": ident[0], "inc": self._inc,
-                                                "t_ns": time.time_ns() + self._shift,
-                                                "dropped": self.dropped}), 0)
+                self._send(sock, protocol.encode_bye(ident[0], self._inc,
+                                                     time.time_ns() + self._shift,
+                                                     self.dropped), 0)
         finally:
             if self._clock is not None:
                 self._clock.close()
@@ -315,7 +331,8 @@ class Emitter:
             self._announced.difference_update(rec[ID] for rec in ready if rec[T_END] >= 0)
         for i in range(0, len(ready), protocol.MAX_BATCH):
             chunk = ready[i:i + protocol.MAX_BATCH]
-            self._send(sock, self._encode(ident[0], chunk), len(chunk))
+            self._send(sock, encode_batch(ident[0], chunk, self.groups, self.sites, self._inc,
+                                          self._shift), len(chunk))
 
     def _flush_phases(self, sock: zmq.Socket) -> None:
         """Send the phases that ended since the last tick (dropped, uncounted, if none listens)."""
@@ -341,18 +358,6 @@ class Emitter:
         self._announced.update(rec[ID] for rec in new)
         return [rec[:] for rec in new]
 
-    def _encode(self, rank: int, records: list[list]) -> bytes:
-        columns = list(zip(*records))  # transpose records into columns in one C-level pass
-        if self._shift:
-            shift = self._shift
-            columns[T_START] = tuple(t + shift for t in columns[T_START])
-            columns[T_END] = tuple(t + shift if t >= 0 else t for t in columns[T_END])
-        cols = {name: _column_bytes(code, col)
-                for (name, code), col in zip(_COLUMN_CODES, columns)}
-        groups = [[gid, *self.groups[gid]] for gid in set(columns[GID])]
-        sites = [[sid, *self.sites[sid]] for sid in set(columns[SITE])]
-        return protocol.encode_ops(rank, cols, groups, sites, self._inc)
-
     def _heartbeat(self, sock: zmq.Socket, telemetry: TelemetrySampler) -> tuple | None:
         """Send identity and telemetry; returns the identity, None while it is not known."""
         ident = self._identity()
@@ -360,18 +365,16 @@ class Emitter:
             return None
         rank, world, backend, device = ident
         tel = telemetry.sample(device)
-        msg = {"v": protocol.VERSION, "k": "hb", "rank": rank, "world": world,
-               "host": nodes.hostname(), "pid": self._pid, "backend": backend,
-               "device": device, "t_ns": time.time_ns() + self._shift, "dropped": self.dropped,
-               "tel": tel, "inc": self._inc, "job": self._job()[:protocol.JOB_KEY_MAX]}
+        samples = None
         if self._clock is not None:
             if not self._clock_waited:  # the first heartbeat carries a round trip if it can
                 self._clock.first.wait(FIRST_CLOCK_S)
                 self._clock_waited = True
             samples = self._clock.take()
-            if samples:
-                msg["clk"] = samples
-        self._send(sock, protocol.pack(msg), 0)
+        self._send(sock, protocol.encode_heartbeat(
+            rank, world=world, host=nodes.hostname(), pid=self._pid, backend=backend,
+            device=device, t_ns=time.time_ns() + self._shift, dropped=self.dropped, tel=tel,
+            inc=self._inc, job=self._job(), clk=samples), 0)
         sent = self._topology_sent
         if sent is None or sent[0] != device or time.monotonic() - sent[1] >= TOPOLOGY_EVERY_S:
             self._send(sock, protocol.encode_topology(rank, nodes.hostname(),

@@ -93,6 +93,11 @@ def _time(value: object) -> bool:
     return type(value) is int and 0 <= value < 1 << 63
 
 
+def encode_request(t1: int) -> bytes:
+    """A rank's request: ``t1`` is its clock when it sends it."""
+    return protocol.pack({"v": VERSION, "k": "tq", "t1": t1})
+
+
 def decode_request(data: bytes) -> int | None:
     msg = _unpack(data)
     if msg is None or msg.get("k") != "tq" or not _time(msg.get("t1")):
@@ -194,7 +199,7 @@ class ClockClient:
         while True:
             t1 = time.time_ns() + shift
             try:
-                sock.send(protocol.pack({"v": VERSION, "k": "tq", "t1": t1}), zmq.NOBLOCK)
+                sock.send(encode_request(t1), zmq.NOBLOCK)
             except zmq.Again:  # not connected yet (the handshake takes a few ms): soon again
                 wait, retry = retry, min(2 * retry, PERIOD_S)
             else:

@@ -300,6 +300,26 @@ def _clock_samples(rows: Any) -> tuple[tuple[int, int, int, int], ...]:
     return tuple(tuple(row) for row in rows)
 
 
+def encode_heartbeat(rank: int, *, world: int, host: str, pid: int, backend: str, device: str,
+                     t_ns: int, dropped: int, tel: dict[str, Any], inc: int, job: str,
+                     clk: list[list[int]] | None = None) -> bytes:
+    """Encode a heartbeat: who the rank is, its clock and drops, its telemetry (``tel``:
+    TELEMETRY_KEYS), its job key (cut to JOB_KEY_MAX) and the clock round trips measured since
+    the last one (``clk``: [t1, t2, t3, t4] rows; none: left out)."""
+    msg = {"v": VERSION, "k": "hb", "rank": rank, "world": world, "host": host, "pid": pid,
+           "backend": backend, "device": device, "t_ns": t_ns, "dropped": dropped, "tel": tel,
+           "inc": inc, "job": job[:JOB_KEY_MAX]}
+    if clk:
+        msg["clk"] = clk
+    return pack(msg)
+
+
+def encode_bye(rank: int, inc: int, t_ns: int, dropped: int) -> bytes:
+    """Encode a rank's goodbye: it has flushed what it had and stops (``dropped``: in all)."""
+    return pack({"v": VERSION, "k": "bye", "rank": rank, "inc": inc, "t_ns": t_ns,
+                 "dropped": dropped})
+
+
 def encode_phases(rank: int, spans: list[tuple[str, int, int, int]], inc: int = 0) -> bytes:
     """Encode completed phases as ``[name, depth, t_start, t_end]`` rows."""
     msg = {"v": VERSION, "k": "ph", "rank": rank, "spans": spans}
