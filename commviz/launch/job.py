@@ -29,6 +29,7 @@ from typing import BinaryIO, TextIO
 
 import psutil
 
+from commviz.launch.launcher import signal_name, telling_line
 from commviz.text import i18n
 from commviz.text.i18n import N_
 
@@ -224,10 +225,10 @@ class Job:
         if rc is None:
             return i18n.ui("job running", lang)
         if self.stopped_by is not None:
-            reason = i18n.ui(self.stop_reason, lang).format(signal=_signame(self.stopped_by))
+            reason = i18n.ui(self.stop_reason, lang).format(signal=signal_name(self.stopped_by))
             return i18n.ui("job stopped", lang).format(reason=reason, code=code)
         if rc < 0:
-            return i18n.ui("job killed", lang).format(signal=_signame(-rc), code=code)
+            return i18n.ui("job killed", lang).format(signal=signal_name(-rc), code=code)
         return i18n.ui("job exited", lang).format(code=rc)
 
     def poll(self) -> int | None:
@@ -407,13 +408,6 @@ def _alive(p: psutil.Process) -> bool:
         return False
 
 
-def _signame(signo: int) -> str:
-    try:
-        return signal.Signals(signo).name
-    except ValueError:
-        return f"signal {signo}"
-
-
 class JobAsRanks:
     """A Job in the shape of launcher.Ranks, for the TUI's ``run_app(ranks=...)``: one
     "rank" named ``job`` that ends when the job's first process ends. ``stop()`` ends the
@@ -454,8 +448,6 @@ class JobAsRanks:
     def error_line(self) -> str:
         """The telling line of the job's stderr (the exception a rank died of, not torchrun's
         rule under its summary), or how it ended."""
-        from commviz.launch.launcher import telling_line
-
         if self.job.output is not None:
             line = telling_line([ln.text for ln in self.job.output.tail(200)
                                  if ln.stream == "stderr"], whose=True)

@@ -251,6 +251,14 @@ class RankProcess:
         return telling_line(lines) or _without_words(self.returncode)
 
 
+def signal_name(number: int) -> str:
+    """A signal by its name ("SIGKILL"), by its number where it has none."""
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
 def _without_words(returncode: int | None) -> str:
     """What a rank that wrote no error said by its exit: the signal that killed it (English:
     ``i18n.in_language`` says it in the screen's language)."""
@@ -305,11 +313,7 @@ def _killed_root_cause(lines: list[str]) -> str | None:
     code, rank = fields.get("exitcode", 0), fields.get("rank")
     if code >= 0 or rank is None:
         return None
-    try:
-        name = signal.Signals(-code).name
-    except ValueError:
-        name = f"signal {-code}"
-    return f"rank {rank} was killed by {name} (torchrun's root cause)"
+    return f"rank {rank} was killed by {signal_name(-code)} (torchrun's root cause)"
 
 
 def torchrun_exit_codes(lines: list[str]) -> dict[int, int]:

@@ -8,9 +8,10 @@ import unicodedata
 from typing import Any
 
 from commviz.knowledge.bandwidth import gbps_text
+from commviz.launch.launcher import signal_name
 from commviz.text import i18n
 from commviz.text.i18n import N_
-from commviz.viewer.diagnose import Finding, Lateness, signal_name
+from commviz.viewer.diagnose import Finding, Lateness
 from commviz.viewer.model import HostClock, Instance
 from commviz.wire.protocol import OPS
 

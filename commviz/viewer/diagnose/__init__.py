@@ -14,8 +14,7 @@ from commviz.viewer.diagnose.lost import LOST_AFTER_S, LOST_CONFIRM_S
 from commviz.viewer.diagnose.mismatch import MISMATCH_HOLD_S, MISMATCH_WAIT_S
 from commviz.viewer.diagnose.slow import SLOW_HOLD_S
 from commviz.viewer.diagnose.stragglers import WINDOW, Lateness
-from commviz.viewer.diagnose.wording import signal_name
 
 __all__ = ["HANG_AFTER_S", "LOST_AFTER_S", "LOST_CONFIRM_S", "MISMATCH_HOLD_S", "MISMATCH_WAIT_S",
            "SLOW_HOLD_S", "TYPES", "WINDOW", "Diagnosis", "Finding", "Lateness", "by_cause",
-           "recorded_facts", "recorded_text", "signal_name"]
+           "recorded_facts", "recorded_text"]

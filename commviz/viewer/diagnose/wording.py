@@ -9,11 +9,11 @@ entry in English.
 from __future__ import annotations
 
 import re
-import signal
 from collections.abc import Callable, Iterable
 from typing import Any
 
 from commviz import text
+from commviz.launch.launcher import signal_name
 from commviz.text.i18n import number
 from commviz.viewer.diagnose import facts as fx
 from commviz.wire import protocol
@@ -25,14 +25,6 @@ _QUANTITY = re.compile(r"(?<![\d.])\d+\.\d+(?=\s?(?:s|ms|us|KiB|MiB|GiB|GB/s|%|x
 def say(facts: fx.Facts, lang: str = "en") -> str:
     """The line the facts of a finding make in ``lang``."""
     return _SAY[type(facts)](facts, _Words(lang))
-
-
-def signal_name(number: int) -> str:
-    """A signal by its name ("SIGKILL"), by its number where it has none."""
-    try:
-        return signal.Signals(number).name
-    except ValueError:
-        return f"signal {number}"
 
 
 class _Words:
