@@ -52,7 +52,7 @@ import numpy as np
 import zmq
 
 from commviz.knowledge import bandwidth, costmodel
-from commviz.rank.emitter import encode_batch
+from commviz.rank.emitter import encode_batch, encode_groups
 from commviz.rank.records import BYTES_IN, BYTES_OUT, ID, T_END
 from commviz.wire import clocksync, protocol
 from commviz.wire.keys import client_keys, secure_client
@@ -72,6 +72,7 @@ SLOT_NS = TICK_NS // SLOTS
 HEARTBEAT_NS = int(protocol.HEARTBEAT_S * 1e9)
 ANNOUNCE_NS = int(protocol.ANNOUNCE_S * 1e9)
 TOPOLOGY_NS = 10_000_000_000   # emitter.TOPOLOGY_EVERY_S
+GROUPS_NS = int(protocol.GROUPS_EVERY_S * 1e9)
 CLOCK_NS = int(clocksync.PERIOD_S * 1e9)
 REPLY_WAIT_NS = clocksync.REPLY_WAIT_MS * 1_000_000
 SEND_HWM = 1000
@@ -141,6 +142,7 @@ class Job:
     fault_at: float = 0.0
     clock_skew_ms: float = 5.0
     seed: int = 0
+    groups_in_batches: bool = False  # as ranks before ``grp``: every batch lists its groups
 
     def __post_init__(self) -> None:
         if self.ranks < RANKS_PER_NODE or self.ranks % RANKS_PER_NODE:
@@ -519,7 +521,8 @@ class _Rank:
         self.watching: list = []
         self.announced: set[int] = set()
         self.next_id = 0
-        self.next_hb = self.next_topo = self.next_tq = 0
+        self.next_hb = self.next_topo = self.next_tq = self.next_groups = 0
+        self.gids: list[int] = []  # the groups it is a member of
         self.tq: tuple[int, int] | None = None  # the request awaiting its answer: t1, sent at
         self.clk: list[list[int]] = []
         self.dropped = 0
@@ -606,6 +609,11 @@ class Worker:
             rk.next_hb = rk.next_topo = rk.next_flush = first_tick_at(rk.rank, t0, t0)
             rk.next_tq = rk.next_hb + CLOCK_NS // 2
         self.groups = [(name, list(members)) for name, members in plan.groups]
+        mine = {rk.rank: rk for rk in self.ranks}
+        for gid, (_, members) in enumerate(self.groups):
+            for r in members:
+                if r in mine:
+                    mine[r].gids.append(gid)
         t_stop = t0 + int(seconds * 1e9)
         step_ns = int(self.job.step_s * 1e9)
         slot, slot_t = 0, t0
@@ -754,7 +762,8 @@ class Worker:
         for i in range(0, len(batch), protocol.MAX_BATCH):
             chunk = batch[i:i + protocol.MAX_BATCH]
             done = sum(rec[T_END] >= 0 for rec in chunk)
-            data = encode_batch(rk.rank, chunk, self.groups, SITES, rk.inc)
+            data = encode_batch(rk.rank, chunk, SITES, rk.inc,
+                                groups=self.groups if self.job.groups_in_batches else None)
             entries.append((rk, data, "ops", done, len(chunk) - done, moved))
             moved = 0
         return entries
@@ -778,6 +787,10 @@ class Worker:
             self._send(rk, protocol.encode_topology(rk.rank, rk.host, _topology(rk.local),
                                                     rk.inc), "topo")
             rk.next_topo = now + TOPOLOGY_NS
+        if now >= rk.next_groups and not self.job.groups_in_batches:
+            for data in encode_groups(rk.rank, self.groups, rk.gids, rk.inc):
+                self._send(rk, data, "grp")
+            rk.next_groups = now + GROUPS_NS
 
     def _send(self, rk: _Rank, data: bytes, kind: str) -> None:
         """Queue a message: a slot's messages leave together (``_send_all``)."""
@@ -911,7 +924,8 @@ class FleetReport:
     def lines(self) -> list[str]:
         job = self.job
         wall = (self.ended_ns - self.started_ns) / 1e9
-        kinds = ", ".join(f"{k} {self.messages.get(k, 0):,}" for k in ("ops", "hb", "topo", "bye"))
+        kinds = ", ".join(f"{k} {self.messages.get(k, 0):,}"
+                          for k in ("ops", "hb", "grp", "topo", "bye"))
         out = [f"{SIMULATED}: {job.ranks} simulated ranks on {job.nodes} simulated nodes "
                f"(node000..node{job.nodes - 1:03d}), job {JOB_KEY!r}, shape {job.shape}, "
                f"{self.procs} processes, {wall:.1f} s",
@@ -1207,6 +1221,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--clock-skew-ms", type=float, default=5.0,
                    help="each node's clock is off the true time by up to this")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--groups-in-batches", action="store_true",
+                   help="every batch lists its groups' members, as ranks did before the "
+                        "groups were announced once (grp): to compare the two")
     p.add_argument("--watch", metavar="REC",
                    help="start `commviz watch --headless --record REC` at --to and measure it")
     p.add_argument("--viewer-nice", type=int, default=0, metavar="N",
@@ -1217,7 +1234,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         job = Job(args.ranks, args.shape, args.buckets, args.step_s,
                   int(args.size_mib * 2**20), args.stages, tuple(args.fault), args.fault_at,
-                  args.clock_skew_ms, args.seed)
+                  args.clock_skew_ms, args.seed, args.groups_in_batches)
     except ValueError as exc:
         p.error(str(exc))
     print(f"{SIMULATED}: {job.ranks} simulated ranks, not a real job, into {args.to}",

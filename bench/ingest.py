@@ -1,11 +1,12 @@
 """How fast the viewer takes in records: real sockets, real decoding, the real model.
 
-Sender processes replay the batches a rank's emitter would send (a 4-rank all_reduce job,
-every rank's records) as fast as they can; the viewer process drains, validates, decodes
-and applies them to the model, then reports events/s. Every record must be applied and
-every collective instance matched for the figure to count.
+Sender processes replay the batches a rank's emitter would send (an all_reduce job, every
+rank's records, each rank on its own socket) as fast as they can; the viewer process drains,
+validates, decodes and applies them to the model, then reports events/s. Every record must
+be applied and every collective instance matched for the figure to count.
 
     python bench/ingest.py [--events 2000000] [--batch 1024] [--ranks 4] [--diagnose]
+                           [--groups-in-batches] [--round N]
 
 ``--diagnose`` attaches the live diagnosis to the model and runs it every 0.25 s, as a
 viewing session does.
@@ -27,8 +28,9 @@ from commviz.wire import protocol
 
 
 def encode_all_reduce(rank: int, world: int, seq: range, t_start: list[int],
-                      t_end: list[int]) -> bytes:
-    """One ops batch of 4 KiB all_reduce records, as a rank's emitter would send it."""
+                      t_end: list[int], groups_in_batches: bool) -> bytes:
+    """One ops batch of 4 KiB all_reduce records, as a rank's emitter would send it: naming
+    the world group by id (announced before), or listing its members as older ranks did."""
     n = len(seq)
     cols = {
         "id": array("q", seq), "op": array("B", [protocol.OP_CODE["all_reduce"]] * n),
@@ -38,34 +40,50 @@ def encode_all_reduce(rank: int, world: int, seq: range, t_start: list[int],
         "dtype": array("B", [0] * n), "flags": array("B", [0] * n),
         "t_start": array("q", t_start), "t_end": array("q", t_end), "site": array("I", [0] * n),
     }
-    return protocol.encode_ops(rank, {k: v.tobytes() for k, v in cols.items()},
-                               [[0, "0", list(range(world))]], [[0, "train.py", 42]])
+    groups = [[0, "0", list(range(world))]] if groups_in_batches else []
+    return protocol.encode_ops(rank, {k: v.tobytes() for k, v in cols.items()}, groups,
+                               [[0, "train.py", 42]])
 
 
-def make_batches(rank: int, world: int, events: int, batch: int) -> list[bytes]:
-    """Encoded op batches of one rank: all_reduce seq 1..events/world."""
+def make_batches(rank: int, world: int, events: int, batch: int,
+                 groups_in_batches: bool = False) -> list[bytes]:
+    """Encoded messages of one rank: the world group's ``grp`` (unless every batch lists it),
+    then op batches of all_reduce seq 1..events/world."""
     per_rank = events // world
     t = 1_700_000_000_000_000_000
-    out = []
+    out = [] if groups_in_batches else [
+        protocol.encode_groups(rank, [[0, "0", list(range(world))]])]
     for first in range(0, per_rank, batch):
         seq = range(first + 1, min(first + batch, per_rank) + 1)
         # rank r arrives r ns into its slot; every rank's op ends after the last arrival
         slot = 10 * (world + 500)
         out.append(encode_all_reduce(rank, world, seq, [t + s * slot + rank for s in seq],
-                                     [t + s * slot + world + 500 for s in seq]))
+                                     [t + s * slot + world + 500 for s in seq],
+                                     groups_in_batches))
     return out
 
 
-def sender(addr: str, rank: int, world: int, events: int, batch: int, go: mp.Event) -> None:
-    batches = make_batches(rank, world, events, batch)
+def sender(addr: str, ranks: range, world: int, events: int, batch: int,
+           groups_in_batches: bool, ready: mp.Semaphore, go: mp.Event) -> None:
+    """Plays ``ranks``, each on its own socket as a rank's emitter is: their messages are
+    sent in turn (every rank's first, then every rank's second...), as ranks that wait for
+    one another in their collectives send them."""
+    per_rank = [make_batches(r, world, events, batch, groups_in_batches) for r in ranks]
     ctx = zmq.Context()
-    sock = ctx.socket(zmq.PUSH)
-    sock.setsockopt(zmq.SNDHWM, 100_000)
-    sock.connect(addr)
+    socks = []
+    for _ in ranks:
+        sock = ctx.socket(zmq.PUSH)
+        sock.setsockopt(zmq.SNDHWM, 100_000)
+        sock.connect(addr)
+        socks.append(sock)
+    ready.release()
     go.wait()
-    for data in batches:
-        sock.send(data)  # blocking: the benchmark measures the receiver, so nothing is dropped
-    sock.close(linger=-1)
+    for i in range(max(map(len, per_rank))):
+        for sock, messages in zip(socks, per_rank):
+            if i < len(messages):
+                sock.send(messages[i])  # blocking: the benchmark measures the receiver
+    for sock in socks:
+        sock.close(linger=-1)
     ctx.term()
 
 
@@ -75,6 +93,13 @@ def main() -> None:
     p.add_argument("--batch", type=int, default=1024)
     p.add_argument("--ranks", type=int, default=4)
     p.add_argument("--diagnose", action="store_true", help="with the live diagnosis")
+    p.add_argument("--procs", type=int, default=8,
+                   help="sender processes, each playing every PROCS-th rank (default 8)")
+    p.add_argument("--round", type=int, default=20_000, metavar="N",
+                   help="messages taken in per round at most (default: as a viewing session, "
+                        "whose rounds grow with what waited while it was busy)")
+    p.add_argument("--groups-in-batches", action="store_true",
+                   help="every batch lists its group's members (ranks before ``grp`` did)")
     args = p.parse_args()
     receiver = Receiver("tcp://127.0.0.1:*")
     model = Model()
@@ -82,19 +107,22 @@ def main() -> None:
     next_diagnosis = 0.0
     findings = 0
     ctx = mp.get_context("fork")
-    go = ctx.Event()
-    procs = [ctx.Process(target=sender, args=(receiver.addr, r, args.ranks, args.events,
-                                              args.batch, go)) for r in range(args.ranks)]
+    go, ready = ctx.Event(), ctx.Semaphore(0)
+    procs = [ctx.Process(target=sender, args=(receiver.addr, range(i, args.ranks, args.procs),
+                                              args.ranks, args.events, args.batch,
+                                              args.groups_in_batches, ready, go))
+             for i in range(min(args.procs, args.ranks))]
     for proc in procs:
         proc.start()
-    time.sleep(1.0)  # senders encode their batches before the clock starts
+    for _ in procs:  # every sender has encoded its messages and connected: start the clock
+        ready.acquire()
     expected = (args.events // args.ranks) * args.ranks
     go.set()
     t0 = time.perf_counter()
     decode_s = 0.0
     while model.records < expected:
         d0 = time.perf_counter()
-        messages = receiver.drain(1000, max_messages=64)
+        messages = receiver.drain(1000, max_messages=args.round)
         d1 = time.perf_counter()
         model.apply(messages)
         decode_s += d1 - d0

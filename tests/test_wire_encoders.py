@@ -5,7 +5,7 @@ encoder's bytes must equal its msgpack bytes (the viewer reads what was sent bef
 import msgpack
 import numpy as np
 
-from commviz.rank.emitter import encode_batch
+from commviz.rank.emitter import encode_batch, encode_groups
 from commviz.rank.records import FIELDS
 from commviz.wire import clocksync, protocol
 
@@ -26,13 +26,14 @@ def _expected_ops(rank, records, groups, sites, inc, shift=0):
     columns["t_end"] = [t + shift if t >= 0 else t for t in columns["t_end"]]
     cols = {name: np.array(columns[name], protocol.COLUMN_DTYPES[name]).tobytes()
             for name in protocol.COLUMNS}
-    return msgpack.packb({"v": 1, "k": "ops", "rank": rank, "cols": cols, "groups": groups,
-                          "sites": sites, "inc": inc}, use_bin_type=True)
+    msg = {"v": 1, "k": "ops", "rank": rank, "cols": cols,
+           **({"groups": groups} if groups else {}), "sites": sites, "inc": inc}
+    return msgpack.packb(msg, use_bin_type=True)
 
 
 def test_a_small_batch_with_two_groups_two_sites_one_in_flight_and_a_clock_shift():
     records = [_record(0), _record(1, gid=3, site=1), _record(2, t_end=-1)]
-    data = encode_batch(5, records, GROUPS, SITES, inc=77, shift_ns=1_000)
+    data = encode_batch(5, records, SITES, inc=77, shift_ns=1_000, groups=GROUPS)
     assert data == _expected_ops(5, records, [[0, "0", [0, 1]], [3, "3", [1]]],
                                  [[0, "train.py", 7], [1, "train.py", 9]], 77, shift=1_000)
     batch = protocol.decode(data)
@@ -44,13 +45,32 @@ def test_a_large_batch_of_repeated_values_is_the_same_layout():
     records = [_record(i, site=1) for i in range(100)]
     for rec in records:  # every column but id, seq, t_start, t_end holds one value
         rec[10], rec[11] = T, T + 10
-    data = encode_batch(2, records, GROUPS, SITES, inc=9)
+    data = encode_batch(2, records, SITES, inc=9, groups=GROUPS)
     assert data == _expected_ops(2, records, [[0, "0", [0, 1]]], [[1, "train.py", 9]], 9)
     assert len(protocol.decode(data)) == 100
 
 
+def test_a_batch_names_its_groups_by_id_unless_given_their_members():
+    records = [_record(0), _record(1, gid=3)]
+    data = encode_batch(4, records, SITES, inc=5)
+    assert data == _expected_ops(4, records, [], [[0, "train.py", 7]], 5)
+    batch = protocol.decode(data)
+    assert batch.groups == {} and batch.cols["gid"].tolist() == [0, 3]
+
+
+def test_groups_are_announced_in_grp_messages_split_by_members():
+    data = encode_groups(6, GROUPS, [3, 0], inc=11)
+    assert data == [msgpack.packb({"v": 1, "k": "grp", "rank": 6,
+                                   "groups": [[3, "3", [1]], [0, "0", [0, 1]]], "inc": 11},
+                                  use_bin_type=True)]
+    assert protocol.decode(data[0]) == protocol.Groups(6, {3: ("3", (1,)), 0: ("0", (0, 1))}, 11)
+    big = {g: (str(g), list(range(protocol.GROUP_MEMBERS_MAX // 2))) for g in range(3)}
+    parts = [protocol.decode(m) for m in encode_groups(0, big, [0, 1, 2])]
+    assert [sorted(p.groups) for p in parts] == [[0, 1], [2]]
+
+
 def test_a_batch_with_no_incarnation_leaves_it_out():
-    data = encode_batch(0, [_record(0)], GROUPS, SITES)
+    data = encode_batch(0, [_record(0)], SITES)
     assert "inc" not in msgpack.unpackb(data)
 
 

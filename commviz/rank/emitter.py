@@ -20,7 +20,7 @@ import threading
 import time
 import weakref
 from array import array
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from itertools import compress
 from typing import Any
 
@@ -52,26 +52,46 @@ TOPOLOGY_EVERY_S = 10.0  # the GPU topology is repeated so that a late viewer le
 _ARRAY_CODES = {"<i8": "q", "u1": "B", "<u4": "I", "<i4": "i"}
 _COLUMN_CODES = [(name, _ARRAY_CODES[dt]) for name, dt in protocol.COLUMNS.items()]
 _REPEAT_FROM = 64  # records in a batch from which _column_bytes looks for repeated values
+_GID_OF = operator.itemgetter(GID)
 
 
 KEYS_HINT = "COMMVIZ_KEYS, or COMMVIZ_SERVER_KEY and COMMVIZ_CLIENT_KEY; see docs/nodes.md"
 
 
-def encode_batch(rank: int, records: list[list], groups: Any, sites: Any, inc: int = 0,
-                 shift_ns: int = 0) -> bytes:
-    """Records -> one ``ops`` message, with the rows of the groups and sites they name.
+def encode_batch(rank: int, records: list[list], sites: Any, inc: int = 0, shift_ns: int = 0,
+                 groups: Any = None) -> bytes:
+    """Records -> one ``ops`` message, with the rows of the sites they name.
 
-    ``groups[gid]`` is (name, ranks) and ``sites[sid]`` (file, line): a dict or a list indexed
-    by id. ``shift_ns`` moves the times (test-only: see commviz/wire/nodes.py). The records are
-    transposed into columns in one C-level pass: this runs on the rank's GIL.
+    ``sites[sid]`` is (file, line): a dict or a list indexed by id. The batch names its groups
+    by id, announced apart (``encode_groups``); ``groups`` (gid -> (name, ranks)) puts their
+    rows in the batch instead, as ranks before ``grp`` did. ``shift_ns`` moves the times
+    (test-only: see commviz/wire/nodes.py). The records are transposed into columns in one
+    C-level pass: this runs on the rank's GIL.
     """
     columns = list(zip(*records))
     if shift_ns:
         columns[T_START] = tuple(t + shift_ns for t in columns[T_START])
         columns[T_END] = tuple(t + shift_ns if t >= 0 else t for t in columns[T_END])
     cols = {name: _column_bytes(code, col) for (name, code), col in zip(_COLUMN_CODES, columns)}
-    return protocol.encode_ops(rank, cols, [[gid, *groups[gid]] for gid in set(columns[GID])],
-                               [[sid, *sites[sid]] for sid in set(columns[SITE])], inc)
+    rows = [] if groups is None else [[gid, *groups[gid]] for gid in set(columns[GID])]
+    return protocol.encode_ops(rank, cols, rows, [[sid, *sites[sid]] for sid in set(columns[SITE])],
+                               inc)
+
+
+def encode_groups(rank: int, groups: Any, gids: Iterable[int], inc: int = 0) -> list[bytes]:
+    """The ``grp`` messages announcing ``gids`` (``groups[gid]`` is (name, ranks)), split so
+    that none lists more than protocol.GROUP_MEMBERS_MAX members."""
+    out, rows, members = [], [], 0
+    for gid in gids:
+        name, ranks = groups[gid]
+        if rows and members + len(ranks) > protocol.GROUP_MEMBERS_MAX:
+            out.append(protocol.encode_groups(rank, rows, inc))
+            rows, members = [], 0
+        rows.append([gid, name, list(ranks)])
+        members += len(ranks)
+    if rows:
+        out.append(protocol.encode_groups(rank, rows, inc))
+    return out
 
 
 def _column_bytes(code: str, col: tuple) -> bytes:
@@ -103,6 +123,7 @@ class _Link:
         self._sock = sock
         self.connected = False
         self.ever_connected = False
+        self.handshakes = 0  # connections made: a new one may be a viewer started again
         self.refused = False  # no viewer there, or one that will not hear this rank
         self.denied = False   # a viewer there refused this rank's keys (or their absence)
         self._since = time.monotonic()
@@ -115,6 +136,7 @@ class _Link:
                 return
             if event == zmq.EVENT_HANDSHAKE_SUCCEEDED:
                 self.connected, self.refused, self.ever_connected = True, False, True
+                self.handshakes += 1
             elif event == zmq.EVENT_DISCONNECTED:
                 self.connected, self._since = False, time.monotonic()
             elif event == zmq.EVENT_CONNECT_RETRIED and not self.connected:
@@ -180,6 +202,8 @@ class Emitter:
         self.pollers: list[Callable[[], object]] = []
         self._watching: list[list] = []
         self._announced: set[int] = set()
+        self._told: dict[int, Any] = {}  # gid -> the groups' entry as announced (``grp``)
+        self._told_when = (0.0, 0)  # (monotonic time, link handshakes) of the last retelling
         self._topology_sent: tuple[str, float] | None = None  # (device, monotonic time)
         self._dormant = False  # a forked child's copy, until it has something to send
         self._wake_lock = threading.Lock()
@@ -216,6 +240,7 @@ class Emitter:
             return
         self.queue.clear()  # in place: the hooks hold its append method
         self._watching, self._announced = [], set()
+        self._told, self._told_when = {}, (0.0, 0)
         self._topology_sent = None
         self.dropped = self.sent = 0
         self._wake_lock = threading.Lock()  # a new one: the parent's may have been held
@@ -269,6 +294,7 @@ class Emitter:
                             and self._heartbeat(sock, telemetry) is not None):
                         next_beat = time.monotonic() + protocol.HEARTBEAT_S
                         tick = TICK_S
+                        self._retell_groups(sock, link)
                     self._flush(sock, final=False)
                     self._flush_phases(sock)
                 except Exception:  # never let a bad record stop reporting: drop and go on
@@ -298,11 +324,18 @@ class Emitter:
             ctx.term()
 
     def _send(self, sock: zmq.Socket, data: bytes, records: int) -> None:
+        if self._try_send(sock, data):
+            self.sent += records
+        else:
+            self.dropped += records
+
+    @staticmethod
+    def _try_send(sock: zmq.Socket, data: bytes) -> bool:
         try:
             sock.send(data, zmq.NOBLOCK)
-            self.sent += records
+            return True
         except zmq.Again:
-            self.dropped += records
+            return False
 
     def _flush(self, sock: zmq.Socket, final: bool) -> None:
         """Send the records that are finished, and announce those running for a while.
@@ -329,10 +362,32 @@ class Emitter:
                 ready += self._in_flight(self._watching)
         if self._announced:  # completed records need no more announcing
             self._announced.difference_update(rec[ID] for rec in ready if rec[T_END] >= 0)
+        self._tell_groups(sock, ident[0], set(map(_GID_OF, ready)))
         for i in range(0, len(ready), protocol.MAX_BATCH):
             chunk = ready[i:i + protocol.MAX_BATCH]
-            self._send(sock, encode_batch(ident[0], chunk, self.groups, self.sites, self._inc,
-                                          self._shift), len(chunk))
+            self._send(sock, encode_batch(ident[0], chunk, self.sites, self._inc, self._shift),
+                       len(chunk))
+
+    def _tell_groups(self, sock: zmq.Socket, rank: int, gids: Iterable[int]) -> None:
+        """Announce the groups of ``gids`` not announced yet, before the batches naming them;
+        one whose announcement could not be sent is tried again with the next batch."""
+        told, groups = self._told, self.groups
+        new = [gid for gid in gids if told.get(gid) is not groups[gid]]
+        if new and all(self._try_send(sock, data)
+                       for data in encode_groups(rank, groups, new, self._inc)):
+            told.update((gid, groups[gid]) for gid in new)
+
+    def _retell_groups(self, sock: zmq.Socket, link: _Link) -> None:
+        """Every GROUPS_EVERY_S, and after every new connection (a viewer started again),
+        the groups announced so far again: a viewer that missed them learns them."""
+        when, handshakes = self._told_when
+        if not self._told or (handshakes == link.handshakes
+                              and time.monotonic() - when < protocol.GROUPS_EVERY_S):
+            return
+        ident = self._identity()
+        for data in encode_groups(ident[0], self.groups, list(self._told), self._inc):
+            self._try_send(sock, data)
+        self._told_when = (time.monotonic(), link.handshakes)
 
     def _flush_phases(self, sock: zmq.Socket) -> None:
         """Send the phases that ended since the last tick (dropped, uncounted, if none listens)."""

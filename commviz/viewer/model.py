@@ -75,6 +75,17 @@ ID_JOB_SHIFT = 48
 
 _ROW_FIELDS = ("rank", "id", "op", "parent", "gkey", "seq", "peer", "bytes_in", "bytes_out",
                "dtype", "flags", "t_start", "t_end", "site")
+_COLUMNS = tuple(protocol.COLUMNS)
+
+
+class _Arrived(NamedTuple):
+    """A batch, with what was true of its process when it came (Model._arrived)."""
+
+    batch: protocol.OpBatch
+    job: int
+    shift_ns: int
+    gkeys: dict[int, int]  # its group ids -> Model.groups indexes
+    sites: dict[int, int]  # its site ids -> Model.sites indexes
 
 
 @dataclass
@@ -253,7 +264,8 @@ class Model:
         # (the live diagnosis reports them)
         self.failed = 0
         self.evicted = 0
-        self._coll = _empty_rows()
+        self._coll = _empty_rows()  # sorted by (group, seq): see _match_collectives
+        self._coll_key = np.zeros(0, np.int64)
         self._p2p = _empty_rows()
         # per rank: rows of op code, t_start, t_ready, t_end (int64) and how many are used
         self._lanes: dict[int, tuple[np.ndarray, int]] = {}
@@ -273,19 +285,19 @@ class Model:
     # ---- messages -------------------------------------------------------------------
     def apply(self, messages: Iterable[protocol.Message]) -> None:
         """Apply one drain round of messages; records are matched once for the round."""
-        batches = []
+        batches: list[_Arrived] = []
         for msg in messages:
             if isinstance(msg, protocol.OpBatch):
                 state = self._state_of(msg.rank, msg.inc)
                 if state is not None:
-                    batches.append(self._rows_of(msg, state))
+                    batches.append(self._arrived(msg, state))
                 else:
                     self._hold(msg)
             elif isinstance(msg, protocol.Heartbeat):
                 state = self._heartbeat(msg)
                 held = self._unheard.pop((msg.rank, msg.inc), [])
                 self._unheard_records -= sum(map(len, held))
-                batches += [self._rows_of(b, state) for b in held]
+                batches += [self._arrived(b, state) for b in held]
             elif isinstance(msg, protocol.Bye):
                 state = self._state_of(msg.rank, msg.inc)
                 if state is not None:  # a goodbye of a process never heard says nothing
@@ -307,8 +319,7 @@ class Model:
                     self.gpu_topology[msg.rank] = msg
                     self._gpu_links = None
         if batches:
-            rows = {k: np.concatenate([b[k] for b in batches]) for k in _ROW_FIELDS}
-            self._apply_rows(rows)
+            self._apply_rows(self._rows_of(batches))
 
     def process_ended(self, rank: int, code: int) -> None:
         """The launcher says rank ``rank``'s process ended with ``code`` (a demo's, or what a
@@ -598,25 +609,39 @@ class Model:
             self.sites.append(site)
         return key
 
-    def _rows_of(self, batch: protocol.OpBatch, state: RankState) -> dict[str, np.ndarray]:
-        cols = batch.cols
-        n = len(batch)
+    def _arrived(self, batch: protocol.OpBatch, state: RankState) -> _Arrived:
+        """What is true of a batch's process as the batch comes: its job, its clock's shift,
+        the model's keys of the groups and sites its ids name."""
         state.last_seen = self.clock()
         job = state.job or max(len(self.jobs), 1)  # no heartbeat yet: the newest job's
-        rows = {"rank": np.full(n, batch.rank, dtype=np.int64)}
+        return _Arrived(batch, job, self._offset_ns(state),
+                        {g: self._gkey(job, *v) for g, v in batch.groups.items()},
+                        {s: self._site(v) for s, v in batch.sites.items()})
+
+    def _rows_of(self, arrived: list[_Arrived]) -> dict[str, np.ndarray]:
+        """The rows of a round's batches: one numpy pass per column for all of them, since at
+        a thousand ranks a round holds hundreds of small batches."""
+        batches = [a.batch for a in arrived]
+        lengths = np.fromiter(map(len, batches), np.int64, len(batches))
+
+        def each(values: Iterable[int]) -> np.ndarray:  # one value per batch -> per row
+            return np.repeat(np.fromiter(values, np.int64, len(batches)), lengths)
+
+        cols = ({name: np.concatenate([b.cols[name] for b in batches]) for name in _COLUMNS}
+                if len(batches) > 1 else batches[0].cols)
+        rows = {"rank": each(b.rank for b in batches)}
         for name in ("id", "seq", "bytes_in", "bytes_out", "t_start", "t_end"):
             rows[name] = cols[name].astype(np.int64)
-        rows["id"] += job << ID_JOB_SHIFT
-        shift = self._offset_ns(state)
-        if shift:  # onto the viewer's clock; t_end -1 (in flight) stays -1
+        rows["id"] += each(a.job for a in arrived) << ID_JOB_SHIFT
+        if any(a.shift_ns for a in arrived):  # onto the viewer's clock; t_end -1 stays -1
+            shift = each(a.shift_ns for a in arrived)
             rows["t_start"] -= shift
             rows["t_end"] = np.where(rows["t_end"] >= 0, rows["t_end"] - shift, -1)
         for name in ("op", "parent", "dtype", "flags"):
             rows[name] = cols[name]
         rows["peer"] = cols["peer"].astype(np.int64)
-        rows["gkey"] = _translate(cols["gid"], {g: self._gkey(job, *v)
-                                                for g, v in batch.groups.items()})
-        rows["site"] = _translate(cols["site"], {s: self._site(v) for s, v in batch.sites.items()})
+        rows["gkey"] = _translate(cols["gid"], lengths, [a.gkeys for a in arrived])
+        rows["site"] = _translate(cols["site"], lengths, [a.sites for a in arrived])
         return rows
 
     def _apply_rows(self, rows: dict[str, np.ndarray]) -> None:
@@ -638,7 +663,7 @@ class Model:
                                 rows["t_end"][failed])
         p2p = _P2P_CODES[rows["op"]]
         self._p2p = self._match_p2p(_concat(self._p2p, _take(rows, p2p)))
-        self._coll = self._match_collectives(_concat(self._coll, _take(rows, ~p2p)))
+        self._match_collectives(_take(rows, ~p2p))
 
     def _note_inflight(self, rows: dict[str, np.ndarray]) -> None:
         sizes = self.sizes_of(rows)
@@ -652,18 +677,26 @@ class Model:
                 self.site_of(site))
 
     def _count_per_rank(self, rows: dict[str, np.ndarray]) -> None:
+        """Each rank's counters and its latest op, from one sort of the round's rows."""
         ranks = rows["rank"]
-        for r in np.unique(ranks).tolist():
-            mine = ranks == r
+        # by rank, then t_end; of equal t_end the earliest row last: argmax's choice
+        order = np.lexsort((-np.arange(len(ranks)), rows["t_end"], ranks))
+        by_rank = ranks[order]
+        starts = np.flatnonzero(np.r_[True, by_rank[1:] != by_rank[:-1]])
+        last = order[np.r_[starts[1:], len(order)] - 1]
+        counts = np.diff(np.r_[starts, len(order)])
+        sums_in = np.add.reduceat(rows["bytes_in"][order], starts)
+        sums_out = np.add.reduceat(rows["bytes_out"][order], starts)
+        for r, n, b_in, b_out, op, seq, peer, t_end in zip(
+                by_rank[starts].tolist(), counts.tolist(), sums_in.tolist(), sums_out.tolist(),
+                *(rows[k][last].tolist() for k in ("op", "seq", "peer", "t_end"))):
             state = self._rank(r)
-            state.ops += int(mine.sum())
-            state.bytes_in += int(rows["bytes_in"][mine].sum())
-            state.bytes_out += int(rows["bytes_out"][mine].sum())
-            last = int(np.flatnonzero(mine)[np.argmax(rows["t_end"][mine])])
-            if rows["t_end"][last] >= state.last_end_ns:
-                state.last_op = protocol.OPS[rows["op"][last]]
-                state.last_seq, state.last_peer = int(rows["seq"][last]), int(rows["peer"][last])
-                state.last_end_ns = int(rows["t_end"][last])
+            state.ops += n
+            state.bytes_in += b_in
+            state.bytes_out += b_out
+            if t_end >= state.last_end_ns:
+                state.last_op = protocol.OPS[op]
+                state.last_seq, state.last_peer, state.last_end_ns = seq, peer, t_end
 
     def _sizes(self, rows: dict[str, np.ndarray], n: np.ndarray) -> np.ndarray:
         op = rows["op"]
@@ -672,22 +705,46 @@ class Model:
                                  np.maximum(rows["bytes_in"], rows["bytes_out"])))
         return np.where(_SIZE_TIMES_N[op], base * n, base)
 
-    def _match_collectives(self, rows: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        total = len(rows["rank"])
-        if not total:
-            return rows
-        key = (rows["gkey"] << 40) | rows["seq"]  # seq < 2**40, groups < 2**23
-        order = np.argsort(key, kind="stable")
-        rows, key = _take(rows, order), key[order]
-        g = rows["gkey"]
-        starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
-        counts = np.diff(np.r_[starts, total])
-        n = self._group_sizes[g[starts]]
+    def _match_collectives(self, new: dict[str, np.ndarray]) -> None:
+        """Merge a round's collective rows into those waiting, and take out the instances
+        they complete.
+
+        What waits is kept sorted by (group, seq), in arrival order within each: a round
+        sorts only its own rows and inserts them, and only the instances it touched can have
+        completed, so it costs a pass over what waits rather than a sort of it (at a thousand
+        ranks, a hundred thousand rows wait for the slowest rank).
+        """
+        if not len(new["rank"]):
+            return
+        new_key = (new["gkey"] << 40) | new["seq"]  # seq < 2**40, groups < 2**23
+        order = np.argsort(new_key, kind="stable")
+        new, new_key = _take(new, order), new_key[order]
+        if len(self._coll_key):
+            at = np.searchsorted(self._coll_key, new_key, side="right")
+            rows = {k: np.insert(v, at, new[k]) for k, v in self._coll.items()}
+            key = np.insert(self._coll_key, at, new_key)
+        else:
+            rows, key = new, new_key
+        touched = np.unique(new_key)
+        lo = np.searchsorted(key, touched, side="left")
+        counts = np.searchsorted(key, touched, side="right") - lo
+        n = self._group_sizes[touched >> 40]
         complete = counts >= n
         if complete.any():
-            self._emit_instances(rows, starts, counts, complete, n)
-        keep = np.repeat(~complete, counts)
-        return self._bounded(_take(rows, keep))
+            counts, n = counts[complete], n[complete]
+            members = np.repeat(lo[complete] - np.r_[0, np.cumsum(counts)[:-1]], counts) \
+                + np.arange(int(counts.sum()))
+            self._emit_instances(_take(rows, members), np.r_[0, np.cumsum(counts)[:-1]],
+                                 counts, np.ones(len(counts), bool), n)
+            keep = np.ones(len(key), bool)
+            keep[members] = False
+            rows, key = _take(rows, keep), key[keep]
+        extra = len(key) - PENDING_MAX
+        if extra > 0:
+            self.evicted += extra
+            kept = np.sort(np.argsort(rows["t_end"], kind="stable")[extra:])
+            rows, key = _take(rows, kept), key[kept]
+        self._coll, self._coll_key = rows, key
 
     def _emit_instances(self, rows: dict[str, np.ndarray], starts: np.ndarray,
                         counts: np.ndarray, complete: np.ndarray, n: np.ndarray) -> None:
@@ -881,14 +938,18 @@ def _concat(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> dict[str, np.
     return {k: np.concatenate([a[k], b[k]]) for k in a}
 
 
-def _translate(codes: np.ndarray, mapping: dict[int, int]) -> np.ndarray:
-    """Map a batch's local table indexes to the model's global ones."""
-    if len(mapping) == 1:
-        return np.full(len(codes), next(iter(mapping.values())), dtype=np.int64)
-    keys = np.fromiter(mapping, dtype=np.int64)
-    values = np.fromiter(mapping.values(), dtype=np.int64)
+def _translate(codes: np.ndarray, lengths: np.ndarray,
+               mappings: list[dict[int, int]]) -> np.ndarray:
+    """Map each batch's own table indexes (``codes``, the batches' rows one after another,
+    ``lengths`` of them each) to the model's global ones, through each batch's mapping."""
+    if all(len(m) == 1 for m in mappings):  # the usual batch: one group, one call site
+        return np.repeat(np.fromiter((next(iter(m.values())) for m in mappings), np.int64,
+                                     len(mappings)), lengths)
+    keys = np.fromiter((i << 32 | k for i, m in enumerate(mappings) for k in m), np.int64)
+    values = np.fromiter((v for m in mappings for v in m.values()), np.int64)
     order = np.argsort(keys)
-    return values[order][np.searchsorted(keys[order], codes.astype(np.int64))]
+    wanted = np.repeat(np.arange(len(mappings), dtype=np.int64) << 32, lengths) | codes
+    return values[order][np.searchsorted(keys[order], wanted)]
 
 
 def _positions_by_value(values: np.ndarray) -> list[tuple[int, np.ndarray]]:

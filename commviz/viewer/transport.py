@@ -1,7 +1,8 @@
 """The viewer's end of the event channel: a bound PULL socket drained in batches.
 
-Every message is decoded and validated here; anything malformed is counted and dropped,
-so nothing a peer sends can crash the viewer or corrupt the model. Beside it, at the event
+Every message is decoded and validated here, and the group ids of its batches resolved
+(``groups.py``); anything malformed is counted and dropped, so nothing a peer sends can crash
+the viewer or corrupt the model. Beside it, at the event
 port + 1, the clock channel answers the ranks' round trips (``commviz/wire/clocksync.py``). An
 address other hosts can reach is bound only with CURVE keys (``commviz/wire/keys.py``): a ZAP
 authenticator then drops every peer without an accepted key before it is read.
@@ -16,6 +17,7 @@ from pathlib import Path
 
 import zmq
 
+from commviz.viewer.groups import GroupTables
 from commviz.wire import keys as keys_
 from commviz.wire import protocol
 from commviz.wire.clocksync import ClockServer, clock_addr
@@ -75,6 +77,7 @@ class Receiver:
         self.received = 0
         self.rejected = 0
         self.reject_reasons: Counter[str] = Counter()
+        self.groups = GroupTables(self._reject)
 
     @staticmethod
     def _server_keys(bind: str, keys: str | Path | None) -> keys_.ServerKeys | None:
@@ -116,7 +119,8 @@ class Receiver:
         out: list[protocol.Message] = []
         if not self._sock.poll(timeout_ms):
             return out
-        recv = self._sock.recv
+        recv, decode = self._sock.recv, protocol.decode
+        batches: list[int] = []  # where the op batches are in ``out``
         for _ in range(max_messages):
             try:
                 data = recv(zmq.NOBLOCK, copy=True)
@@ -124,11 +128,24 @@ class Receiver:
                 break
             self.received += 1
             try:
-                out.append(protocol.decode(data))
+                msg = decode(data, columns=False)
             except protocol.ProtocolError as exc:
-                self.rejected += 1
-                self.reject_reasons[str(exc).split(":")[0][:80]] += 1
-        return out
+                self._reject(_reason(exc), 1)
+                continue
+            if type(msg) is protocol.OpBatch:
+                batches.append(len(out))
+            out.append(msg)
+        bad = protocol.check_columns([out[i] for i in batches])  # type: ignore[misc]
+        if bad:
+            for why in bad.values():
+                self._reject(_reason(why), 1)
+            drop = {batches[i] for i in bad}
+            out = [msg for i, msg in enumerate(out) if i not in drop]
+        return self.groups.resolve(out)
+
+    def _reject(self, reason: str, messages: int) -> None:
+        self.rejected += messages
+        self.reject_reasons[reason] += messages
 
     def close(self) -> None:
         if self.clock is not None:
@@ -137,3 +154,8 @@ class Receiver:
             self._auth.stop()
         self._sock.close(linger=0)
         self._ctx.term()
+
+
+def _reason(error: Exception | str) -> str:
+    """What a rejection is counted under: the message's words before any detail."""
+    return str(error).split(":")[0][:80]

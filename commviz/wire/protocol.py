@@ -6,7 +6,9 @@ Every ZeroMQ message is one msgpack map with ``v`` (the version) and ``k`` (the 
 * ``ops``: a columnar batch of operation records from one rank;
 * ``bye``: the rank is exiting normally;
 * ``ph``: compute phases the program marked with ``commviz.phase(name)``;
-* ``topo``: the local GPUs of the rank's host and their links (NVLink, PCIe), from NVML.
+* ``topo``: the local GPUs of the rank's host and their links (NVLink, PCIe), from NVML;
+* ``grp``: the members of the process groups an incarnation's batches name by id: sent once
+  when a group is first used and again every ``GROUPS_EVERY_S``, so a late viewer learns them.
 
 Every message of a rank process may carry ``inc``, the process' incarnation id (random,
 fixed for its life), and its heartbeat ``job``, what the ranks of one job share (their
@@ -15,17 +17,22 @@ rank numbers. Both are additive in version 1: without them the viewer goes by ra
 
 Op batches are columnar (each column one little-endian byte string) so that both sides
 stay cheap: the rank packs them off its hot path, the viewer decodes them with
-``numpy.frombuffer`` and validates whole columns at once. ``docs/protocol.md`` is the
-human-readable description; this module is the reference. Never pickle.
+``numpy.frombuffer`` and validates whole columns at once. Every other field is checked by
+msgspec's typed decoding (the ``_Wire*`` structs below, with their constraints) in C, before
+any of it reaches the viewer. ``docs/protocol.md`` is the human-readable description; this
+module is the reference. Never pickle.
 """
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Annotated, Any, Literal, NamedTuple
 
 import msgpack
+import msgspec
 import numpy as np
+from msgspec import Meta
 
 VERSION = 1
 MAX_MESSAGE_BYTES = 8 * 1024 * 1024
@@ -74,11 +81,13 @@ FLAG_GPU_TIME = 32      # CUDA tensors through NCCL: t_end is when a CUDA event 
 
 PHASE_NAME_MAX = 64     # characters of a phase's name
 GPUS_MAX = 64           # GPUs of one host in a ``topo`` message
-GPU_LEVELS = frozenset({"", "INTERNAL", "PIX", "PXB", "PHB", "NODE", "SYS"})
+GpuLevel = Literal["", "INTERNAL", "PIX", "PXB", "PHB", "NODE", "SYS"]  # how two GPUs are linked
 PHASE_DEPTH_MAX = 255   # nesting depth of a phase
 CLOCK_SAMPLES_MAX = 16  # clock round trips in one heartbeat
 INC_MAX = 1 << 63       # incarnation ids are in [1, INC_MAX); 0 stands for "not sent"
 JOB_KEY_MAX = 256       # characters of a heartbeat's ``job``
+GROUPS_EVERY_S = 10.0   # an incarnation repeats its ``grp`` tables this often
+GROUP_MEMBERS_MAX = 1 << 20  # member entries in one ``grp`` message (about 5 MiB at most)
 
 # Columns of an ``ops`` batch: name -> numpy dtype. t_end == -1 marks an op still in flight
 # (sent when an op has run longer than one emitter tick; its completed record follows
@@ -126,10 +135,21 @@ def unpack_small(data: bytes, max_bytes: int, max_str_len: int) -> dict | None:
 
 def encode_ops(rank: int, columns: dict[str, bytes], groups: list[list[Any]],
                sites: list[list[Any]], inc: int = 0) -> bytes:
-    """Encode one batch. ``groups`` rows: [gid, name, [ranks]]; ``sites``: [sid, file, line];
-    ``inc``: the sender's incarnation id (0: none sent)."""
-    msg = {"v": VERSION, "k": "ops", "rank": rank, "cols": columns, "groups": groups,
-           "sites": sites}
+    """Encode one batch. ``groups`` rows: [gid, name, [ranks]], none for the groups announced
+    in ``grp`` messages; ``sites``: [sid, file, line]; ``inc``: the sender's incarnation id
+    (0: none sent)."""
+    msg = {"v": VERSION, "k": "ops", "rank": rank, "cols": columns}
+    if groups:
+        msg["groups"] = groups
+    msg["sites"] = sites
+    if inc:
+        msg["inc"] = inc
+    return pack(msg)
+
+
+def encode_groups(rank: int, groups: list[list[Any]], inc: int = 0) -> bytes:
+    """Encode a ``grp`` message: ``groups`` rows are [gid, name, [ranks]]."""
+    msg = {"v": VERSION, "k": "grp", "rank": rank, "groups": groups}
     if inc:
         msg["inc"] = inc
     return pack(msg)
@@ -141,6 +161,8 @@ class OpBatch:
 
     rank: int
     cols: dict[str, np.ndarray]
+    # the groups of its ``gid`` column: as the batch itself carried them (older ranks) or, once
+    # the viewer has resolved them (viewer/groups.py), as the sender announced them in ``grp``
     groups: dict[int, tuple[str, tuple[int, ...]]]
     sites: dict[int, tuple[str, int]]
     inc: int = 0  # the sending process' incarnation id, 0 if it sent none
@@ -203,101 +225,269 @@ class GpuTopology:
     inc: int = 0
 
 
-Message = OpBatch | Heartbeat | Bye | Phases | GpuTopology
+@dataclass(frozen=True)
+class Groups:
+    """A ``grp`` message: process groups by the ``gid`` the sender's batches name them with."""
+
+    rank: int
+    groups: dict[int, tuple[str, tuple[int, ...]]]
+    inc: int = 0
+
+
+Message = OpBatch | Heartbeat | Bye | Phases | GpuTopology | Groups
 
 TELEMETRY_KEYS = ("cpu_pct", "rss_bytes", "gpu_util_pct", "gpu_mem_used", "gpu_mem_total",
                    "gpu_power_w", "nvlink_tx_bps", "nvlink_rx_bps", "pcie_tx_bps",
                    "pcie_rx_bps")
 
 
-def decode(data: bytes) -> Message:
-    """Decode and validate one message, or raise ProtocolError. Never trusts the sender."""
+
+# ---- decoding: the wire forms, checked by msgspec as they are decoded ----------------------
+U63 = Annotated[int, Meta(ge=0, le=(1 << 63) - 1)]
+Rank = Annotated[int, Meta(ge=0, lt=MAX_RANKS)]
+Inc = Annotated[int, Meta(ge=1, le=INC_MAX - 1)]
+Text = Annotated[str, Meta(max_length=1 << 16)]
+Amount = Annotated[int, Meta(ge=0)] | Annotated[float, Meta(ge=0)] | None  # NaN fails ge
+Id = Annotated[int, Meta(ge=0, lt=1 << 32)]  # a group's or a call site's, as the columns hold
+GroupRow = tuple[Id, str, Annotated[list[Rank], Meta(min_length=1, max_length=MAX_RANKS)]]
+
+
+class _Wire(msgspec.Struct, tag_field="k", kw_only=True):  # kw_only: required after optional
+    v: int
+    rank: Rank
+    inc: Inc = 0  # defaults are not checked: 0 stands for "not sent"
+
+
+class _WireCols(msgspec.Struct, forbid_unknown_fields=True):
+    id: bytes
+    op: bytes
+    parent: bytes
+    gid: bytes
+    seq: bytes
+    peer: bytes
+    bytes_in: bytes
+    bytes_out: bytes
+    dtype: bytes
+    flags: bytes
+    t_start: bytes
+    t_end: bytes
+    site: bytes
+
+
+_COLUMN_BYTES = operator.attrgetter(*COLUMNS)  # a batch's columns, in COLUMNS order
+_DTYPES = list(COLUMN_DTYPES.values())
+_ITEM_SIZES = [dt.itemsize for dt in _DTYPES]
+
+
+class _WireOps(_Wire, tag="ops"):
+    cols: _WireCols
+    groups: list[GroupRow] = []
+    sites: list[tuple[Id, str, int]] = []
+
+
+class _WireTelemetry(msgspec.Struct):
+    cpu_pct: Amount = None
+    rss_bytes: Amount = None
+    gpu_util_pct: Amount = None
+    gpu_mem_used: Amount = None
+    gpu_mem_total: Amount = None
+    gpu_power_w: Amount = None
+    nvlink_tx_bps: Amount = None
+    nvlink_rx_bps: Amount = None
+    pcie_tx_bps: Amount = None
+    pcie_rx_bps: Amount = None
+
+
+class _WireHeartbeat(_Wire, tag="hb"):
+    world: Annotated[int, Meta(ge=1, le=MAX_RANKS)]
+    host: Text
+    pid: U63
+    backend: Text
+    device: Text
+    t_ns: U63
+    dropped: U63
+    tel: _WireTelemetry
+    clk: Annotated[list[tuple[U63, U63, U63, U63]], Meta(max_length=CLOCK_SAMPLES_MAX)] = []
+    job: Annotated[str, Meta(max_length=JOB_KEY_MAX)] = ""
+
+
+class _WireBye(_Wire, tag="bye"):
+    t_ns: U63
+    dropped: U63
+
+
+PhaseRow = tuple[Annotated[str, Meta(min_length=1, max_length=PHASE_NAME_MAX)],
+                 Annotated[int, Meta(ge=0, le=PHASE_DEPTH_MAX)], U63, U63]
+
+
+class _WirePhases(_Wire, tag="ph"):
+    spans: Annotated[list[PhaseRow], Meta(min_length=1, max_length=MAX_BATCH)]
+
+
+Short = Annotated[str, Meta(max_length=256)]
+
+
+class _WireTopology(_Wire, tag="topo"):
+    host: Text
+    gpu: int
+    gpus: Annotated[list[tuple[Annotated[int, Meta(ge=0, lt=GPUS_MAX)], Short, Short, Short]],
+                    Meta(max_length=GPUS_MAX)]
+    links: list[tuple[int, int, Annotated[int, Meta(ge=0, lt=256)],
+                      GpuLevel]]
+    note: Short
+
+
+class _WireGroups(_Wire, tag="grp"):
+    groups: Annotated[list[GroupRow], Meta(min_length=1)]
+
+
+_DECODER = msgspec.msgpack.Decoder(_WireOps | _WireHeartbeat | _WireBye | _WirePhases
+                                   | _WireTopology | _WireGroups)
+_VERSION_ONLY = msgspec.msgpack.Decoder(dict[str, Any])
+
+
+def decode(data: bytes, columns: bool = True) -> Message:
+    """Decode and validate one message, or raise ProtocolError. Never trusts the sender.
+    ``columns=False``: the values of an op batch's columns are left to ``check_columns``."""
     if len(data) > MAX_MESSAGE_BYTES:
         raise ProtocolError(f"message of {len(data)} bytes exceeds {MAX_MESSAGE_BYTES}")
     try:
-        msg = msgpack.unpackb(data, raw=False, strict_map_key=True, max_bin_len=MAX_MESSAGE_BYTES,
-                              max_str_len=1 << 16, max_array_len=MAX_BATCH * 4,
-                              max_map_len=64)
-    except Exception as exc:  # msgpack raises many types on garbage
-        raise ProtocolError(f"undecodable message: {type(exc).__name__}") from None
-    if not isinstance(msg, dict):
-        raise ProtocolError("message is not a map")
+        wire = _DECODER.decode(data)
+    except msgspec.ValidationError as exc:
+        raise ProtocolError(_why(data, str(exc))) from None
+    except msgspec.DecodeError:
+        raise ProtocolError("undecodable message") from None
+    if wire.v != VERSION:
+        raise ProtocolError(f"unsupported protocol version {wire.v!r}")
+    if type(wire) is _WireOps:
+        return _ops(wire, columns)
+    return _CONVERT[type(wire)](wire)
+
+
+def _why(data: bytes, error: str) -> str:
+    """What a message that msgspec refused got wrong: its version first (a message of another
+    version may have other fields), then its kind, then msgspec's own words."""
+    try:
+        msg = _VERSION_ONLY.decode(data)
+    except (msgspec.ValidationError, msgspec.DecodeError):
+        return "message is not a map"
     if msg.get("v") != VERSION:
-        raise ProtocolError(f"unsupported protocol version {msg.get('v')!r}")
-    kind = msg.get("k")
-    if kind == "ops":
-        return _decode_ops(msg)
-    if kind == "hb":
-        return _decode_heartbeat(msg)
-    if kind == "bye":
-        return Bye(_rank(msg), _int(msg, "t_ns"), _int(msg, "dropped"), _inc(msg))
-    if kind == "ph":
-        return _decode_phases(msg)
-    if kind == "topo":
-        return _decode_topology(msg)
-    raise ProtocolError(f"unknown message kind {kind!r}")
+        return f"unsupported protocol version {msg.get('v')!r}"
+    if "`$.k`" in error or "field `k`" in error:
+        return f"unknown message kind {msg.get('k')!r}"
+    what, _, where = error.partition(" - at `$.")
+    return f"malformed {msg.get('k')}: " + (f"field {where[:-1]!r}: {what}" if where else what)
 
 
-def _int(msg: dict, key: str, lo: int = 0, hi: int = 1 << 63) -> int:
-    value = msg.get(key)
-    if type(value) is not int or not lo <= value < hi:
-        raise ProtocolError(f"field {key!r} must be an int in [{lo}, {hi})")
-    return value
+def _groups(rows: list[GroupRow]) -> dict[int, tuple[str, tuple[int, ...]]]:
+    return {gid: (name, tuple(ranks)) for gid, name, ranks in rows}
 
 
-def _str(msg: dict, key: str) -> str:
-    value = msg.get(key)
-    if not isinstance(value, str):
-        raise ProtocolError(f"field {key!r} must be a string")
-    return value
+def _ops(wire: _WireOps, columns: bool = True) -> OpBatch:
+    bufs = _COLUMN_BYTES(wire.cols)
+    n = len(bufs[0]) // 8  # the id column's items
+    if not 0 < n <= MAX_BATCH or list(map(len, bufs)) != [n * size for size in _ITEM_SIZES]:
+        if not all(len(buf) % size == 0 for buf, size in zip(bufs, _ITEM_SIZES)):
+            raise ProtocolError("a column must be whole items of its type")
+        if len({len(buf) // size for buf, size in zip(bufs, _ITEM_SIZES)}) > 1:
+            raise ProtocolError("columns differ in length")
+        raise ProtocolError(f"batch must hold 1..{MAX_BATCH} records")
+    cols = dict(zip(COLUMNS, map(np.frombuffer, bufs, _DTYPES)))
+    sites = {sid: (file, line) for sid, file, line in wire.sites}
+    # a set of the few distinct ids: far cheaper than np.isin on a batch's small arrays
+    if not set(cols["site"].tolist()) <= sites.keys():
+        raise ProtocolError("op refers to a call site missing from the batch")
+    if columns:
+        _check_values(cols)
+    groups = _groups(wire.groups)
+    # a batch carries all its groups (as older ranks send) or none (announced in ``grp``)
+    if groups and not set(cols["gid"].tolist()) <= groups.keys():
+        raise ProtocolError("op refers to a group missing from the batch")
+    return OpBatch(wire.rank, cols, groups, sites, wire.inc)
 
 
-def _rank(msg: dict) -> int:
-    return _int(msg, "rank", 0, MAX_RANKS)
-
-
-def _inc(msg: dict) -> int:
-    """The optional incarnation id (additive in version 1): 0 when absent."""
-    return _int(msg, "inc", 1, INC_MAX) if "inc" in msg else 0
-
-
-def _job(msg: dict) -> str:
-    """A heartbeat's optional ``job`` (additive in version 1): "" when absent."""
-    if "job" not in msg:
-        return ""
-    job = _str(msg, "job")
-    if len(job) > JOB_KEY_MAX:
-        raise ProtocolError(f"field 'job' is longer than {JOB_KEY_MAX} characters")
-    return job
-
-
-def _decode_heartbeat(msg: dict) -> Heartbeat:
-    tel = msg.get("tel")
-    if not isinstance(tel, dict):
-        raise ProtocolError("field 'tel' must be a map")
-    telemetry: dict[str, float | None] = {}
-    for key in TELEMETRY_KEYS:
-        value = tel.get(key)
-        if value is not None and (type(value) not in (int, float) or value != value or value < 0):
-            raise ProtocolError(f"telemetry {key!r} must be a non-negative number or nil")
-        telemetry[key] = value
-    rank = _rank(msg)
-    world = _int(msg, "world", 1, MAX_RANKS + 1)
-    if rank >= world:
+def _heartbeat(wire: _WireHeartbeat) -> Heartbeat:
+    if not wire.rank < wire.world:
         raise ProtocolError("rank must be below world")
-    return Heartbeat(rank, world, _str(msg, "host"), _int(msg, "pid"), _str(msg, "backend"),
-                     _str(msg, "device"), _int(msg, "t_ns"), _int(msg, "dropped"), telemetry,
-                     _clock_samples(msg.get("clk", [])), _inc(msg), _job(msg))
+    tel = {key: getattr(wire.tel, key) for key in TELEMETRY_KEYS}
+    return Heartbeat(wire.rank, wire.world, wire.host, wire.pid, wire.backend, wire.device,
+                     wire.t_ns, wire.dropped, tel, tuple(wire.clk), wire.inc, wire.job)
 
 
-def _clock_samples(rows: Any) -> tuple[tuple[int, int, int, int], ...]:
-    """The optional ``clk`` field of a heartbeat (additive in version 1)."""
-    if not isinstance(rows, list) or len(rows) > CLOCK_SAMPLES_MAX or not all(
-            isinstance(row, list) and len(row) == 4
-            and all(type(t) is int and 0 <= t < 1 << 63 for t in row) for row in rows):
-        raise ProtocolError(f"field 'clk' must be a list of at most {CLOCK_SAMPLES_MAX} "
-                            "[t1, t2, t3, t4] rows of non-negative ints")
-    return tuple(tuple(row) for row in rows)
+def _bye(wire: _WireBye) -> Bye:
+    return Bye(wire.rank, wire.t_ns, wire.dropped, wire.inc)
+
+
+def _phases(wire: _WirePhases) -> Phases:
+    if any(t0 > t1 for _, _, t0, t1 in wire.spans):
+        raise ProtocolError("each phase must have t_start <= t_end")
+    return Phases(wire.rank, tuple(PhaseSpan(*row) for row in wire.spans), wire.inc)
+
+
+def _topology(wire: _WireTopology) -> GpuTopology:
+    n = len(wire.gpus)
+    if len(wire.links) > n * (n - 1) // 2 or not all(0 <= a < b < n for a, b, _, _ in wire.links):
+        raise ProtocolError("field 'links' must be [a, b, nvlinks, level] with a < b < GPUs")
+    if not -1 <= wire.gpu < n:
+        raise ProtocolError("field 'gpu' must be -1 or the index of one of the GPUs")
+    return GpuTopology(wire.rank, wire.host, wire.gpu, tuple(wire.gpus), tuple(wire.links),
+                       wire.note, wire.inc)
+
+
+def _groups_message(wire: _WireGroups) -> Groups:
+    if sum(len(ranks) for _, _, ranks in wire.groups) > GROUP_MEMBERS_MAX:
+        raise ProtocolError(f"a 'grp' message may list at most {GROUP_MEMBERS_MAX} members")
+    return Groups(wire.rank, _groups(wire.groups), wire.inc)
+
+
+_CONVERT = {_WireHeartbeat: _heartbeat, _WireBye: _bye, _WirePhases: _phases,
+            _WireTopology: _topology, _WireGroups: _groups_message}
+
+
+def check_columns(batches: list[OpBatch]) -> dict[int, str]:
+    """The batches (by index in ``batches``) holding a column value out of range, and why.
+
+    ``decode(..., columns=False)`` leaves this to be done for a whole drain at once: at a
+    thousand ranks a drain holds hundreds of small batches, and a check costs about the same
+    for 50 values as for 50,000. Only when something is wrong are they checked one by one.
+    """
+    if not batches:
+        return {}
+    try:
+        _check_values({name: np.concatenate([b.cols[name] for b in batches])
+                       for name in _CHECKED} if len(batches) > 1 else batches[0].cols)
+        return {}
+    except ProtocolError:
+        pass
+    bad = {}
+    for i, batch in enumerate(batches):
+        try:
+            _check_values(batch.cols)
+        except ProtocolError as exc:
+            bad[i] = str(exc)
+    return bad
+
+
+_CHECKED = ("op", "parent", "dtype", "seq", "peer", "bytes_in", "bytes_out", "t_start", "t_end")
+
+
+def _check_values(cols: dict[str, np.ndarray]) -> None:
+    """The columns' values, whole columns at a time (the group ids are checked where they are
+    resolved: they may name groups announced earlier, see viewer/groups.py)."""
+    if (cols["op"] >= len(OPS)).any():
+        raise ProtocolError("unknown op code")
+    parent = cols["parent"]
+    if ((parent >= len(OPS)) & (parent != NO_CODE)).any():
+        raise ProtocolError("unknown parent op code")
+    dtype = cols["dtype"]
+    if ((dtype >= len(DTYPES)) & (dtype != NO_CODE)).any():
+        raise ProtocolError("unknown dtype code")
+    if ((cols["seq"] < 0) | (cols["peer"] < -1) | (cols["bytes_in"] < 0)
+            | (cols["bytes_out"] < 0) | (cols["t_start"] < 0)).any():
+        raise ProtocolError("negative seq, peer, byte count or time")
+    t_end = cols["t_end"]
+    if ((t_end != -1) & (t_end < cols["t_start"])).any():
+        raise ProtocolError("op ends before it starts")
 
 
 def encode_heartbeat(rank: int, *, world: int, host: str, pid: int, backend: str, device: str,
@@ -328,116 +518,9 @@ def encode_phases(rank: int, spans: list[tuple[str, int, int, int]], inc: int = 
     return pack(msg)
 
 
-def _decode_phases(msg: dict) -> Phases:
-    rows = msg.get("spans")
-    if not isinstance(rows, list) or not 0 < len(rows) <= MAX_BATCH:
-        raise ProtocolError(f"field 'spans' must be a list of 1..{MAX_BATCH} phases")
-    spans = []
-    for row in rows:
-        if not (isinstance(row, list) and len(row) == 4 and isinstance(row[0], str)
-                and 0 < len(row[0]) <= PHASE_NAME_MAX
-                and all(type(v) is int for v in row[1:])
-                and 0 <= row[1] <= PHASE_DEPTH_MAX and 0 <= row[2] <= row[3] < 1 << 63):
-            raise ProtocolError("each phase must be [name, depth, t_start, t_end], "
-                                "0 <= t_start <= t_end")
-        spans.append(PhaseSpan(*row))
-    return Phases(_rank(msg), tuple(spans), _inc(msg))
-
-
 def encode_topology(rank: int, host: str, topo: dict[str, Any], inc: int = 0) -> bytes:
     """Encode what rank/gpu_topology.read_topology (or no_gpu) returned."""
     msg = {"v": VERSION, "k": "topo", "rank": rank, "host": host, **topo}
     if inc:
         msg["inc"] = inc
     return pack(msg)
-
-
-def _decode_topology(msg: dict) -> GpuTopology:
-    gpus, links, note = msg.get("gpus"), msg.get("links"), _str(msg, "note")
-    if not isinstance(gpus, list) or len(gpus) > GPUS_MAX or not all(
-            isinstance(g, list) and len(g) == 4 and type(g[0]) is int and 0 <= g[0] < GPUS_MAX
-            and all(isinstance(v, str) and len(v) <= 256 for v in g[1:]) for g in gpus):
-        raise ProtocolError(f"field 'gpus' must be up to {GPUS_MAX} [index, uuid, name, bus]")
-    n = len(gpus)
-    if not isinstance(links, list) or len(links) > n * (n - 1) // 2 or not all(
-            isinstance(li, list) and len(li) == 4 and all(type(v) is int for v in li[:3])
-            and 0 <= li[0] < li[1] < n and 0 <= li[2] < 256 and li[3] in GPU_LEVELS
-            for li in links):
-        raise ProtocolError("field 'links' must be [a, b, nvlinks, level] with a < b < GPUs")
-    if len(note) > 256:
-        raise ProtocolError("field 'note' is too long")
-    return GpuTopology(_rank(msg), _str(msg, "host"), _int(msg, "gpu", -1, n),
-                       tuple(tuple(g) for g in gpus), tuple(tuple(li) for li in links), note,
-                       _inc(msg))
-
-
-def _decode_ops(msg: dict) -> OpBatch:
-    rank = _rank(msg)
-    raw = msg.get("cols")
-    if not isinstance(raw, dict) or set(raw) != COLUMNS.keys():
-        raise ProtocolError("field 'cols' must hold exactly the protocol's columns")
-    cols: dict[str, np.ndarray] = {}
-    n = None
-    for name, dtype in COLUMN_DTYPES.items():
-        buf = raw[name]
-        if not isinstance(buf, bytes) or len(buf) % dtype.itemsize:
-            raise ProtocolError(f"column {name!r} must be bytes of {dtype} items")
-        col = np.frombuffer(buf, dtype=dtype)
-        if n is None:
-            n = len(col)
-        elif len(col) != n:
-            raise ProtocolError("columns differ in length")
-        cols[name] = col
-    if not n or n > MAX_BATCH:
-        raise ProtocolError(f"batch must hold 1..{MAX_BATCH} records")
-    groups = _decode_groups(msg.get("groups"))
-    sites = _decode_sites(msg.get("sites"))
-    _check_columns(cols, groups, sites)
-    return OpBatch(rank, cols, groups, sites, _inc(msg))
-
-
-def _decode_groups(rows: Any) -> dict[int, tuple[str, tuple[int, ...]]]:
-    if not isinstance(rows, list) or not rows:
-        raise ProtocolError("field 'groups' must be a non-empty list")
-    groups = {}
-    for row in rows:
-        if not (isinstance(row, list) and len(row) == 3 and type(row[0]) is int
-                and isinstance(row[1], str) and isinstance(row[2], list) and row[2]
-                and all(type(r) is int and 0 <= r < MAX_RANKS for r in row[2])):
-            raise ProtocolError("each group must be [gid, name, [ranks...]]")
-        groups[row[0]] = (row[1], tuple(row[2]))
-    return groups
-
-
-def _decode_sites(rows: Any) -> dict[int, tuple[str, int]]:
-    if not isinstance(rows, list):
-        raise ProtocolError("field 'sites' must be a list")
-    sites = {}
-    for row in rows:
-        if not (isinstance(row, list) and len(row) == 3 and type(row[0]) is int
-                and isinstance(row[1], str) and type(row[2]) is int):
-            raise ProtocolError("each site must be [sid, file, line]")
-        sites[row[0]] = (row[1], row[2])
-    return sites
-
-
-def _check_columns(cols: dict[str, np.ndarray], groups: dict, sites: dict) -> None:
-    if (cols["op"] >= len(OPS)).any():
-        raise ProtocolError("unknown op code")
-    parent = cols["parent"]
-    if ((parent >= len(OPS)) & (parent != NO_CODE)).any():
-        raise ProtocolError("unknown parent op code")
-    dtype = cols["dtype"]
-    if ((dtype >= len(DTYPES)) & (dtype != NO_CODE)).any():
-        raise ProtocolError("unknown dtype code")
-    # a set of the few distinct ids: far cheaper than np.isin on a batch's small arrays
-    if not set(cols["gid"].tolist()) <= groups.keys():
-        raise ProtocolError("op refers to a group missing from the batch")
-    if not set(cols["site"].tolist()) <= sites.keys():
-        raise ProtocolError("op refers to a call site missing from the batch")
-    if ((cols["seq"] < 0) | (cols["peer"] < -1) | (cols["bytes_in"] < 0)
-            | (cols["bytes_out"] < 0) | (cols["t_start"] < 0)).any():
-        raise ProtocolError("negative seq, peer, byte count or time")
-    t_end = cols["t_end"]
-    if ((t_end != -1) & (t_end < cols["t_start"])).any():
-        raise ProtocolError("op ends before it starts")
