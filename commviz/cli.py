@@ -416,10 +416,13 @@ def _stats(args: argparse.Namespace) -> int:
     elif not extra["summary"]:
         print(f"commviz: note: {args.file} has no closing summary line: its viewer did not "
               "close it (killed?); what it recorded is all here", file=sys.stderr)
+    # what the live viewer let go of while it was behind (its summary says; none: older files)
+    said = extra["summary"][-1].get("shed") if extra["summary"] else None
+    shed = {k: n for k, n in said.items() if type(n) is int} if isinstance(said, dict) else {}
     if args.json:
         print(json.dumps({"file": args.file, "records": model.records,
                           "instances": model.instances, "transfers": model.transfers,
-                          "failed": failed, "unmatched": unmatched, "rows": rows,
+                          "failed": failed, "unmatched": unmatched, "shed": shed, "rows": rows,
                           "late_arrivals": [{"rank": r, "count": t.count,
                                              "waited_us": t.waited_ns / 1e3,
                                              "longest_us": t.longest_ns / 1e3,
@@ -433,6 +436,8 @@ def _stats(args: argparse.Namespace) -> int:
         print(text.stats_table(rows, lang))
         print("\n" + text.counts_line(model.records, model.instances, model.transfers,
                                       failed, unmatched, lang))
+        if shed:
+            print(i18n.ui_n("shed", sum(shed.values()), lang))
         if late:
             print(text.late_line(late, lang))
         if findings:

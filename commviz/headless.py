@@ -241,4 +241,6 @@ class _Printer:
                                   s["unmatched"], self.lang)
         viewer = i18n.ui("counts viewer", self.lang).format(
             rejected=s["rejected_messages"], dropped=dropped)
-        print(f"\n{counts}{viewer}", file=self.out, flush=True)
+        shed = sum(s["shed"].values())
+        behind = f"; {i18n.ui_n('shed', shed, self.lang)}" if shed else ""
+        print(f"\n{counts}{viewer}{behind}", file=self.out, flush=True)

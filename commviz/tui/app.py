@@ -426,7 +426,8 @@ class CommvizApp(App):
         lang = self.lang
         said = status.counts(model, self.session.addr, self.session.rejected,
                              len(self._held()), sum(f.unresolved for f in self._history()),
-                             self._ended, self._playback is not None, lang)
+                             self._ended, self._playback is not None, lang,
+                             shed=self.session.shed)
         told = status.events(self._events, lang)
         # last, under the events: what the keys do now
         control = self._control_line() if self.controller is not None else ""

@@ -263,6 +263,7 @@ class Playback(Collector):
         self.host = self.header.get("host")  # the viewer's: its clock is the others' reference
         self.stop_at_each_op = False  # hold the clock after each operation (PlaybackControl)
         self.rejected = 0  # nothing is received: nothing is rejected
+        self.shed = 0  # nor shed (the live viewer's shedding is in the summary: stats)
         self.recorder = None  # what is played back is not recorded again
         self._fresh()
 

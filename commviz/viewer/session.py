@@ -109,6 +109,10 @@ class Session(Collector):
     def rejected(self) -> int:
         return self.receiver.rejected
 
+    @property
+    def shed(self) -> int:
+        return sum(self.receiver.shed.values())
+
     def nccl_links(self) -> dict[tuple[int, int], Link]:
         """The transport between each pair of global ranks as NCCL printed it at init
         (P2P/IPC, SHM, NET/IB...); {} without NCCL's log."""
@@ -209,5 +213,7 @@ class Session(Collector):
         return {"records": m.records, "instances": m.instances, "transfers": m.transfers,
                 "failed": m.failed + failed, "unmatched": unmatched,
                 "rejected_messages": self.receiver.rejected,
+                # what the viewer let go of when it fell behind (viewer/shedding.py)
+                "shed": {k: n for k, n in self.receiver.shed.items() if n},
                 "dropped_by_ranks": {r: s.dropped for r, s in sorted(m.ranks.items())},
                 "unmatched_pending": m.evicted}

@@ -20,7 +20,8 @@ class Source(Protocol):
     ``diagnosis``: the one watching ``model`` (None: none does); ``nccl``: what NCCL said
     of itself in the job's output (None: no output is read); ``recorder``: where the run is
     recorded (None: it is not); ``addr``: where messages come from (an address, a file);
-    ``rejected``: messages turned away as malformed."""
+    ``rejected``: messages turned away as malformed; ``shed``: telemetry samples, phase
+    marks and topology messages let go of while the viewer was behind (viewer/shedding.py)."""
 
     @property
     def model(self) -> Model: ...
@@ -42,6 +43,9 @@ class Source(Protocol):
 
     @property
     def rejected(self) -> int: ...
+
+    @property
+    def shed(self) -> int: ...
 
     def start(self) -> None:
         """Start collecting (a background thread)."""

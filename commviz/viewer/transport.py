@@ -18,13 +18,18 @@ from pathlib import Path
 import zmq
 
 from commviz.viewer.groups import GroupTables
+from commviz.viewer.shedding import shed
 from commviz.wire import keys as keys_
 from commviz.wire import protocol
 from commviz.wire.clocksync import ClockServer, clock_addr
 from commviz.wire.nodes import is_loopback
 
 DEFAULT_BIND = "tcp://127.0.0.1:5555"
-RECV_HWM = 100_000
+# messages waiting per peer (a rank, or a relay) before its sends wait in its own queue, and
+# then are dropped and counted there: at 1,024 peers of 20 to 30 batches a second, several
+# seconds each and at most about 1 GB in all
+RECV_HWM = 250
+DRAIN_MAX = 20_000  # messages one round takes in; a drain that finds more: the viewer is behind
 MAX_WIRE_BYTES = 4 * protocol.MAX_MESSAGE_BYTES  # larger frames: libzmq drops the peer
 RANDOM_PORT_TRIES = 20  # a random event port whose port + 1 is taken: pick another
 
@@ -78,6 +83,8 @@ class Receiver:
         self.rejected = 0
         self.reject_reasons: Counter[str] = Counter()
         self.groups = GroupTables(self._reject)
+        self.shed: Counter[str] = Counter()  # what it let go of when behind (shedding.KINDS)
+        self.behind_rounds = 0
 
     @staticmethod
     def _server_keys(bind: str, keys: str | Path | None) -> keys_.ServerKeys | None:
@@ -114,13 +121,15 @@ class Receiver:
         if caddr is not None:
             self.clock = ClockServer(self._ctx, caddr, server_keys)
 
-    def drain(self, timeout_ms: int, max_messages: int = 20_000) -> list[protocol.Message]:
-        """Wait up to ``timeout_ms`` for traffic, then take what is queued (bounded)."""
+    def drain(self, timeout_ms: int, max_messages: int = DRAIN_MAX) -> list[protocol.Message]:
+        """Wait up to ``timeout_ms`` for traffic, then take what is queued (bounded). A drain
+        that leaves messages queued sheds what shedding.py says."""
         out: list[protocol.Message] = []
         if not self._sock.poll(timeout_ms):
             return out
         recv, decode = self._sock.recv, protocol.decode
         batches: list[int] = []  # where the op batches are in ``out``
+        rejected_before = self.rejected
         for _ in range(max_messages):
             try:
                 data = recv(zmq.NOBLOCK, copy=True)
@@ -141,6 +150,9 @@ class Receiver:
                 self._reject(_reason(why), 1)
             drop = {batches[i] for i in bad}
             out = [msg for i, msg in enumerate(out) if i not in drop]
+        if len(out) + self.rejected - rejected_before >= max_messages and self._sock.poll(0):
+            self.behind_rounds += 1
+            out = shed(out, self.shed)
         return self.groups.resolve(out)
 
     def _reject(self, reason: str, messages: int) -> None:
