@@ -551,8 +551,11 @@ def export(src: str | Path, dst: str | Path, to_compact: bool) -> list[int]:
     was cut short (as ``read``'s ``cut``) is returned. ``dst`` is removed if it fails."""
     cut: list[int] = []
     source = lines(src, cut)
-    header = next(source)
-    sink = _Compact(dst, header) if to_compact else _JsonLines(dst, header)
+    header = next(source)  # src is readable before dst is written
+    try:
+        sink = _Compact(dst, header) if to_compact else _JsonLines(dst, header)
+    except OSError as exc:
+        raise RecordingError(f"cannot write {dst}: {exc.strerror}") from None
     try:
         for obj in source:
             sink.line(obj)
