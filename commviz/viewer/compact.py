@@ -88,6 +88,7 @@ class Chunk:
     records that come there (the next ones of ``cols``, in order)."""
 
     offset: int
+    end: int  # the offset of the next frame
     lines: list[dict[str, Any] | int]
     who: list[tuple[int, int]]  # (rank, inc) of each ``who``
     groups: dict[int, tuple[str, tuple[int, ...]]]  # (pg, ranks) of each ``g`` it uses
@@ -313,27 +314,28 @@ def index(path: str | Path) -> tuple[list[IndexEntry], bool]:
         found = _trailer(f, size)
         if found is not None:
             return found, True
-        return [entry for entry, _ in _scan(f, path, size, read=False)], False
+        return [entry for entry, _, _ in _scan(f, path, size, read=False)], False
 
 
-def chunks(path: str | Path, cut: list[int] | None = None,
-           from_ns: int | None = None) -> Iterator[Chunk]:
+def chunks(path: str | Path, cut: list[int] | None = None, from_ns: int | None = None,
+           start: int | None = None) -> Iterator[Chunk]:
     """The chunks of a recording in order, decoded; with ``from_ns``, from the first one
-    whose times reach it (through the index). The offset of a last chunk cut short goes to
-    ``cut``."""
+    whose times reach it (through the index); with ``start``, from that offset (a chunk's
+    ``end``: a reader following a recording as it grows). The offset of a last chunk cut
+    short goes to ``cut``."""
     with open(path, "rb") as f:
         size = f.seek(0, 2)
-        start = len(MAGIC)
+        start = len(MAGIC) if start is None else start
         if from_ns is not None:
             found = _trailer(f, size)
             entries = found if found is not None else [
-                e for e, _ in _scan(f, path, size, read=False)]
+                e for e, _, _ in _scan(f, path, size, read=False)]
             later = [e.offset for e in entries if e.last_ns >= from_ns]
             if not later:
                 return
             start = later[0]
-        for entry, raw in _scan(f, path, size, read=True, start=start, cut=cut):
-            yield _chunk(entry.offset, raw, path)
+        for entry, raw, end in _scan(f, path, size, read=True, start=start, cut=cut):
+            yield _chunk(entry.offset, end, raw, path)
 
 
 def _trailer(f: IO[bytes], size: int) -> list[IndexEntry] | None:
@@ -356,9 +358,9 @@ def _trailer(f: IO[bytes], size: int) -> list[IndexEntry] | None:
 
 
 def _scan(f: IO[bytes], path: str | Path, size: int, read: bool, start: int | None = None,
-          cut: list[int] | None = None) -> Iterator[tuple[IndexEntry, bytes]]:
-    """The chunk frames from ``start`` (their payloads, decompressed, when ``read``), up to
-    the index, the end, or a last frame cut short."""
+          cut: list[int] | None = None) -> Iterator[tuple[IndexEntry, bytes, int]]:
+    """The chunk frames from ``start`` (their payloads, decompressed, when ``read``; where
+    the next frame begins), up to the index, the end, or a last frame cut short."""
     f.seek(0)
     if f.read(len(MAGIC)) != MAGIC:
         raise CompactError(f"{path} is not a compact commviz recording")
@@ -382,13 +384,14 @@ def _scan(f: IO[bytes], path: str | Path, size: int, read: bool, start: int | No
                 raw = unzstd.decompress(f.read(length))
             except zstandard.ZstdError as exc:
                 raise CompactError(f"{path}: chunk at byte {at} is corrupt ({exc})") from None
-        yield IndexEntry(at, records, first, last), raw
-        at += _FRAME.size + length
+        end = at + _FRAME.size + length
+        yield IndexEntry(at, records, first, last), raw, end
+        at = end
     if at < size and cut is not None:
         cut.append(at)
 
 
-def _chunk(offset: int, raw: bytes, path: str | Path) -> Chunk:
+def _chunk(offset: int, end: int, raw: bytes, path: str | Path) -> Chunk:
     where = f"{path}: chunk at byte {offset}"
     try:
         obj = msgpack.unpackb(raw, raw=False, strict_map_key=False)
@@ -415,7 +418,7 @@ def _chunk(offset: int, raw: bytes, path: str | Path) -> Chunk:
     if n and ((cols["op"] >= len(protocol.OPS)).any() or _unknown(cols["parent"], protocol.OPS)
               or _unknown(cols["dtype"], protocol.DTYPES)):
         raise CompactError(f"{where}: op records of unknown ops or dtypes")
-    return Chunk(offset, lines, who, groups, sites, cols)
+    return Chunk(offset, end, lines, who, groups, sites, cols)
 
 
 def _unknown(codes: np.ndarray, table: tuple | list) -> bool:
