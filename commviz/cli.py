@@ -85,7 +85,7 @@ def _parser() -> argparse.ArgumentParser:
     k.add_argument("--force", action="store_true", help="replace keys already there")
 
     pl = sub.add_parser("play", help="play a recording back in the TUI, as it was seen live")
-    pl.add_argument("file")
+    pl.add_argument("file", help="a recording: JSON Lines or compact (.cvz)")
     pl.add_argument("--speed", type=float, default=1.0,
                     help="how many times as fast as it was recorded (default 1; ] and [ "
                     "change it while playing)")
@@ -98,7 +98,7 @@ def _parser() -> argparse.ArgumentParser:
                     help="language of the explanations (default: from the locale)")
 
     s = sub.add_parser("stats", help="nccl-tests-like table of a recording")
-    s.add_argument("file")
+    s.add_argument("file", help="a recording: JSON Lines or compact (.cvz)")
     s.add_argument("--json", action="store_true", help="machine-readable output")
     s.add_argument("--lang", choices=i18n.LANGS, default=None,
                    help="language of the table's words and the findings (default: from the "
@@ -106,7 +106,7 @@ def _parser() -> argparse.ArgumentParser:
 
     e = sub.add_parser("export", help="write a recording again in the other format "
                        "(JSON Lines or compact .cvz)")
-    e.add_argument("file")
+    e.add_argument("file", help="a recording: JSON Lines or compact (.cvz)")
     e.add_argument("--format", required=True, choices=tuple(FORMATS),
                    help="jsonl: JSON Lines, one line per event; cvz: compact")
     e.add_argument("-o", "--output", metavar="OUT", default=None,

@@ -666,12 +666,15 @@ def _split(cols: dict[str, np.ndarray], tables: _Tables) -> Iterator[protocol.Op
     wire = {k: cols[k][order] for k in protocol.COLUMNS if k not in ("gid", "site")}
     wire["gid"], wire["site"] = (gid.astype(protocol.COLUMN_DTYPES["gid"]),
                                  sid.astype(protocol.COLUMN_DTYPES["site"]))
+    names, columns = list(protocol.COLUMNS), [wire[k] for k in protocol.COLUMNS]
+    bounds, g_at, s_at = bounds.tolist(), g_at.tolist(), s_at.tolist()  # Python ints: faster
+    g_of, s_of = g_of.tolist(), s_of.tolist()
     for b, who in enumerate(whos.tolist()):
         lo, hi = bounds[b], bounds[b + 1]
-        groups = {i: tables.groups[g] for i, g in enumerate(g_of[g_at[b]:g_at[b + 1]].tolist())}
-        sites = {i: tables.sites[s] for i, s in enumerate(s_of[s_at[b]:s_at[b + 1]].tolist())}
+        groups = {i: tables.groups[g] for i, g in enumerate(g_of[g_at[b]:g_at[b + 1]])}
+        sites = {i: tables.sites[s] for i, s in enumerate(s_of[s_at[b]:s_at[b + 1]])}
         rank, inc = tables.who[who]
-        yield protocol.OpBatch(rank, {k: wire[k][lo:hi] for k in protocol.COLUMNS},
+        yield protocol.OpBatch(rank, dict(zip(names, [c[lo:hi] for c in columns])),
                                groups, sites, inc)
 
 
