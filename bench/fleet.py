@@ -20,7 +20,7 @@ predicts for the op, the group and the size on the links of an H200 fleet
 (``knowledge/network.md``). Each node has a clock of its own, a few ms off the viewer's.
 
     python bench/fleet.py --ranks 1024 --shape ddp --seconds 20 --to tcp://127.0.0.1:5555
-        [--fault straggler:RANK:MS] [--fault-at S] [--procs P] [--watch REC.jsonl]
+        [--fault straggler:RANK:MS] [--fault-at S] [--procs P] [--watch REC.jsonl|REC.cvz]
 
 ``--watch`` starts ``commviz watch --headless --record REC`` itself and measures how it kept
 up (``docs/scale.md``). ``run_fleet`` is the same for tests.
@@ -54,6 +54,7 @@ import zmq
 from commviz.knowledge import bandwidth, costmodel
 from commviz.rank.emitter import encode_batch, encode_groups
 from commviz.rank.records import BYTES_IN, BYTES_OUT, ID, T_END
+from commviz.viewer import compact
 from commviz.wire import clocksync, protocol
 from commviz.wire.keys import client_keys, secure_client
 
@@ -1040,8 +1041,9 @@ def _merge(report: FleetReport, msg: dict) -> None:
 class ViewerWatch:
     """Samples a viewer process as the fleet plays into it: its RSS and CPU, and what its
     recording holds (op lines, the diagnosis' lines), read as it grows. The recorder writes
-    a message's lines once the model has applied it and flushes at least once a second, so
-    the op lines written are the records applied, to within a second."""
+    a message's lines once the model has applied it and flushes at least once a second (a
+    compact one, a chunk), so the op lines written are the records applied, to within a
+    second."""
 
     def __init__(self, pid: int, recording: str, every_s: float = 0.2) -> None:
         import psutil  # noqa: PLC0415  (a dependency of commviz, needed only here)
@@ -1068,6 +1070,9 @@ class ViewerWatch:
             self.peak_rss = max(self.peak_rss, self.proc.memory_info().rss)
         except Exception:  # psutil.NoSuchProcess: it ended
             pass
+        if compact.named_compact(self.path):
+            self._sample_compact()
+            return
         try:
             with open(self.path, "rb") as f:
                 f.seek(self._offset)
@@ -1080,6 +1085,19 @@ class ViewerWatch:
         if b'"kind":"diag"' in data:
             self.findings += [json.loads(line) for line in data.split(b"\n")
                               if b'"kind":"diag"' in line]
+        self.samples.append((time.time_ns(), self.ops))
+
+    def _sample_compact(self) -> None:
+        """As ``sample``, of a compact recording: its chunks written since the last sample
+        (the last one, if cut short, is read again next time)."""
+        try:
+            for chunk in compact.chunks(self.path, start=self._offset or None):
+                self._offset = chunk.end
+                self.ops += int((chunk.cols["t_end"] >= 0).sum())
+                self.findings += [line for line in chunk.lines
+                                  if isinstance(line, dict) and line.get("kind") == "diag"]
+        except (FileNotFoundError, compact.CompactError):
+            return  # not there yet, or its header alone cut short
         self.samples.append((time.time_ns(), self.ops))
 
     def ops_at(self, t_ns: int) -> int:

@@ -1,9 +1,13 @@
-"""Bytes per op record of a JSON Lines recording of SIMULATED ranks, without sockets.
+"""Bytes per op record of a recording of SIMULATED ranks, JSON Lines and compact, without
+sockets.
 
 Builds the op batches of a DDP-like job (every rank all-reduces ``--buckets`` 25 MiB buckets
 a step over the whole world, one batch per rank per step, as the fleet simulator's call
-sites and incarnation ids look), writes them through the viewer's ``Recorder`` and prints
-the file's bytes per op line and per op record (the whole file over its op lines). No
+sites and incarnation ids look), writes them through the viewer's ``Recorder`` in both
+formats (``.jsonl``, ``.cvz``) and prints each file's bytes per op record (the whole file
+over its op records), their ratio, and how fast each is written and read back
+(``recording.read``, records/s). Each rank's start times carry ``--jitter-us`` of uniform
+noise (seeded), as arrivals do: without it the columns compress to almost nothing. No
 heartbeats, telemetry or in-flight snapshots: bench/fleet.py --watch measures those with
 the live viewer.
 """
@@ -11,8 +15,8 @@ the live viewer.
 from __future__ import annotations
 
 import argparse
-import json
 import tempfile
+import time
 from pathlib import Path
 
 import numpy as np
@@ -24,10 +28,14 @@ T0_NS = 1_700_000_000_000_000_000
 BUCKET_BYTES = 25 << 20
 
 
-def batch(rank: int, world: int, step: int, buckets: int) -> protocol.OpBatch:
-    """One rank's all_reduces of one step (1 s), 10.7 ms each, 50 ms apart."""
+def batch(rank: int, world: int, step: int, buckets: int,
+          jitter: np.ndarray | None = None) -> protocol.OpBatch:
+    """One rank's all_reduces of one step (1 s), 10.7 ms each, 50 ms apart; ``jitter``: ns
+    added to each start."""
     n, first = buckets, step * buckets + 1
     t_start = [T0_NS + step * 10**9 + b * 50_000_000 + rank * 1_000 for b in range(n)]
+    if jitter is not None:
+        t_start = (np.asarray(t_start, dtype=np.int64) + jitter).tolist()
     cols = {
         "id": np.arange(first, first + n), "op": [protocol.OP_CODE["all_reduce"]] * n,
         "parent": [protocol.NO_CODE] * n, "gid": [0] * n, "seq": np.arange(first, first + n),
@@ -46,19 +54,35 @@ def main() -> None:
     ap.add_argument("--ranks", type=int, default=1024)
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--buckets", type=int, default=10)
+    ap.add_argument("--jitter-us", type=float, default=200.0,
+                    help="uniform noise on each start time (default 200 us)")
     args = ap.parse_args()
+    rng = np.random.default_rng(0)
+    batches = [batch(r, args.ranks, step, args.buckets,
+                     rng.integers(0, int(args.jitter_us * 1e3) + 1, args.buckets))
+               for step in range(args.steps) for r in range(args.ranks)]
+    records = sum(len(b) for b in batches)
+    sizes = {}
+    print(f"SIMULATED: {args.ranks} ranks, {records:,} op records, {args.jitter_us:g} us "
+          f"jitter, recording version {recording.VERSION}")
     with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "r.jsonl"
-        rec = recording.Recorder(path)
-        for step in range(args.steps):
-            rec.write(batch(r, args.ranks, step, args.buckets) for r in range(args.ranks))
-        rec.close({})
-        size = path.stat().st_size
-        op_lines = [len(line) for line in path.read_bytes().splitlines(keepends=True)
-                    if json.loads(line).get("kind") == "op"]
-    print(f"SIMULATED: {args.ranks} ranks, {len(op_lines)} op records, recording version "
-          f"{recording.VERSION}: {size:,} B, {sum(op_lines) / len(op_lines):,.0f} B per op "
-          f"line, {size / len(op_lines):,.0f} B per op record (whole file)")
+        for suffix in (".jsonl", ".cvz"):
+            path = Path(tmp) / f"r{suffix}"
+            t0 = time.perf_counter()
+            rec = recording.Recorder(path)
+            for step in range(args.steps):
+                rec.write(batches[step * args.ranks:(step + 1) * args.ranks])
+            rec.close({})
+            wrote = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            read = sum(len(m) for m in recording.read(path) if isinstance(m, protocol.OpBatch))
+            took = time.perf_counter() - t0
+            assert read == records, (read, records)
+            sizes[suffix] = path.stat().st_size
+            print(f"  {suffix:<6} {sizes[suffix]:>12,} B  {sizes[suffix] / records:8.1f} B per "
+                  f"op record  written at {records / wrote / 1e6:.2f} M records/s, read at "
+                  f"{records / took / 1e6:.2f} M records/s")
+    print(f"  compact / JSON Lines: 1 : {sizes['.jsonl'] / sizes['.cvz']:,.0f}")
 
 
 if __name__ == "__main__":

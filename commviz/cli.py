@@ -1,4 +1,4 @@
-"""The ``commviz`` command: demo, watch, run, stats."""
+"""The ``commviz`` command: demo, watch, run, keys, play, stats, export."""
 
 from __future__ import annotations
 
@@ -14,6 +14,9 @@ from commviz.text import i18n
 
 DEFAULT_SIZE = 4096  # --size: bytes per rank per op
 BIG_RECORDING_BYTES = 20_000_000  # commviz play says it is reading one larger than this
+RECORD_HELP = ("write every event to FILE: JSON Lines, or the compact format (some 20 times "
+               "smaller, for large jobs) when FILE ends in .cvz")
+FORMATS = {"jsonl": ".jsonl", "cvz": ".cvz"}  # commviz export --format: the suffix it writes
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -40,14 +43,14 @@ def _parser() -> argparse.ArgumentParser:
     d.add_argument("--headless", action="store_true", help="print lines instead of the TUI")
     d.add_argument("--paused", action="store_true",
                    help="start paused: each iteration waits for `n` (space plays)")
-    d.add_argument("--record", metavar="FILE", help="write every event to FILE (JSON Lines)")
+    d.add_argument("--record", metavar="FILE", help=RECORD_HELP)
     d.add_argument("--lang", choices=i18n.LANGS, default=None,
                    help="language of the explanations (default: from the locale)")
 
     w = sub.add_parser("watch", help="run the viewer alone; ranks connect with COMMVIZ_ADDR")
     w.add_argument("--bind", default=None, help="address to listen on "
                    "(default tcp://127.0.0.1:5555)")
-    w.add_argument("--record", metavar="FILE", help="write every event to FILE (JSON Lines)")
+    w.add_argument("--record", metavar="FILE", help=RECORD_HELP)
     w.add_argument("--keys", metavar="DIR", default=None, help="CURVE keys from `commviz "
                    "keys` (default $COMMVIZ_KEYS); needed to bind a non-loopback address")
     w.add_argument("--headless", action="store_true", help="print lines instead of the TUI")
@@ -61,7 +64,7 @@ def _parser() -> argparse.ArgumentParser:
                        "-- CMD [ARG ...]")
     r.add_argument("--headless", action="store_true",
                    help="print lines (prefixed [commviz]) beside the job's own output")
-    r.add_argument("--record", metavar="FILE", help="write every event to FILE (JSON Lines)")
+    r.add_argument("--record", metavar="FILE", help=RECORD_HELP)
     r.add_argument("--bind", default=None, help="address the viewer listens on "
                    "(default: a free port on 127.0.0.1, passed to the job)")
     r.add_argument("--keys", metavar="DIR", default=None, help="CURVE keys from `commviz "
@@ -82,7 +85,7 @@ def _parser() -> argparse.ArgumentParser:
     k.add_argument("--force", action="store_true", help="replace keys already there")
 
     pl = sub.add_parser("play", help="play a recording back in the TUI, as it was seen live")
-    pl.add_argument("file")
+    pl.add_argument("file", help="a recording: JSON Lines or compact (.cvz)")
     pl.add_argument("--speed", type=float, default=1.0,
                     help="how many times as fast as it was recorded (default 1; ] and [ "
                     "change it while playing)")
@@ -95,11 +98,20 @@ def _parser() -> argparse.ArgumentParser:
                     help="language of the explanations (default: from the locale)")
 
     s = sub.add_parser("stats", help="nccl-tests-like table of a recording")
-    s.add_argument("file")
+    s.add_argument("file", help="a recording: JSON Lines or compact (.cvz)")
     s.add_argument("--json", action="store_true", help="machine-readable output")
     s.add_argument("--lang", choices=i18n.LANGS, default=None,
                    help="language of the table's words and the findings (default: from the "
                    "locale; --json is always English)")
+
+    e = sub.add_parser("export", help="write a recording again in the other format "
+                       "(JSON Lines or compact .cvz)")
+    e.add_argument("file", help="a recording: JSON Lines or compact (.cvz)")
+    e.add_argument("--format", required=True, choices=tuple(FORMATS),
+                   help="jsonl: JSON Lines, one line per event; cvz: compact")
+    e.add_argument("-o", "--output", metavar="OUT", default=None,
+                   help="where to write it (default: FILE with the format's suffix)")
+    e.add_argument("--force", action="store_true", help="replace OUT if it exists")
     return p
 
 
@@ -115,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.no_terminal:
         args.headless = True
     commands = {"demo": _demo, "watch": _watch, "run": _run, "keys": _keys, "stats": _stats,
-                "play": _play}
+                "play": _play, "export": _export}
     try:
         code = commands[args.command](args)
         sys.stdout.flush()  # a reader that went away (`| head`) shows here, not at exit
@@ -332,6 +344,7 @@ def _lang(args: argparse.Namespace) -> str:
 
 
 def _play(args: argparse.Namespace) -> int:
+    from commviz.viewer import recording
     from commviz.viewer.playback import SPEEDS, Playback, PlaybackControl
     from commviz.viewer.recording import RecordingError
 
@@ -361,8 +374,7 @@ def _play(args: argparse.Namespace) -> int:
                                                                             host=host),
         playback.title.get(lang)) if part) for lang in i18n.LANGS}
     if playback.cut:
-        print(f"commviz: note: {args.file}:{playback.cut[0]}: the last line is cut short (the "
-              "viewer was stopped while writing it): left out", file=sys.stderr)
+        print(f"commviz: note: {recording.cut_note(args.file, playback.cut)}", file=sys.stderr)
     from commviz.tui.app import run_app
 
     return run_app(playback, ranks=None, title=lambda lang: titles[lang], lang=_lang(args),
@@ -411,8 +423,7 @@ def _stats(args: argparse.Namespace) -> int:
     failed, unmatched = model.incomplete()  # the recording is over: they will not complete
     failed += model.failed
     if cut:  # what a killed viewer leaves: everything before it is whole
-        print(f"commviz: note: {args.file}:{cut[0]}: the last line is cut short (the viewer "
-              "was stopped while writing it): left out", file=sys.stderr)
+        print(f"commviz: note: {recording.cut_note(args.file, cut)}", file=sys.stderr)
     elif not extra["summary"]:
         print(f"commviz: note: {args.file} has no closing summary line: its viewer did not "
               "close it (killed?); what it recorded is all here", file=sys.stderr)
@@ -445,6 +456,29 @@ def _stats(args: argparse.Namespace) -> int:
             for f in findings:
                 print(f"  {'  ' if f['type'] == 'resolved' else '!!'} {f['type']}: "
                       f"{recorded_text(f, lang)}")
+    return 0
+
+
+def _export(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from commviz.viewer import recording
+
+    src, suffix = Path(args.file), FORMATS[args.format]
+    out = Path(args.output) if args.output else src.with_suffix(suffix)
+    if (out.suffix.lower() == FORMATS["cvz"]) != (args.format == "cvz"):
+        raise recording.RecordingError(
+            f"{out}: a recording is compact when its name ends in {FORMATS['cvz']}, and only "
+            f"then: --format {args.format} writes {suffix} (or -o another name)")
+    if out.exists() and src.exists() and out.resolve() == src.resolve():
+        raise recording.RecordingError(f"{out} is the recording itself: name another output")
+    if out.exists() and not args.force:
+        raise recording.RecordingError(f"{out} exists: --force replaces it")
+    cut = _read_recording(args.file, lambda: recording.export(src, out, args.format == "cvz"))
+    if cut:
+        print(f"commviz: note: {recording.cut_note(args.file, cut)}", file=sys.stderr)
+    print(f"commviz: wrote {out} ({args.format}, {out.stat().st_size:,} bytes; "
+          f"{src.stat().st_size:,} before)")
     return 0
 
 

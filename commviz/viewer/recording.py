@@ -1,4 +1,9 @@
-"""Recordings: JSON Lines written by the viewer, read back by ``commviz stats``.
+"""Recordings: written by the viewer, read back by ``commviz stats`` and ``commviz play``.
+
+A recording is a sequence of lines, in one of two formats chosen by the file's suffix when
+written and by its first bytes when read: JSON Lines (``.jsonl``, and any suffix but
+``.cvz``), or the compact format (``.cvz``, ``commviz.viewer.compact``: the same lines,
+op records in compressed columns, some 20 times smaller), for large jobs.
 
 The first line is a header naming the format and its version. Then one line per event:
 ``rank`` (a rank's identity), ``tel`` (a telemetry sample), ``group`` (a process group's
@@ -12,8 +17,8 @@ output of a job commviz ran), ``event`` (a rank's process ended, as its launcher
 closing ``summary``. Lines of a rank that sent an incarnation id carry it (``inc``), so that
 the records of two jobs that ran at the same time with the same rank numbers are replayed
 apart. Writes are flushed at least once a second, so a killed viewer loses at most the last
-second. The header may say what was recorded (``title``, per language, and ``demo``, the
-demo's name): ``commviz play`` shows it.
+second (a compact one, its last chunk). The header may say what was recorded (``title``,
+per language, and ``demo``, the demo's name): ``commviz play`` shows it.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from typing import IO, Any
 import numpy as np
 
 from commviz import __version__
+from commviz.viewer import compact
 from commviz.wire import protocol
 
 FORMAT = "commviz-recording"
@@ -42,17 +48,20 @@ class RecordingError(ValueError):
 
 
 class Recorder:
-    """``about``: what the header says of the run (``title``, ``demo``)."""
+    """``about``: what the header says of the run (``title``, ``demo``); the format is
+    ``path``'s (``.cvz``: compact)."""
 
     def __init__(self, path: str | Path, about: dict[str, Any] | None = None) -> None:
-        self._file: IO[str] = open(path, "w", encoding="utf-8")  # noqa: SIM115
-        self._lock = threading.Lock()  # the job's output comes from its reader threads
+        # the job's output comes from its reader threads; reentrant: a group line is
+        # written while its first op records are
+        self._lock = threading.RLock()
         self._identities: dict[tuple[int, int], tuple] = {}  # by (rank, inc)
         self._topologies: dict[int, protocol.GpuTopology] = {}  # ranks repeat it every 10 s
         self._groups: dict[tuple[str, tuple[int, ...]], int] = {}  # their ``g``, by (pg, ranks)
         self._last_flush = time.monotonic()
-        self._write({"format": FORMAT, "version": VERSION, "commviz": __version__,
-                     "protocol": protocol.VERSION, "created_ns": time.time_ns(), **(about or {})})
+        self._sink = _sink(path, {"format": FORMAT, "version": VERSION, "commviz": __version__,
+                                  "protocol": protocol.VERSION, "created_ns": time.time_ns(),
+                                  **(about or {})})
 
     def write(self, messages: Iterable[protocol.Message]) -> None:
         for msg in messages:
@@ -107,8 +116,8 @@ class Recorder:
     def maybe_flush(self) -> None:
         if time.monotonic() - self._last_flush >= FLUSH_S:
             with self._lock:
-                if not self._file.closed:
-                    self._file.flush()
+                if not self._sink.closed:
+                    self._sink.flush()
             self._last_flush = time.monotonic()
 
     def close(self, summary: dict[str, Any]) -> None:
@@ -116,17 +125,17 @@ class Recorder:
         summary gives it)."""
         self._write({"kind": "summary", "t_ns": time.time_ns(), **summary})
         with self._lock:
-            self._file.close()
+            self._sink.close()
 
     def _write(self, obj: dict[str, Any]) -> None:
-        line = json.dumps(obj, separators=(",", ":")) + "\n"
         with self._lock:
-            if not self._file.closed:
-                self._file.write(line)
+            if not self._sink.closed:
+                self._sink.line(obj)
 
     def _ops(self, batch: protocol.OpBatch) -> None:
-        for record in op_dicts(batch, running=True, group_ref=self._group_ref):
-            self._write(record)
+        with self._lock:
+            if not self._sink.closed:
+                self._sink.ops(batch, self._group_ref)
 
     def _group_ref(self, name: str, ranks: tuple[int, ...]) -> int:
         """The ``g`` of a group: one per (name, ranks) in the whole recording, so that two
@@ -145,6 +154,102 @@ def _inc(inc: int) -> dict[str, int]:
     return {"inc": inc} if inc else {}
 
 
+def _sink(path: str | Path, header: dict[str, Any]) -> _JsonLines | _Compact:
+    """Where a recording's lines go: the format ``path``'s suffix names."""
+    return _Compact(path, header) if compact.named_compact(path) else _JsonLines(path, header)
+
+
+class _JsonLines:
+    """The lines of a recording as JSON Lines, an op line per op record."""
+
+    def __init__(self, path: str | Path, header: dict[str, Any]) -> None:
+        self._file: IO[str] = open(path, "w", encoding="utf-8")  # noqa: SIM115
+        self.line(header)
+
+    @property
+    def closed(self) -> bool:
+        return self._file.closed
+
+    def line(self, obj: dict[str, Any]) -> None:
+        self._file.write(json.dumps(obj, separators=(",", ":")) + "\n")
+
+    def ops(self, batch: protocol.OpBatch, group_ref: Callable[[str, tuple[int, ...]], int]
+            ) -> None:
+        for record in op_dicts(batch, running=True, group_ref=group_ref):
+            self.line(record)
+
+    def flush(self) -> None:
+        self._file.flush()
+
+    def close(self) -> None:
+        self._file.close()
+
+
+class _Compact:
+    """The lines of a recording in the compact format: a batch's records go to its columns
+    as they are; op lines (``export`` from JSON Lines) are gathered into columns first."""
+
+    def __init__(self, path: str | Path, header: dict[str, Any]) -> None:
+        self._writer = compact.Writer(path, header)
+        self._rows: list[dict[str, Any]] = []  # op lines not in columns yet
+        self.closed = False
+
+    def line(self, obj: dict[str, Any]) -> None:
+        if obj.get("kind") in ("op", "running"):
+            self._rows.append(obj)
+            if len(self._rows) >= protocol.MAX_BATCH:
+                self._columns()
+            return
+        self._columns()
+        self._writer.line(obj)
+
+    def ops(self, batch: protocol.OpBatch, group_ref: Callable[[str, tuple[int, ...]], int]
+            ) -> None:
+        self._columns()
+        gid = batch.cols["gid"]
+        if len(batch.groups) == 1:
+            used = list(batch.groups)
+        else:  # in the order the records come, as JSON Lines writes their group lines
+            gids, first = np.unique(gid, return_index=True)
+            used = gids[np.argsort(first)].tolist()
+        self._writer.ops(batch.cols, [(batch.rank, batch.inc)],
+                         {k: group_ref(*batch.groups[k]) for k in used}, batch.sites)
+
+    def _columns(self) -> None:
+        """The op lines gathered so far, to the writer as columns."""
+        rows, self._rows = self._rows, []
+        if not rows:
+            return
+        who: dict[tuple[int, int], int] = {}
+        sites: dict[tuple[str, int], int] = {}
+        code = lambda table, value: protocol.NO_CODE if value is None else table[value]
+        cols = {"who": [who.setdefault((r["rank"], r.get("inc", 0)), len(who)) for r in rows],
+                "gid": [r["g"] for r in rows],
+                "site": [sites.setdefault((r["file"], r["line"]), len(sites)) for r in rows],
+                "id": [r["id"] for r in rows], "op": [protocol.OP_CODE[r["op"]] for r in rows],
+                "parent": [code(protocol.OP_CODE, r["parent"]) for r in rows],
+                "seq": [r["seq"] for r in rows],
+                "peer": [-1 if r["peer"] is None else r["peer"] for r in rows],
+                "bytes_in": [r["bytes_in"] for r in rows],
+                "bytes_out": [r["bytes_out"] for r in rows],
+                "dtype": [code(protocol.DTYPE_CODE, r["dtype"]) for r in rows],
+                "flags": [r["flags"] for r in rows],
+                "t_start": [r["t_start_ns"] for r in rows],
+                "t_end": [r.get("t_end_ns", -1) if r["kind"] == "op" else -1 for r in rows]}
+        self._writer.ops({k: np.asarray(v, dtype=np.int64) for k, v in cols.items()},
+                         list(who), {g: g for g in set(cols["gid"])},
+                         {i: s for s, i in sites.items()})
+
+    def flush(self) -> None:
+        self._columns()
+        self._writer.flush()
+
+    def close(self) -> None:
+        self._columns()
+        self._writer.close()
+        self.closed = True
+
+
 def op_dicts(batch: protocol.OpBatch, running: bool = False,
              group_ref: Callable[[str, tuple[int, ...]], int] | None = None
              ) -> list[dict[str, Any]]:
@@ -152,7 +257,7 @@ def op_dicts(batch: protocol.OpBatch, running: bool = False,
     snapshots too, as ``running`` lines (no ``t_end_ns``). Each names its group's ranks
     (``group``), or with ``group_ref`` the number it gives the group (``g``)."""
     cols = {k: v.tolist() for k, v in batch.cols.items()}
-    ops, dtypes, out = protocol.OPS, protocol.DTYPES, []
+    out = []
     inc = _inc(batch.inc)
     refs: dict[int, dict[str, Any]] = {}  # the group field of each gid of the batch
     for i in range(len(batch)):
@@ -164,29 +269,39 @@ def op_dicts(batch: protocol.OpBatch, running: bool = False,
         if gid not in refs:
             refs[gid] = ({"group": list(ranks)} if group_ref is None
                          else {"g": group_ref(name, ranks)})
-        file, line = batch.sites[cols["site"][i]]
-        peer, parent, dtype, flags = (cols["peer"][i], cols["parent"][i], cols["dtype"][i],
-                                      cols["flags"][i])
-        rec = {
-            "kind": "op" if t_end >= 0 else "running", "rank": batch.rank, **inc,
-            "id": cols["id"][i],
-            "op": ops[cols["op"][i]],
-            "parent": None if parent == protocol.NO_CODE else ops[parent],
-            **refs[gid], "pg": name, "seq": cols["seq"][i],
-            "peer": None if peer < 0 else peer,
-            "bytes_in": cols["bytes_in"][i], "bytes_out": cols["bytes_out"][i],
-            "dtype": None if dtype == protocol.NO_CODE else dtypes[dtype],
-            "async": bool(flags & protocol.FLAG_ASYNC), "ddp": bool(flags & protocol.FLAG_DDP),
-            "flags": flags,
-            "t_start_ns": cols["t_start"][i], "t_end_ns": t_end, "file": file, "line": line}
-        if t_end < 0:
-            del rec["t_end_ns"]
-        out.append(rec)
+        out.append(_op_line(batch.rank, inc, refs[gid], name, batch.sites[cols["site"][i]],
+                            cols, i))
     return out
+
+
+def _op_line(rank: int, inc: dict[str, int], group: dict[str, Any], pg: str,
+             site: tuple[str, int], cols: dict[str, list], i: int) -> dict[str, Any]:
+    """The line of record ``i`` of ``cols`` (the wire's columns, as lists)."""
+    ops, dtypes = protocol.OPS, protocol.DTYPES
+    peer, parent, dtype, flags = (cols["peer"][i], cols["parent"][i], cols["dtype"][i],
+                                  cols["flags"][i])
+    t_end = cols["t_end"][i]
+    rec = {
+        "kind": "op" if t_end >= 0 else "running", "rank": rank, **inc,
+        "id": cols["id"][i],
+        "op": ops[cols["op"][i]],
+        "parent": None if parent == protocol.NO_CODE else ops[parent],
+        **group, "pg": pg, "seq": cols["seq"][i],
+        "peer": None if peer < 0 else peer,
+        "bytes_in": cols["bytes_in"][i], "bytes_out": cols["bytes_out"][i],
+        "dtype": None if dtype == protocol.NO_CODE else dtypes[dtype],
+        "async": bool(flags & protocol.FLAG_ASYNC), "ddp": bool(flags & protocol.FLAG_DDP),
+        "flags": flags,
+        "t_start_ns": cols["t_start"][i], "t_end_ns": t_end, "file": site[0], "line": site[1]}
+    if t_end < 0:
+        del rec["t_end_ns"]
+    return rec
 
 
 def read_header(path: str | Path) -> dict[str, Any]:
     """The header line of a recording, checked."""
+    if compact.is_compact(path):
+        return _checked(_compactly(compact.header, path), path)
     with open(path, encoding="utf-8") as f:
         return _header(f, path)
 
@@ -199,6 +314,10 @@ def _header(f: IO[str], path: str | Path) -> dict[str, Any]:
         header = json.loads(first)
     except json.JSONDecodeError:
         header = None
+    return _checked(header, path)
+
+
+def _checked(header: Any, path: str | Path) -> dict[str, Any]:
     if not isinstance(header, dict) or header.get("format") != FORMAT:
         raise RecordingError(f"{path} is not a commviz recording (no header line)")
     if header.get("version") not in READS:
@@ -208,82 +327,244 @@ def _header(f: IO[str], path: str | Path) -> dict[str, Any]:
     return header
 
 
+def _compactly(call: Callable, *args: Any) -> Any:
+    """``call(*args)``, a compact reader's, its faults a RecordingError."""
+    try:
+        return call(*args)
+    except compact.CompactError as exc:
+        raise RecordingError(str(exc)) from None
+
+
+def cut_note(path: str | Path, cut: list[int]) -> str:
+    """What a reader says of a recording whose end was cut short (``cut``, from ``read``)."""
+    what = (f"the last chunk (from byte {cut[0]})" if compact.is_compact(path)
+            else f"{path}:{cut[0]}: the last line")
+    return (f"{what if what.startswith(str(path)) else f'{path}: {what}'} is cut short (the "
+            "viewer was stopped while writing it): left out")
+
+
+class _Tables:
+    """A compact recording's tables, merged over its chunks: whose records (rank, inc),
+    their sites and their groups, numbered in the order the reader met them."""
+
+    def __init__(self) -> None:
+        self.who: list[tuple[int, int]] = []
+        self.sites: list[tuple[str, int]] = []
+        self.groups: dict[int, tuple[str, tuple[int, ...]]] = {}
+        self._who: dict[tuple[int, int], int] = {}
+        self._sites: dict[tuple[str, int], int] = {}
+
+    def take(self, chunk: compact.Chunk) -> dict[str, np.ndarray]:
+        """The chunk's columns, its ``who`` and ``site`` renumbered as these tables do."""
+        who = np.array([self._who.setdefault(w, len(self._who)) for w in chunk.who] or [0])
+        self.who[len(self.who):] = list(self._who)[len(self.who):]
+        site = np.array([self._sites.setdefault(s, len(self._sites)) for s in chunk.sites]
+                        or [0])
+        self.sites[len(self.sites):] = list(self._sites)[len(self.sites):]
+        self.groups.update(chunk.groups)
+        return {**chunk.cols, "who": who[chunk.cols["who"]], "site": site[chunk.cols["site"]]}
+
+
+class _Ops:
+    """A run of op records of a compact recording (``compact.COLUMNS``, numbered by the
+    reader's ``_Tables``)."""
+
+    def __init__(self, cols: dict[str, np.ndarray]) -> None:
+        self.cols = cols
+
+    def __len__(self) -> int:
+        return len(self.cols["id"])
+
+    def completed(self) -> _Ops:
+        done = self.cols["t_end"] >= 0
+        return self if done.all() else _Ops({k: v[done] for k, v in self.cols.items()})
+
+
+def _compact_items(path: str | Path, cut: list[int] | None,
+                   tables: _Tables) -> Iterator[tuple[str, dict[str, Any] | _Ops]]:
+    """The lines of a compact recording after its header, each with where it is; its op
+    records as runs of columns."""
+    try:
+        chunks = compact.chunks(path, cut)
+        for k, chunk in enumerate(chunks):
+            where = f"{path}: chunk at byte {chunk.offset}"
+            cols, at = tables.take(chunk), 0
+            for item in chunk.lines[1:] if k == 0 else chunk.lines:
+                if isinstance(item, int):
+                    yield where, _Ops({c: v[at:at + item] for c, v in cols.items()})
+                    at += item
+                elif item.get("kind") in ("op", "running", "group"):
+                    raise RecordingError(f"{where}: an {item.get('kind')} line among the "
+                                         "lines (they are columns)")
+                else:
+                    yield where, item
+    except compact.CompactError as exc:
+        raise RecordingError(str(exc)) from None
+
+
+def _json_items(f: IO[str], path: str | Path,
+                cut: list[int] | None) -> Iterator[tuple[str, dict[str, Any]]]:
+    """The lines of a JSON Lines recording after its header, each with where it is."""
+    for lineno, line in enumerate(f, start=2):
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError:
+            if line.endswith("\n"):
+                raise RecordingError(f"{path}:{lineno}: not JSON") from None
+            if cut is not None:
+                cut.append(lineno)
+            break  # a last line cut short by a killed viewer
+        if not isinstance(obj, dict):
+            raise RecordingError(f"{path}:{lineno}: not a JSON object")
+        yield f"{path}:{lineno}", obj
+
+
+def _items(path: str | Path, cut: list[int] | None, tables: _Tables
+           ) -> Iterator[tuple[str, dict[str, Any] | _Ops]]:
+    """The header-checked lines of a recording of either format."""
+    if compact.is_compact(path):
+        read_header(path)
+        yield from _compact_items(path, cut, tables)
+        return
+    with open(path, encoding="utf-8") as f:
+        _header(f, path)
+        yield from _json_items(f, path, cut)
+
+
 def read(path: str | Path, findings: list[dict] | None = None,
          cut: list[int] | None = None, playback: bool = False,
          lines: dict[str, list[dict]] | None = None) -> Iterator[protocol.Message]:
     """Messages equivalent to what was recorded, for the same model the live viewer uses;
     the live diagnosis's findings (``diag`` lines, without their kind) go to ``findings``,
-    the number of a last line cut short (a viewer killed while writing it) to ``cut``, the
-    lines of the kinds that ``lines`` has keys for (``out``, ``event``, ``summary``: no
-    message of the model) to their lists, without their kind.
+    where a last line or chunk was cut short (a viewer killed while writing it: its line
+    number, or byte offset, for ``cut_note``) to ``cut``, the lines of the kinds that
+    ``lines`` has keys for (``out``, ``event``, ``summary``: no message of the model) to
+    their lists, without their kind. Both formats give the same messages.
     ``playback``: also every heartbeat with its telemetry, and the ops announced as running
     (t_end -1), as the live viewer received them."""
-    with open(path, encoding="utf-8") as f:
-        _header(f, path)
-        pending: list[dict] = []
-        ranks: dict[tuple[int, int], dict] = {}  # identities by (rank, inc)
-        with_ops: set[tuple[int, int]] = set()  # (rank, inc) of every op line
-        groups: dict[int, list[int]] = {}  # the ranks of each ``group`` line, by its ``g``
-        for lineno, line in enumerate(f, start=2):
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError:
-                if line.endswith("\n"):
-                    raise RecordingError(f"{path}:{lineno}: not JSON") from None
-                if cut is not None:
-                    cut.append(lineno)
-                break  # a last line cut short by a killed viewer
-            if not isinstance(obj, dict):
-                raise RecordingError(f"{path}:{lineno}: not a JSON object")
-            kind = obj.get("kind")
-            if kind in ("rank", "bye"):  # they begin and end incarnations: earlier ops first
-                yield from _batches(pending)
-                pending = []
-            if kind == "running" and playback:
-                kind, obj = "op", {**obj, "t_end_ns": -1}
-            if kind == "group":
-                groups[_group_number(obj, f"{path}:{lineno}")] = obj["ranks"]
-            elif kind == "op":
-                if "group" not in obj:  # version 2: by reference to a group line
-                    g = obj.get("g")
-                    if type(g) is not int or g not in groups:
-                        raise RecordingError(f"{path}:{lineno}: op line names no group "
-                                             f"written before it (g: {g!r})")
-                    obj["group"] = groups[g]
-                pending.append(obj)
-                if len(pending) >= protocol.MAX_BATCH:
-                    yield from _batches(pending)
-                    pending = []
-            elif kind == "rank":
-                ranks[(obj["rank"], obj.get("inc", 0))] = obj
-                yield _identity(obj, 0, 0, ())
-            elif (kind == "tel" and (playback or obj.get("clk"))
-                  and (obj["rank"], obj.get("inc", 0)) in ranks):
-                yield _identity(ranks[(obj["rank"], obj.get("inc", 0))], obj["t_ns"],
-                                obj["dropped"], tuple(tuple(row) for row in obj.get("clk", ())),
-                                _telemetry(obj) if playback else {})
-            elif kind == "bye":  # the model's job generations end with their goodbyes
-                yield protocol.Bye(obj["rank"], obj["t_ns"], obj["dropped"], obj.get("inc", 0))
-            elif kind == "phase":
-                yield protocol.Phases(obj["rank"], (protocol.PhaseSpan(
-                    obj["name"], obj["depth"], obj["t_start_ns"], obj["t_end_ns"]),),
-                    obj.get("inc", 0))
-            elif kind == "topo":
-                yield _topology(obj, f"{path}:{lineno}")
-            elif kind == "diag" and findings is not None:
-                findings.append({k: v for k, v in obj.items() if k != "kind"})
-            elif lines is not None and kind in lines:
-                lines[kind].append({k: v for k, v in obj.items() if k != "kind"})
-            if kind == "op":
-                with_ops.add((obj["rank"], obj.get("inc", 0)))
-        yield from _batches(pending)
-        # a rank's ops come before its ``rank`` line when they ran before its first heartbeat
-        # (that waits for a clock round trip): a recording cut in between still counts them,
-        # as ranks of the job of the last rank named
-        last = next(reversed(ranks.values()), {})
-        for rank, inc in sorted(with_ops - ranks.keys()):
-            yield protocol.Heartbeat(rank, last.get("world", 0), "?", 0, "?", "?", 0, 0, {}, (),
-                                     inc, last.get("job", ""))
+    tables = _Tables()
+    items = _items(path, cut, tables)
+    pending: _LinePending | _ColumnPending = _LinePending()
+    ranks: dict[tuple[int, int], dict] = {}  # identities by (rank, inc)
+    with_ops: set[tuple[int, int]] = set()  # (rank, inc) of every op line
+    groups: dict[int, list[int]] = {}  # the ranks of each ``group`` line, by its ``g``
+    for where, obj in items:
+        if isinstance(obj, _Ops):  # a compact recording's records
+            if not isinstance(pending, _ColumnPending):
+                pending = _ColumnPending(tables)
+            run = obj if playback else obj.completed()
+            if len(run):
+                with_ops.update(tables.who[w] for w in np.unique(run.cols["who"]).tolist())
+                pending.add(run)
+                yield from pending.full()
+            continue
+        kind = obj.get("kind")
+        if kind in ("rank", "bye"):  # they begin and end incarnations: earlier ops first
+            yield from pending.all()
+        if kind == "running" and playback:
+            kind, obj = "op", {**obj, "t_end_ns": -1}
+        if kind == "group":
+            groups[_group_number(obj, where)] = obj["ranks"]
+        elif kind == "op":
+            if "group" not in obj:  # version 2: by reference to a group line
+                g = obj.get("g")
+                if type(g) is not int or g not in groups:
+                    raise RecordingError(f"{where}: op line names no group "
+                                         f"written before it (g: {g!r})")
+                obj["group"] = groups[g]
+            assert isinstance(pending, _LinePending)
+            pending.add(obj)
+            yield from pending.full()
+        elif kind == "rank":
+            ranks[(obj["rank"], obj.get("inc", 0))] = obj
+            yield _identity(obj, 0, 0, ())
+        elif (kind == "tel" and (playback or obj.get("clk"))
+              and (obj["rank"], obj.get("inc", 0)) in ranks):
+            yield _identity(ranks[(obj["rank"], obj.get("inc", 0))], obj["t_ns"],
+                            obj["dropped"], tuple(tuple(row) for row in obj.get("clk", ())),
+                            _telemetry(obj) if playback else {})
+        elif kind == "bye":  # the model's job generations end with their goodbyes
+            yield protocol.Bye(obj["rank"], obj["t_ns"], obj["dropped"], obj.get("inc", 0))
+        elif kind == "phase":
+            yield protocol.Phases(obj["rank"], (protocol.PhaseSpan(
+                obj["name"], obj["depth"], obj["t_start_ns"], obj["t_end_ns"]),),
+                obj.get("inc", 0))
+        elif kind == "topo":
+            yield _topology(obj, where)
+        elif kind == "diag" and findings is not None:
+            findings.append({k: v for k, v in obj.items() if k != "kind"})
+        elif lines is not None and kind in lines:
+            lines[kind].append({k: v for k, v in obj.items() if k != "kind"})
+        if kind == "op":
+            with_ops.add((obj["rank"], obj.get("inc", 0)))
+    yield from pending.all()
+    # a rank's ops come before its ``rank`` line when they ran before its first heartbeat
+    # (that waits for a clock round trip): a recording cut in between still counts them,
+    # as ranks of the job of the last rank named
+    last = next(reversed(ranks.values()), {})
+    for rank, inc in sorted(with_ops - ranks.keys()):
+        yield protocol.Heartbeat(rank, last.get("world", 0), "?", 0, "?", "?", 0, 0, {}, (),
+                                 inc, last.get("job", ""))
+
+
+def lines(path: str | Path, cut: list[int] | None = None) -> Iterator[dict[str, Any]]:
+    """Every line of a recording of either format and version, header first, as this
+    version writes them: op lines name their group by ``g``, after its ``group`` line."""
+    yield {**read_header(path), "version": VERSION}
+    tables = _Tables()
+    if compact.is_compact(path):
+        seen: set[int] = set()
+        for _, obj in _compact_items(path, cut, tables):
+            if isinstance(obj, _Ops):
+                yield from _op_lines(obj.cols, tables, seen)
+            else:
+                yield obj
+        return
+    refs: dict[tuple[str, tuple[int, ...]], int] = {}  # the g of a version 1 line's group
+    for _, obj in _items(path, cut, tables):
+        assert isinstance(obj, dict)
+        if obj.get("kind") in ("op", "running") and "group" in obj:
+            key = (obj["pg"], tuple(obj["group"]))
+            if key not in refs:
+                refs[key] = len(refs)
+                yield {"kind": "group", "g": refs[key], "pg": key[0], "ranks": list(key[1])}
+            obj = {("g" if k == "group" else k): (refs[key] if k == "group" else v)
+                   for k, v in obj.items()}
+        yield obj
+
+
+def _op_lines(cols: dict[str, np.ndarray], tables: _Tables,
+              seen: set[int]) -> Iterator[dict[str, Any]]:
+    """A compact run's op records as op lines, each group's line before the first."""
+    lists = {k: v.tolist() for k, v in cols.items()}
+    for i, g in enumerate(lists["g"]):
+        pg, ranks = tables.groups[g]
+        if g not in seen:
+            seen.add(g)
+            yield {"kind": "group", "g": g, "pg": pg, "ranks": list(ranks)}
+        rank, inc = tables.who[lists["who"][i]]
+        yield _op_line(rank, _inc(inc), {"g": g}, pg, tables.sites[lists["site"][i]], lists, i)
+
+
+def export(src: str | Path, dst: str | Path, to_compact: bool) -> list[int]:
+    """Write the recording ``src`` again at ``dst``, compact or as JSON Lines; where ``src``
+    was cut short (as ``read``'s ``cut``) is returned. ``dst`` is removed if it fails."""
+    cut: list[int] = []
+    source = lines(src, cut)
+    header = next(source)  # src is readable before dst is written
+    try:
+        sink = _Compact(dst, header) if to_compact else _JsonLines(dst, header)
+    except OSError as exc:
+        raise RecordingError(f"cannot write {dst}: {exc.strerror}") from None
+    try:
+        for obj in source:
+            sink.line(obj)
+        sink.close()
+    except BaseException:
+        sink.close()
+        Path(dst).unlink(missing_ok=True)
+        raise
+    return cut
 
 
 def _group_number(obj: dict, where: str) -> int:
@@ -321,6 +602,99 @@ def _topology(obj: dict, where: str) -> protocol.GpuTopology:
         raise RecordingError(f"{where}: malformed topo line ({exc})") from None
     assert isinstance(msg, protocol.GpuTopology)
     return msg
+
+
+class _LinePending:
+    """A JSON Lines recording's op lines not yet in a batch."""
+
+    def __init__(self) -> None:
+        self._recs: list[dict] = []
+
+    def add(self, rec: dict) -> None:
+        self._recs.append(rec)
+
+    def full(self) -> Iterator[protocol.OpBatch]:
+        if len(self._recs) >= protocol.MAX_BATCH:
+            yield from self.all()
+
+    def all(self) -> Iterator[protocol.OpBatch]:
+        recs, self._recs = self._recs, []
+        yield from _batches(recs)
+
+
+class _ColumnPending:
+    """A compact recording's op records not yet in a batch: they are cut into the very
+    batches JSON Lines gives (``MAX_BATCH`` records in all, then one per rank, in the order
+    the ranks come, their groups and sites numbered in the order they come)."""
+
+    def __init__(self, tables: _Tables) -> None:
+        self._tables = tables
+        self._runs: list[dict[str, np.ndarray]] = []
+        self._n = 0
+
+    def add(self, run: _Ops) -> None:
+        self._runs.append(run.cols)
+        self._n += len(run)
+
+    def full(self) -> Iterator[protocol.OpBatch]:
+        while self._n >= protocol.MAX_BATCH:
+            cols = self._joined()
+            rest = {k: v[protocol.MAX_BATCH:] for k, v in cols.items()}
+            self._runs, self._n = [rest], self._n - protocol.MAX_BATCH
+            yield from _split({k: v[:protocol.MAX_BATCH] for k, v in cols.items()},
+                              self._tables)
+
+    def all(self) -> Iterator[protocol.OpBatch]:
+        if self._n:
+            cols = self._joined()
+            self._runs, self._n = [], 0
+            yield from _split(cols, self._tables)
+
+    def _joined(self) -> dict[str, np.ndarray]:
+        if len(self._runs) == 1:
+            return self._runs[0]
+        return {k: np.concatenate([r[k] for r in self._runs]) for k in self._runs[0]}
+
+
+def _split(cols: dict[str, np.ndarray], tables: _Tables) -> Iterator[protocol.OpBatch]:
+    """Records of many ranks, one batch per rank (as ``_batches`` cuts op lines)."""
+    batch, whos = _numbered(np.zeros(len(cols["who"]), dtype=np.int64), cols["who"])
+    order = np.argsort(batch, kind="stable")
+    bounds = np.searchsorted(batch[order], np.arange(len(whos) + 1))
+    gid, g_at, g_of = _numbered(batch[order], cols["g"][order], per_batch=True)
+    sid, s_at, s_of = _numbered(batch[order], cols["site"][order], per_batch=True)
+    wire = {k: cols[k][order] for k in protocol.COLUMNS if k not in ("gid", "site")}
+    wire["gid"], wire["site"] = (gid.astype(protocol.COLUMN_DTYPES["gid"]),
+                                 sid.astype(protocol.COLUMN_DTYPES["site"]))
+    names, columns = list(protocol.COLUMNS), [wire[k] for k in protocol.COLUMNS]
+    bounds, g_at, s_at = bounds.tolist(), g_at.tolist(), s_at.tolist()  # Python ints: faster
+    g_of, s_of = g_of.tolist(), s_of.tolist()
+    for b, who in enumerate(whos.tolist()):
+        lo, hi = bounds[b], bounds[b + 1]
+        groups = {i: tables.groups[g] for i, g in enumerate(g_of[g_at[b]:g_at[b + 1]])}
+        sites = {i: tables.sites[s] for i, s in enumerate(s_of[s_at[b]:s_at[b + 1]])}
+        rank, inc = tables.who[who]
+        yield protocol.OpBatch(rank, dict(zip(names, [c[lo:hi] for c in columns])),
+                               groups, sites, inc)
+
+
+def _numbered(batch: np.ndarray, values: np.ndarray, per_batch: bool = False) -> tuple:
+    """Each value's number among those of its batch (``batch``, ascending when
+    ``per_batch``), in the order they first come there; with ``per_batch``, also where each
+    batch's values begin in the third array, the values in that order. Without it, the
+    values in the order they come (one batch)."""
+    span = int(values.max()) + 1 if len(values) else 1
+    keys, first, inverse = np.unique(batch.astype(np.int64) * span + values,
+                                     return_index=True, return_inverse=True)
+    of_batch = keys // span
+    order = np.lexsort((first, of_batch))  # by batch, then by first place
+    starts = np.searchsorted(of_batch[order], of_batch[order])
+    number = np.empty(len(keys), dtype=np.int64)
+    number[order] = np.arange(len(keys)) - starts
+    if not per_batch:
+        return number[inverse], (keys % span)[order]
+    at = np.searchsorted(of_batch[order], np.arange(int(batch[-1]) + 2 if len(batch) else 1))
+    return number[inverse], at, (keys % span)[order]
 
 
 def _batches(records: list[dict]) -> Iterator[protocol.OpBatch]:
