@@ -482,7 +482,7 @@ def _export(args: argparse.Namespace) -> int:
     return 0
 
 
-def _chunks(messages, size: int = 64):
+def _chunks(messages, size: int = 4096):
     chunk = []
     for msg in messages:
         chunk.append(msg)
