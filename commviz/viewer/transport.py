@@ -17,7 +17,7 @@ from pathlib import Path
 import zmq
 
 from commviz.wire import keys as keys_
-from commviz.wire import protocol
+from commviz.wire import protocol, relayed
 from commviz.wire.clocksync import ClockServer, clock_addr
 from commviz.wire.nodes import is_loopback
 
@@ -25,6 +25,7 @@ DEFAULT_BIND = "tcp://127.0.0.1:5555"
 RECV_HWM = 100_000
 MAX_WIRE_BYTES = 4 * protocol.MAX_MESSAGE_BYTES  # larger frames: libzmq drops the peer
 RANDOM_PORT_TRIES = 20  # a random event port whose port + 1 is taken: pick another
+MAX_RELAYS = 65_536  # relays whose counts are kept: node names come from the peers
 
 
 class BindError(RuntimeError):
@@ -75,6 +76,8 @@ class Receiver:
         self.received = 0
         self.rejected = 0
         self.reject_reasons: Counter[str] = Counter()
+        # per relay (its node's name): what it dropped, op records and messages, in all
+        self.relays: dict[str, tuple[int, int]] = {}
 
     @staticmethod
     def _server_keys(bind: str, keys: str | Path | None) -> keys_.ServerKeys | None:
@@ -123,12 +126,27 @@ class Receiver:
             except zmq.Again:
                 break
             self.received += 1
-            try:
-                out.append(protocol.decode(data))
-            except protocol.ProtocolError as exc:
-                self.rejected += 1
-                self.reject_reasons[str(exc).split(":")[0][:80]] += 1
+            self._take(data, out, 0)
         return out
+
+    def _take(self, data: bytes, out: list[protocol.Message], depth: int) -> None:
+        """Decode one message, or the messages of a relay's envelope (``commviz/wire/
+        relayed.py``) each as if it had come directly: a bad one is rejected alone."""
+        try:
+            if not relayed.is_envelope(data):
+                out.append(protocol.decode(data))
+                return
+            if depth >= relayed.MAX_DEPTH:
+                raise protocol.ProtocolError(f"envelopes nested more than {relayed.MAX_DEPTH} deep")
+            env = relayed.decode(data)
+        except protocol.ProtocolError as exc:
+            self.rejected += 1
+            self.reject_reasons[str(exc).split(":")[0][:80]] += 1
+            return
+        if env.node in self.relays or len(self.relays) < MAX_RELAYS:
+            self.relays[env.node] = (env.dropped, env.lost)
+        for inner in env.msgs:
+            self._take(inner, out, depth + 1)
 
     def close(self) -> None:
         if self.clock is not None:
