@@ -324,9 +324,8 @@ def _relay(args: argparse.Namespace) -> int:
 
     relay = Relay(args.to, args.bind or DEFAULT_ADDR, keys=args.keys)
     with Interrupts() as interrupts:
-        print(f"commviz: relay of node {relay.node}: its ranks report to COMMVIZ_ADDR="
-              f"{relay.addr}, forwarded to {relay.to} (Ctrl-C stops it)", file=sys.stderr,
-              flush=True)
+        print(f"commviz relay: node {relay.node}: its ranks report to COMMVIZ_ADDR="
+              f"{relay.addr}, forwarded to {relay.to} (Ctrl-C stops it)", flush=True)
         try:
             while not interrupts.event.wait(0.5):
                 pass
