@@ -241,4 +241,7 @@ class _Printer:
                                   s["unmatched"], self.lang)
         viewer = i18n.ui("counts viewer", self.lang).format(
             rejected=s["rejected_messages"], dropped=dropped)
+        relays = sum(s["dropped_by_relays"].values())
+        if relays:
+            viewer += i18n.ui("counts relays", self.lang).format(dropped=relays)
         print(f"\n{counts}{viewer}", file=self.out, flush=True)

@@ -210,4 +210,5 @@ class Session(Collector):
                 "failed": m.failed + failed, "unmatched": unmatched,
                 "rejected_messages": self.receiver.rejected,
                 "dropped_by_ranks": {r: s.dropped for r, s in sorted(m.ranks.items())},
+                "dropped_by_relays": {n: d for n, (d, _) in sorted(self.receiver.relays.items())},
                 "unmatched_pending": m.evicted}
