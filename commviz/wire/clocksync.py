@@ -16,6 +16,10 @@ samples, ± half its width. What this cannot see: drift between the sample and n
 (clocks disciplined by NTP drift by a few µs per second, free-running ones by up to 50 µs),
 and asymmetric delays beyond the bound (they are inside it by construction).
 
+A relay between a node's ranks and the viewer passes the round trips on
+(``commviz/relay/clockproxy.py``): the viewer's ROUTER then reads one identity frame per hop
+before the request, and answers along that route (up to ``MAX_HOPS``).
+
 No Textual, Rich or torch: the rank side imports this module.
 """
 
