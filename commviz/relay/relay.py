@@ -34,7 +34,10 @@ from commviz.wire.link import Link
 
 TICK_S = 0.05          # as a rank's emitter: one envelope a tick
 RECV_HWM = 20_000      # messages queued from the ranks before their emitters drop
-SEND_HWM = 100         # envelopes queued to the viewer (a tick each: 5 s) before dropping
+# envelopes queued to the viewer before dropping: a tick each, 50 s, as long as a rank's
+# emitter holds its messages (its SEND_HWM); 100 dropped 29% of a 1,024-rank fleet's records
+# on a machine where the viewer ran 5x behind (docs/scale.md)
+SEND_HWM = 1000
 EXIT_LINGER_MS = 1000  # bounded wait at exit for the last envelope to reach a live viewer
 QUIET_S = 0.2          # at close: what the ranks still send is taken until this long quiet
 CLOSE_WAIT_S = 2.0     # ... and no longer than this
