@@ -54,13 +54,16 @@ import zmq
 from commviz.knowledge import bandwidth, costmodel
 from commviz.rank.emitter import encode_batch, encode_groups
 from commviz.rank.records import BYTES_IN, BYTES_OUT, ID, T_END
+from commviz.relay.relay import Relay
 from commviz.viewer import compact
 from commviz.wire import clocksync, protocol
 from commviz.wire.keys import client_keys, secure_client
+from commviz.wire.nodes import ENV_HOST
 
 RANKS_PER_NODE = 8
 RANKS_PER_PROC = 128
 MAX_RANKS_PER_PROC = 504       # 2 sockets a rank: a ZeroMQ context holds at most 1,023
+RELAYS_PER_PROC = 16           # --relays: real relays (nodes) in one process
 JOB_KEY = "simulated-fleet"
 GPU_NAME = "NVIDIA H200 (simulated)"
 GPU_MEM_TOTAL = 150_754_820_096
@@ -548,7 +551,8 @@ class Worker:
     worker's idle time, and a late worker sends the same, later: its lateness is measured
     per slot and reported."""
 
-    def __init__(self, job: Job, lo: int, hi: int, addr: str, dur: dict[tuple, int]) -> None:
+    def __init__(self, job: Job, lo: int, hi: int, addr: str, dur: dict[tuple, int],
+                 relays: list[str] | None = None) -> None:
         self.job, self.lo, self.hi, self.addr, self.dur = job, lo, hi, addr, dur
         offsets = node_offsets(job)
         self.ranks = [_Rank(r, job, offsets[r // RANKS_PER_NODE]) for r in range(lo, hi)]
@@ -559,28 +563,29 @@ class Worker:
         self.asking: list[_Rank] = []  # ranks whose clock request leaves after the slot's sends
         self.lateness: list[int] = []
         self.ctx = zmq.Context()
-        self.caddr = clocksync.clock_addr(addr)
         # only the clock sockets awaiting an answer are polled: libzmq looks at every socket
         # it is given at every wake-up, and a worker wakes every slot
         self.poller = zmq.Poller()
         self.awaiting: dict[zmq.Socket, _Rank] = {}
-        keys = client_keys()
+        keys = None if relays else client_keys()  # to a node's relay: locally, no keys
         for rk in self.ranks:
+            to = relays[rk.rank // RANKS_PER_NODE] if relays else addr
+            caddr = clocksync.clock_addr(to)
             rk.sock = self.ctx.socket(zmq.PUSH)
             rk.sock.setsockopt(zmq.SNDHWM, SEND_HWM)
             rk.sock.setsockopt(zmq.LINGER, EXIT_LINGER_MS)
             rk.sock.setsockopt(zmq.IMMEDIATE, 1)
             if keys is not None:
                 secure_client(rk.sock, keys)
-            rk.sock.connect(addr)
-            if self.caddr is not None:
+            rk.sock.connect(to)
+            if caddr is not None:
                 rk.dealer = self.ctx.socket(zmq.DEALER)
                 for opt, value in ((zmq.LINGER, 0), (zmq.IMMEDIATE, 1), (zmq.SNDHWM, 4),
                                    (zmq.MAXMSGSIZE, clocksync.WIRE_BYTES)):
                     rk.dealer.setsockopt(opt, value)
                 if keys is not None:
                     secure_client(rk.dealer, keys)
-                rk.dealer.connect(self.caddr)
+                rk.dealer.connect(caddr)
 
     def connect(self, timeout_s: float) -> int:
         """Wait until every socket is connected (or the timeout); returns how many ranks are."""
@@ -869,11 +874,12 @@ class Worker:
         self.ctx.term()
 
 
-def _work(job: Job, lo: int, hi: int, addr: str, dur: dict, seconds: float, conn, go, t0) -> None:
+def _work(job: Job, lo: int, hi: int, addr: str, dur: dict, seconds: float, conn, go, t0,
+          relays: list[str] | None) -> None:
     """A worker process: connect, say so, wait for the start, play, report."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops the fleet
     try:
-        worker = Worker(job, lo, hi, addr, dur)
+        worker = Worker(job, lo, hi, addr, dur, relays)
         connected = worker.connect(10.0)
         worker.first_round_trips(1.0)
         conn.send({"connected": connected})
@@ -885,6 +891,78 @@ def _work(job: Job, lo: int, hi: int, addr: str, dur: dict, seconds: float, conn
         conn.send({"error": f"{type(exc).__name__}: {exc}"})
     finally:
         conn.close()
+
+
+def _relay_host(addr: str, nodes: range, conn, stop) -> None:
+    """A process of real relays (``commviz.relay``), one per simulated node in ``nodes``, each
+    named as its node: sends their addresses, and when ``stop`` is set, closes them and sends
+    what they forwarded and dropped."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    relays = []
+    try:
+        cpu0 = time.process_time()
+        relays = [Relay(addr, "tcp://127.0.0.1:*", environ={**os.environ,
+                                                             ENV_HOST: f"node{n:03d}"})
+                  for n in nodes]
+        conn.send({"addrs": [r.addr for r in relays]})
+        stop.wait()
+        closing = [threading.Thread(target=r.close) for r in relays]  # each waits for quiet
+        for t in closing:
+            t.start()
+        for t in closing:
+            t.join()
+        conn.send({"cpu_s": time.process_time() - cpu0,
+                   **{k: sum(getattr(r, k) for r in relays)
+                      for k in ("forwarded", "envelopes", "dropped", "lost")}})
+    except Exception as exc:  # the parent reports it
+        conn.send({"error": f"relay: {type(exc).__name__}: {exc}"})
+    finally:
+        for r in relays:
+            r.close()
+        conn.close()
+
+
+class RelayFleet:
+    """One real relay per simulated node, RELAYS_PER_PROC to a process, forwarding to the
+    viewer: the fleet's ranks report to their node's relay."""
+
+    def __init__(self, addr: str, job: Job, timeout_s: float = 30.0) -> None:
+        ctx = mp.get_context("fork")
+        self.stop = ctx.Event()
+        self.procs, self.pipes, self.addrs, self.errors = [], [], [], []
+        for lo in range(0, job.nodes, RELAYS_PER_PROC):
+            parent, child = ctx.Pipe(duplex=False)
+            p = ctx.Process(target=_relay_host, daemon=True, args=(
+                addr, range(lo, min(lo + RELAYS_PER_PROC, job.nodes)), child, self.stop))
+            p.start()
+            child.close()
+            self.procs.append(p)
+            self.pipes.append(parent)
+        for conn in self.pipes:
+            msg = conn.recv() if conn.poll(timeout_s) else {"error": "relay: no start"}
+            self.addrs += msg.get("addrs", [])
+            if "error" in msg:
+                self.errors.append(msg["error"])
+
+    def close(self, report: FleetReport) -> None:
+        """Stop the relays (each sends on what it still holds) and add their counts."""
+        self.stop.set()
+        for conn in self.pipes:
+            msg = conn.recv() if conn.poll(30) else {"error": "relay: no report in time"}
+            if "error" in msg:
+                report.errors.append(msg["error"])
+                continue
+            for key, value in msg.items():
+                report.relayed[key] = report.relayed.get(key, 0) + value
+        report.relays = len(self.addrs)
+        report.relay_procs = len(self.procs)
+        for p in self.procs:
+            p.join(10)
+            if p.is_alive():
+                p.kill()
+                p.join(5)
+        for conn in self.pipes:
+            conn.close()
 
 
 # ---- the fleet ------------------------------------------------------------------------------
@@ -914,6 +992,9 @@ class FleetReport:
     started_ns: int = 0
     ended_ns: int = 0
     errors: list = field(default_factory=list)
+    relays: int = 0            # --relays: real relays between the ranks and the viewer
+    relay_procs: int = 0
+    relayed: dict = field(default_factory=dict)  # forwarded, envelopes, dropped, lost, cpu_s
 
     @property
     def kept_real_time(self) -> bool:
@@ -950,6 +1031,13 @@ class FleetReport:
                        "the viewer now would measure the simulator")
             out.append(f"{SIMULATED}: latest slot of each second (ms): "
                        + " ".join(f"{ms:.0f}" for ms in self.late_by_s))
+        if self.relays:
+            r = self.relayed
+            out.append(f"{SIMULATED}: through {self.relays} real relays ({self.relay_procs} "
+                       f"processes): forwarded {r.get('forwarded', 0):,} messages in "
+                       f"{r.get('envelopes', 0):,} envelopes, dropped {r.get('dropped', 0):,} "
+                       f"records in {r.get('lost', 0):,} messages; relays' CPU "
+                       f"{r.get('cpu_s', 0.0):.1f} s ({r.get('cpu_s', 0.0) / wall:.2f} cores)")
         out += [f"{SIMULATED}: worker error: {e}" for e in self.errors]
         return out
 
@@ -965,19 +1053,26 @@ def split(job: Job, procs: int | None) -> list[tuple[int, int]]:
 
 
 def run_fleet(addr: str, job: Job, seconds: float, procs: int | None = None,
-              connect_timeout_s: float = 30.0) -> FleetReport:
+              connect_timeout_s: float = 30.0, relays: bool = False) -> FleetReport:
     """Play ``job`` for ``seconds`` (the steps that start by then run to their end) into the
-    viewer at ``addr``, from forked worker processes; returns what was sent. Every worker is
-    ended (joined, or killed past its time) before it returns."""
+    viewer at ``addr``, from forked worker processes; returns what was sent. ``relays``: each
+    simulated node's ranks report to a real relay of their own (``RelayFleet``). Every worker
+    and relay is ended (joined, or killed past its time) before it returns."""
     dur = durations(job)  # before the fork: the workers share it
     chunks = split(job, procs)
     ctx = mp.get_context("fork")
     go, t0 = ctx.Event(), ctx.Value("q", 0)
     pipes, workers = [], []
+    fleet = RelayFleet(addr, job) if relays else None
+    if fleet is not None and fleet.errors:
+        report = FleetReport(job, seconds, 0, 0, errors=fleet.errors)
+        fleet.close(report)
+        return report
     try:
         for lo, hi in chunks:
             parent, child = ctx.Pipe(duplex=False)
-            p = ctx.Process(target=_work, args=(job, lo, hi, addr, dur, seconds, child, go, t0),
+            p = ctx.Process(target=_work, args=(job, lo, hi, addr, dur, seconds, child, go, t0,
+                                                fleet.addrs if fleet else None),
                             daemon=True)
             p.start()
             child.close()
@@ -999,8 +1094,13 @@ def run_fleet(addr: str, job: Job, seconds: float, procs: int | None = None,
             msg = conn.recv() if conn.poll(limit) else {"error": "no report in time"}
             _merge(report, msg)
         report.ended_ns = time.time_ns()
+        if fleet is not None:
+            fleet.close(report)
+            fleet = None
         return report
     finally:
+        if fleet is not None:
+            fleet.close(FleetReport(job, seconds, 0, 0))
         go.set()
         for p in workers:
             p.join(5)
@@ -1130,7 +1230,7 @@ def wait_quiet(load: float, out=sys.stdout) -> None:
 
 
 def measure(job: Job, seconds: float, addr: str, recording: str, procs: int | None,
-            nice: int = 0, out=sys.stdout) -> int:
+            nice: int = 0, out=sys.stdout, relays: bool = False) -> int:
     """Start ``commviz watch --headless --record RECORDING`` at ``addr`` (at ``nice``), play the
     fleet into it and say how it kept up: records applied when the fleet ended, how long it
     needed after, when it named each straggler, its peak RSS and CPU, the recording's bytes per
@@ -1158,7 +1258,7 @@ def measure(job: Job, seconds: float, addr: str, recording: str, procs: int | No
             return 1
         watch = ViewerWatch(viewer.pid, recording)
         load0 = os.getloadavg()
-        report = run_fleet(addr, job, seconds, procs)
+        report = run_fleet(addr, job, seconds, procs, relays=relays)
         end = time.time_ns()
         cpu_during = watch.cpu_s()
         for line in report.lines():
@@ -1246,6 +1346,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="start `commviz watch --headless --record REC` at --to and measure it")
     p.add_argument("--viewer-nice", type=int, default=0, metavar="N",
                    help="with --watch: run the viewer at this niceness")
+    p.add_argument("--relays", action="store_true",
+                   help="one real relay (commviz.relay) per simulated node between its ranks "
+                        "and the viewer")
     p.add_argument("--wait-quiet", type=float, metavar="LOAD",
                    help="first wait until the 1-minute load average is below LOAD")
     args = p.parse_args(argv)
@@ -1260,8 +1363,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.wait_quiet is not None:
         wait_quiet(args.wait_quiet)
     if args.watch:
-        return measure(job, args.seconds, args.to, args.watch, args.procs, args.viewer_nice)
-    report = run_fleet(args.to, job, args.seconds, args.procs)
+        return measure(job, args.seconds, args.to, args.watch, args.procs, args.viewer_nice,
+                       relays=args.relays)
+    report = run_fleet(args.to, job, args.seconds, args.procs, relays=args.relays)
     for line in report.lines():
         print(line)
     return 0 if report.kept_real_time else 2

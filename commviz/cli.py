@@ -1,4 +1,4 @@
-"""The ``commviz`` command: demo, watch, run, keys, play, stats, export."""
+"""The ``commviz`` command: demo, watch, run, relay, keys, play, stats, export."""
 
 from __future__ import annotations
 
@@ -78,6 +78,17 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD",
                    help="the command, run as given (no shell)")
 
+    rl = sub.add_parser("relay", help="forward this node's ranks to a viewer elsewhere, in "
+                        "one connection (for programs that call commviz.instrument())")
+    rl.add_argument("--to", required=True, metavar="ADDR",
+                    help="the viewer's address (or an upper relay's), e.g. tcp://HOST:5555")
+    rl.add_argument("--bind", default=None, metavar="LOCAL", help="where this node's ranks "
+                    "report (their COMMVIZ_ADDR; default tcp://127.0.0.1:5555, instrument()'s "
+                    "default), loopback or ipc://PATH")
+    rl.add_argument("--keys", metavar="DIR", default=None, help="CURVE keys from `commviz "
+                    "keys` (default $COMMVIZ_KEYS): server.key and client.key_secret to reach "
+                    "an off-host viewer; the whole folder to bind an off-host address")
+
     k = sub.add_parser("keys", help="create the CURVE keys a viewer reachable from other "
                        "hosts needs (see docs/nodes.md)")
     k.add_argument("dir", nargs="?", default=None,
@@ -119,6 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     from commviz.launch.job import JobError
     from commviz.launch.launcher import LaunchError
+    from commviz.relay.relay import RelayError
     from commviz.viewer.recording import RecordingError
     from commviz.viewer.transport import BindError
     from commviz.wire.keys import KeysError
@@ -126,13 +138,13 @@ def main(argv: list[str] | None = None) -> int:
     args.no_terminal = _no_terminal_for_the_tui(args)
     if args.no_terminal:
         args.headless = True
-    commands = {"demo": _demo, "watch": _watch, "run": _run, "keys": _keys, "stats": _stats,
-                "play": _play, "export": _export}
+    commands = {"demo": _demo, "watch": _watch, "run": _run, "relay": _relay, "keys": _keys,
+                "stats": _stats, "play": _play, "export": _export}
     try:
         code = commands[args.command](args)
         sys.stdout.flush()  # a reader that went away (`| head`) shows here, not at exit
         return code
-    except (LaunchError, BindError, RecordingError, JobError, KeysError) as exc:
+    except (LaunchError, BindError, RecordingError, JobError, KeysError, RelayError) as exc:
         print(f"commviz: error: {exc}", file=sys.stderr)
         return 2
     except BrokenPipeError:
@@ -316,6 +328,25 @@ def _run(args: argparse.Namespace) -> int:
         job.stop()  # done by run_app already, unless it failed to start
     assert job.exit_code is not None
     return job.exit_code
+
+
+def _relay(args: argparse.Namespace) -> int:
+    from commviz.launch.job import Interrupts
+    from commviz.relay.relay import DEFAULT_ADDR, Relay
+
+    relay = Relay(args.to, args.bind or DEFAULT_ADDR, keys=args.keys)
+    with Interrupts() as interrupts:
+        print(f"commviz relay: node {relay.node}: its ranks report to COMMVIZ_ADDR="
+              f"{relay.addr}, forwarded to {relay.to} (Ctrl-C stops it)", flush=True)
+        try:
+            while not interrupts.event.wait(0.5):
+                pass
+        finally:
+            relay.close()
+    line = relay.end_line()
+    if line is not None:
+        print(line, file=sys.stderr)
+    return 0
 
 
 def _keys_dir(args: argparse.Namespace) -> str | None:

@@ -241,6 +241,9 @@ class _Printer:
                                   s["unmatched"], self.lang)
         viewer = i18n.ui("counts viewer", self.lang).format(
             rejected=s["rejected_messages"], dropped=dropped)
+        relays = sum(s["dropped_by_relays"].values())
+        if relays:
+            viewer += i18n.ui("counts relays", self.lang).format(dropped=relays)
         shed = sum(s["shed"].values())
         behind = f"; {i18n.ui_n('shed', shed, self.lang)}" if shed else ""
         print(f"\n{counts}{viewer}{behind}", file=self.out, flush=True)

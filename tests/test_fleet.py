@@ -155,13 +155,15 @@ def test_workers_take_whole_nodes():
 
 
 # ---- fleets over sockets -------------------------------------------------------------------
-def _play(job: fleet.Job, seconds: float, until=None) -> tuple[Session, fleet.FleetReport]:
-    """Play ``job`` into a live Session on loopback; wait until the model has every record
-    sent (and ``until(session)``, if given) before returning it, still open."""
+def _play(job: fleet.Job, seconds: float, until=None,
+          relays: bool = False) -> tuple[Session, fleet.FleetReport]:
+    """Play ``job`` into a live Session on loopback (``relays``: through a real relay per
+    node); wait until the model has every record sent (and ``until(session)``, if given)
+    before returning it, still open."""
     session = Session("tcp://127.0.0.1:*")
     session.start()
     try:
-        report = fleet.run_fleet(session.addr, job, seconds, procs=2)
+        report = fleet.run_fleet(session.addr, job, seconds, procs=2, relays=relays)
         assert not report.errors
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
@@ -183,13 +185,17 @@ def _found(session: Session, kind: str) -> list:
 
 @pytest.mark.integration
 @pytest.mark.timeout(60)
-def test_a_small_fleet_is_taken_in_whole(procs):
+@pytest.mark.parametrize("relays", [False, True])
+def test_a_small_fleet_is_taken_in_whole(procs, relays):
     job = fleet.Job(16, "ddp", **SMALL)
     session, report = _play(job, 2.0, until=lambda s: all(
-        st.exited for st in s.model.ranks.values()) and len(s.model.ranks) == 16)
+        st.exited for st in s.model.ranks.values()) and len(s.model.ranks) == 16, relays=relays)
     try:
         model = session.model
         with session.lock:
+            assert set(session.receiver.relays) == ({"node000", "node001"} if relays else set())
+            assert report.relays == (2 if relays else 0)
+            assert report.relayed.get("lost", 0) == 0
             assert session.rejected == 0 and report.dropped_records == 0
             assert report.connected == 16 and report.messages["bye"] == 16
             assert sorted(model.ranks) == list(range(16))

@@ -16,7 +16,8 @@ RANK_SIDE = ["commviz.rank.hooks", "commviz.rank.emitter", "commviz.rank.telemet
              "commviz.rank.cuda_timing", "commviz.rank.gpu_topology",
              "commviz.rank.ddp", "commviz.rank.funcol", "commviz.rank.phases",
              "commviz.launch.runner", "commviz.wire.nodes", "commviz.wire.keys",
-             "commviz.wire.clocksync"]
+             "commviz.wire.clocksync", "commviz.wire.relayed", "commviz.wire.link",
+             "commviz.relay.relay"]
 
 
 def _loaded_after_import(module: str) -> set[str]:

@@ -30,10 +30,13 @@ from typing import BinaryIO, TextIO
 import psutil
 
 from commviz.launch.launcher import signal_name, telling_line
+from commviz.relay.relay import DEFAULT_ADDR, Relay
 from commviz.text import i18n
 from commviz.text.i18n import N_
+from commviz.wire import keys
 
 ENV_JOB = "COMMVIZ_JOB"
+RELAY_KEYS = (keys.ENV_KEYS, keys.ENV_SERVER_KEY, keys.ENV_CLIENT_KEY)  # the relay's
 SITE_DIR = Path(__file__).resolve().parent / "_site"
 INT_GRACE_S = 5.0   # after SIGINT (torchrun then stops its workers itself)
 TERM_GRACE_S = 3.0  # after SIGTERM, before SIGKILL
@@ -383,19 +386,32 @@ class Interrupts:
 
 
 def run_plain(cmd: list[str]) -> int:
-    """``commviz run --no-viewer``: the job alone, reporting to $COMMVIZ_ADDR (or the default
-    of instrument()); its exit code, or 128+N when signal N made commviz stop it."""
-    with Interrupts() as interrupts:
-        job = Job(cmd, None)
-        try:
-            while interrupts.first is None:
-                try:
-                    job.wait(0.2)
-                    break
-                except subprocess.TimeoutExpired:
-                    continue
-        finally:
-            job.stop(interrupts.first or signal.SIGINT, N_("stop signal"))
+    """``commviz run --no-viewer``: the job, with this process as its node's relay
+    (``commviz/relay/``), forwarding to $COMMVIZ_ADDR (or the default of instrument()); its
+    exit code, or 128+N when signal N made commviz stop it.
+
+    The ranks report to the relay on loopback, without keys: the keys in the environment are
+    the relay's, to reach the viewer."""
+    to = os.environ.get("COMMVIZ_ADDR") or DEFAULT_ADDR
+    relay = Relay(to, "tcp://127.0.0.1:*")
+    env = {k: v for k, v in os.environ.items() if k not in RELAY_KEYS}
+    try:
+        with Interrupts() as interrupts:
+            job = Job(cmd, relay.addr, env=env)
+            try:
+                while interrupts.first is None:
+                    try:
+                        job.wait(0.2)
+                        break
+                    except subprocess.TimeoutExpired:
+                        continue
+            finally:
+                job.stop(interrupts.first or signal.SIGINT, N_("stop signal"))
+    finally:
+        relay.close()  # after the job: its ranks' last messages are sent on first
+        line = relay.end_line()
+        if line is not None:
+            print(line, file=sys.stderr, flush=True)
     code = job.exit_code
     assert code is not None
     return code

@@ -25,12 +25,12 @@ from itertools import compress
 from typing import Any
 
 import zmq
-from zmq.utils.monitor import recv_monitor_message
 
 from commviz.rank.records import GID, ID, SITE, T_END, T_START
 from commviz.rank.telemetry import TelemetrySampler
 from commviz.wire import clocksync, nodes, protocol
 from commviz.wire.keys import KeysError, client_keys
+from commviz.wire.link import CONNECT_WAIT_S, KEYS_HINT, Link
 
 DEFAULT_ADDR = "tcp://127.0.0.1:5555"
 # Each wake-up costs the rank CPU even when there is nothing to send (70-130 us on a
@@ -41,11 +41,8 @@ FIRST_TICK_S = 0.01  # until the first heartbeat is out: a rank that dies early 
 ANNOUNCE_AFTER_NS = int(protocol.ANNOUNCE_S * 1e9)
 SEND_HWM = 1000
 EXIT_LINGER_MS = 1000  # bounded wait at exit so the last batch can reach a live viewer
-CONNECT_WAIT_S = 2.0   # records are held, not dropped, while a first connection is under way
 PHASES_HELD = 65_536   # ended phases waiting to be sent; beyond this the oldest are dropped
 FIRST_CLOCK_S = 1.0    # the first heartbeat waits this long for a clock round trip
-_REFUSED = (zmq.EVENT_HANDSHAKE_FAILED_AUTH | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
-            | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL)
 TOPOLOGY_EVERY_S = 10.0  # the GPU topology is repeated so that a late viewer learns it
 
 # A record (records.py) holds its fields in protocol.COLUMNS order: its n-th is the n-th column
@@ -53,9 +50,6 @@ _ARRAY_CODES = {"<i8": "q", "u1": "B", "<u4": "I", "<i4": "i"}
 _COLUMN_CODES = [(name, _ARRAY_CODES[dt]) for name, dt in protocol.COLUMNS.items()]
 _REPEAT_FROM = 64  # records in a batch from which _column_bytes looks for repeated values
 _GID_OF = operator.itemgetter(GID)
-
-
-KEYS_HINT = "COMMVIZ_KEYS, or COMMVIZ_SERVER_KEY and COMMVIZ_CLIENT_KEY; see docs/nodes.md"
 
 
 def encode_batch(rank: int, records: list[list], sites: Any, inc: int = 0, shift_ns: int = 0,
@@ -106,62 +100,6 @@ def _column_bytes(code: str, col: tuple) -> bytes:
     if len(col) >= _REPEAT_FROM and col.count(first) == len(col):
         return array(code, (first,)).tobytes() * len(col)
     return array(code, col).tobytes()
-
-
-class _Link:
-    """Whether a viewer is at the other end, from ZeroMQ's monitor events.
-
-    With ZMQ_IMMEDIATE a message sent before the handshake is dropped, so records are held
-    while a connection attempt is still under way, and dropped only once the viewer is
-    known to be absent (the connection was refused) or the attempt took too long.
-    """
-
-    def __init__(self, sock: zmq.Socket, addr: str) -> None:
-        self._addr = addr
-        self._mon = sock.get_monitor_socket(zmq.EVENT_HANDSHAKE_SUCCEEDED | _REFUSED
-                                            | zmq.EVENT_DISCONNECTED | zmq.EVENT_CONNECT_RETRIED)
-        self._sock = sock
-        self.connected = False
-        self.ever_connected = False
-        self.handshakes = 0  # connections made: a new one may be a viewer started again
-        self.refused = False  # no viewer there, or one that will not hear this rank
-        self.denied = False   # a viewer there refused this rank's keys (or their absence)
-        self._since = time.monotonic()
-
-    def update(self) -> None:
-        while True:
-            try:
-                event = recv_monitor_message(self._mon, zmq.NOBLOCK)["event"]
-            except zmq.Again:
-                return
-            if event == zmq.EVENT_HANDSHAKE_SUCCEEDED:
-                self.connected, self.refused, self.ever_connected = True, False, True
-                self.handshakes += 1
-            elif event == zmq.EVENT_DISCONNECTED:
-                self.connected, self._since = False, time.monotonic()
-            elif event == zmq.EVENT_CONNECT_RETRIED and not self.connected:
-                self.refused = True
-            elif event & _REFUSED:
-                self.refused = True
-                if not self.denied:  # once: the viewer is there but will not hear this rank
-                    self.denied = True
-                    print(f"commviz: warning: the viewer at {self._addr} refused this rank "
-                          f"(keys: {KEYS_HINT}); its records are dropped", file=sys.stderr)
-
-    def pending(self) -> bool:
-        """A connection attempt is still under way: hold records rather than drop them."""
-        self.update()
-        return (not self.connected and not self.refused
-                and time.monotonic() - self._since < CONNECT_WAIT_S)
-
-    def wait(self, seconds: float) -> None:
-        deadline = time.monotonic() + seconds
-        while self.pending() and time.monotonic() < deadline:
-            self._mon.poll(10)
-
-    def close(self) -> None:
-        self._sock.disable_monitor()
-        self._mon.close(linger=0)
 
 
 def _never_heard(addr: str, dropped: int, denied: bool) -> str:
@@ -275,7 +213,7 @@ class Emitter:
 
             secure_client(sock, self._keys)
         sock.connect(self.addr)
-        link = _Link(sock, self.addr)
+        link = Link(sock, self.addr, "this rank")
         caddr = clocksync.clock_addr(self.addr)
         self._clock = (None if caddr is None
                        else clocksync.ClockClient(ctx, caddr, self._keys, self._shift))
@@ -377,7 +315,7 @@ class Emitter:
                        for data in encode_groups(rank, groups, new, self._inc)):
             told.update((gid, groups[gid]) for gid in new)
 
-    def _retell_groups(self, sock: zmq.Socket, link: _Link) -> None:
+    def _retell_groups(self, sock: zmq.Socket, link: Link) -> None:
         """Every GROUPS_EVERY_S, and after every new connection (a viewer started again),
         the groups announced so far again: a viewer that missed them learns them."""
         when, handshakes = self._told_when

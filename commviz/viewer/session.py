@@ -216,4 +216,5 @@ class Session(Collector):
                 # what the viewer let go of when it fell behind (viewer/shedding.py)
                 "shed": {k: n for k, n in self.receiver.shed.items() if n},
                 "dropped_by_ranks": {r: s.dropped for r, s in sorted(m.ranks.items())},
+                "dropped_by_relays": {n: d for n, (d, _) in sorted(self.receiver.relays.items())},
                 "unmatched_pending": m.evicted}

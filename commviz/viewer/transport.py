@@ -20,7 +20,7 @@ import zmq
 from commviz.viewer.groups import GroupTables
 from commviz.viewer.shedding import shed
 from commviz.wire import keys as keys_
-from commviz.wire import protocol
+from commviz.wire import protocol, relayed
 from commviz.wire.clocksync import ClockServer, clock_addr
 from commviz.wire.nodes import is_loopback
 
@@ -32,6 +32,7 @@ RECV_HWM = 250
 DRAIN_MAX = 20_000  # messages one round takes in; a drain that finds more: the viewer is behind
 MAX_WIRE_BYTES = 4 * protocol.MAX_MESSAGE_BYTES  # larger frames: libzmq drops the peer
 RANDOM_PORT_TRIES = 20  # a random event port whose port + 1 is taken: pick another
+MAX_RELAYS = 65_536  # relays whose counts are kept: node names come from the peers
 
 
 class BindError(RuntimeError):
@@ -85,6 +86,8 @@ class Receiver:
         self.groups = GroupTables(self._reject)
         self.shed: Counter[str] = Counter()  # what it let go of when behind (shedding.KINDS)
         self.behind_rounds = 0
+        # per relay (its node's name): what it dropped, op records and messages, in all
+        self.relays: dict[str, tuple[int, int]] = {}
 
     @staticmethod
     def _server_keys(bind: str, keys: str | Path | None) -> keys_.ServerKeys | None:
@@ -127,30 +130,24 @@ class Receiver:
         out: list[protocol.Message] = []
         if not self._sock.poll(timeout_ms):
             return out
-        recv, decode = self._sock.recv, protocol.decode
-        batches: list[int] = []  # where the op batches are in ``out``
-        rejected_before = self.rejected
-        for _ in range(max_messages):
+        recv = self._sock.recv
+        taken = 0
+        while taken < max_messages:
             try:
                 data = recv(zmq.NOBLOCK, copy=True)
             except zmq.Again:
                 break
+            taken += 1
             self.received += 1
-            try:
-                msg = decode(data, columns=False)
-            except protocol.ProtocolError as exc:
-                self._reject(_reason(exc), 1)
-                continue
-            if type(msg) is protocol.OpBatch:
-                batches.append(len(out))
-            out.append(msg)
+            self._take(data, out, 0)
+        batches = [i for i, msg in enumerate(out) if type(msg) is protocol.OpBatch]
         bad = protocol.check_columns([out[i] for i in batches])  # type: ignore[misc]
         if bad:
             for why in bad.values():
                 self._reject(_reason(why), 1)
             drop = {batches[i] for i in bad}
             out = [msg for i, msg in enumerate(out) if i not in drop]
-        if len(out) + self.rejected - rejected_before >= max_messages and self._sock.poll(0):
+        if taken >= max_messages and self._sock.poll(0):
             self.behind_rounds += 1
             out = shed(out, self.shed)
         return self.groups.resolve(out)
@@ -158,6 +155,24 @@ class Receiver:
     def _reject(self, reason: str, messages: int) -> None:
         self.rejected += messages
         self.reject_reasons[reason] += messages
+
+    def _take(self, data: bytes, out: list[protocol.Message], depth: int) -> None:
+        """Decode one message, or the messages of a relay's envelope (``commviz/wire/
+        relayed.py``) each as if it had come directly: a bad one is rejected alone."""
+        try:
+            if not relayed.is_envelope(data):
+                out.append(protocol.decode(data, columns=False))  # the columns: in drain
+                return
+            if depth >= relayed.MAX_DEPTH:
+                raise protocol.ProtocolError(f"envelopes nested more than {relayed.MAX_DEPTH} deep")
+            env = relayed.decode(data)
+        except protocol.ProtocolError as exc:
+            self._reject(_reason(exc), 1)
+            return
+        if env.node in self.relays or len(self.relays) < MAX_RELAYS:
+            self.relays[env.node] = (env.dropped, env.lost)
+        for inner in env.msgs:
+            self._take(inner, out, depth + 1)
 
     def close(self) -> None:
         if self.clock is not None:

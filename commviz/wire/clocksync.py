@@ -16,6 +16,10 @@ samples, ± half its width. What this cannot see: drift between the sample and n
 (clocks disciplined by NTP drift by a few µs per second, free-running ones by up to 50 µs),
 and asymmetric delays beyond the bound (they are inside it by construction).
 
+A relay between a node's ranks and the viewer passes the round trips on
+(``commviz/relay/clockproxy.py``): the viewer's ROUTER then reads one identity frame per hop
+before the request, and answers along that route (up to ``MAX_HOPS``).
+
 No Textual, Rich or torch: the rank side imports this module.
 """
 
@@ -42,6 +46,7 @@ MAX_BYTES = 128
 WIRE_BYTES = 1024     # the sockets' limit: CURVE's handshake commands are larger than MAX_BYTES
 SAMPLES_PER_HEARTBEAT = 16  # protocol.CLOCK_SAMPLES_MAX
 POLL_MS = 100
+MAX_HOPS = 8          # ROUTER identities before a request: the rank's, then one a relay
 
 
 class Sample(NamedTuple):
@@ -76,7 +81,10 @@ def estimate(samples: Iterable[Sample]) -> Offset | None:
 
 
 def clock_addr(events_addr: str) -> str | None:
-    """The clock channel of a viewer whose events go to ``events_addr`` (tcp only)."""
+    """The clock channel of a viewer (or a relay) whose events go to ``events_addr``: port + 1
+    on tcp, the path with ``.clock`` added on ipc (a relay's ranks may connect there)."""
+    if events_addr.startswith("ipc://"):
+        return events_addr + ".clock"
     parts = split_tcp(events_addr)
     if parts is None:
         return None
@@ -148,14 +156,14 @@ class ClockServer:
                 except zmq.Again:
                     break
                 t2 = wall_ns()
-                t1 = decode_request(frames[-1]) if len(frames) == 2 else None
+                t1 = decode_request(frames[-1]) if 2 <= len(frames) <= MAX_HOPS + 1 else None
                 if t1 is None:
                     self.rejected += 1
                     continue
                 reply = {"v": VERSION, "k": "tr", "t1": t1, "t2": t2, "t3": 0}
                 reply["t3"] = wall_ns()
-                try:
-                    sock.send_multipart([frames[0], protocol.pack(reply)], zmq.NOBLOCK)
+                try:  # back along the route the request took (relays add a frame each)
+                    sock.send_multipart([*frames[:-1], protocol.pack(reply)], zmq.NOBLOCK)
                     self.answered += 1
                 except zmq.ZMQError:  # the peer is gone
                     pass
