@@ -1,8 +1,10 @@
 """Stragglers, and every late arrival at a collective.
 
-A rank is late at an instance when it arrives last by more than max(10 ms, 2 x the op's own
+A rank is late at an instance when it arrives last by more than max(10 ms, the op's own
 median transfer time, 3 x its jitter (p90 - p50)): the jitter of a loaded 2-core machine is
-a few ms, so only a real lag stands out. Named after it was late 3 instances in a row of
+a few ms, so only a real lag stands out, and a rank that makes the others wait longer than
+the op itself takes at least doubles its cost (twice the transfer time let a rank 30 ms late
+at every 15 ms all_reduce of a 1,024-rank job go unnamed). Named after it was late 3 instances in a row of
 the same collective (group, op and size: a training step's first collective is where a slow
 rank shows, the next ones are on time as everyone leaves the late one together); a single
 late arrival is noise. Once named, cleared only after 3 instances in a row of that
@@ -30,7 +32,7 @@ from commviz.viewer.diagnose.finding import Finding
 from commviz.wire import protocol
 
 MIN_LATE_NS = 10_000_000
-LATE_DURATION_FACTOR = 2.0
+LATE_DURATION_FACTOR = 1.0
 LATE_JITTER_FACTOR = 3.0
 STRAGGLER_AFTER = 3   # late instances in a row before a rank is named
 STRAGGLER_CLEAR = 3   # on-time instances in a row that clear it
