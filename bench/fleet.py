@@ -788,7 +788,7 @@ class Worker:
         self._send(rk, protocol.encode_heartbeat(
             rk.rank, world=rk.world, host=rk.host, pid=rk.pid, backend="nccl",
             device=f"cuda:{rk.local}", t_ns=now + rk.offset, dropped=rk.dropped, tel=tel,
-            inc=rk.inc, job=JOB_KEY, clk=clk), "hb")
+            inc=rk.inc, job=JOB_KEY, clk=clk, simulated=True), "hb")
         if now >= rk.next_topo:
             self._send(rk, protocol.encode_topology(rk.rank, rk.host, _topology(rk.local),
                                                     rk.inc), "topo")

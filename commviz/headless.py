@@ -190,9 +190,11 @@ class _Printer:
                       if (r, s.job) not in self.known]
             self.known.update((s.rank, s.job) for s in joined)
         for s in joined:  # one line per rank; a job after the first is named in it
-            print(i18n.ui("job rank joined" if s.job > 1 else "rank joined", self.lang).format(
+            said = i18n.ui("job rank joined" if s.job > 1 else "rank joined", self.lang).format(
                 job=s.job, rank=s.rank, world=s.world, host=s.host, pid=s.pid,
-                backend=s.backend, device=s.device), file=self.out)
+                backend=s.backend, device=s.device)
+            print(f"{i18n.ui('simulated', self.lang)}: {said}" if s.simulated else said,
+                  file=self.out)
         if new and self.t0 is None:
             print(text.instance_header(self.lang), file=self.out)
             # the first op's start, as the TUI's log counts, or the first message if that

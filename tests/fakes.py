@@ -82,6 +82,7 @@ class FakeSession:
         self.lock = threading.Lock()
         self.addr = addr
         self.rejected = 0
+        self.shed = 0
         self.started = False
         self.closed = False
         self.recorder: object | None = None

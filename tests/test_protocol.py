@@ -111,3 +111,11 @@ def test_random_bytes_never_escape_as_other_errors():
             protocol.decode(data)
         except protocol.ProtocolError:
             pass
+
+
+def test_a_simulators_heartbeat_says_so_and_a_rank_s_does_not():
+    kw = dict(world=4, host="h", pid=1, backend="nccl", device="cuda:0", t_ns=5, dropped=0,
+              tel={}, inc=3, job="j")
+    assert protocol.decode(protocol.encode_heartbeat(0, **kw, simulated=True)).simulated
+    plain = protocol.encode_heartbeat(0, **kw)
+    assert b"sim" not in plain and not protocol.decode(plain).simulated

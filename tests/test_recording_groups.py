@@ -3,10 +3,11 @@ version 1, whose op lines list their group's ranks."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
-from fakes import T0_NS, inflight, op_batch, scripted_all_reduce
+from fakes import T0_NS, heartbeat, inflight, op_batch, scripted_all_reduce
 
 from commviz.viewer import recording
 from commviz.wire import protocol
@@ -139,3 +140,13 @@ def test_a_later_version_is_refused_and_the_versions_read_are_named(tmp_path):
     with pytest.raises(recording.RecordingError, match="reads versions 1, 2"):
         recording.read_header(tmp_path / "r.jsonl")
 
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".cvz"])
+def test_a_simulators_ranks_stay_marked_in_both_formats(tmp_path, suffix):
+    path = tmp_path / f"r{suffix}"
+    rec = recording.Recorder(path)
+    rec.write([dataclasses.replace(heartbeat(0, 2), simulated=True), heartbeat(1, 2)])
+    rec.close({})
+    beats = [m for m in recording.read(path) if isinstance(m, protocol.Heartbeat)]
+    assert {m.rank: m.simulated for m in beats} == {0: True, 1: False}

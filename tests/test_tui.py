@@ -189,6 +189,19 @@ async def test_replay_repaints_every_line_that_changed() -> None:
 
 
 @sync
+async def test_the_header_says_when_the_ranks_are_a_simulators() -> None:
+    session = FakeSession()
+    session.feed(scripted_all_reduce(world=4))
+    app = make_app(session)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        assert "SIMULATED" not in app.sub_title
+        session.feed([dataclasses.replace(heartbeat(2, 4), simulated=True)])
+        await pilot.pause(3 * FRAME_S)
+        assert app.sub_title.startswith("SIMULATED ranks, not a real job · ")
+
+
+@sync
 async def test_ranks_panel_lists_every_rank_with_its_state() -> None:
     session = FakeSession()
     session.feed(scripted_all_reduce(world=4))

@@ -108,6 +108,7 @@ class CommvizApp(App):
         self._new: list = []  # completed operations not yet in the log
         self._skipped = 0     # ... and how many more there were than a frame shows
         self._ended = False
+        self._simulated = False  # a rank said it is a simulator's: the header says so
         self._view = self.NARROW_VIEWS[0]
         self._narrow = False  # below the width breakpoint, as of the last resize
         self._width = 0  # the screen's width, as of the last resize
@@ -174,7 +175,8 @@ class CommvizApp(App):
     def _titles(self) -> None:
         """The panels' titles, the footer's keys and the header's title, in the language."""
         ui = functools.partial(i18n.ui, lang=self.lang)
-        self.sub_title = self._title(self.lang)
+        simulated = f"{ui('simulated')} · " if self._simulated else ""
+        self.sub_title = simulated + self._title(self.lang)
         self.query_one(Topology).lang = self.query_one(Timeline).lang = self.lang
         self.query_one("#ranks").border_title = ui("ranks").lower()
         self._fit_titles()
@@ -407,6 +409,9 @@ class CommvizApp(App):
 
     def _refresh_logs(self, model: Any) -> None:
         """The operations log, the job's output and the viewer panel."""
+        if not self._simulated and any(s.simulated for s in model.ranks.values()):
+            self._simulated = True
+            self._titles()
         new, self._new = self._new, []
         if new and self._t0 is None:
             self._t0 = new[0].t_first_start

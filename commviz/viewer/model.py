@@ -111,6 +111,7 @@ class RankState:
     job: int = 0  # the job generation of this incarnation (1, 2, ...); 0 before a heartbeat
     inc: int = 0  # its incarnation id (protocol ``inc``), 0 for a rank that sends none
     job_key: str = ""  # protocol ``job``: what the ranks of its job share
+    simulated: bool = False  # its heartbeats said ``sim``: a simulator's rank, no real job's
     superseded: bool = False  # a later process of its rank number and job key reported
     # its process's exit code as its launcher told (a negative signal number: killed), None
     # before: a rank that died without a goodbye is said dead rather than silent for ever
@@ -531,7 +532,7 @@ class Model:
             if hb.inc:
                 s.inc = hb.inc
                 self._incs[(hb.rank, hb.inc)] = s
-        s.world, s.host, s.pid = hb.world, hb.host, hb.pid
+        s.world, s.host, s.pid, s.simulated = hb.world, hb.host, hb.pid, hb.simulated
         if not s.job:
             s.job_key = hb.job
             self._supersede(hb.rank, hb.job)

@@ -71,13 +71,15 @@ class Recorder:
             if isinstance(msg, protocol.OpBatch):
                 self._ops(msg)
             elif isinstance(msg, protocol.Heartbeat):
-                ident = (msg.world, msg.host, msg.pid, msg.backend, msg.device, msg.job)
+                ident = (msg.world, msg.host, msg.pid, msg.backend, msg.device, msg.job,
+                         msg.simulated)
                 if self._identities.get((msg.rank, msg.inc)) != ident:
                     self._identities[(msg.rank, msg.inc)] = ident
                     self._write({"kind": "rank", "rank": msg.rank, "world": msg.world,
                                  "host": msg.host, "pid": msg.pid, "backend": msg.backend,
                                  "device": msg.device, **_inc(msg.inc),
-                                 **({"job": msg.job} if msg.job else {})})
+                                 **({"job": msg.job} if msg.job else {}),
+                                 **({"sim": True} if msg.simulated else {})})
                 tel = {"kind": "tel", "rank": msg.rank, **_inc(msg.inc), "t_ns": msg.t_ns,
                        "dropped": msg.dropped, **msg.telemetry}
                 if msg.clock:  # replayed, the same clock offsets correct the same records
@@ -591,7 +593,8 @@ def _identity(obj: dict, t_ns: int, dropped: int, clock: tuple,
     telemetry)."""
     return protocol.Heartbeat(obj["rank"], obj["world"], obj["host"], obj["pid"],
                               obj["backend"], obj["device"], t_ns, dropped, telemetry or {},
-                              clock, obj.get("inc", 0), obj.get("job", ""))
+                              clock, obj.get("inc", 0), obj.get("job", ""),
+                              obj.get("sim") is True)
 
 
 def _telemetry(obj: dict) -> dict[str, float | None]:

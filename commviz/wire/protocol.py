@@ -186,6 +186,7 @@ class Heartbeat:
     clock: tuple[tuple[int, int, int, int], ...] = ()
     inc: int = 0   # the process' incarnation id, 0 if it sent none
     job: str = ""  # what the ranks of its job share (their rendezvous), "" if unknown
+    simulated: bool = False  # a simulator's rank (bench/fleet.py), no real job's
 
 
 @dataclass(frozen=True)
@@ -309,6 +310,7 @@ class _WireHeartbeat(_Wire, tag="hb"):
     tel: _WireTelemetry
     clk: Annotated[list[tuple[U63, U63, U63, U63]], Meta(max_length=CLOCK_SAMPLES_MAX)] = []
     job: Annotated[str, Meta(max_length=JOB_KEY_MAX)] = ""
+    sim: bool = False
 
 
 class _WireBye(_Wire, tag="bye"):
@@ -411,7 +413,8 @@ def _heartbeat(wire: _WireHeartbeat) -> Heartbeat:
         raise ProtocolError("rank must be below world")
     tel = {key: getattr(wire.tel, key) for key in TELEMETRY_KEYS}
     return Heartbeat(wire.rank, wire.world, wire.host, wire.pid, wire.backend, wire.device,
-                     wire.t_ns, wire.dropped, tel, tuple(wire.clk), wire.inc, wire.job)
+                     wire.t_ns, wire.dropped, tel, tuple(wire.clk), wire.inc, wire.job,
+                     wire.sim)
 
 
 def _bye(wire: _WireBye) -> Bye:
@@ -492,15 +495,18 @@ def _check_values(cols: dict[str, np.ndarray]) -> None:
 
 def encode_heartbeat(rank: int, *, world: int, host: str, pid: int, backend: str, device: str,
                      t_ns: int, dropped: int, tel: dict[str, Any], inc: int, job: str,
-                     clk: list[list[int]] | None = None) -> bytes:
+                     clk: list[list[int]] | None = None, simulated: bool = False) -> bytes:
     """Encode a heartbeat: who the rank is, its clock and drops, its telemetry (``tel``:
     TELEMETRY_KEYS), its job key (cut to JOB_KEY_MAX) and the clock round trips measured since
-    the last one (``clk``: [t1, t2, t3, t4] rows; none: left out)."""
+    the last one (``clk``: [t1, t2, t3, t4] rows; none: left out); ``simulated``: sent by a
+    simulator (bench/fleet.py), which every screen then says."""
     msg = {"v": VERSION, "k": "hb", "rank": rank, "world": world, "host": host, "pid": pid,
            "backend": backend, "device": device, "t_ns": t_ns, "dropped": dropped, "tel": tel,
            "inc": inc, "job": job[:JOB_KEY_MAX]}
     if clk:
         msg["clk"] = clk
+    if simulated:
+        msg["sim"] = True
     return pack(msg)
 
 

@@ -4,14 +4,14 @@ A rank is late at an instance when it arrives last by more than max(10 ms, the o
 median transfer time, 3 x its jitter (p90 - p50)): the jitter of a loaded 2-core machine is
 a few ms, so only a real lag stands out, and a rank that makes the others wait longer than
 the op itself takes at least doubles its cost (twice the transfer time let a rank 30 ms late
-at every 15 ms all_reduce of a 1,024-rank job go unnamed). Named after it was late 3 instances in a row of
-the same collective (group, op and size: a training step's first collective is where a slow
-rank shows, the next ones are on time as everyone leaves the late one together); a single
-late arrival is noise. Once named, cleared only after 3 instances in a row of that
-collective on time, so a rank late most of the time does not flicker. What the others
-waited for it is the union of their waits (per waiting rank): DDP's bucket all_reduces
-overlap, and the same wait is not counted twice. It is said per waiting rank and summed as
-rank time: they wait at the same time, the sum is no wall time.
+at every 15 ms all_reduce of a 1,024-rank job go unnamed). Named after it was late 3
+instances in a row of the same collective (group, op and size: a training step's first
+collective is where a slow rank shows, the next ones are on time as everyone leaves the late
+one together); a single late arrival is noise. Once named, cleared only after 3 instances in
+a row of that collective on time, so a rank late most of the time does not flicker. What the
+others waited for it is the union of their waits (per waiting rank): DDP's bucket
+all_reduces overlap, and the same wait is not counted twice. It is said per waiting rank and
+summed as rank time: they wait at the same time, the sum is no wall time.
 
 Every late arrival, in a row or not, is also counted per rank (``late_arrivals``): a rank
 that stalls now and then (a data loader, a checkpoint) is no straggler, yet the others wait
