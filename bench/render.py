@@ -8,6 +8,10 @@ under Textual's test driver; every screen frame (a compositor pass) and every da
 in cores and the machine's load average (1 min) before and after.
 
     python bench/render.py [--rate 20000] [--ranks 8] [--seconds 10]
+    python bench/render.py --fleet 1024 [--shape ddp] [--seconds 20]
+
+``--fleet N`` plays N SIMULATED ranks on N/8 simulated nodes with bench/fleet.py instead (its
+traffic shapes, heartbeats and telemetry, in real time): the TUI at a large job's size.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import statistics
 import time
 
 import zmq
+from fleet import SHAPES, Job, run_fleet
 from ingest import encode_all_reduce
 
 from commviz.tui.app import CommvizApp
@@ -41,7 +46,8 @@ def sender(addr: str, rank: int, world: int, per_tick: int, seconds: float) -> N
         ids = range(seq + 1, seq + per_tick + 1)
         seq += per_tick
         sock.send(encode_all_reduce(rank, world, ids, [now - 200_000 + i for i in range(per_tick)],
-                                    [now - 100_000 + i for i in range(per_tick)]))
+                                    [now - 100_000 + i for i in range(per_tick)],
+                                    groups_in_batches=True))
         if time.monotonic() >= next_beat:
             next_beat = time.monotonic() + 0.5
             sock.send(protocol.pack({
@@ -90,13 +96,21 @@ def main() -> None:
     p.add_argument("--rate", type=int, default=20_000, help="events per second, all ranks")
     p.add_argument("--ranks", type=int, default=8)
     p.add_argument("--seconds", type=float, default=10.0)
+    p.add_argument("--fleet", type=int, metavar="N", help="N SIMULATED ranks from bench/fleet.py")
+    p.add_argument("--shape", choices=SHAPES, default="ddp", help="with --fleet")
     args = p.parse_args()
     per_tick = max(1, round(args.rate * TICK_S / args.ranks))
     session = Session("tcp://127.0.0.1:*")
     session.start()
     ctx = mp.get_context("fork")
-    procs = [ctx.Process(target=sender, args=(session.addr, r, args.ranks, per_tick,
-                                              args.seconds + 1)) for r in range(args.ranks)]
+    if args.fleet:
+        job = Job(args.fleet, args.shape)
+        procs = [ctx.Process(target=run_fleet, args=(session.addr, job, args.seconds + 1))]
+        args.ranks, per_tick = args.fleet, 0  # what is offered: the fleet says (10/s a rank)
+    else:
+        procs = [ctx.Process(target=sender, args=(session.addr, r, args.ranks, per_tick,
+                                                  args.seconds + 1))
+                 for r in range(args.ranks)]
     for proc in procs:
         proc.start()
     updates: list[float] = []
@@ -110,7 +124,8 @@ def main() -> None:
     for proc in procs:
         proc.join(10)
     session.close()
-    print(f"{args.ranks} ranks, {per_tick * args.ranks / TICK_S:.0f} events/s offered, "
+    offered = "the fleet's" if args.fleet else f"{per_tick * args.ranks / TICK_S:.0f}"
+    print(f"{args.ranks} {'SIMULATED ' if args.fleet else ''}ranks, {offered} events/s offered, "
           f"{session.model.records / wall:.0f} applied/s over {wall:.1f} s; "
           f"viewer CPU {cpu / wall:.2f} cores ({ui / wall:.2f} drawing, the rest receiving, "
           f"matching and diagnosing); load average {load:.2f} before, "

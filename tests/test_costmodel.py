@@ -56,3 +56,11 @@ def test_fit_stats_reads_model_rows_and_skips_object_collectives():
     assert isinstance(got, Fit) and got.shapes == 2
     assert got.predict(costmodel.cost_of("all_reduce", "gloo", 4, 4096)) == \
         pytest.approx(100e-6, rel=1e-6)
+
+
+def test_a_fit_leaves_out_groups_beyond_the_ranks_it_counts():
+    row = {"op": "all_reduce", "ranks": 1024, "size": 25 << 20, "time_p50_us": 15_000.0}
+    small = [{"op": "all_reduce", "ranks": 4, "size": s, "time_p50_us": 10.0 + s / 1e3}
+             for s in (1024, 1 << 20)]
+    assert costmodel.fit_stats([row], "nccl") is None  # no schedule of 1,024 ranks built
+    assert costmodel.fit_stats(small + [row], "nccl") == costmodel.fit_stats(small, "nccl")

@@ -955,3 +955,15 @@ def test_an_odd_ring_reaches_down_to_the_bottom_of_its_area(n: int) -> None:
     odd = layout(n, W, H - 3)
     assert max(y for _, y in odd.values()) == max(y for _, y in even.values())
     assert odd[0][1] == even[0][1]  # rank 0 stays at the top
+
+
+def test_a_group_too_large_to_replay_is_one_frame_that_says_so() -> None:
+    big = coll(n=1024, size=25 << 20)
+    assert plan(big, "nccl") is None  # a 1,024-rank ring took 5 s to plan
+    a = Animator(lambda: 0.0)
+    a.enqueue(big, plan(big, "nccl"))
+    frame = a.frame()
+    assert frame.transfers == ()
+    assert frame_label(frame) == \
+        "all_reduce: 1024 ranks, more than the 64 replayed step by step"
+    assert plan(coll(n=64), "nccl") is not None

@@ -3046,3 +3046,18 @@ async def test_a_jobs_output_scrolls_back_to_its_traceback() -> None:
         await pilot.pause()
         shown = panel(app, "#output")
         assert "a line after" in shown and "ValueError" not in shown and "↑ " not in shown
+
+
+def test_the_inside_panel_of_a_group_too_large_to_replay_says_so_at_once() -> None:
+    from commviz.viewer.model import Instance
+
+    big = Instance("all_reduce", tuple(range(1024)), 1, 25 << 20, 0, 10, 20, "float32", None,
+                   None)
+    session = FakeSession()
+    session.feed(scripted_all_reduce(world=4))  # gives the ranks a backend (gloo)
+    session.model.ranks[0].backend = "nccl"
+    drawn = inside(session.model, "en", None).plain  # the latest, a 4-rank one: its steps
+    assert "step" in drawn
+    session.model.recent.append(big)
+    assert inside(session.model, "en", None).plain == \
+        "all_reduce, 25.0 MiB: 1024 ranks, more than the 64 replayed step by step"

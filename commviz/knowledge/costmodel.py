@@ -18,6 +18,9 @@ from commviz.knowledge import schedules
 from commviz.knowledge.schedules import Schedule
 
 MIN_SHAPES = 2  # distinct (steps, bytes) shapes a fit needs: two unknowns
+# groups beyond this are left out of fit_stats: a cost is counted from the op's schedule,
+# which grows as the square of its ranks (a 1,024-rank ring: 2 million transfers, 5 s)
+COST_RANKS_MAX = 64
 
 
 @dataclass(frozen=True)
@@ -47,11 +50,12 @@ def cost_of(op: str, backend: str, n: int, size: int) -> Cost | None:
 
 
 def fit_stats(rows: Iterable[dict], backend: str) -> Fit | None:
-    """A fit to the median times of a model's statistics rows (``Model.stats_table``)."""
+    """A fit to the median times of a model's statistics rows (``Model.stats_table``), of
+    groups up to COST_RANKS_MAX ranks (a live view fits at its frame rate)."""
     samples = []
     for row in rows:
-        c = None if "object" in row["op"] else cost_of(row["op"], backend, row["ranks"],
-                                                        row["size"])
+        c = None if "object" in row["op"] or row["ranks"] > COST_RANKS_MAX else cost_of(
+            row["op"], backend, row["ranks"], row["size"])
         if c is not None:  # object collectives also pickle: not a transfer's cost
             samples.append((c, row["time_p50_us"] / 1e6))
     return fit(samples)

@@ -39,6 +39,7 @@ MAX_WAITING = 16
 #: arrive: each rank sends its records every 50 ms, so a ring step's four transfers reach the
 #: viewer over up to about two of those ticks, one rank's batch after another.
 GATHER_S = 0.2
+REPLAY_RANKS_MAX = 64  # larger groups are not replayed step by step (plan)
 
 
 @dataclass(frozen=True)
@@ -341,6 +342,9 @@ def label(inst: Instance, sched: Schedule | None, count: int, step: int,
             src, dst = inst.group
             return f"{inst.op}{times} {src} -> {dst}, " \
                 f"{i18n.number(human_bytes(inst.size), lang)}"
+        if len(inst.group) > REPLAY_RANKS_MAX:
+            return f"{inst.op}{times}: " + ui("too many to replay").format(
+                n=len(inst.group), most=REPLAY_RANKS_MAX)
         return f"{inst.op}{times}: {ui('backend unknown')}"
     algorithm = ui("algorithm").format(backend=sched.backend,
                                        algorithm=schedule_notes.algorithm(sched, lang))
@@ -389,9 +393,11 @@ def _frame_of(entry: _Entry, step: int, progress: float, done: bool) -> AnimFram
 
 
 def plan(instance: Instance, backend: str | None) -> Schedule | None:
-    """The schedule to animate ``instance`` with: None for a p2p transfer (a single hop) or
-    when the backend is unknown or has no schedule for the op."""
-    if instance.op in protocol.P2P or backend is None:
+    """The schedule to animate ``instance`` with: None for a p2p transfer (a single hop),
+    when the backend is unknown or has no schedule for the op, and for a group of more than
+    REPLAY_RANKS_MAX ranks (a ring's schedule grows as the square of its ranks: 5 s to plan
+    at 1,024, and no screen shows its 2,046 steps of 1,024 arrows)."""
+    if instance.op in protocol.P2P or backend is None or len(instance.group) > REPLAY_RANKS_MAX:
         return None
     root = instance.group.index(instance.root) if instance.root in instance.group else None
     return _cached_schedule(instance.op, backend, len(instance.group), instance.size, root)

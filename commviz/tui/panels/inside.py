@@ -16,7 +16,7 @@ from rich.text import Text
 from commviz.knowledge import costmodel, schedules
 from commviz.text import i18n, schedule_notes
 from commviz.text.i18n import N_
-from commviz.tui.animation import AnimFrame
+from commviz.tui.animation import REPLAY_RANKS_MAX, AnimFrame
 from commviz.tui.panels.words import bytes_text, op_described
 from commviz.tui.rank_facts import backend_of
 from commviz.viewer import plain_text as text
@@ -74,6 +74,10 @@ def inside(model: Model, lang: str = "en", frame: AnimFrame | None = None,
     if backend is None:
         return Text(i18n.ui("backend not known", lang).format(op=inst.op), style="dim")
     n = len(inst.group)
+    if n > REPLAY_RANKS_MAX:  # its schedule: seconds to build, thousands of steps to list
+        return Text(f"{inst.op}, {bytes_text(inst.size, lang)}: "
+                    + i18n.ui("too many to replay", lang).format(n=n, most=REPLAY_RANKS_MAX),
+                    style="dim")
     try:
         sched = schedules.schedule(inst.op, backend, n, inst.size, _root_of(inst))
     except ValueError as exc:
