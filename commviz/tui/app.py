@@ -334,7 +334,8 @@ class CommvizApp(App):
         width = panel.content_region.width or None  # None: not laid out
         table = functools.partial(ranks_table, model, model.clock(), self._wall_ns(),
                                   flagged, self.lang, width, late=self._late())
-        ranks = table()
+        # rows beyond the screen's only say there are more: no need to build a thousand
+        ranks = table(self.size.height + 2)
         rows = ranks.plain.count("\n") + 1
         self._fit_left(rows)  # from every row it has: cut, it would seem to need fewer
         cut = layout.ranks_rows(rows, panel.content_region.height, self._max_rows(panel))

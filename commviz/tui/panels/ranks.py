@@ -55,11 +55,17 @@ def ranks_table(model: Model, now: float, now_ns: int | None = None,
     clocks = model.clock_offsets() if len(nodes) > 1 else {}
     order = [r for ranks in nodes.values() for r in ranks]
     row_at: dict[int, int] = {}  # the line of each rank's row
-    for rank in order:
+    line = 1  # the lines so far (the header's): counting them in ``out`` is O(ranks) a row
+    unseen: list[int] = []  # ranks past the rows drawn: not even built (a thousand of them)
+    for i, rank in enumerate(order):
+        if rows is not None and line > rows:
+            unseen = order[i:]
+            break
         s = model.ranks[rank]
         if clocks and rank == nodes[s.host][0]:  # several nodes: a line heads each
             out.append(_cut(node_line(clocks[s.host], nodes[s.host], lang), width) + "\n",
                        style="bold cyan")
+            line += 1
         kind = rank_state(s, now, rank in ops)
         idle = kind in (State.DONE, State.IDLE)
         # what a finding puts before the state of a rank it names ("⚠ hang: ")
@@ -86,21 +92,23 @@ def ranks_table(model: Model, now: float, now_ns: int | None = None,
             state = Text(_flagged(flagged[rank], state.plain, idle, lang, state_w),
                          style="bold red")
         state = Text(_whole_words(state.plain, state_w), style=state.style)
-        row_at[rank] = out.plain.count("\n")
+        row_at[rank] = line
+        line += 1
         _row(out, widths, [Text(str(rank)), Text(s.host), Text(s.device), state, _load(s, lang),
                    Text(f"{_short(s.bytes_in, lang)}/{_short(s.bytes_out, lang)}")])
         rates = link_rates(s.telemetry[-1][1]) if s.telemetry else ""
         if rates:  # under the load, across the byte counts: a GPU's links get a line
             out.append(_cut(" " * LINKS_AT + rates, width) + "\n", style="cyan")
+            line += 1
     waited = text.late_line(late, lang)
     if waited:  # under the ranks: whom the others waited for, the longest waited for first
         out.append((waited if width is None else _whole_words(waited, width)) + "\n",
                    style="yellow")
     out.rstrip()
     lines = out.split("\n")
-    if rows is None or len(lines) <= rows or rows < 3:
+    if rows is None or (len(lines) <= rows and not unseen) or rows < 3:
         return out
-    left = [r for r in order if row_at[r] >= rows - 1]
+    left = [r for r in order if r in row_at and row_at[r] >= rows - 1] + unseen
     if not left:  # only lines under the ranks are left out
         return Text("\n").join(lines[:rows])
     note = i18n.ui("lanes left out", lang).format(text.ranks_phrase(left))
