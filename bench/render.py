@@ -59,6 +59,11 @@ def sender(addr: str, rank: int, world: int, per_tick: int, seconds: float) -> N
     ctx.term()
 
 
+def _nice_fleet(nice: int, *args: object) -> None:
+    os.nice(nice)
+    run_fleet(*args)  # type: ignore[arg-type]
+
+
 async def drive(app: CommvizApp, seconds: float, updates: list[float],
                 frames: list[float]) -> None:
     """Time every data update (the app's refresh_view) and every screen frame (a compositor
@@ -98,6 +103,9 @@ def main() -> None:
     p.add_argument("--seconds", type=float, default=10.0)
     p.add_argument("--fleet", type=int, metavar="N", help="N SIMULATED ranks from bench/fleet.py")
     p.add_argument("--shape", choices=SHAPES, default="ddp", help="with --fleet")
+    p.add_argument("--fleet-nice", type=int, default=10, metavar="N",
+                   help="with --fleet: the simulator's niceness (default 10: a real job does not "
+                        "share the viewer's cores, the simulator here does)")
     args = p.parse_args()
     per_tick = max(1, round(args.rate * TICK_S / args.ranks))
     session = Session("tcp://127.0.0.1:*")
@@ -105,7 +113,8 @@ def main() -> None:
     ctx = mp.get_context("fork")
     if args.fleet:
         job = Job(args.fleet, args.shape)
-        procs = [ctx.Process(target=run_fleet, args=(session.addr, job, args.seconds + 1))]
+        procs = [ctx.Process(target=_nice_fleet, args=(args.fleet_nice, session.addr, job,
+                                                        args.seconds + 1))]
         args.ranks, per_tick = args.fleet, 0  # what is offered: the fleet says (10/s a rank)
     else:
         procs = [ctx.Process(target=sender, args=(session.addr, r, args.ranks, per_tick,
