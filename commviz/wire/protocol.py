@@ -26,6 +26,7 @@ module is the reference. Never pickle.
 from __future__ import annotations
 
 import operator
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, NamedTuple
 
@@ -108,6 +109,7 @@ COLUMNS: dict[str, str] = {
     "site": "<u4",      # index into the batch's ``sites`` table
 }
 COLUMN_DTYPES = {name: np.dtype(dt) for name, dt in COLUMNS.items()}
+_COLUMN_AT = {name: i for i, name in enumerate(COLUMNS)}
 
 
 class ProtocolError(ValueError):
@@ -155,12 +157,50 @@ def encode_groups(rank: int, groups: list[list[Any]], inc: int = 0) -> bytes:
     return pack(msg)
 
 
+class Columns(Mapping[str, np.ndarray]):
+    """A decoded batch's columns: the message's own bytes (``raw``, in COLUMNS order), each
+    turned into a numpy array when first read. A viewer's round joins the bytes of all its
+    batches and converts each column once (``joined``): converting them batch by batch cost
+    more than the rest of decoding a batch."""
+
+    __slots__ = ("raw", "_arrays")
+
+    def __init__(self, raw: tuple[bytes, ...]) -> None:
+        self.raw = raw
+        self._arrays: dict[str, np.ndarray] = {}
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        col = self._arrays.get(name)
+        if col is None:
+            col = self._arrays[name] = np.frombuffer(self.raw[_COLUMN_AT[name]],
+                                                     COLUMN_DTYPES[name])
+        return col
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(COLUMNS)
+
+    def __len__(self) -> int:
+        return len(COLUMNS)
+
+
+def joined(batches: Sequence[OpBatch], name: str) -> np.ndarray:
+    """Column ``name`` of ``batches``, one after another: from their bytes joined, when they
+    came from the wire (one conversion for them all), else their arrays concatenated."""
+    if len(batches) == 1:
+        return batches[0].cols[name]
+    if all(type(b.cols) is Columns for b in batches):
+        at = _COLUMN_AT[name]
+        raw = [b.cols.raw[at] for b in batches]  # type: ignore[attr-defined]
+        return np.frombuffer(b"".join(raw), COLUMN_DTYPES[name])
+    return np.concatenate([b.cols[name] for b in batches])
+
+
 @dataclass(frozen=True)
 class OpBatch:
     """A validated ``ops`` message: numpy columns plus its lookup tables."""
 
     rank: int
-    cols: dict[str, np.ndarray]
+    cols: Mapping[str, np.ndarray]  # by COLUMNS name: a dict, or the wire's Columns
     # the groups of its ``gid`` column: as the batch itself carried them (older ranks) or, once
     # the viewer has resolved them (viewer/groups.py), as the sender announced them in ``grp``
     groups: dict[int, tuple[str, tuple[int, ...]]]
@@ -276,8 +316,7 @@ class _WireCols(msgspec.Struct, forbid_unknown_fields=True):
 
 
 _COLUMN_BYTES = operator.attrgetter(*COLUMNS)  # a batch's columns, in COLUMNS order
-_DTYPES = list(COLUMN_DTYPES.values())
-_ITEM_SIZES = [dt.itemsize for dt in _DTYPES]
+_ITEM_SIZES = [dt.itemsize for dt in COLUMN_DTYPES.values()]
 
 
 class _WireOps(_Wire, tag="ops"):
@@ -394,7 +433,7 @@ def _ops(wire: _WireOps, columns: bool = True) -> OpBatch:
         if len({len(buf) // size for buf, size in zip(bufs, _ITEM_SIZES)}) > 1:
             raise ProtocolError("columns differ in length")
         raise ProtocolError(f"batch must hold 1..{MAX_BATCH} records")
-    cols = dict(zip(COLUMNS, map(np.frombuffer, bufs, _DTYPES)))
+    cols = Columns(bufs)
     sites = {sid: (file, line) for sid, file, line in wire.sites}
     # a set of the few distinct ids: far cheaper than np.isin on a batch's small arrays
     if not set(cols["site"].tolist()) <= sites.keys():
@@ -457,8 +496,7 @@ def check_columns(batches: list[OpBatch]) -> dict[int, str]:
     if not batches:
         return {}
     try:
-        _check_values({name: np.concatenate([b.cols[name] for b in batches])
-                       for name in _CHECKED} if len(batches) > 1 else batches[0].cols)
+        _check_values({name: joined(batches, name) for name in _CHECKED})
         return {}
     except ProtocolError:
         pass
