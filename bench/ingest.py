@@ -6,7 +6,7 @@ validates, decodes and applies them to the model, then reports events/s. Every r
 be applied and every collective instance matched for the figure to count.
 
     python bench/ingest.py [--events 2000000] [--batch 1024] [--ranks 4] [--diagnose]
-                           [--groups-in-batches] [--round N]
+                           [--groups-in-batches] [--round N] [--in-process]
 
 ``--diagnose`` attaches the live diagnosis to the model and runs it every 0.25 s, as a
 viewing session does.
@@ -22,6 +22,7 @@ from array import array
 import zmq
 
 from commviz.viewer.diagnose import Diagnosis
+from commviz.viewer.groups import GroupTables
 from commviz.viewer.model import Model
 from commviz.viewer.transport import Receiver
 from commviz.wire import protocol
@@ -87,12 +88,35 @@ def sender(addr: str, ranks: range, world: int, events: int, batch: int,
     ctx.term()
 
 
+def in_process(args: argparse.Namespace) -> None:
+    """The viewer's own work on the same messages, without sockets or sender processes (which
+    share this machine's cores): decoding, the column checks, the groups' resolution and the
+    model, in rounds of ``--round`` messages, the ranks' messages interleaved as they arrive."""
+    per_rank = [make_batches(r, args.ranks, args.events, args.batch, args.groups_in_batches)
+                for r in range(args.ranks)]
+    messages = [m[i] for i in range(max(map(len, per_rank))) for m in per_rank if i < len(m)]
+    receiver_groups = GroupTables(lambda reason, n: None)
+    model = Model()
+    t0 = time.perf_counter()
+    for i in range(0, len(messages), args.round):
+        decoded = [protocol.decode(data, columns=False) for data in messages[i:i + args.round]]
+        protocol.check_columns([m for m in decoded if type(m) is protocol.OpBatch])
+        model.apply(receiver_groups.resolve(decoded))
+    elapsed = time.perf_counter() - t0
+    print(f"{model.records} records from {args.ranks} ranks in batches of {args.batch}, in "
+          f"process, rounds of {args.round} messages: {elapsed:.2f} s, "
+          f"{model.records / elapsed / 1e6:.2f} M events/s; {model.instances} instances "
+          f"matched")
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--events", type=int, default=2_000_000)
     p.add_argument("--batch", type=int, default=1024)
     p.add_argument("--ranks", type=int, default=4)
     p.add_argument("--diagnose", action="store_true", help="with the live diagnosis")
+    p.add_argument("--in-process", action="store_true",
+                   help="the viewer's own work alone: no sockets, no sender processes")
     p.add_argument("--procs", type=int, default=8,
                    help="sender processes, each playing every PROCS-th rank (default 8)")
     p.add_argument("--round", type=int, default=20_000, metavar="N",
@@ -101,6 +125,9 @@ def main() -> None:
     p.add_argument("--groups-in-batches", action="store_true",
                    help="every batch lists its group's members (ranks before ``grp`` did)")
     args = p.parse_args()
+    if args.in_process:
+        in_process(args)
+        return
     receiver = Receiver("tcp://127.0.0.1:*")
     model = Model()
     diagnosis = Diagnosis(model) if args.diagnose else None

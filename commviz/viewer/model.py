@@ -639,7 +639,7 @@ class Model:
         def each(values: Iterable[int]) -> np.ndarray:  # one value per batch -> per row
             return np.repeat(np.fromiter(values, np.int64, len(batches)), lengths)
 
-        cols = {name: protocol.joined(batches, name) for name in _COLUMNS}
+        cols = protocol.joined(batches, _COLUMNS)
         rows = {"rank": each(b.rank for b in batches)}
         for name in ("id", "seq", "bytes_in", "bytes_out", "t_start", "t_end"):
             rows[name] = cols[name].astype(np.int64)

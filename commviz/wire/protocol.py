@@ -26,7 +26,7 @@ module is the reference. Never pickle.
 from __future__ import annotations
 
 import operator
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, NamedTuple
 
@@ -183,16 +183,17 @@ class Columns(Mapping[str, np.ndarray]):
         return len(COLUMNS)
 
 
-def joined(batches: Sequence[OpBatch], name: str) -> np.ndarray:
-    """Column ``name`` of ``batches``, one after another: from their bytes joined, when they
-    came from the wire (one conversion for them all), else their arrays concatenated."""
+def joined(batches: Sequence[OpBatch], names: Iterable[str]) -> dict[str, np.ndarray]:
+    """Columns ``names`` of ``batches``, one batch after another: from their bytes joined,
+    when they came from the wire (one conversion for them all), else their arrays
+    concatenated."""
     if len(batches) == 1:
-        return batches[0].cols[name]
+        return {name: batches[0].cols[name] for name in names}
     if all(type(b.cols) is Columns for b in batches):
-        at = _COLUMN_AT[name]
-        raw = [b.cols.raw[at] for b in batches]  # type: ignore[attr-defined]
-        return np.frombuffer(b"".join(raw), COLUMN_DTYPES[name])
-    return np.concatenate([b.cols[name] for b in batches])
+        raws = [b.cols.raw for b in batches]  # type: ignore[attr-defined]
+        return {name: np.frombuffer(b"".join([r[_COLUMN_AT[name]] for r in raws]),
+                                    COLUMN_DTYPES[name]) for name in names}
+    return {name: np.concatenate([b.cols[name] for b in batches]) for name in names}
 
 
 @dataclass(frozen=True)
@@ -496,7 +497,7 @@ def check_columns(batches: list[OpBatch]) -> dict[int, str]:
     if not batches:
         return {}
     try:
-        _check_values({name: joined(batches, name) for name in _CHECKED})
+        _check_values(joined(batches, _CHECKED))
         return {}
     except ProtocolError:
         pass
