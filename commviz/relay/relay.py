@@ -42,8 +42,6 @@ EXIT_LINGER_MS = 1000  # bounded wait at exit for the last envelope to reach a l
 QUIET_S = 0.2          # at close: what the ranks still send is taken until this long quiet
 CLOSE_WAIT_S = 2.0     # ... and no longer than this
 DRAIN_MAX = 10_000     # messages read in one go, so a flood cannot delay a tick's sending
-RANDOM_PORT_TRIES = 20
-MAX_PORT = 65534       # its clock channel takes the port after it
 DEFAULT_ADDR = "tcp://127.0.0.1:5555"  # where instrument() reports when COMMVIZ_ADDR is unset
 _ADDRESS = re.compile(r"tcp://\S+:(\d+|\*)|ipc://\S+")
 
@@ -114,17 +112,9 @@ class Relay:
             self._pull.bind(bind)
             self._front.bind(clocksync.clock_addr(bind) or "")
             return bind
-        host = bind.rsplit(":", 1)[0]
-        for _ in range(RANDOM_PORT_TRIES):
-            addr = f"{host}:{self._pull.bind_to_random_port(host, max_port=MAX_PORT)}"
-            try:
-                self._front.bind(clocksync.clock_addr(addr) or "")
-                return addr
-            except zmq.ZMQError as exc:
-                if exc.errno != errno.EADDRINUSE:
-                    raise
-                self._pull.unbind(addr)
-        raise zmq.ZMQError(errno.EADDRINUSE)
+        return clocksync.bind_beside_clock(
+            self._pull, bind.rsplit(":", 1)[0],
+            lambda addr: self._front.bind(clocksync.clock_addr(addr) or ""))
 
     # ---- the relay's thread ----------------------------------------------------------------
     def _run(self) -> None:
@@ -224,8 +214,8 @@ def _check_addresses(to: str, bind: str) -> None:
         raise RelayError(f"{bind!r} is not an address to listen on: it must look like "
                          "tcp://127.0.0.1:PORT (or :* for a free port) or ipc://PATH")
     port = bind.rsplit(":", 1)[1]
-    if bind.startswith("tcp://") and port.isdigit() and int(port) > MAX_PORT:
-        raise RelayError(f"{bind}: the port must be at most {MAX_PORT}, since the clock "
+    if bind.startswith("tcp://") and port.isdigit() and int(port) > clocksync.MAX_PORT:
+        raise RelayError(f"{bind}: the port must be at most {clocksync.MAX_PORT}, since the clock "
                          "channel takes the port after it")
     if to == bind:
         raise RelayError(f"the relay would forward to itself ({to}): --to is the viewer's "

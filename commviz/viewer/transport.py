@@ -21,7 +21,7 @@ from commviz.viewer.groups import GroupTables
 from commviz.viewer.shedding import shed
 from commviz.wire import keys as keys_
 from commviz.wire import protocol, relayed
-from commviz.wire.clocksync import ClockServer, clock_addr
+from commviz.wire.clocksync import MAX_PORT, ClockServer, bind_beside_clock, clock_addr
 from commviz.wire.nodes import is_loopback
 
 DEFAULT_BIND = "tcp://127.0.0.1:5555"
@@ -31,7 +31,6 @@ DEFAULT_BIND = "tcp://127.0.0.1:5555"
 RECV_HWM = 250
 DRAIN_MAX = 20_000  # messages one round takes in; a drain that finds more: the viewer is behind
 MAX_WIRE_BYTES = 4 * protocol.MAX_MESSAGE_BYTES  # larger frames: libzmq drops the peer
-RANDOM_PORT_TRIES = 20  # a random event port whose port + 1 is taken: pick another
 MAX_RELAYS = 65_536  # relays whose counts are kept: node names come from the peers
 
 
@@ -45,7 +44,6 @@ class AddressInUse(BindError):
 
 # what a viewer binds: tcp://HOST:PORT (PORT * or 0: a free one), or a local ipc:// path
 _ADDRESS = re.compile(r"tcp://\S+:(\d+|\*)|ipc://\S+")
-MAX_PORT = 65534  # the highest the viewer can take: its clock channel takes the next one
 
 
 class Receiver:
@@ -107,17 +105,8 @@ class Receiver:
             self._sock.bind(bind)
             self._start_clock(bind, server_keys)
             return bind
-        host = bind.rsplit(":", 1)[0]
-        for _ in range(RANDOM_PORT_TRIES):
-            addr = f"{host}:{self._sock.bind_to_random_port(host)}"
-            try:
-                self._start_clock(addr, server_keys)
-                return addr
-            except zmq.ZMQError as exc:
-                if exc.errno != errno.EADDRINUSE:
-                    raise
-                self._sock.unbind(addr)
-        raise zmq.ZMQError(errno.EADDRINUSE)
+        return bind_beside_clock(self._sock, bind.rsplit(":", 1)[0],
+                                 lambda addr: self._start_clock(addr, server_keys))
 
     def _start_clock(self, addr: str, server_keys: keys_.ServerKeys | None) -> None:
         caddr = clock_addr(addr)

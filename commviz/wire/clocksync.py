@@ -26,6 +26,7 @@ No Textual, Rich or torch: the rank side imports this module.
 from __future__ import annotations
 
 import collections
+import errno
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -36,6 +37,9 @@ import zmq
 from commviz.wire import keys as keys_
 from commviz.wire import protocol
 from commviz.wire.nodes import split_tcp
+
+RANDOM_PORT_TRIES = 20  # a free event port whose port + 1 is taken: pick another
+MAX_PORT = 65534  # the highest an event port may be: its clock channel takes the next one
 
 VERSION = protocol.VERSION
 PERIOD_S = 0.5
@@ -91,6 +95,22 @@ def clock_addr(events_addr: str) -> str | None:
     host, port = parts
     host = f"[{host}]" if ":" in host else host
     return f"tcp://{host}:{port + 1}"
+
+
+def bind_beside_clock(sock: zmq.Socket, host: str, bind_clock: Callable[[str], None]) -> str:
+    """Bind ``sock`` (events) to a free port of ``host`` (``tcp://HOST``) whose clock channel,
+    the port + 1, ``bind_clock(addr)`` binds too; a port whose next one is taken is let go and
+    another tried. Returns the events' address."""
+    for _ in range(RANDOM_PORT_TRIES):
+        addr = f"{host}:{sock.bind_to_random_port(host, max_port=MAX_PORT)}"
+        try:
+            bind_clock(addr)
+            return addr
+        except zmq.ZMQError as exc:
+            if exc.errno != errno.EADDRINUSE:
+                raise
+            sock.unbind(addr)
+    raise zmq.ZMQError(errno.EADDRINUSE)
 
 
 def _unpack(data: bytes) -> dict | None:
