@@ -21,6 +21,9 @@ POLL_MS = 20
 ROUND_S = 0.02
 DIAGNOSE_EVERY_S = 0.25  # findings come within this of their threshold, events or not
 FRAME_YIELD_S = 0.05  # the longest the collector holds back for a frame being drawn
+# messages applied under one hold of the lock: at a thousand ranks a round holds hundreds of
+# one-record batches, and a frame waiting for all of them at once missed its time
+APPLY_SLICE = 256
 STALL_S = 0.5  # a gap this long between polls: this process was not running, catch up first
 JOB_TAIL_LINES = 200  # of a job's output kept by job_line
 
@@ -148,9 +151,10 @@ class Session(Collector):
         if messages:
             if self.first_message_ns is None:
                 self.first_message_ns = time.time_ns()
-            self._idle.wait(FRAME_YIELD_S)
-            with self.lock:
-                self.model.apply(messages)
+            for i in range(0, len(messages), APPLY_SLICE):
+                self._idle.wait(FRAME_YIELD_S)
+                with self.lock:
+                    self.model.apply(messages[i:i + APPLY_SLICE])
             if self.recorder:
                 self.recorder.write(messages)
         elif self.recorder:
