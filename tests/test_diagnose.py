@@ -1099,7 +1099,7 @@ def test_a_language_lacking_an_entry_shows_it_in_english(monkeypatch):
     both = replace(hang, missing=(2, 3), why=((2, Doing("exited")), (3, Doing("exited"))))
     assert diagnose.Finding("hang", (2, 3), (0, 1, 2, 3), 2, both, ("hang", 0, 2), 0.0,
                             0).text("pt") == ("all_reduce n.º 2: faltam os 2,3 há 1,2 s "
-                                              "(2: exited; 3: exited)")
+                                              "(2,3: exited)")
 
 
 def test_a_finding_recorded_as_its_words_is_shown_in_them():
@@ -1157,3 +1157,39 @@ def test_portuguese_findings_write_decimals_after_a_comma():
     assert f.text("pt") == ("rank 2 chegou 0,53 s atrasado (3,2x) no grupo 0,1,2, NCCL 2.28.9 "
                             "em 10.0.0.7:5555, 4,0 KiB em 12,5 ms")
     assert f.text("en") == "rank 2 was 0.53 s late (3.2x)"
+
+
+def test_a_lost_node_at_a_thousand_ranks_reads_in_ranges():
+    """Past 8 ranks, lists are written as runs and ranks that do the same are said once: a
+    hang with a node's 8 ranks missing and 1,016 inside fits a line, in every language."""
+    from commviz.viewer.diagnose.facts import Call, Doing, Hang, Lost
+    from commviz.viewer.diagnose.wording import say
+
+    world = tuple(range(1024))
+    missing = tuple(range(24, 32))
+    inside = tuple(r for r in world if r not in missing)
+    last = Call("all_reduce", -1, 30)
+    hang = Hang("all_reduce", 31, None, world, 1.1, False, inside, missing,
+                tuple((r, Doing("lost", last=last)) for r in missing))
+    assert say(hang) == (
+        "all_reduce #31 in group 0-1023 hangs for 1.1 s: ranks 0-23,32-1023 inside, "
+        "ranks 24-31 missing (24-31: lost, no goodbye; its last record: all_reduce #30)")
+    apart = replace(hang, missing=(3, 900), why=((3, Doing("lost", last=last)),
+                                                 (900, Doing("exited"))))
+    assert say(apart).endswith("ranks 3,900 missing (3: lost, no goodbye; its last record: "
+                               "all_reduce #30; 900: exited)")
+    lost = Lost(24, 1.3, last, tuple((r, Call("all_reduce", -1, 31)) for r in inside))
+    assert say(lost) == ("rank 24 is lost: nothing from it for 1.3 s (process died or "
+                         "network broke); its last record: all_reduce #30; ranks "
+                         "0-23,32-1023 are stuck in all_reduce #31")
+    assert say(lost, "pt").endswith("os ranks 0-23,32-1023 estão presos em all_reduce #31")
+    assert say(lost, "es").endswith("los ranks 0-23,32-1023 están atascados en all_reduce #31")
+
+
+def test_rank_lists_stay_whole_up_to_eight_ranks_then_run():
+    from commviz.text.i18n import rank_list
+
+    assert rank_list([0, 1, 2, 3]) == "0,1,2,3"  # a small job's words do not change
+    assert rank_list(list(range(9))) == "0-8"
+    assert rank_list([0, 1, 5, 6, 7, 9, 20, 21, 22, 23]) == "0,1,5-7,9,20-23"
+    assert text.ranks_phrase([0, 2, *range(10, 20)]) == "ranks 0,2,10-19"

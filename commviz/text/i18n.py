@@ -15,7 +15,7 @@ import functools
 import gettext
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from commviz.text import HERE
@@ -165,3 +165,22 @@ def textual_command(help_text: str, lang: str = "en") -> tuple[str, str] | None:
     None for a command this table does not know (shown as Textual wrote it)."""
     title = TEXTUAL_COMMANDS.get(help_text)
     return None if title is None else (ui(title, lang), ui(help_text, lang))
+
+
+LISTED_RANKS = 8  # ranks listed one by one; in longer lists, runs of 3 or more are written a-b
+RUN_ALWAYS = 5  # a run this long is written a-b in any list (a node's 8 ranks: 24-31)
+
+
+def rank_list(ranks: Sequence[int]) -> str:
+    """Ranks as a list that fits a line at any size: ``0,2,5``; ``24-31`` (a run of
+    RUN_ALWAYS or more); in a list of more than LISTED_RANKS, every run of 3 or more:
+    ``0-23,32-1023``, so that a thousand ranks never run off the line."""
+    shortest = 3 if len(ranks) > LISTED_RANKS else RUN_ALWAYS
+    runs, start = [], 0
+    for i in range(1, len(ranks) + 1):
+        if i == len(ranks) or ranks[i] != ranks[i - 1] + 1:
+            run = ranks[start:i]
+            runs.append(f"{run[0]}-{run[-1]}" if len(run) >= shortest else
+                        ",".join(map(str, run)))
+            start = i
+    return ",".join(runs)

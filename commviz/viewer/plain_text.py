@@ -25,12 +25,12 @@ def human_bytes(n: float) -> str:
 
 
 def ranks_phrase(ranks: list[int]) -> str:
-    """``rank 3``, ``ranks 0-3`` (consecutive), ``ranks 0,2,5``."""
+    """``rank 3``, ``ranks 0-3`` (consecutive), ``ranks 0,2,5``, ``ranks 0-23,32-63``."""
     if len(ranks) == 1:
         return f"rank {ranks[0]}"
     if ranks == list(range(ranks[0], ranks[0] + len(ranks))):
         return f"ranks {ranks[0]}-{ranks[-1]}"
-    return "ranks " + ",".join(map(str, ranks))
+    return "ranks " + i18n.rank_list(ranks)
 
 
 def rank_labels(ranks: list[int]) -> str:

@@ -14,6 +14,7 @@ from typing import Any
 
 from commviz import text
 from commviz.launch.launcher import signal_name
+from commviz.text import i18n
 from commviz.text.i18n import number
 from commviz.viewer.diagnose import facts as fx
 from commviz.wire import protocol
@@ -94,8 +95,12 @@ class _Words:
         return self("doing", d.state, secs=self._secs(d), last=self.last(d.last))
 
     def why(self, why: Iterable[tuple[int, fx.Doing]]) -> str:
-        """What each rank does: ``3: in recv from 0 #1; 5: exited``."""
-        return "; ".join(f"{r}: {self.doing(d)}" for r, d in why)
+        """What each rank does: ``3: in recv from 0 #1; 5: exited``; ranks that do the same
+        are said once, ``2,3: exited``, ``24-31: lost``, so that a lost node reads as one."""
+        same: dict[str, list[int]] = {}
+        for r, d in why:
+            same.setdefault(self.doing(d), []).append(r)
+        return "; ".join(f"{i18n.rank_list(sorted(rs))}: {doing}" for doing, rs in same.items())
 
     def _secs(self, d: fx.Doing) -> str:
         return "" if d.secs is None else self.num(d.secs, ".1f")
@@ -111,7 +116,7 @@ class _RankList:
     def __format__(self, spec: str) -> str:
         form = self.words.entry("forms", spec or "ranks")
         chosen = form["one"] if len(self.ranks) == 1 else form["many"]
-        return chosen.format(list=",".join(map(str, self.ranks)))
+        return chosen.format(list=i18n.rank_list(self.ranks))
 
 
 def _straggler(f: fx.Straggler, w: _Words) -> str:
@@ -164,7 +169,16 @@ def _left_silent(f: fx.LeftSilent, w: _Words) -> str:
 
 
 def _lost(f: fx.Lost, w: _Words) -> str:
-    stuck = ", ".join(w("lost_rank", "stuck", rank=r, call=w.call(c)) for r, c in f.stuck)
+    if len(f.stuck) <= i18n.LISTED_RANKS:
+        parts = [w("lost_rank", "stuck", rank=r, call=w.call(c)) for r, c in f.stuck]
+    else:  # of many, the ranks stuck in the same call are said once
+        calls: dict[str, list[int]] = {}
+        for r, c in f.stuck:
+            calls.setdefault(w.call(c), []).append(r)
+        parts = [w("lost_rank", "stuck", rank=rs[0], call=call) if len(rs) == 1
+                 else w("lost_rank", "stuck_many", ranks=w.ranks(sorted(rs)), call=call)
+                 for call, rs in calls.items()]
+    stuck = ", ".join(parts)
     return w("lost_rank", "lost", rank=f.rank, silent=w.num(f.silent_s, ".1f"),
              last=w.last(f.last), stuck="; " + stuck if stuck else "")
 
