@@ -1193,3 +1193,53 @@ def test_rank_lists_stay_whole_up_to_eight_ranks_then_run():
     assert rank_list(list(range(9))) == "0-8"
     assert rank_list([0, 1, 5, 6, 7, 9, 20, 21, 22, 23]) == "0,1,5-7,9,20-23"
     assert text.ranks_phrase([0, 2, *range(10, 20)]) == "ranks 0,2,10-19"
+
+
+def _nodes_setup(nodes=4, per_node=4):
+    clock = FakeClock()
+    model = Model(clock)
+    diag = Diagnosis(model, wall_ns=clock.wall_ns)
+    world = nodes * per_node
+    beats = lambda ranks: [replace(heartbeat(r, world), host=f"node{r // per_node}")  # noqa: E731
+                           for r in ranks]
+    model.apply(beats(range(world)))
+    return clock, model, diag, beats
+
+
+def test_a_node_whose_ranks_fall_silent_together_is_one_finding():
+    clock, model, diag, beats = _nodes_setup()
+    found = []
+    for step in range(8):  # node2 (ranks 8-11) stops; its last two ranks 0.3 s after
+        clock.advance(0.25)
+        model.apply(beats([r for r in range(16) if r not in (8, 9) and (step > 0 or r < 12)
+                           and not (step > 0 and 8 <= r < 12)]))
+        found += diag.update()
+    (f,) = found
+    assert (f.type, f.ranks, f.key) == ("lost_rank", (8, 9, 10, 11), ("lost_node", "node2"))
+    assert f.message.startswith("node node2 is lost: nothing from ranks 8,9,10,11 for 1.")
+    assert f.text("pt").startswith("nó node2 perdido: nada dos ranks 8,9,10,11 há 1,")
+    assert diag.watch.found_lost(9) and not diag.watch.found_lost(12)
+    assert recorded_facts(json.loads(json.dumps(f.record()))) == f.facts  # as recorded
+    assert diag.finish([9]) == []  # the job ends: said once, as a node
+
+
+def test_a_lost_node_that_comes_back_is_resolved():
+    clock, model, diag, beats = _nodes_setup()
+    for _ in range(7):
+        clock.advance(0.25)
+        model.apply(beats([r for r in range(16) if not 8 <= r < 12]))
+        diag.update()
+    assert [f.key for f in diag.findings()] == [("lost_node", "node2")]
+    model.apply(beats(range(16)))
+    assert [(g.type, g.about, g.ranks) for g in diag.update()] == \
+        [("resolved", "lost_rank", (8, 9, 10, 11))]
+
+
+def test_one_rank_lost_on_a_node_whose_others_report_is_named_alone():
+    clock, model, diag, beats = _nodes_setup()
+    found = []
+    for _ in range(7):
+        clock.advance(0.25)
+        model.apply(beats([r for r in range(16) if r != 9]))
+        found += diag.update()
+    assert [(f.ranks, f.key) for f in found] == [((9,), ("lost_rank", 9))]

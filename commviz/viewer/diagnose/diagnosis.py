@@ -66,7 +66,7 @@ class Diagnosis:
         unmatched = watch.unmatched(now)
         current: dict[tuple, Finding] = dict(self._ended)
         lost = self.lost.find(now, wall)
-        gone = {f.ranks[0] for f in lost}
+        gone = {r for f in lost for r in f.ranks}
         # a lost rank before what it leaves its peers in (a hang, a failed op)
         for found in (self.stragglers.find(now, wall), lost,
                       self.hangs.find(now, wall, unmatched, gone),

@@ -186,6 +186,20 @@ class Lost:
 
 
 @dataclass(frozen=True)
+class LostNode:
+    """Every rank of a node (``host``) silent together while the other nodes kept reporting:
+    the node, its network or its relay died. One finding for its ranks; ``stuck`` as Lost's,
+    the ranks of other nodes only."""
+
+    shape: ClassVar[str] = "lost_node"
+    host: str
+    ranks: tuple[int, ...]
+    silent_s: float
+    last: Call | None
+    stuck: tuple[tuple[int, Call], ...]
+
+
+@dataclass(frozen=True)
 class Replaced:
     """A rank's process replaced by another (a new job) with no goodbye."""
 
@@ -265,12 +279,13 @@ class Words:
 
 
 Facts = (Straggler | Hang | Failed | P2PWait | Deadlock | EndedUnheard | EndedNoGoodbye
-         | LeftSilent | Lost | Replaced | Mismatch | SlowPair | SlowGroup | Resolved | Words)
+         | LeftSilent | Lost | LostNode | Replaced | Mismatch | SlowPair | SlowGroup | Resolved
+         | Words)
 
 _SHAPES = {cls.shape: cls for cls in (
     Call, Doing, Signature, Straggler, Hang, Failed, P2PWait, Behind, Deadlock, EndedUnheard,
-    EndedNoGoodbye, LeftSilent, Lost, Replaced, Odd, Mismatch, SlowPair, SlowGroup, Resolved,
-    Words)}
+    EndedNoGoodbye, LeftSilent, Lost, LostNode, Replaced, Odd, Mismatch, SlowPair, SlowGroup,
+    Resolved, Words)}
 
 
 def to_json(value: Any) -> Any:

@@ -9,7 +9,9 @@ job said goodbye ended without one (a launcher such as torchrun stops the other 
 soon as one fails, so they all fall silent together, and no viewer stall makes a goodbye);
 so did a rank whose number comes back as another process (a new job, ``Model``'s
 generations) with no goodbye from the old one: named once. One found as its job ended keeps
-the silence it was found with: the job is over, nothing grows.
+the silence it was found with: the job is over, nothing grows. In a job of several nodes, the
+ranks of one node lost together are one finding that names the node (a dead node, its
+network or its relay), not one per rank.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from commviz.wire.protocol import HEARTBEAT_S
 
 LOST_AFTER_S = 2 * HEARTBEAT_S
 LOST_CONFIRM_S = 0.2
+NODE_QUIET_S = HEARTBEAT_S  # a node-mate quiet this long is taken as going the same way
 
 
 class LostRanks:
@@ -76,7 +79,43 @@ class LostRanks:
                 fx.Lost(r, silent, last, tuple((q, fx.Call(f.op, f.peer, f.seq))
                                                for q, f in by_rank.items())),
                 ("lost_rank", r), now, wall, links=tuple((q, r) for q in by_rank)))
-        return out
+        return self._by_node(out, now, wall) if out else out
+
+    def _by_node(self, found: list[Finding], now: float, wall: int) -> list[Finding]:
+        """The ranks of one node lost together, in a job of several nodes, as one finding
+        that names the node (``lost_node``): not 8 findings for a dead node. Its ranks found
+        lost while its other ranks have been quiet NODE_QUIET_S wait for them (half a
+        heartbeat or so): a node's ranks fall silent a few ms apart."""
+        nodes = self.model.nodes()
+        nodes.pop("?", None)  # ranks not heard from by heartbeat: no host to name
+        lost = {f.ranks[0]: f for f in found if type(f.facts) is fx.Lost}
+        if len(nodes) < 2 or not lost:
+            return found
+        host_of = {r: h for h, ranks in nodes.items() for r in ranks}
+        out, taken = [f for f in found if type(f.facts) is not fx.Lost], set()
+        for host in dict.fromkeys(host_of.get(r) for r in lost):
+            ranks = nodes.get(host, ())  # type: ignore[call-overload]
+            if len(ranks) < 2:
+                continue
+            if all(r in lost for r in ranks):
+                out.append(self._node(host, ranks, [lost[r] for r in ranks], now, wall))
+                taken.update(ranks)
+            elif all(r in lost or now - self.model.ranks[r].last_seen > NODE_QUIET_S
+                     for r in ranks):
+                taken.update(ranks)  # the rest of the node is going quiet too: next pass
+        return out + [f for r, f in lost.items() if r not in taken]
+
+    @staticmethod
+    def _node(host: str, ranks: list[int], found: list[Finding], now: float,
+              wall: int) -> Finding:
+        mine = set(ranks)
+        each: list[fx.Lost] = [f.facts for f in found]  # type: ignore[misc]  # (_by_node)
+        stuck = {q: c for lost in each for q, c in lost.stuck if q not in mine}
+        facts = fx.LostNode(host, tuple(ranks), max(lost.silent_s for lost in each),
+                            each[0].last, tuple(sorted(stuck.items())))
+        links = tuple(sorted({link for f in found for link in f.links if link[0] not in mine}))
+        return Finding("lost_rank", tuple(ranks), found[0].group, found[0].seq, facts,
+                       ("lost_node", host), now, wall, links=links)
 
     def replaced(self, now: float, wall: int) -> list[Finding]:
         """Incarnations replaced by another process of the same rank number (a new job)
@@ -95,7 +134,8 @@ class LostRanks:
         s = self.model.ranks.get(rank)
         key = ("lost_rank", rank)
         code = self.model.exit_codes.get(rank) if s is None else s.exit_code
-        if (s is not None and s.exited) or key in self.watch.active or code == -signal.SIGTERM:
+        if (s is not None and s.exited) or self.watch.found_lost(rank) \
+                or code == -signal.SIGTERM:
             return None
         if s is None:  # it died before its first heartbeat could leave
             return Finding("lost_rank", (rank,), None, None, fx.EndedUnheard(rank, code), key,

@@ -73,7 +73,9 @@ class Watch:
         return now - first + ANNOUNCE_S
 
     def found_lost(self, rank: int) -> bool:
-        return ("lost_rank", rank) in self.active
+        """Found lost alone, or with its node (a ``lost_node`` finding)."""
+        return ("lost_rank", rank) in self.active or any(
+            key[0] == "lost_node" and rank in f.ranks for key, f in self.active.items())
 
     def exited(self, rank: int) -> bool:
         s = self.model.ranks.get(rank)

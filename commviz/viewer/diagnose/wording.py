@@ -168,19 +168,29 @@ def _left_silent(f: fx.LeftSilent, w: _Words) -> str:
              left=w.ranks(f.left), last=w.last(f.last))
 
 
-def _lost(f: fx.Lost, w: _Words) -> str:
-    if len(f.stuck) <= i18n.LISTED_RANKS:
-        parts = [w("lost_rank", "stuck", rank=r, call=w.call(c)) for r, c in f.stuck]
-    else:  # of many, the ranks stuck in the same call are said once
+def _stuck(stuck: tuple[tuple[int, fx.Call], ...], w: _Words) -> str:
+    """``; rank 0 is stuck in all_reduce #1, ...``: of many, the ranks stuck in the same call
+    said once; "" for none."""
+    if len(stuck) <= i18n.LISTED_RANKS:
+        parts = [w("lost_rank", "stuck", rank=r, call=w.call(c)) for r, c in stuck]
+    else:
         calls: dict[str, list[int]] = {}
-        for r, c in f.stuck:
+        for r, c in stuck:
             calls.setdefault(w.call(c), []).append(r)
         parts = [w("lost_rank", "stuck", rank=rs[0], call=call) if len(rs) == 1
                  else w("lost_rank", "stuck_many", ranks=w.ranks(sorted(rs)), call=call)
                  for call, rs in calls.items()]
-    stuck = ", ".join(parts)
+    return "; " + ", ".join(parts) if parts else ""
+
+
+def _lost(f: fx.Lost, w: _Words) -> str:
     return w("lost_rank", "lost", rank=f.rank, silent=w.num(f.silent_s, ".1f"),
-             last=w.last(f.last), stuck="; " + stuck if stuck else "")
+             last=w.last(f.last), stuck=_stuck(f.stuck, w))
+
+
+def _lost_node(f: fx.LostNode, w: _Words) -> str:
+    return w("lost_rank", "node", host=f.host, ranks=w.ranks(f.ranks),
+             silent=w.num(f.silent_s, ".1f"), last=w.last(f.last), stuck=_stuck(f.stuck, w))
 
 
 def _replaced(f: fx.Replaced, w: _Words) -> str:
@@ -230,5 +240,6 @@ _SAY: dict[type, Callable[[Any, _Words], str]] = {
     fx.Straggler: _straggler, fx.Hang: _hang, fx.Failed: _failed, fx.P2PWait: _p2p,
     fx.Deadlock: _deadlock, fx.EndedUnheard: _ended_unheard,
     fx.EndedNoGoodbye: _ended_no_goodbye, fx.LeftSilent: _left_silent, fx.Lost: _lost,
+    fx.LostNode: _lost_node,
     fx.Replaced: _replaced, fx.Mismatch: _mismatch, fx.SlowPair: _slow_pair,
     fx.SlowGroup: _slow_group, fx.Resolved: _resolved, fx.Words: _words}
