@@ -17,7 +17,7 @@ from ranks import _child, reap
 
 from commviz import cli
 from commviz.launch.launcher import free_port
-from commviz.rank.emitter import Emitter, encode_batch
+from commviz.rank.emitter import Emitter, encode_batch, encode_groups
 from commviz.relay.relay import Relay
 from commviz.viewer.model import Model
 from commviz.viewer.transport import Receiver
@@ -307,3 +307,37 @@ def test_the_viewer_counts_a_bad_envelope_as_one_and_a_bad_inner_message_alone()
     assert receiver.rejected == 4  # two inner messages, one envelope, one too deep
     assert receiver.relays["n"] == (7, 9)
     assert sum(receiver.reject_reasons.values()) == 4
+
+
+def test_a_viewer_started_again_behind_a_relay_gets_the_groups_at_once():
+    """The relay tells a viewer it connects to anew the groups its ranks announced: a batch
+    that names its group by id alone is complete there without waiting for a repeat."""
+    addr = f"tcp://127.0.0.1:{free_port()}"
+    t = time.time_ns()
+    named = lambda first: encode_batch(7, [[first, protocol.OP_CODE["all_reduce"],  # noqa: E731
+                                            protocol.NO_CODE, 0, first + 1, -1, 16, 16, 0, 0,
+                                            t, t + 10, 0]], {0: ("x.py", 1)}, inc=8)
+    receiver = Receiver(addr)
+    relay = Relay(addr, "tcp://127.0.0.1:*")
+    ctx = zmq.Context()
+    sock = ctx.socket(zmq.PUSH)
+    sock.connect(relay.addr)
+    try:
+        time.sleep(0.3)
+        sock.send(encode_groups(7, {0: ("0", [0, 7])}, [0], inc=8)[0])
+        sock.send(named(0))
+        batches = lambda out: [m for m in out if isinstance(m, protocol.OpBatch)]  # noqa: E731
+        got = batches(_drain_for(receiver, 5, lambda out: batches(out)))
+        assert [m.groups for m in got] == [{0: ("0", (0, 7))}]
+        receiver.close()
+        time.sleep(0.2)
+        receiver = Receiver(addr)  # the viewer again, on the same address
+        time.sleep(0.5)  # the relay connects to it again
+        sock.send(named(1))
+        got = batches(_drain_for(receiver, 5, lambda out: batches(out)))
+        assert [(m.cols["id"].tolist(), m.groups) for m in got] == [([1], {0: ("0", (0, 7))})]
+    finally:
+        sock.close(linger=0)
+        ctx.term()
+        relay.close()
+        receiver.close()

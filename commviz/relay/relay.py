@@ -6,7 +6,9 @@ keeps a rank's emitter's guarantees (``commviz/rank/emitter.py``): sends are NOB
 bounded queue, and when the viewer is absent, slow or gone, envelopes are dropped and their
 records counted, never queued without bound; while it cannot send, it stops reading, and the
 ranks' own emitters then drop and count. What it holds is one tick: a relay that dies loses
-its node's last tick and no more.
+its node's last tick and no more. It keeps its ranks' ``grp`` messages (bounded) and sends
+them again after every new connection upstream: a viewer started again learns the node's
+groups at once, not at their next repeat (10 s).
 
 The ranks' clock round trips go through ``ClockProxy`` to the viewer, so every sample still
 measures the node's clock against the viewer's (docs/nodes.md says why not an offset of the
@@ -43,6 +45,10 @@ QUIET_S = 0.2          # at close: what the ranks still send is taken until this
 CLOSE_WAIT_S = 2.0     # ... and no longer than this
 DRAIN_MAX = 10_000     # messages read in one go, so a flood cannot delay a tick's sending
 DEFAULT_ADDR = "tcp://127.0.0.1:5555"  # where instrument() reports when COMMVIZ_ADDR is unset
+GROUPS_KEPT = 64       # ``grp`` messages kept per process, told again to a viewer met anew
+PROCESSES_KEPT = 256   # processes whose ``grp`` messages are kept (a node's ranks, their forks)
+# a ``grp`` message's bytes after its map's header: rank emitters write v and k first
+_GROUPS_HEAD = protocol.pack({"v": protocol.VERSION, "k": "grp"})[1:]
 _ADDRESS = re.compile(r"tcp://\S+:(\d+|\*)|ipc://\S+")
 
 
@@ -70,6 +76,9 @@ class Relay:
         self.dropped = 0     # op records dropped
         self.lost = 0        # messages dropped, of every kind
         self.ever_connected = False
+        # each process' ``grp`` messages, sent again after a new connection upstream: a
+        # viewer started again learns the node's groups at once, not at their next repeat
+        self._groups: dict[tuple[int, int], list[bytes]] = {}
         self._ctx = zmq.Context()
         self._auth = keys_.authenticator(self._ctx, server) if server else None
         self._pull = self._ctx.socket(zmq.PULL)
@@ -122,11 +131,18 @@ class Relay:
         packer = relayed.Packer()
         next_tick = time.monotonic() + self.tick_s
         last_sent = 0.0
+        handshakes = 0
         try:
             while not self._stop.is_set():
                 if link.pending():  # hold: the ranks' messages wait in their queues
                     self._stop.wait(self.tick_s)
                     continue
+                if link.handshakes != handshakes:  # connected again: perhaps a new viewer
+                    if handshakes:
+                        for kept in self._groups.values():
+                            for data in kept:
+                                packer.add(data)
+                    handshakes = link.handshakes
                 wait_ms = max(0, int((next_tick - time.monotonic()) * 1000))
                 if self._pull.poll(wait_ms):
                     self._drain(packer)
@@ -145,9 +161,25 @@ class Relay:
         recv, add = self._pull.recv, packer.add
         for _ in range(DRAIN_MAX):
             try:
-                add(recv(zmq.NOBLOCK))
+                data = recv(zmq.NOBLOCK)
             except zmq.Again:
                 return
+            if data[1:len(_GROUPS_HEAD) + 1] == _GROUPS_HEAD:
+                self._keep_groups(data)
+            add(data)
+
+    def _keep_groups(self, data: bytes) -> None:
+        """Keep a process' ``grp`` message (bounded) to tell a viewer met anew."""
+        try:
+            msg = protocol.decode(data)
+        except protocol.ProtocolError:
+            return  # sent on all the same: the viewer rejects and counts it
+        who = (msg.rank, msg.inc)
+        kept = self._groups.pop(who, [])  # popped and put back: the dict stays by recency
+        kept.append(data)
+        self._groups[who] = kept[-GROUPS_KEPT:]
+        if len(self._groups) > PROCESSES_KEPT:
+            del self._groups[next(iter(self._groups))]
 
     def _flush(self, packer: relayed.Packer, beat: bool) -> bool:
         """Send the tick's envelopes (an empty one when ``beat``: the counts go up)."""
