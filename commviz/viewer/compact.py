@@ -187,7 +187,8 @@ class Writer:
         parts = self._parts
         if not parts:
             return {k: np.zeros(0, DTYPES[k]) for k in COLUMNS}
-        cols = {k: np.concatenate([p[0][k] for p in parts]).astype(DTYPES[k], copy=False)
+        wire = protocol.join_columns([p[0] for p in parts], protocol.COLUMNS)
+        cols = {k: wire[k].astype(DTYPES[k], copy=False)
                 for k in COLUMNS if k not in ("who", "g", "site")}
         sizes = np.array([len(p[0]["id"]) for p in parts])
         part = np.repeat(np.arange(len(parts), dtype=np.int64), sizes)
@@ -197,7 +198,7 @@ class Writer:
         for name, src, keys, values in (("g", "gid", 2, 3), ("site", "site", 4, 5)):
             table = np.array([(i << 32) + k for i, p in enumerate(parts) for k in p[keys]],
                              dtype=np.int64)
-            wanted = (part << 32) + np.concatenate([p[0][src] for p in parts]).astype(np.int64)
+            wanted = (part << 32) + wire[src].astype(np.int64)
             at = np.minimum(np.searchsorted(table, wanted), len(table) - 1)
             if not (table[at] == wanted).all():
                 raise CompactError(f"op records name a {src} their batch has not")

@@ -184,16 +184,22 @@ class Columns(Mapping[str, np.ndarray]):
 
 
 def joined(batches: Sequence[OpBatch], names: Iterable[str]) -> dict[str, np.ndarray]:
-    """Columns ``names`` of ``batches``, one batch after another: from their bytes joined,
-    when they came from the wire (one conversion for them all), else their arrays
+    """Columns ``names`` of ``batches``, one batch after another (``join_columns``)."""
+    return join_columns([b.cols for b in batches], names)
+
+
+def join_columns(columns: Sequence[Mapping[str, np.ndarray]],
+                 names: Iterable[str]) -> dict[str, np.ndarray]:
+    """Columns ``names`` of batches' ``columns``, one batch after another: from their bytes
+    joined, when they came from the wire (one conversion for them all), else their arrays
     concatenated."""
-    if len(batches) == 1:
-        return {name: batches[0].cols[name] for name in names}
-    if all(type(b.cols) is Columns for b in batches):
-        raws = [b.cols.raw for b in batches]  # type: ignore[attr-defined]
+    if len(columns) == 1:
+        return {name: columns[0][name] for name in names}
+    if all(type(c) is Columns for c in columns):
+        raws = [c.raw for c in columns]  # type: ignore[attr-defined]
         return {name: np.frombuffer(b"".join([r[_COLUMN_AT[name]] for r in raws]),
                                     COLUMN_DTYPES[name]) for name in names}
-    return {name: np.concatenate([b.cols[name] for b in batches]) for name in names}
+    return {name: np.concatenate([c[name] for c in columns]) for name in names}
 
 
 @dataclass(frozen=True)
