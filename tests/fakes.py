@@ -83,6 +83,7 @@ class FakeSession:
         self.addr = addr
         self.rejected = 0
         self.shed = 0
+        self.dropped_by_relays = 0
         self.started = False
         self.closed = False
         self.recorder: object | None = None

@@ -50,6 +50,7 @@ from commviz.tui.animation import GATHER_S
 from commviz.tui.app import FRAME_S, CommvizApp
 from commviz.tui.help import HelpScreen
 from commviz.tui.oplog import OpLog, line_text
+from commviz.tui.panels import status
 from commviz.tui.panels.explanation import explanation
 from commviz.tui.panels.findings import findings
 from commviz.tui.panels.inside import GRID_MAX_W, inside, text_rows
@@ -1198,6 +1199,18 @@ async def test_gpu_links_are_drawn_in_the_replay_and_their_traffic_under_each_ra
         assert replay.count("NV4") == 2 and "PIX" in replay and replay.count("SYS") == 3
         assert "━━ NVLink" in replay and "┄┄ PCIe" in replay
         assert "GPU links: NV4 0↔1 2↔3 · SYS 0↔2 1↔2 1↔3 · PIX 0↔3" in panel(app, "#status")
+
+
+def test_the_viewer_panel_counts_what_relays_dropped_and_what_it_shed() -> None:
+    session = FakeSession()
+    session.feed(scripted_all_reduce(world=4))
+    line = lambda **kw: status.counts(session.model, "tcp://h:1", 0, 0, 0, False, False,  # noqa: E731
+                                      "en", **kw).splitlines()[2]
+    assert line() == "0 malformed messages rejected · 0 records dropped by ranks"
+    assert line(shed=3, relays=40) == (
+        "0 malformed messages rejected · 0 records dropped by ranks · 40 records dropped by "
+        "relays · 3 telemetry samples, phase marks or topology messages shed while the "
+        "viewer was behind (never an op record)")
 
 
 def test_without_a_gpu_the_viewer_says_why_and_draws_no_link() -> None:

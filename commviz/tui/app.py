@@ -433,7 +433,7 @@ class CommvizApp(App):
         said = status.counts(model, self.session.addr, self.session.rejected,
                              len(self._held()), sum(f.unresolved for f in self._history()),
                              self._ended, self._playback is not None, lang,
-                             shed=self.session.shed)
+                             shed=self.session.shed, relays=self.session.dropped_by_relays)
         told = status.events(self._events, lang)
         # last, under the events: what the keys do now
         control = self._control_line() if self.controller is not None else ""

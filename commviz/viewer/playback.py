@@ -264,6 +264,7 @@ class Playback(Collector):
         self.stop_at_each_op = False  # hold the clock after each operation (PlaybackControl)
         self.rejected = 0  # nothing is received: nothing is rejected
         self.shed = 0  # nor shed (the live viewer's shedding is in the summary: stats)
+        self.dropped_by_relays = 0  # (the live viewer's count is in the summary too)
         self.recorder = None  # what is played back is not recorded again
         self._fresh()
 

@@ -116,6 +116,11 @@ class Session(Collector):
     def shed(self) -> int:
         return sum(self.receiver.shed.values())
 
+    @property
+    def dropped_by_relays(self) -> int:
+        """Op records the relays between the ranks and this viewer said they dropped."""
+        return sum(dropped for dropped, _ in self.receiver.relays.values())
+
     def nccl_links(self) -> dict[tuple[int, int], Link]:
         """The transport between each pair of global ranks as NCCL printed it at init
         (P2P/IPC, SHM, NET/IB...); {} without NCCL's log."""

@@ -21,7 +21,8 @@ class Source(Protocol):
     of itself in the job's output (None: no output is read); ``recorder``: where the run is
     recorded (None: it is not); ``addr``: where messages come from (an address, a file);
     ``rejected``: messages turned away as malformed; ``shed``: telemetry samples, phase
-    marks and topology messages let go of while the viewer was behind (viewer/shedding.py)."""
+    marks and topology messages let go of while the viewer was behind (viewer/shedding.py);
+    ``dropped_by_relays``: op records the relays on the way said they dropped."""
 
     @property
     def model(self) -> Model: ...
@@ -46,6 +47,9 @@ class Source(Protocol):
 
     @property
     def shed(self) -> int: ...
+
+    @property
+    def dropped_by_relays(self) -> int: ...
 
     def start(self) -> None:
         """Start collecting (a background thread)."""

@@ -23,10 +23,10 @@ EVENT_STYLES = {"rank failed": "bold red"}  # the events of the ranks that stand
 
 
 def counts(model: Model, addr: str, rejected: int, held: int, unresolved: int, ended: bool,
-           playback: bool, lang: str, shed: int = 0) -> str:
+           playback: bool, lang: str, shed: int = 0, relays: int = 0) -> str:
     """Where the messages come from (``addr``; ``playback``: a recording's file), the
-    operations and messages counted (``shed``: let go of while the viewer was behind), the
-    findings (``held``: that hold now; ``unresolved``:
+    operations and messages counted (``shed``: let go of while the viewer was behind;
+    ``relays``: records the relays dropped), the findings (``held``: that hold now; ``unresolved``:
     that ended with their job), the GPUs' links; before any rank, that the panel waits for
     them (``ended``: the job has, so it does not)."""
     ui, ui_n = functools.partial(i18n.ui, lang=lang), functools.partial(i18n.ui_n, lang=lang)
@@ -44,6 +44,7 @@ def counts(model: Model, addr: str, rejected: int, held: int, unresolved: int, e
               + (f"{left}\n" if left else "") +
               f"{ui_n('rejected', rejected)} · "
               f"{ui_n('dropped', dropped)}"
+              + (f" · {ui_n('dropped by relays', relays)}" if relays else "")
               + (f" · {ui_n('shed', shed)}" if shed else "") + "\n")
     status += ui_n("findings now", held) if held else \
         ui_n("findings unresolved", unresolved) if unresolved else ui("no findings short")
