@@ -47,8 +47,7 @@ DRAIN_MAX = 10_000     # messages read in one go, so a flood cannot delay a tick
 DEFAULT_ADDR = "tcp://127.0.0.1:5555"  # where instrument() reports when COMMVIZ_ADDR is unset
 GROUPS_KEPT = 64       # ``grp`` messages kept per process, told again to a viewer met anew
 PROCESSES_KEPT = 256   # processes whose ``grp`` messages are kept (a node's ranks, their forks)
-# a ``grp`` message's bytes after its map's header: rank emitters write v and k first
-_GROUPS_HEAD = protocol.pack({"v": protocol.VERSION, "k": "grp"})[1:]
+_GROUPS_HEAD = protocol.kind_head("grp")  # rank emitters write v and k first
 _ADDRESS = re.compile(r"tcp://\S+:(\d+|\*)|ipc://\S+")
 
 
@@ -164,7 +163,7 @@ class Relay:
                 data = recv(zmq.NOBLOCK)
             except zmq.Again:
                 return
-            if data[1:len(_GROUPS_HEAD) + 1] == _GROUPS_HEAD:
+            if protocol.has_head(data, _GROUPS_HEAD):
                 self._keep_groups(data)
             add(data)
 

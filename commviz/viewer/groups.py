@@ -16,6 +16,7 @@ from __future__ import annotations
 import collections
 import time
 from collections.abc import Callable, Iterable
+from typing import Any
 
 from commviz.wire import protocol
 
@@ -23,6 +24,7 @@ HOLD_S = protocol.GROUPS_EVERY_S + 2.0  # a late viewer hears every group within
 HOLD_BATCHES = 256      # batches of one process waiting for its groups (~10 s of them)
 HOLD_RECORDS = 1 << 20  # records waiting, of all processes together
 PEER_MEMBERS_MAX = 1 << 21  # member entries of one process' groups (a world of 2^20, twice)
+IDENTITIES_MAX = 4096  # member tuples GroupNumbers remembers by identity
 
 Peer = tuple[int, int]  # (rank, incarnation id)
 Group = tuple[str, tuple[int, ...]]
@@ -141,3 +143,30 @@ class GroupTables:
 
     def _longest_held(self) -> Peer:
         return min(self._held, key=lambda p: self._held[p][0][0])
+
+
+class GroupNumbers:
+    """A number for each distinct (``key``, members), in the order first seen: the model's
+    group keys, a recording's group lines. Found by the members' tuple itself before it is
+    hashed: GroupTables hands every batch of a group the one tuple its ``grp`` gave, and
+    hashing a thousand ranks a batch was most of intake. Batches that carry their own tuples
+    (older ranks) are found by value; the memo of tuples, which holds each one so that its
+    id stays its own, is bounded for them (IDENTITIES_MAX)."""
+
+    def __init__(self) -> None:
+        self._by_value: dict[tuple[Any, tuple[int, ...]], int] = {}
+        self._by_id: dict[tuple[Any, int], tuple[tuple[int, ...], int]] = {}
+
+    def number(self, key: Any, members: tuple[int, ...]) -> tuple[int, bool]:
+        """The number of (``key``, ``members``), and whether it is new."""
+        seen = self._by_id.get((key, id(members)))
+        if seen is not None and seen[0] is members:
+            return seen[1], False
+        n = self._by_value.get((key, members))
+        new = n is None
+        if n is None:
+            n = self._by_value[(key, members)] = len(self._by_value)
+        if len(self._by_id) >= IDENTITIES_MAX:
+            self._by_id.clear()
+        self._by_id[(key, id(members))] = (members, n)
+        return n, new

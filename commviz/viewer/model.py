@@ -45,6 +45,7 @@ from typing import NamedTuple
 import numpy as np
 
 from commviz.knowledge import bandwidth
+from commviz.viewer.groups import GroupNumbers
 from commviz.wire import nodes, protocol
 from commviz.wire.clocksync import WINDOW, Offset, Sample, estimate
 
@@ -62,7 +63,6 @@ _SIZE_TIMES_N = _by_code(list(bandwidth.SIZE_TIMES_N))
 
 # Pending (unmatched) rows kept per kind; beyond this the oldest are dropped and counted.
 PENDING_MAX = 1_000_000
-GKEYS_SEEN_MAX = 4096  # member tuples remembered by identity (Model._gkey)
 UNHEARD_MAX = 100_000  # records held for incarnations not heard by heartbeat yet
 RECENT_MAX = 2_000
 SEGMENTS_MAX = 2_000  # completed ops kept per rank for the timeline
@@ -239,9 +239,7 @@ class Model:
         self.ranks: dict[int, RankState] = {}
         self.exit_codes: dict[int, int] = {}  # how ranks never heard from ended, as launched
         self.groups: list[tuple[str, tuple[int, ...]]] = []
-        self._group_keys: dict[tuple[int, str, tuple[int, ...]], int] = {}  # job, name, ranks
-        # (job, name, id(ranks)) -> (ranks, key): _gkey without hashing the members
-        self._gkeys_seen: dict[tuple[int, str, int], tuple[tuple[int, ...], int]] = {}
+        self._group_keys = GroupNumbers()  # by (job, name) and ranks: indexes into groups
         self._group_sizes = np.zeros(0, dtype=np.int64)
         self._group_jobs = np.zeros(0, dtype=np.int64)  # per gkey: its job generation
         # per job generation (job n at index n - 1): its incarnations by rank number
@@ -593,20 +591,11 @@ class Model:
         return est.offset_ns if est is not None else 0
 
     def _gkey(self, job: int, name: str, ranks: tuple[int, ...]) -> int:
-        # by the members' tuple itself first: the transport hands every batch of a group the
-        # one tuple its ``grp`` gave, and hashing a thousand ranks per batch was most of intake
-        seen = self._gkeys_seen.get((job, name, id(ranks)))
-        if seen is not None and seen[0] is ranks:
-            return seen[1]
-        key = self._group_keys.get((job, name, ranks))
-        if len(self._gkeys_seen) >= GKEYS_SEEN_MAX:  # batches that carry their own tuples
-            self._gkeys_seen.clear()
-        if key is None:
-            key = self._group_keys[(job, name, ranks)] = len(self.groups)
+        key, new = self._group_keys.number((job, name), ranks)
+        if new:
             self.groups.append((name, ranks))
             self._group_sizes = np.append(self._group_sizes, len(ranks))
             self._group_jobs = np.append(self._group_jobs, job)
-        self._gkeys_seen[(job, name, id(ranks))] = (ranks, key)  # holds it: its id stays its
         return key
 
     def site_of(self, index: int) -> tuple[str, int] | None:
@@ -639,7 +628,7 @@ class Model:
         def each(values: Iterable[int]) -> np.ndarray:  # one value per batch -> per row
             return np.repeat(np.fromiter(values, np.int64, len(batches)), lengths)
 
-        cols = protocol.joined(batches, _COLUMNS)
+        cols = protocol.join_columns([b.cols for b in batches], _COLUMNS)
         rows = {"rank": each(b.rank for b in batches)}
         for name in ("id", "seq", "bytes_in", "bytes_out", "t_start", "t_end"):
             rows[name] = cols[name].astype(np.int64)

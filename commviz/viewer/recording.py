@@ -34,13 +34,13 @@ import numpy as np
 
 from commviz import __version__
 from commviz.viewer import compact
+from commviz.viewer.groups import GroupNumbers
 from commviz.wire import protocol
 
 FORMAT = "commviz-recording"
 VERSION = 2  # 2: op and running lines name their group by ``g``, from a ``group`` line
 READS = (1, 2)  # version 1: every op and running line lists its group's ranks
 FLUSH_S = 1.0
-GROUPS_SEEN_MAX = 4096  # member tuples remembered by identity (Recorder._group_ref)
 MAX_OUTPUT_CHARS = 2000  # of one line of a job's output; the rest is left out
 
 
@@ -58,9 +58,7 @@ class Recorder:
         self._lock = threading.RLock()
         self._identities: dict[tuple[int, int], tuple] = {}  # by (rank, inc)
         self._topologies: dict[int, protocol.GpuTopology] = {}  # ranks repeat it every 10 s
-        self._groups: dict[tuple[str, tuple[int, ...]], int] = {}  # their ``g``, by (pg, ranks)
-        # (name, id(ranks)) -> (ranks, g): _group_ref without hashing a thousand ranks a batch
-        self._groups_seen: dict[tuple[str, int], tuple[tuple[int, ...], int]] = {}
+        self._groups = GroupNumbers()  # their ``g``, by (pg, ranks)
         self._last_flush = time.monotonic()
         self._sink = _sink(path, {"format": FORMAT, "version": VERSION, "commviz": __version__,
                                   "protocol": protocol.VERSION, "created_ns": time.time_ns(),
@@ -146,17 +144,9 @@ class Recorder:
         """The ``g`` of a group: one per (name, ranks) in the whole recording, so that two
         jobs' groups of the same name and ranks share a line and a name reused with other
         ranks gets a new one; its ``group`` line is written before the first line naming it."""
-        seen = self._groups_seen.get((name, id(ranks)))  # the transport shares one tuple a group
-        if seen is not None and seen[0] is ranks:
-            return seen[1]
-        key = (name, tuple(ranks))
-        g = self._groups.get(key)
-        if g is None:
-            g = self._groups[key] = len(self._groups)
+        g, new = self._groups.number(name, ranks if type(ranks) is tuple else tuple(ranks))
+        if new:
             self._write({"kind": "group", "g": g, "pg": name, "ranks": list(ranks)})
-        if len(self._groups_seen) >= GROUPS_SEEN_MAX:
-            self._groups_seen.clear()
-        self._groups_seen[(name, id(ranks))] = (ranks, g)  # holds it: its id stays its
         return g
 
 

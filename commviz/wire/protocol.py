@@ -120,6 +120,17 @@ def pack(obj: dict[str, Any]) -> bytes:
     return msgpack.packb(obj, use_bin_type=True)
 
 
+def kind_head(kind: str) -> bytes:
+    """What a message of ``kind`` holds right after its map's header, as commviz writes it
+    (``v`` and ``k`` first): what ``has_head`` looks for to tell its kind without decoding."""
+    return pack({"v": VERSION, "k": kind})[1:]
+
+
+def has_head(data: bytes, head: bytes) -> bool:
+    """Whether ``data`` is a small map (fixmap) that begins with ``head`` (``kind_head``)."""
+    return data[1:len(head) + 1] == head and 0x80 <= data[0] <= 0x8f
+
+
 def unpack_small(data: bytes, max_bytes: int, max_str_len: int) -> dict | None:
     """A small flat msgpack map of this version (the control and clock channels' messages),
     or None for anything else: sizes are bounded before anything is allocated."""
@@ -160,7 +171,7 @@ def encode_groups(rank: int, groups: list[list[Any]], inc: int = 0) -> bytes:
 class Columns(Mapping[str, np.ndarray]):
     """A decoded batch's columns: the message's own bytes (``raw``, in COLUMNS order), each
     turned into a numpy array when first read. A viewer's round joins the bytes of all its
-    batches and converts each column once (``joined``): converting them batch by batch cost
+    batches and converts each column once (``join_columns``): converting them batch by batch cost
     more than the rest of decoding a batch."""
 
     __slots__ = ("raw", "_arrays")
@@ -181,11 +192,6 @@ class Columns(Mapping[str, np.ndarray]):
 
     def __len__(self) -> int:
         return len(COLUMNS)
-
-
-def joined(batches: Sequence[OpBatch], names: Iterable[str]) -> dict[str, np.ndarray]:
-    """Columns ``names`` of ``batches``, one batch after another (``join_columns``)."""
-    return join_columns([b.cols for b in batches], names)
 
 
 def join_columns(columns: Sequence[Mapping[str, np.ndarray]],
@@ -503,7 +509,7 @@ def check_columns(batches: list[OpBatch]) -> dict[int, str]:
     if not batches:
         return {}
     try:
-        _check_values(joined(batches, _CHECKED))
+        _check_values(join_columns([b.cols for b in batches], _CHECKED))
         return {}
     except ProtocolError:
         pass

@@ -34,9 +34,7 @@ PACK_BYTES = MAX_ENVELOPE_BYTES // 2
 MAX_MSGS = protocol.MAX_BATCH  # messages in one envelope
 MAX_DEPTH = 4                  # envelopes inside envelopes: a two-level tree needs 2
 NODE_MAX = 256                 # characters of ``node``
-# what encode() writes after the map's header (a fixmap: up to 15 entries): "v": 1, "k": "fwd"
-_HEAD = msgpack.packb("v") + msgpack.packb(protocol.VERSION) + msgpack.packb("k") \
-    + msgpack.packb(KIND)
+_HEAD = protocol.kind_head(KIND)  # what encode() writes after the map's header
 _OVERHEAD = 512    # bytes of an envelope beside its messages (node, counts, headers)
 _PER_MSG = 5       # msgpack's header of a bin of up to 4 GiB
 MAX_INNER_BYTES = MAX_ENVELOPE_BYTES - _OVERHEAD - _PER_MSG  # what a relay accepts
@@ -51,7 +49,7 @@ class Envelope:
 
 
 def is_envelope(data: bytes) -> bool:
-    return data[1:len(_HEAD) + 1] == _HEAD and 0x80 <= data[0] <= 0x8f
+    return protocol.has_head(data, _HEAD)
 
 
 def encode(node: str, msgs: list[bytes], dropped: int, lost: int) -> bytes:
