@@ -45,7 +45,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -100,6 +100,7 @@ DURATION_NOISE = 0.05          # |N(0, this)| relative, per instance
 STALL_P = 0.3                  # stall: the chance of a stall in a step
 STALL_MS = (50, 300)           # its length
 NEVER = 1 << 62                # the end of an op that never ends
+OFFLINE_T0_NS = 1_790_000_000_000_000_000  # ``offline``'s time 0: a fixed date, for tests
 
 FLAGS_GPU = protocol.FLAG_CUDA | protocol.FLAG_GPU_TIME
 SITES = [("simulated-fleet/train.py", 88),     # loss.backward()
@@ -551,8 +552,9 @@ class Worker:
     worker's idle time, and a late worker sends the same, later: its lateness is measured
     per slot and reported."""
 
-    def __init__(self, job: Job, lo: int, hi: int, addr: str, dur: dict[tuple, int],
+    def __init__(self, job: Job, lo: int, hi: int, addr: str | None, dur: dict[tuple, int],
                  relays: list[str] | None = None) -> None:
+        """``addr`` None: no sockets (``offline``)."""
         self.job, self.lo, self.hi, self.addr, self.dur = job, lo, hi, addr, dur
         offsets = node_offsets(job)
         self.ranks = [_Rank(r, job, offsets[r // RANKS_PER_NODE]) for r in range(lo, hi)]
@@ -562,6 +564,12 @@ class Worker:
         self._cursor = 0  # the next rank whose batches _prepare_ahead encodes
         self.asking: list[_Rank] = []  # ranks whose clock request leaves after the slot's sends
         self.lateness: list[int] = []
+        if addr is not None:
+            self._open(addr, relays)
+
+    def _open(self, addr: str, relays: list[str] | None) -> None:
+        """Each rank's sockets, as its emitter's: events to ``addr`` (or its node's relay) and
+        the clock channel."""
         self.ctx = zmq.Context()
         # only the clock sockets awaiting an answer are polled: libzmq looks at every socket
         # it is given at every wake-up, and a worker wakes every slot
@@ -607,7 +615,8 @@ class Worker:
         for rk in list(self.awaiting.values()):
             self._answered(rk)
 
-    def run(self, t0: int, seconds: float) -> dict:
+    def _begin(self, t0: int) -> Plan:
+        """The plan from ``t0``, each rank's first ticks and its groups."""
         plan = Plan(self.job, t0, self.dur)
         self.t_fault = plan.t_fault
         for rk in self.ranks:
@@ -620,12 +629,20 @@ class Worker:
             for r in members:
                 if r in mine:
                     mine[r].gids.append(gid)
+        return plan
+
+    def _slots(self) -> list[list[_Rank]]:
+        """The ranks that tick in each slot, indexed by rank % SLOTS."""
+        slots = [self.ranks[i::SLOTS] for i in range(SLOTS)]  # ranks lo+i, lo+i+SLOTS...
+        return [slots[(i - self.lo) % SLOTS] for i in range(SLOTS)]
+
+    def run(self, t0: int, seconds: float) -> dict:
+        plan = self._begin(t0)
         t_stop = t0 + int(seconds * 1e9)
         step_ns = int(self.job.step_s * 1e9)
         slot, slot_t = 0, t0
         cpu0 = time.process_time()
-        slots = [self.ranks[i::SLOTS] for i in range(SLOTS)]  # ranks lo+i, lo+i+SLOTS...
-        slots = [slots[(i - self.lo) % SLOTS] for i in range(SLOTS)]  # indexed by rank % SLOTS
+        slots = self._slots()
         while True:
             while plan.t_step < t_stop and plan.t_step < slot_t + 2 * step_ns:
                 self._add(plan.next_step())
@@ -639,7 +656,7 @@ class Worker:
             self.lateness.append(now - slot_t)
             for rk in slots[slot]:
                 if not rk.silent:
-                    self._tick(rk, slot_t)
+                    self._tick(rk, slot_t, now)
             self._send_all()
             if slot_t >= t_stop and plan.t_step >= t_stop and self._done():
                 break
@@ -649,8 +666,9 @@ class Worker:
                 self._prepare(rk, slot_t + 1)
                 while rk.prepared:
                     self.outbox += rk.prepared.popleft()[1]
-                self._heartbeat(rk)
-                self._send(rk, protocol.encode_bye(rk.rank, rk.inc, time.time_ns() + rk.offset,
+                now = time.time_ns()
+                self._heartbeat(rk, now)
+                self._send(rk, protocol.encode_bye(rk.rank, rk.inc, now + rk.offset,
                                                    rk.dropped), "bye")
         self._send_all()
         cpu = time.process_time() - cpu0
@@ -701,14 +719,15 @@ class Worker:
                 rk.next_id += 1
             rk.todo.extend(entries)
 
-    def _tick(self, rk: _Rank, now: int) -> None:
+    def _tick(self, rk: _Rank, now: int, clock_ns: int) -> None:
+        """``rk``'s emitter tick scheduled at ``now``, run at ``clock_ns`` (later if late)."""
         if rk.tq is not None and now - rk.tq[1] > REPLY_WAIT_NS:
             self._answered(rk)  # no answer in time: a rank's clock client gives up too
         if now >= rk.next_tq:
             self.asking.append(rk)
             rk.next_tq += CLOCK_NS
         if now >= rk.next_hb:
-            self._heartbeat(rk)
+            self._heartbeat(rk, clock_ns)
             rk.next_hb += HEARTBEAT_NS
         self._prepare(rk, now + 1)  # if the idle time did not get this far
         while rk.prepared and rk.prepared[0][0] <= now:
@@ -774,8 +793,7 @@ class Worker:
             moved = 0
         return entries
 
-    def _heartbeat(self, rk: _Rank) -> None:
-        now = time.time_ns()
+    def _heartbeat(self, rk: _Rank, now: int) -> None:
         dt = HEARTBEAT_NS / 1e9
         util = 0.0 if rk.hung and now >= self.t_fault else 88 + 10 * np.random.random()
         moved, rk.moved = rk.moved, 0
@@ -872,6 +890,28 @@ class Worker:
                 rk.dealer.close(linger=0)
             rk.sock.close()  # lingers EXIT_LINGER_MS, as a rank's emitter at exit
         self.ctx.term()
+
+
+def offline(job: Job, seconds: float, t0: int = OFFLINE_T0_NS) -> Iterator[tuple[int, list[bytes]]]:
+    """What the fleet's ranks would send, slot by slot, with no sockets and no waiting: each
+    slot's true time (ns) and the wire messages its ranks' emitters send then, the same bytes
+    as ``Worker.run`` sends, for pure tests and the screen at scale. No clock round trips
+    (heartbeats carry no ``clk``), no goodbyes: a job still running."""
+    worker = Worker(job, 0, job.ranks, None, durations(job))
+    plan = worker._begin(t0)
+    slots = worker._slots()
+    step_ns = int(job.step_s * 1e9)
+    t_stop = t0 + int(seconds * 1e9)
+    for n in range(int(seconds * 1e9) // SLOT_NS):
+        slot_t = t0 + n * SLOT_NS
+        while plan.t_step < t_stop and plan.t_step < slot_t + 2 * step_ns:
+            worker._add(plan.next_step())
+        for rk in slots[n % SLOTS]:
+            if not rk.silent:
+                worker._tick(rk, slot_t, slot_t)
+        worker.asking = []
+        yield slot_t, [data for _, data, *_ in worker.outbox]
+        worker.outbox = []
 
 
 def _work(job: Job, lo: int, hi: int, addr: str, dur: dict, seconds: float, conn, go, t0,
