@@ -37,14 +37,17 @@ from commviz.text.i18n import N_
 from commviz.tui import commands, layout
 from commviz.tui.animation import Animator
 from commviz.tui.help import HelpScreen
+from commviz.tui.node_facts import node_rows
 from commviz.tui.oplog import Line, OpLog
 from commviz.tui.panels import status
 from commviz.tui.panels.explanation import before_first, explanation
 from commviz.tui.panels.findings import findings, findings_lead
 from commviz.tui.panels.inside import inside, text_rows
+from commviz.tui.panels.nodes import Entry, entries, nodes_table
 from commviz.tui.panels.ranks import ranks_table
 from commviz.tui.panels.source import SOURCE_CONTEXT, source
 from commviz.tui.panels.stats import StatsTable, stats_table
+from commviz.tui.ranks_panel import FindScreen, RanksPanel
 from commviz.tui.reading import ReadingScreen
 from commviz.tui.timeline import Timeline, title
 from commviz.tui.topology import Topology
@@ -136,7 +139,7 @@ class CommvizApp(App):
         yield Static(id="header")
         with Horizontal(id="main"):
             with Vertical(id="left"):
-                yield Static(id="ranks")
+                yield RanksPanel(id="ranks")
                 yield Timeline(id="timeline")
                 yield Topology(Animator(self._clock, step_s=REPLAY_STEP_S), id="topology",
                                clock=self._clock, timer=False)  # the frame timer ticks it
@@ -330,17 +333,40 @@ class CommvizApp(App):
         """The ranks and the live findings."""
         live = self._held()
         flagged = {r: f for f in live for r in f.ranks}
-        panel = self.query_one("#ranks")
+        panel = self.query_one("#ranks", RanksPanel)
         width = panel.content_region.width or None  # None: not laid out
-        table = functools.partial(ranks_table, model, model.clock(), self._wall_ns(),
-                                  flagged, self.lang, width, late=self._late())
+        nodes = model.nodes()
+        # by node once the ranks' rows (and their nodes' lines) would not fit the screen
+        by_node = len(nodes) > 1 and len(model.ranks) + len(nodes) > self.size.height
+        if by_node != panel.can_focus:
+            panel.by_node(by_node)
+            if by_node and self.focused is None:  # ↑↓ and enter choose a node at once
+                panel.focus()
+        if by_node:
+            rows = node_rows(model, model.clock(), self._wall_ns(), flagged, self._late())
+            panel.every = entries(rows, panel.opened, panel.fold_open)
+            table = functools.partial(
+                nodes_table, rows, panel.every, model, model.clock(), self._wall_ns(),
+                flagged, self.lang, width, opened=panel.opened, fold_open=panel.fold_open,
+                cursor=panel.cursor(), highlight=panel.has_focus)
+        else:
+            table = functools.partial(ranks_table, model, model.clock(), self._wall_ns(),
+                                      flagged, self.lang, width, late=self._late())
         # rows beyond the screen's only say there are more: no need to build a thousand
         ranks = table(self.size.height + 2)
+        if by_node:
+            ranks, panel.shown = ranks
         rows = ranks.plain.count("\n") + 1
         self._fit_left(rows)  # from every row it has: cut, it would seem to need fewer
-        cut = layout.ranks_rows(rows, panel.content_region.height, self._max_rows(panel))
-        if cut is not None:  # its last row names the ranks left out
+        most = self._max_rows(panel)
+        if by_node:  # the lines around the one chosen, as many as the panel may grow to
+            cut = int(most) if rows > most else None
+        else:
+            cut = layout.ranks_rows(rows, panel.content_region.height, most)
+        if cut is not None:  # by rank, its last row names the ranks left out
             ranks = table(cut)
+            if by_node:
+                ranks, panel.shown = ranks
         self._show("#ranks", ranks, ranks.plain.count("\n"))
         # the panel comes up when something goes wrong, and stays a while after it ended
         # (with what ended): a finding that comes and goes does not make the screen jump
@@ -602,6 +628,8 @@ class CommvizApp(App):
             return self._narrow
         if action in ("zoom_in", "zoom_out"):  # where the timeline is on screen
             return not self._narrow or self._view == "replay"
+        if action == "find":  # the ranks panel by node
+            return self.query_one("#ranks", RanksPanel).can_focus
         return True
 
     def action_toggle_play(self) -> None:
@@ -733,6 +761,20 @@ class CommvizApp(App):
         self._explained = self._replayed = self._sourced = None
         self._slow_at = float("-inf")
         self.refresh_view()
+
+    def action_find(self) -> None:
+        """`/`: a rank or a node to show in the ranks panel by node."""
+        panel = self.query_one("#ranks", RanksPanel)
+        if not panel.can_focus:
+            return
+        with self.session.lock:
+            nodes = self.session.model.nodes()
+
+        def found(entry: Entry | None) -> None:
+            if entry is not None:
+                panel.jump(entry)
+
+        self.push_screen(FindScreen(nodes, self.lang), found)
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen(self._help_rows(), i18n.ui("help", self.lang),

@@ -66,15 +66,19 @@ KEYS = (
     # its help says the languages it goes through (i18n.language_cycle)
     Key("lang", "l", "switch_lang", "Language", N_("key lang"), footer=False),
     Key("read", "e", "read", "Explanation, full screen", N_("key read"), footer=False),
+    # the ranks panel by node (a job with more ranks than the screen has rows)
+    Key("find", "slash", "find", "Find a rank or node", N_("key find"), key_display="/",
+        footer=False, checked=True, more=N_("help find")),
 )
 BY_ID = {key.id: key for key in KEYS}
 # The help screen's rows, in its order: each lists these keys' ids, one row for a pair
 HELP = (("pause",), ("step",), ("next_finding",), ("play_faster", "play_slower"),
         ("faster", "slower"), ("replay_pause",), ("zoom_in", "zoom_out"), ("restart",),
-        ("read",), ("lang",), ("view",), ("quit",), ("help",))
+        ("read",), ("find",), ("lang",), ("view",), ("quit",), ("help",))
 # The command palette's own entries, in its order
 PALETTE = ("pause", "step", "next_finding", "play_faster", "play_slower", "faster", "slower",
-           "replay_pause", "zoom_in", "zoom_out", "restart", "read", "lang", "view", "help")
+           "replay_pause", "zoom_in", "zoom_out", "restart", "read", "find", "lang", "view",
+           "help")
 # What keys do when a recording is played back, where it differs: n steps from one operation
 # to the next; p holds the replay while the recording plays on
 PLAYBACK_WORDS = {"key step": N_("key step op"), "key step short": N_("key step op short"),

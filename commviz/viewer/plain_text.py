@@ -276,5 +276,14 @@ def node_line(clock: HostClock, ranks: list[int]) -> str:
     else:
         when = (f"clock {clock.offset_ns / 1e6:+.3f} ms ± {clock.uncertainty_ns / 1e6:.3f} ms "
                 "from the viewer's (corrected)")
-    return f"node {clock.host}: rank{'s' if len(ranks) > 1 else ''} " \
-        f"{', '.join(map(str, ranks))}; {when}"
+    return f"node {clock.host}: rank{'s' if len(ranks) > 1 else ''} {node_ranks(ranks)}; {when}"
+
+
+def node_ranks(ranks: list[int]) -> str:
+    """A node's ranks: ``0, 1``; ``136-143`` (more than NODE_RANKS_LISTED, in runs)."""
+    if len(ranks) > NODE_RANKS_LISTED:
+        return i18n.rank_list(ranks)
+    return ", ".join(map(str, ranks))
+
+
+NODE_RANKS_LISTED = 4

@@ -15,7 +15,7 @@ from commviz.tui.panels.words import bytes_text, finding_name
 from commviz.tui.rank_facts import State, ops_in, rank_state
 from commviz.viewer import plain_text as text
 from commviz.viewer.diagnose import Finding, Lateness
-from commviz.viewer.model import HostClock, Model
+from commviz.viewer.model import HostClock, InFlight, Model
 
 SPARK = "▁▂▃▄▅▆▇█"
 
@@ -49,7 +49,6 @@ def ranks_table(model: Model, now: float, now_ns: int | None = None,
     ops = ops_in(model)
     out = Text(no_wrap=True, overflow="crop")
     widths = _column_widths(width)
-    state_w = widths[3] if len(widths) > 3 else RANK_COLUMNS[3][1]
     _row(out, widths, [Text(ui(title), style="bold") for title, _, _ in RANK_COLUMNS])
     nodes = model.nodes()
     clocks = model.clock_offsets() if len(nodes) > 1 else {}
@@ -66,40 +65,8 @@ def ranks_table(model: Model, now: float, now_ns: int | None = None,
             out.append(_cut(node_line(clocks[s.host], nodes[s.host], lang), width) + "\n",
                        style="bold cyan")
             line += 1
-        kind = rank_state(s, now, rank in ops)
-        idle = kind in (State.DONE, State.IDLE)
-        # what a finding puts before the state of a rank it names ("⚠ hang: ")
-        flag = _flagged(flagged[rank], "", False, lang, state_w) \
-            if flagged and rank in flagged and kind is not State.FAILED else ""
-        if kind is State.FAILED:
-            state = Text(f"⚠ {text.process_end(s.exit_code, lang)}", style="bold red")
-        elif kind is State.EXITED:
-            state = Text(ui("state exited"), style="dim")
-        elif kind is State.ENDED:
-            state = Text(text.process_end(s.exit_code, lang), style="dim")
-        elif kind is State.SILENT:
-            state = Text(ui("state silent for").format(f"{now - s.last_seen:.0f}"),
-                         style="bold red")
-        elif kind is State.IN_OP:
-            op = ops[rank]
-            state = Text(_waiting_in(op.op, op.seq, max(0, now_ns - op.t_start),
-                                     state_w - len(flag), lang), style="bold yellow")
-        elif kind is State.DONE:
-            state = Text(_done_with(s.last_op, state_w - len(flag), lang), style="green")
-        else:
-            state = Text(ui("state idle"), style="dim")
-        if flag:
-            state = Text(_flagged(flagged[rank], state.plain, idle, lang, state_w),
-                         style="bold red")
-        state = Text(_whole_words(state.plain, state_w), style=state.style)
         row_at[rank] = line
-        line += 1
-        _row(out, widths, [Text(str(rank)), Text(s.host), Text(s.device), state, _load(s, lang),
-                   Text(f"{_short(s.bytes_in, lang)}/{_short(s.bytes_out, lang)}")])
-        rates = link_rates(s.telemetry[-1][1]) if s.telemetry else ""
-        if rates:  # under the load, across the byte counts: a GPU's links get a line
-            out.append(_cut(" " * LINKS_AT + rates, width) + "\n", style="cyan")
-            line += 1
+        line += rank_row(out, model, rank, now, now_ns, ops, flagged, lang, widths, width)
     waited = text.late_line(late, lang)
     if waited:  # under the ranks: whom the others waited for, the longest waited for first
         out.append((waited if width is None else _whole_words(waited, width)) + "\n",
@@ -113,6 +80,51 @@ def ranks_table(model: Model, now: float, now_ns: int | None = None,
         return Text("\n").join(lines[:rows])
     note = i18n.ui("lanes left out", lang).format(text.ranks_phrase(left))
     return Text("\n").join([*lines[:rows - 1], Text(_cut(note, width), style="dim")])
+
+
+def rank_row(out: Text, model: Model, rank: int, now: float, now_ns: int,
+             ops: dict[int, InFlight], flagged: dict[int, Finding] | None, lang: str,
+             widths: list[int], width: int | None, indent: str = "") -> int:
+    """Append ``rank``'s row (and its GPU links' line, if it has one) to ``out``; returns
+    how many lines. ``indent``: before the row, in its first column (a node's ranks opened
+    under it)."""
+    ui = functools.partial(i18n.ui, lang=lang)
+    state_w = widths[3] if len(widths) > 3 else RANK_COLUMNS[3][1]
+    s = model.ranks[rank]
+    kind = rank_state(s, now, rank in ops)
+    idle = kind in (State.DONE, State.IDLE)
+    # what a finding puts before the state of a rank it names ("⚠ hang: ")
+    flag = _flagged(flagged[rank], "", False, lang, state_w) \
+        if flagged and rank in flagged and kind is not State.FAILED else ""
+    if kind is State.FAILED:
+        state = Text(f"⚠ {text.process_end(s.exit_code, lang)}", style="bold red")
+    elif kind is State.EXITED:
+        state = Text(ui("state exited"), style="dim")
+    elif kind is State.ENDED:
+        state = Text(text.process_end(s.exit_code, lang), style="dim")
+    elif kind is State.SILENT:
+        state = Text(ui("state silent for").format(f"{now - s.last_seen:.0f}"),
+                     style="bold red")
+    elif kind is State.IN_OP:
+        op = ops[rank]
+        state = Text(_waiting_in(op.op, op.seq, max(0, now_ns - op.t_start),
+                                 state_w - len(flag), lang), style="bold yellow")
+    elif kind is State.DONE:
+        state = Text(_done_with(s.last_op, state_w - len(flag), lang), style="green")
+    else:
+        state = Text(ui("state idle"), style="dim")
+    if flag:
+        state = Text(_flagged(flagged[rank], state.plain, idle, lang, state_w),
+                     style="bold red")
+    state = Text(_whole_words(state.plain, state_w), style=state.style)
+    _row(out, widths, [Text(f"{indent}{rank}"), Text(s.host), Text(s.device), state,
+                       _load(s, lang),
+                       Text(f"{_short(s.bytes_in, lang)}/{_short(s.bytes_out, lang)}")])
+    rates = link_rates(s.telemetry[-1][1]) if s.telemetry else ""
+    if rates:  # under the load, across the byte counts: a GPU's links get a line
+        out.append(_cut(" " * LINKS_AT + rates, width) + "\n", style="cyan")
+        return 2
+    return 1
 
 
 def _waiting_in(op: str, seq: int, waited_ns: int, width: int, lang: str) -> str:
@@ -186,7 +198,7 @@ def node_line(clock: HostClock, ranks: list[int], lang: str = "en") -> str:
         when = ui("clock offset").format(
             offset=i18n.number(f"{clock.offset_ns / 1e6:+.3f}", lang),
             error=i18n.number(f"{clock.uncertainty_ns / 1e6:.3f}", lang))
-    who = ("ranks " if len(ranks) > 1 else "rank ") + ", ".join(map(str, ranks))
+    who = ("ranks " if len(ranks) > 1 else "rank ") + text.node_ranks(ranks)
     return ui("node").format(host=clock.host, ranks=who, when=when)
 
 

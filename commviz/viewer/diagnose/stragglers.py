@@ -55,6 +55,11 @@ class Lateness:
     _start: int = 0       # the last late arrival's wait
     _end: int = 0
 
+    @property
+    def last_ns(self) -> int:
+        """When its last late arrival came (wall ns): the others stopped waiting then."""
+        return self._end
+
     def add(self, start: int, end: int, op: str, seq: int,
             group: tuple[int, ...] = ()) -> None:
         if self.count and start < self._end:  # the same wait, seen at an overlapping op
