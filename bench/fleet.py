@@ -564,6 +564,7 @@ class Worker:
         self._cursor = 0  # the next rank whose batches _prepare_ahead encodes
         self.asking: list[_Rank] = []  # ranks whose clock request leaves after the slot's sends
         self.lateness: list[int] = []
+        self.rng = np.random.default_rng([job.seed, 2 << 32, lo])  # telemetry's noise
         if addr is not None:
             self._open(addr, relays)
 
@@ -795,9 +796,9 @@ class Worker:
 
     def _heartbeat(self, rk: _Rank, now: int) -> None:
         dt = HEARTBEAT_NS / 1e9
-        util = 0.0 if rk.hung and now >= self.t_fault else 88 + 10 * np.random.random()
+        util = 0.0 if rk.hung and now >= self.t_fault else 88 + 10 * self.rng.random()
         moved, rk.moved = rk.moved, 0
-        tel = {"cpu_pct": 100 + 30 * np.random.random(), "rss_bytes": 12_000_000_000,
+        tel = {"cpu_pct": 100 + 30 * self.rng.random(), "rss_bytes": 12_000_000_000,
                "gpu_util_pct": util, "gpu_mem_used": 118_000_000_000.0,
                "gpu_mem_total": float(GPU_MEM_TOTAL), "gpu_power_w": 150 + 5.5 * util,
                "nvlink_tx_bps": 0.875 * moved / dt, "nvlink_rx_bps": 0.875 * moved / dt,
@@ -910,6 +911,8 @@ def offline(job: Job, seconds: float, t0: int = OFFLINE_T0_NS) -> Iterator[tuple
             if not rk.silent:
                 worker._tick(rk, slot_t, slot_t)
         worker.asking = []
+        for rk, _, _, _, _, moved in worker.outbox:  # as _send_all: the links' telemetry
+            rk.moved += moved
         yield slot_t, [data for _, data, *_ in worker.outbox]
         worker.outbox = []
 

@@ -13,7 +13,14 @@ from rich.text import Text
 from commviz.text import i18n
 from commviz.text.i18n import N_
 from commviz.tui.node_facts import NodeRow, Spread, Worst
-from commviz.tui.panels.ranks import _column_widths, _cut, _whole_words, node_line, rank_row
+from commviz.tui.panels.ranks import (
+    _column_widths,
+    _cut,
+    _whole_words,
+    link_rates,
+    node_line,
+    rank_row,
+)
 from commviz.tui.panels.words import finding_name
 from commviz.tui.rank_facts import State, ops_in
 from commviz.viewer import plain_text as text
@@ -78,7 +85,7 @@ def nodes_table(rows: list[NodeRow], every: list[Entry], model: Model, now: floa
     out = Text(no_wrap=True, overflow="crop")
     _cells(out, widths, [Text(ui(title), style="bold") for title, _ in NODE_COLUMNS])
     room = None if lines is None else max(1, lines - 1)
-    first = 0 if room is None or cursor < room else cursor - room + 1
+    first = 0 if room is None else _first(every, cursor, room, model, by_host, opened)
     shown: list[Entry | None] = []
     ops = ops_in(model) if opened else {}
     rank_widths = _column_widths(width)
@@ -109,13 +116,51 @@ def nodes_table(rows: list[NodeRow], every: list[Entry], model: Model, now: floa
             _cells(out, widths, _node_cells(row, entry.host in opened, now, lang, widths),
                    mark)
             shown.append(entry)
-            if entry.host in opened and row.clock is not None and (
-                    room is None or len(shown) < room):  # its clock, said whole
+            if entry.host in opened and _clock_line(row, room):  # its clock, said whole
                 out.append(_cut("  " + node_line(row.clock, list(row.ranks), lang), width)
                            + "\n", style="cyan")
                 shown.append(None)
     out.rstrip()
     return out, shown
+
+
+def _clock_line(row: NodeRow, room: int | None) -> bool:
+    """Whether an opened node's clock gets a line under its row: not in a panel of fewer
+    than CLOCK_LINE_ROOM lines, where its ranks need them (its column has it, if wide)."""
+    return row.clock is not None and (room is None or room >= CLOCK_LINE_ROOM)
+
+
+CLOCK_LINE_ROOM = 8
+
+
+def _first(every: list[Entry], cursor: int, room: int, model: Model,
+           by_host: Mapping[str, NodeRow], opened: Collection[str]) -> int:
+    """The first entry to draw so that ``cursor``'s line is in ``room`` lines, with the row
+    of its node above it if that fits too (a rank found by `/` shows under its node)."""
+    def height(entry: Entry) -> int:
+        if entry.kind == "rank":
+            s = model.ranks[entry.rank]
+            return 2 if s.telemetry and link_rates(s.telemetry[-1][1]) else 1
+        if entry.kind == "node" and entry.host in opened and _clock_line(by_host[entry.host],
+                                                                          room):
+            return 2
+        return 1
+
+    if not every:
+        return 0
+    cursor = min(cursor, len(every) - 1)
+    heights = [height(e) for e in every[:cursor + 1]]
+    if sum(heights) <= room:
+        return 0
+    if every[cursor].kind == "rank":  # its node's row on top, if both fit
+        anchor = next(i for i in range(cursor, -1, -1) if every[i].kind != "rank" or i == 0)
+        if sum(heights[anchor:]) <= room:
+            return anchor
+    first, used = cursor, heights[cursor]
+    while first > 0 and used + heights[first - 1] <= room:
+        first -= 1
+        used += heights[first]
+    return first
 
 
 def _widths(width: int | None) -> list[int]:
@@ -200,7 +245,7 @@ def load_words(load: Mapping[str, Spread]) -> str:
     if (util := load.get("gpu_util_pct")) is not None:
         parts.append(f"{_three(util, 1)}%")
     if (mem := load.get("gpu_mem_used")) is not None:
-        parts.append(f"{_three(mem, 1e9)}G")
+        parts.append(f"{_three(mem, 1 << 30)}G")  # GiB, as the rank rows
     if (power := load.get("gpu_power_w")) is not None:
         parts.append(f"{_three(power, 1)}W")
     return " ".join(parts)
