@@ -105,12 +105,15 @@ class _Phase:
     hops: Callable[[int, int], tuple[Pairs, Pairs]]
 
 
-def node_sizes(group: Sequence[int], host_of: Callable[[int], str]) -> tuple[int, ...]:
+def node_sizes(group: Sequence[int], host_of: Callable[[int], str | None]) -> tuple[int, ...]:
     """How many of the group's ranks each of its hosts holds, hosts in the order of the
-    group's ranks: what ``scaled`` draws nodes from."""
+    group's ranks: what ``scaled`` draws nodes from. A rank whose host is not known (None)
+    leaves the nodes unknown: one, of them all."""
     counts: dict[str, int] = {}
     for rank in group:
         host = host_of(rank)
+        if host is None:
+            return (len(group),)
         counts[host] = counts.get(host, 0) + 1
     return tuple(counts.values())
 

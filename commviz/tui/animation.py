@@ -443,7 +443,7 @@ def _frame_of(entry: _Entry, step: int, progress: float, done: bool) -> AnimFram
 
 
 def plan(instance: Instance, backend: str | None,
-         host_of: Callable[[int], str] | None = None) -> Schedule | Scaled | None:
+         host_of: Callable[[int], str | None] | None = None) -> Schedule | Scaled | None:
     """The schedule to animate ``instance`` with: None for a p2p transfer (a single hop), and
     when the backend is unknown or has no schedule for the op. A group of more than
     REPLAY_RANKS_MAX ranks gets its drawing as nodes (``hierarchy.scaled``), its nodes the
@@ -460,10 +460,10 @@ def plan(instance: Instance, backend: str | None,
     return _cached_schedule(instance.op, backend, len(instance.group), instance.size, root)
 
 
-def host_of(model: Model, rank: int) -> str:
-    """The host a rank reported ("?" before it did): the nodes a large group is drawn as."""
+def host_of(model: Model, rank: int) -> str | None:
+    """The host a rank reported (None before it did): the nodes a large group is drawn as."""
     state = model.ranks.get(rank)
-    return state.host if state is not None else "?"
+    return state.host if state is not None and state.host != "?" else None
 
 
 @functools.lru_cache(maxsize=512)

@@ -15,6 +15,7 @@ from rich.text import Text
 
 from commviz.knowledge.hierarchy import Scaled, ScaledStep
 from commviz.text import i18n, schedule_notes
+from commviz.text.i18n import N_
 from commviz.tui.animation import AnimFrame
 
 REDUCE_STYLE, COPY_STYLE = "green", "cyan"
@@ -27,11 +28,12 @@ def note(sched: Scaled, lang: str = "en") -> str:
     for, and how the algorithm moves data through the nodes."""
     ui = functools.partial(i18n.ui, lang=lang)
     runs = sorted({s.count for s in sched.steps})
-    stands = ui("stands for").format(n=runs[0]) if len(runs) == 1 else \
+    stands = ui("one real step each") if runs == [1] else \
+        ui("stands for").format(n=runs[0]) if len(runs) == 1 else \
         ui("stands for range").format(low=runs[0], high=runs[-1])
-    key = {"ring": "scaled ring nccl" if sched.backend == "nccl" else "scaled ring gloo",
-           "all_reduce + slice": "scaled ring gloo", "tree": "scaled tree",
-           "chain": "scaled chain"}.get(sched.algorithm, "scaled other")
+    ring = N_("scaled ring nccl") if sched.backend == "nccl" else N_("scaled ring gloo")
+    key = {"ring": ring, "all_reduce + slice": ring, "tree": N_("scaled tree"),
+           "chain": N_("scaled chain")}.get(sched.algorithm, N_("scaled other"))
     return f"{stands} · {ui(key).format(per=sched.per_node, nodes=sched.nodes)}"
 
 
@@ -42,8 +44,10 @@ def body(frame: AnimFrame, width: int, height: int, still: bool, lang: str = "en
     assert isinstance(sched, Scaled)
     step = sched.steps[frame.step] if sched.steps else None
     done = _done(sched, frame.step, 1.0 if still else frame.progress)
-    bars = [_bar(sched, phase, total, done.get(i, 0), lang, i == _phase_index(sched, frame.step))
-            for i, (phase, total) in enumerate(sched.phases)]
+    name_w = max(len(schedule_notes.step_label(p, lang)) for p, _ in sched.phases) \
+        if sched.phases else 0
+    bars = [_bar(phase, total, done.get(i, 0), lang, i == _phase_index(sched, frame.step),
+                 name_w) for i, (phase, total) in enumerate(sched.phases)]
     parts: list[Text] = []
     if step is not None:
         parts += _inside(sched, step, width, lang)
@@ -64,7 +68,7 @@ def _inside(sched: Scaled, step: ScaledStep, width: int, lang: str) -> list[Text
     """One node's GPUs in a row, the hops between neighbours as arrows where this step
     uses them; longer hops counted."""
     ui = functools.partial(i18n.ui, lang=lang)
-    where = "inside node nccl" if sched.backend == "nccl" else "inside node gloo"
+    where = N_("inside node nccl") if sched.backend == "nccl" else N_("inside node gloo")
     if sched.nodes <= 1:
         return [Text(ui("no nodes").format(n=sched.n), style="dim")]
     head = Text(ui(where).format(per=sched.per_node), style="bold")
@@ -102,19 +106,23 @@ def _across(sched: Scaled, step: ScaledStep, width: int, rows: int, lang: str) -
             return RECEIVES, f"bold {colour}"
         return IDLE, "dim"
 
-    where = "across nodes nccl" if sched.backend == "nccl" else "across nodes gloo"
+    where = N_("across nodes nccl") if sched.backend == "nccl" else N_("across nodes gloo")
     out = [Text(ui(where).format(n=len(step.between), nodes=sched.nodes), style="bold")]
     lines: list[Text] = []
     if sched.algorithm == "tree":
         depth = math.floor(math.log2(sched.nodes))
-        for d in range(depth + 1):
+        label_w = max(len(f"{ui('level')} {depth}") + 1, 8)
+        room = max(1, width - label_w)
+        for d in range(depth + 1):  # each level spread over the width: the tree's shape
             members = range(2 ** d - 1, min(sched.nodes, 2 ** (d + 1) - 1))
-            gap = max(1, min(4, (width - 6) // max(1, len(members)) - 1))
-            line = Text(f"{ui('level')} {d}".ljust(8), style="dim")
-            for node in members:
-                char, style = cell(node)
-                line.append(char, style=style)
-                line.append(" " * gap)
+            cells = [" "] * room
+            styles = [""] * room
+            for i, node in enumerate(members):
+                x = min(room - 1, int((i + 0.5) * room / 2 ** d))
+                cells[x], styles[x] = cell(node)
+            line = Text(f"{ui('level')} {d}".ljust(label_w), style="dim")
+            for char, style in zip(cells, styles):
+                line.append(char, style=style or None)
             lines.append(line)
     else:
         label_w = len(f"n{sched.nodes - 1}") + 1
@@ -148,12 +156,12 @@ def _done(sched: Scaled, step: int, progress: float) -> dict[int, float]:
     return out
 
 
-def _bar(sched: Scaled, phase: str, total: int, done: float, lang: str, current: bool) -> Text:
+def _bar(phase: str, total: int, done: float, lang: str, current: bool, name_w: int) -> Text:
     """One phase's progress: its name, a bar, real steps done of its total."""
     name = schedule_notes.step_label(phase, lang)
     cells = min(BAR_W, max(total, 1))
     filled = round(cells * done / max(total, 1))
-    line = Text(f"  {name:<10} ", style="bold" if current else "dim")
+    line = Text(f"  {name:<{name_w}} ", style="bold" if current else "dim")
     line.append("█" * filled, style="bold" if current else "")
     line.append("░" * (cells - filled), style="dim")
     line.append("  " + i18n.ui("real steps done", lang).format(done=math.floor(done + 1e-9),

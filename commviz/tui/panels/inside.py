@@ -134,9 +134,11 @@ def _at_scale(drawing: Scaled, inst: Instance, current: int, lang: str,
         out.append(f"  {line}\n", style="bold reverse" if phase == phase_of else "")
     if drawing.steps:
         step = drawing.steps[current]
-        out.append(f"{scaled_step(drawing, current, lang)}: ", style="bold cyan")
-        out.append(ui("step hops").format(within=len(step.within), between=len(step.between))
-                   + "\n")
+        out.append(scaled_step(drawing, current, lang), style="bold cyan")
+        if drawing.nodes > 1:  # without nodes, hops inside "each" would be the whole ring's
+            out.append(": " + ui("step hops").format(within=len(step.within),
+                                                      between=len(step.between)))
+        out.append("\n")
     out.rstrip()
     if rows is not None:  # fewer rows: the cost and the note go first
         lines = out.split("\n")
