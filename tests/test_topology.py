@@ -12,6 +12,7 @@ import math
 import re
 import subprocess
 import sys
+import time
 
 import pytest
 from fakes import FakeClock, FakeSession, fake_nvml, scripted_all_reduce, topology
@@ -957,13 +958,55 @@ def test_an_odd_ring_reaches_down_to_the_bottom_of_its_area(n: int) -> None:
     assert odd[0][1] == even[0][1]  # rank 0 stays at the top
 
 
-def test_a_group_too_large_to_replay_is_one_frame_that_says_so() -> None:
+def fleet_hosts(rank: int) -> str:
+    return f"node{rank // 8:03d}"  # 128 nodes of 8, as bench/fleet.py's
+
+
+def test_a_1024_rank_op_replays_as_nodes_within_10_s_at_the_default_speed() -> None:
+    from commviz.knowledge.hierarchy import Scaled
+    from commviz.tui.app import REPLAY_STEP_S
+
     big = coll(n=1024, size=25 << 20)
-    assert plan(big, "nccl") is None  # a 1,024-rank ring took 5 s to plan
-    a = Animator(lambda: 0.0)
-    a.enqueue(big, plan(big, "nccl"))
-    frame = a.frame()
-    assert frame.transfers == ()
-    assert frame_label(frame) == \
-        "all_reduce: 1024 ranks, more than the 64 replayed step by step"
-    assert plan(coll(n=64), "nccl") is not None
+    started = time.perf_counter()
+    s = plan(big, "nccl", fleet_hosts)
+    assert time.perf_counter() - started < 0.1  # a full ring's schedule took 5 s
+    assert isinstance(s, Scaled) and (s.nodes, s.per_node, s.real_steps) == (128, 8, 2046)
+    clock, a = animator(step_s=REPLAY_STEP_S)
+    a.enqueue(big, s)
+    assert a.lag_s <= 10.0
+    f = frame_at(a, clock, 2 * REPLAY_STEP_S + 0.01)
+    assert f.transfers == () and f.step == 2
+    assert frame_label(f) == "all_reduce · RS 137-204 of 1023 (drawn step 3 of 30) · " \
+        "schematic: nccl ring over 128 nodes of 8"
+    assert frame_at(a, clock, 10.0).done
+    assert isinstance(plan(big, "nccl"), Scaled)  # hosts not known: phases only
+    assert not isinstance(plan(coll(n=64), "nccl"), Scaled)  # 64 ranks: step by step
+
+
+def test_the_queue_never_promises_more_than_its_budget_and_keeps_the_newest() -> None:
+    from commviz.tui.animation import QUEUE_BUDGET_S
+
+    clock, a = animator(step_s=0.3, max_waiting=16)
+    sizes = [1 << k for k in range(10, 40)]  # no two alike: nothing collapses
+    for seq, size in enumerate(sizes):
+        inst = coll(n=1024, size=size, seq=seq)
+        a.enqueue(inst, plan(inst, "nccl", fleet_hosts))
+        assert counts_add_up(a)
+        assert a.lag_s <= QUEUE_BUDGET_S + 30 * 0.3  # what waits, and the one shown
+    assert a.skipped > 0 and f"{a.skipped} skipped" in a.summary()
+    shown = frame_at(a, clock, 9.0 + 0.01).instance.seq  # the first, then the oldest kept
+    assert shown == len(sizes) - a.waiting - 1 and a.waiting * 9.0 <= QUEUE_BUDGET_S
+    a.slower(), a.slower(), a.slower()  # 2.4 s a step: what waits would take longer
+    assert a.lag_s <= QUEUE_BUDGET_S + 30 * 2.4 and counts_add_up(a)
+    assert frame_at(a, clock, 1e6).instance.seq == len(sizes) - 1  # the newest is kept
+
+
+def test_a_small_demos_step_at_the_slowest_speed_is_within_the_budget() -> None:
+    """The objects demo queues about 40 steps at once; at 2.4 s a step none is skipped."""
+    clock, a = animator(step_s=2.4, max_waiting=16)
+    ops = ["all_reduce", "broadcast", "all_gather", "gather", "scatter"]
+    for k in range(15):
+        inst = coll(ops[k % 5], seq=k, root=0 if ops[k % 5] in ("broadcast", "gather",
+                                                                 "scatter") else None)
+        a.enqueue(inst, sched(inst))
+    assert a.skipped == 0 and counts_add_up(a)

@@ -13,6 +13,7 @@ import io
 import json
 import math
 import re
+import time
 from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
@@ -3061,7 +3062,7 @@ async def test_a_jobs_output_scrolls_back_to_its_traceback() -> None:
         assert "a line after" in shown and "ValueError" not in shown and "↑ " not in shown
 
 
-def test_the_inside_panel_of_a_group_too_large_to_replay_says_so_at_once() -> None:
+def test_the_inside_panel_of_a_large_group_shows_its_drawing_as_nodes_at_once() -> None:
     from commviz.viewer.model import Instance
 
     big = Instance("all_reduce", tuple(range(1024)), 1, 25 << 20, 0, 10, 20, "float32", None,
@@ -3072,5 +3073,19 @@ def test_the_inside_panel_of_a_group_too_large_to_replay_says_so_at_once() -> No
     drawn = inside(session.model, "en", None).plain  # the latest, a 4-rank one: its steps
     assert "step" in drawn
     session.model.recent.append(big)
-    assert inside(session.model, "en", None).plain == \
-        "all_reduce, 25.0 MiB: 1024 ranks, more than the 64 replayed step by step"
+    started = time.perf_counter()
+    drawn = inside(session.model, "en", None).plain.splitlines()
+    assert time.perf_counter() - started < 0.5  # a full ring's schedule took 5 s
+    # ranks 4.. never reported a host: one node, its phases only
+    assert drawn[0].endswith("nccl ring over 1024 ranks · S = 25.0 MiB")
+    assert "2046 real steps, drawn as 30" in drawn
+    assert drawn[-1] == "AG 955-1023 of 1023 (drawn step 30 of 30)"
+    for rank in range(4, 1024):  # every rank on its host: 128 nodes of 8
+        session.model.ranks[rank] = dataclasses.replace(session.model.ranks[0], rank=rank)
+    for rank, state in session.model.ranks.items():
+        state.host = f"node{rank // 8:03d}"
+    drawn = inside(session.model, "en", None).plain.splitlines()
+    assert drawn[0].endswith("nccl ring over 128 nodes of 8 · S = 25.0 MiB")
+    assert drawn[-1] == "AG 955-1023 of 1023 (drawn step 30 of 30): " \
+        "7 hops inside each node, 128 between nodes"
+    assert inside(session.model, "en", None, rows=5).plain.count("\n") < 5

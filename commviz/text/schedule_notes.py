@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 
+from commviz.knowledge.hierarchy import Scaled
 from commviz.knowledge.schedules import (
     BACKENDS,
     MONITORED_BARRIER_BYTES,
@@ -96,7 +97,7 @@ def _word(lang: str, table: str, english: str) -> str:
 _STEP_WORD = re.compile(r"^(b\d+ )?([a-z][a-z ]*?)( [+]?\d+)?$")
 
 
-def algorithm(s: Schedule, lang: str) -> str:
+def algorithm(s: Schedule | Scaled, lang: str) -> str:
     """The name of the algorithm ``s`` draws, in ``lang``."""
     check_lang(lang)
     return _word(lang, "algorithm", s.algorithm)

@@ -5,7 +5,14 @@ it. So every completed instance the viewer sees is queued and replayed at human 
 schedule step per ``step_s`` seconds. When the job outruns the display the queue is bounded,
 but nothing disappears silently: runs of identical instances collapse into one animation
 marked "×N", and when even that is not enough the oldest waiting entries are skipped and
-counted. ``enqueued == shown + skipped + waiting`` holds at every moment.
+counted. The queue also has a budget of time (``QUEUE_BUDGET_S`` at the speed shown): beyond
+it the oldest waiting entries are skipped too, the newest always kept, so the display never
+promises hours. ``enqueued == shown + skipped + waiting`` holds at every moment.
+
+A group of more than ``REPLAY_RANKS_MAX`` ranks is replayed as nodes
+(``knowledge/hierarchy``): its phases compressed into at most ``DRAWN_STEPS_MAX`` drawn steps,
+each standing for a counted run of real steps, so that it replays within 10 s at the default
+speed.
 
 Point-to-point transfers arrive pair by pair (each rank's records come in its own batches),
 so each waits ``GATHER_S`` for the rest of its round before it is drawn.
@@ -22,10 +29,11 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from commviz.knowledge import schedules
+from commviz.knowledge import hierarchy, schedules
+from commviz.knowledge.hierarchy import Scaled
 from commviz.knowledge.schedules import Schedule, Transfer
 from commviz.text import i18n, schedule_notes
-from commviz.viewer.model import Instance
+from commviz.viewer.model import Instance, Model
 from commviz.viewer.plain_text import human_bytes
 from commviz.wire import protocol
 
@@ -39,7 +47,11 @@ MAX_WAITING = 16
 #: arrive: each rank sends its records every 50 ms, so a ring step's four transfers reach the
 #: viewer over up to about two of those ticks, one rank's batch after another.
 GATHER_S = 0.2
-REPLAY_RANKS_MAX = 64  # larger groups are not replayed step by step (plan)
+REPLAY_RANKS_MAX = 64  # larger groups are replayed as nodes, compressed (plan)
+#: Seconds of replay, at the speed shown, that may wait: beyond, the oldest waiting are
+#: skipped. Room for one step of the objects demo at the slowest speed (about 40 steps); at
+#: 1,024 ranks, about 13 operations of 30 drawn steps at the default speed.
+QUEUE_BUDGET_S = 120.0
 
 
 @dataclass(frozen=True)
@@ -47,7 +59,7 @@ class AnimFrame:
     """What to draw now. ``transfers`` use global ranks (the instance's group mapped)."""
 
     instance: Instance
-    schedule: Schedule | None
+    schedule: Schedule | Scaled | None  # Scaled: a large group, drawn as nodes
     count: int            # instances this animation stands for (a collapsed run: > 1)
     step: int             # index of the step shown, 0-based
     steps: int            # steps in the animation (at least 1)
@@ -68,7 +80,7 @@ class AnimFrame:
 @dataclass
 class _Entry:
     instance: Instance
-    schedule: Schedule | None
+    schedule: Schedule | Scaled | None
     count: int = 1  # times it is repeated: a collapsed run of identical entries ("×N")
     # p2p transfers drawn in the same frame as ``instance``: those of its round (below), or
     # those that were in flight together with it, as the backend moved them
@@ -158,7 +170,7 @@ class Animator:
         self._paused = False
 
     # ---- feeding ---------------------------------------------------------------------
-    def enqueue(self, instance: Instance, schedule: Schedule | None) -> None:
+    def enqueue(self, instance: Instance, schedule: Schedule | Scaled | None) -> None:
         """Queue one completed instance; ``schedule`` None draws it as a single hop (a p2p
         transfer: with the rest of its round, or with those in flight with it)."""
         now = self.clock()
@@ -179,6 +191,19 @@ class Animator:
             self._collapse()
             while len(self._pending) > self.max_waiting:
                 self.skipped += self._pending.popleft().instances
+        self._keep_to_budget()
+
+    def _keep_to_budget(self) -> None:
+        """Beyond QUEUE_BUDGET_S of replay waiting, collapse runs, then skip the oldest
+        waiting (counted), keeping the newest: the display stays near the job."""
+        if self._waiting_s() <= QUEUE_BUDGET_S:
+            return
+        self._collapse()
+        while len(self._pending) > 1 and self._waiting_s() > QUEUE_BUDGET_S:
+            self.skipped += self._pending.popleft().instances
+
+    def _waiting_s(self) -> float:
+        return sum(e.steps for e in self._pending) * self.step_s
 
     def missed(self, count: int) -> None:
         """Count instances the viewer saw complete but could not hand over (they had left
@@ -213,6 +238,7 @@ class Animator:
     def _set_speed(self, step_s: float) -> float:
         self._advance(self.clock())  # what was played so far stays played
         self.step_s = step_s
+        self._keep_to_budget()  # slower: what waits takes longer
         return step_s
 
     @property
@@ -318,7 +344,7 @@ class Animator:
         self.shown += entry.instances
 
 
-def label(inst: Instance, sched: Schedule | None, count: int, step: int,
+def label(inst: Instance, sched: Schedule | Scaled | None, count: int, step: int,
           lang: str = "en", members: Sequence[Instance] = (), round_: bool = False) -> str:
     """A frame's title in ``lang``: op, count, schematic or not, step k of n; for p2p
     transfers drawn together (``members``, more than one), how many, between whom, and
@@ -342,10 +368,10 @@ def label(inst: Instance, sched: Schedule | None, count: int, step: int,
             src, dst = inst.group
             return f"{inst.op}{times} {src} -> {dst}, " \
                 f"{i18n.number(human_bytes(inst.size), lang)}"
-        if len(inst.group) > REPLAY_RANKS_MAX:
-            return f"{inst.op}{times}: " + ui("too many to replay").format(
-                n=len(inst.group), most=REPLAY_RANKS_MAX)
         return f"{inst.op}{times}: {ui('backend unknown')}"
+    if isinstance(sched, Scaled):
+        return f"{inst.op}{times} · {scaled_step(sched, step, lang)} · " \
+            f"{ui('schematic label')}{scaled_algorithm(sched, lang)}"
     algorithm = ui("algorithm").format(backend=sched.backend,
                                        algorithm=schedule_notes.algorithm(sched, lang))
     if not sched.steps:
@@ -355,6 +381,27 @@ def label(inst: Instance, sched: Schedule | None, count: int, step: int,
                                  k=step + 1, n=len(sched.steps))
     # the step before the algorithm's name, which can be long: a narrow replay keeps it
     return f"{inst.op}{times} · {where} · {kind}{algorithm}"
+
+
+def scaled_algorithm(sched: Scaled, lang: str = "en") -> str:
+    """The algorithm of a large group's drawing and its nodes: "nccl ring over 128 nodes of
+    8"; without nodes, over how many ranks."""
+    algorithm = i18n.ui("algorithm", lang).format(
+        backend=sched.backend, algorithm=schedule_notes.algorithm(sched, lang))
+    if sched.nodes > 1:
+        return i18n.ui("over nodes", lang).format(algorithm=algorithm, nodes=sched.nodes,
+                                                  per=sched.per_node)
+    return i18n.ui("over ranks", lang).format(algorithm=algorithm, n=sched.n)
+
+
+def scaled_step(sched: Scaled, step: int, lang: str = "en") -> str:
+    """Which drawn step of a large group's drawing is shown, and the real steps it stands
+    for: "RS 69-136 of 1023 (2 of 30)"."""
+    s = sched.steps[step]
+    run = f"{s.first + 1}" if s.count == 1 else f"{s.first + 1}-{s.first + s.count}"
+    return i18n.ui("scaled step of", lang).format(
+        phase=schedule_notes.step_label(s.phase, lang), run=run, total=s.total, k=step + 1,
+        n=len(sched.steps))
 
 
 def frame_label(frame: AnimFrame, lang: str = "en") -> str:
@@ -381,6 +428,9 @@ def _frame_of(entry: _Entry, step: int, progress: float, done: bool) -> AnimFram
             transfers = ()
         return AnimFrame(inst, None, entry.count, 0, 1, "", progress, title, transfers, done)
     total = len(sched.steps)
+    if isinstance(sched, Scaled):  # its hops are nodes' and GPUs' in a node: drawn as such
+        return AnimFrame(inst, sched, entry.count, step, max(1, total),
+                         sched.steps[step].label if total else "", progress, title, (), done)
     if not total:
         return AnimFrame(inst, sched, entry.count, 0, 1, "", progress, title, (), done)
     s = sched.steps[step]
@@ -392,15 +442,28 @@ def _frame_of(entry: _Entry, step: int, progress: float, done: bool) -> AnimFram
                      transfers, done)
 
 
-def plan(instance: Instance, backend: str | None) -> Schedule | None:
-    """The schedule to animate ``instance`` with: None for a p2p transfer (a single hop),
-    when the backend is unknown or has no schedule for the op, and for a group of more than
-    REPLAY_RANKS_MAX ranks (a ring's schedule grows as the square of its ranks: 5 s to plan
-    at 1,024, and no screen shows its 2,046 steps of 1,024 arrows)."""
-    if instance.op in protocol.P2P or backend is None or len(instance.group) > REPLAY_RANKS_MAX:
+def plan(instance: Instance, backend: str | None,
+         host_of: Callable[[int], str | None] | None = None) -> Schedule | Scaled | None:
+    """The schedule to animate ``instance`` with: None for a p2p transfer (a single hop), and
+    when the backend is unknown or has no schedule for the op. A group of more than
+    REPLAY_RANKS_MAX ranks gets its drawing as nodes (``hierarchy.scaled``), its nodes the
+    hosts ``host_of`` gives its ranks (None: not known, one): a ring's full schedule grows as
+    the square of its ranks (5 s to plan at 1,024), and no screen shows its 2,046 steps of
+    1,024 arrows."""
+    if instance.op in protocol.P2P or backend is None:
         return None
     root = instance.group.index(instance.root) if instance.root in instance.group else None
+    if len(instance.group) > REPLAY_RANKS_MAX:
+        nodes = hierarchy.node_sizes(instance.group, host_of) if host_of is not None else \
+            (len(instance.group),)
+        return _cached_scaled(instance.op, backend, nodes, instance.size, root)
     return _cached_schedule(instance.op, backend, len(instance.group), instance.size, root)
+
+
+def host_of(model: Model, rank: int) -> str | None:
+    """The host a rank reported (None before it did): the nodes a large group is drawn as."""
+    state = model.ranks.get(rank)
+    return state.host if state is not None and state.host != "?" else None
 
 
 @functools.lru_cache(maxsize=512)
@@ -409,5 +472,15 @@ def _cached_schedule(op: str, backend: str, n: int, size: int,
     """Schedules are pure and a training loop repeats the same few: compute each once."""
     try:
         return schedules.schedule(op, backend, n, size, root)
+    except ValueError:
+        return None
+
+
+@functools.lru_cache(maxsize=64)
+def _cached_scaled(op: str, backend: str, nodes: tuple[int, ...], size: int,
+                   root: int | None) -> Scaled | None:
+    """As _cached_schedule, for the drawing of a large group (about a millisecond each)."""
+    try:
+        return hierarchy.scaled(op, backend, nodes, size, root)
     except ValueError:
         return None

@@ -1,6 +1,7 @@
 """The topology view: the ranks on a ring (a rectangle beyond 16), and each transfer moving along
 its link, step by step, as the backend's algorithm moves it; beyond 32 ranks, a heatmap of
-who sends how much to whom.
+who sends how much to whom; an op of a group beyond 64 ranks, as its nodes
+(``scaled_replay``).
 
 ``render_topology`` is a pure function of one ``AnimFrame`` (testable without an app); the
 ``Topology`` widget owns an ``Animator`` (``animation.py``), which replays the completed
@@ -30,10 +31,12 @@ from textual.strip import Strip
 from textual.timer import Timer
 from textual.widget import Widget
 
+from commviz.knowledge.hierarchy import Scaled
 from commviz.knowledge.schedules import Schedule, Transfer
 from commviz.text import i18n, schedule_notes
 from commviz.text.i18n import N_
-from commviz.tui.animation import Animator, AnimFrame, frame_label, plan
+from commviz.tui import scaled_replay
+from commviz.tui.animation import Animator, AnimFrame, frame_label, host_of, plan
 from commviz.tui.panels.words import finding_name
 from commviz.tui.rank_facts import State, backend_of, ops_in, rank_state
 from commviz.viewer.diagnose import Finding
@@ -241,8 +244,11 @@ def render_topology(n_ranks: int, frame: AnimFrame | None, width: int, height: i
     legend = height >= 5
     area_h = max(0, height - len(head) - legend)
     still = static or (frame is not None and frame.done)
-    if n >= HEATMAP_MIN:
-        lines = [*head, *heatmap(n, frame, width, area_h, still, lang)]
+    drawn = scaled_replay.body(frame, width, area_h, still, lang) \
+        if frame is not None and isinstance(frame.schedule, Scaled) else \
+        heatmap(n, frame, width, area_h, still, lang) if n >= HEATMAP_MIN else None
+    if drawn is not None:  # a large group's op as nodes; or too many ranks for links
+        lines = [*head, *drawn]
         if legend:
             lines.append(_legend(status, width, lang=lang))
         for line in lines:
@@ -346,7 +352,9 @@ def _titles(frame: AnimFrame | None, rows: int, lang: str) -> list[Text]:
             i18n.number(duration(frame.instance.time_ns), lang))
         if frame.count > 1:
             took += i18n.ui("the first", lang)
-        note = schedule_notes.note(frame.schedule, lang) if frame.schedule is not None else \
+        note = scaled_replay.note(frame.schedule, lang) \
+            if isinstance(frame.schedule, Scaled) else \
+            schedule_notes.note(frame.schedule, lang) if frame.schedule is not None else \
             i18n.ui("real transfer", lang)
         out.append(Text(f"{took} · {note}", style="dim italic"))
     return out
@@ -599,14 +607,15 @@ class Topology(Widget):
         """Queue the new completed instances, planned with their ranks' backend, and take
         the ranks' count and states, and what the findings that hold now (``findings``)
         flag."""
-        items = [(inst, plan(inst, backend_of(model, inst.group))) for inst in new]
+        items = [(inst, plan(inst, backend_of(model, inst.group),
+                             functools.partial(host_of, model))) for inst in new]
         self.alerts = tuple(sorted({link for f in findings for link in f.links}))
         self.flagged = frozenset(r for f in findings for r in f.ranks)
         self.gpu_links = model.gpu_links()
         self.feed(items, model.world_size(), rank_states(model, lang=self.lang,
                                                          findings=findings))
 
-    def feed(self, items: Iterable[tuple[Instance, Schedule | None]],
+    def feed(self, items: Iterable[tuple[Instance, Schedule | Scaled | None]],
              n_ranks: int | None = None,
              states: Mapping[int, Text | str] | None = None) -> None:
         """Queue (instance, schedule) pairs; a None schedule animates one hop src -> dst."""

@@ -14,9 +14,18 @@ from rich.console import Console
 from rich.text import Text
 
 from commviz.knowledge import costmodel, schedules
+from commviz.knowledge.hierarchy import Scaled
 from commviz.text import i18n, schedule_notes
 from commviz.text.i18n import N_
-from commviz.tui.animation import REPLAY_RANKS_MAX, AnimFrame
+from commviz.tui import scaled_replay
+from commviz.tui.animation import (
+    REPLAY_RANKS_MAX,
+    AnimFrame,
+    host_of,
+    plan,
+    scaled_algorithm,
+    scaled_step,
+)
 from commviz.tui.panels.words import bytes_text, op_described
 from commviz.tui.rank_facts import backend_of
 from commviz.viewer import plain_text as text
@@ -74,10 +83,13 @@ def inside(model: Model, lang: str = "en", frame: AnimFrame | None = None,
     if backend is None:
         return Text(i18n.ui("backend not known", lang).format(op=inst.op), style="dim")
     n = len(inst.group)
-    if n > REPLAY_RANKS_MAX:  # its schedule: seconds to build, thousands of steps to list
-        return Text(f"{inst.op}, {bytes_text(inst.size, lang)}: "
-                    + i18n.ui("too many to replay", lang).format(n=n, most=REPLAY_RANKS_MAX),
-                    style="dim")
+    if n > REPLAY_RANKS_MAX:  # its full schedule: seconds to build, thousands of steps to list
+        drawing = frame.schedule if frame is not None and frame.instance is inst else \
+            plan(inst, backend, functools.partial(host_of, model))
+        if not isinstance(drawing, Scaled):
+            return Text(f"{inst.op}: {i18n.ui('backend unknown', lang)}", style="dim")
+        current = frame.step if frame is not None else len(drawing.steps) - 1
+        return _at_scale(drawing, inst, current, lang, rows)
     try:
         sched = schedules.schedule(inst.op, backend, n, inst.size, _root_of(inst))
     except ValueError as exc:
@@ -93,6 +105,45 @@ def inside(model: Model, lang: str = "en", frame: AnimFrame | None = None,
             out = draw(True, steps)
             if text_rows(out, width or GRID_MAX_W) <= rows:
                 break
+    return out
+
+
+def _at_scale(drawing: Scaled, inst: Instance, current: int, lang: str,
+              rows: int | None) -> Text:
+    """``inside`` of a large group's op: its measured time, its drawing as nodes (what it
+    assumes, each phase and the real steps it compresses), the drawn step shown and the hops
+    it uses; the cost model is fitted on groups up to REPLAY_RANKS_MAX ranks only."""
+    ui = functools.partial(i18n.ui, lang=lang)
+    out = Text(f"{op_described(inst, lang)} · {scaled_algorithm(drawing, lang)} · "
+               f"S = {bytes_text(inst.size, lang)}\n", style="bold")
+    times = f"{ui('time')} {text.duration(inst.time_ns)} · " \
+        f"{ui('log skew')} {text.duration(inst.skew_ns)}"
+    out.append(f"{ui('measured')}  {i18n.number(times, lang)}\n")
+    out.append(f"{ui('cost')}  {ui('no cost at scale').format(most=REPLAY_RANKS_MAX)}\n",
+               style="dim")
+    out.append(f"{ui('schematic')}  {scaled_replay.note(drawing, lang)}\n", style="italic dim")
+    out.append(ui("inside at scale").format(steps=drawing.real_steps,
+                                            drawn=len(drawing.steps)) + "\n", style="bold")
+    drawn: dict[str, int] = {}
+    for s in drawing.steps:
+        drawn[s.phase] = drawn.get(s.phase, 0) + 1
+    phase_of = drawing.steps[current].phase if drawing.steps else None
+    for phase, total in drawing.phases:
+        line = ui("phase line").format(phase=schedule_notes.step_label(phase, lang),
+                                       total=total, drawn=drawn[phase])
+        out.append(f"  {line}\n", style="bold reverse" if phase == phase_of else "")
+    if drawing.steps:
+        step = drawing.steps[current]
+        out.append(scaled_step(drawing, current, lang), style="bold cyan")
+        if drawing.nodes > 1:  # without nodes, hops inside "each" would be the whole ring's
+            out.append(": " + ui("step hops").format(within=len(step.within),
+                                                      between=len(step.between)))
+        out.append("\n")
+    out.rstrip()
+    if rows is not None:  # fewer rows: the cost and the note go first
+        lines = out.split("\n")
+        if len(lines) > rows:
+            out = Text("\n").join([lines[0], lines[1], *lines[4:]][:max(1, rows)])
     return out
 
 
