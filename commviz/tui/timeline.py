@@ -48,19 +48,25 @@ def title(lang: str = "en", room: int | None = None, by_node: bool = False) -> s
     """The panel's title: its name, then what the lanes' characters mean, in ``lang``, in
     shorter words where the whole does not fit ``room`` cells. No separator glyph in it: a
     "·" between name and legend reads as a status, not a key. ``by_node``: the lanes are
-    nodes' (``node_runs``): their own glyphs, and no dropped history to speak of."""
-    def legend(waiting: str) -> str:
-        ui = functools.partial(i18n.ui, lang=lang)
+    nodes' (``node_runs``): their own glyphs, and no dropped history to speak of; shorter,
+    the plain name, then no mark's entry (the lanes name their last ranks)."""
+    ui = functools.partial(i18n.ui, lang=lang)
+
+    def legend(waiting: str, name: str = N_("timeline"), mark: bool = True) -> str:
         if by_node:
-            return (f"{ui('timeline by node')}  {ARRIVE} {ui('legend arriving')}  "
-                    f"{MARK} {ui('legend last rank')}  {WAIT} {ui(waiting)}  "
-                    f"{SOLID} {ui('legend transferring')}")
-        return (f"{ui('timeline')}  {WAIT} {ui(waiting)}  "
+            return (f"{ui(name)}  {ARRIVE} {ui('legend arriving')}  "
+                    + (f"{MARK} {ui('legend last rank')}  " if mark else "")
+                    + f"{WAIT} {ui(waiting)}  {SOLID} {ui('legend transferring')}")
+        return (f"{ui(name)}  {WAIT} {ui(waiting)}  "
                 f"{SOLID} {ui('legend transferring')}  "
                 f"{UNKNOWN} {ui('legend dropped')}")
 
-    whole = legend(N_("legend waiting"))
-    return whole if room is None or len(whole) <= room else legend(N_("legend waiting short"))
+    short = N_("legend waiting short")
+    forms = [legend(N_("legend waiting")), legend(short)]
+    if by_node:
+        forms = [legend(N_("legend waiting"), N_("timeline by node")),
+                 legend(short, N_("timeline by node")), legend(short), legend(short, mark=False)]
+    return next((form for form in forms if room is None or len(form) <= room), forms[-1])
 
 
 INFLIGHT_STYLE = "bold yellow"
