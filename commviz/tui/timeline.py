@@ -4,6 +4,11 @@ Each op is a bar split in two: waiting (the rank arrived, its peers had not) in 
 shade, then transferring in a solid block coloured by op family. The rank everyone waits
 for is the one whose bars are nearly all solid while the others' start pale.
 
+Where a lane per rank does not fit the panel and the ranks are on several nodes (a thousand
+ranks), the lanes are by node (``node_runs``): each collective from the first to the last
+arrival of the node's ranks, its last rank marked and named, the worst nodes first, the rest
+in one summary lane.
+
 ``render_lanes`` is a pure function of copied model data (testable without an app); the
 ``Timeline`` widget only copies that data under the session lock and draws it with the line
 API when Textual asks. It never animates by itself: it changes when the app feeds it a frame.
