@@ -115,6 +115,7 @@ class CommvizApp(App):
         self._view = self.NARROW_VIEWS[0]
         self._narrow = False  # below the width breakpoint, as of the last resize
         self._width = 0  # the screen's width, as of the last resize
+        self._titled_by_node = False  # the timeline's title is that of lanes by node
         self._title = title if callable(title) else lambda lang: title
         self._clock, self._wall_ns = clock, wall_ns
         self._shown = 0
@@ -204,7 +205,9 @@ class CommvizApp(App):
         whole = i18n.ui("replay", self.lang)
         self.query_one("#topology").border_title = \
             whole if layout.fits(whole, room) else i18n.ui("replay short", self.lang)
-        self.query_one("#timeline").border_title = title(self.lang, room)
+        timeline = self.query_one(Timeline)
+        self._titled_by_node = timeline.by_node
+        timeline.border_title = title(self.lang, room, timeline.by_node)
 
     def _label_keys(self) -> None:
         """The footer's keys and descriptions (Textual's palette's too), in the language;
@@ -243,8 +246,10 @@ class CommvizApp(App):
             self._refresh_replay(model, now, slow=part in (None, PARTS - 1))
             if part in (None, 0):
                 paused = self.controller is not None and self.controller.paused
-                self.query_one(Timeline).update_from(model, self._wall_ns(), paused,
-                                                     self._held())
+                timeline = self.query_one(Timeline)
+                timeline.update_from(model, self._wall_ns(), paused, self._held())
+                if timeline.by_node != self._titled_by_node:  # its last frame's lanes changed
+                    self._fit_titles()
             if part in (None, 1):
                 self._refresh_ranks(model, now)
             if part in (None, 2):

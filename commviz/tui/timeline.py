@@ -4,6 +4,11 @@ Each op is a bar split in two: waiting (the rank arrived, its peers had not) in 
 shade, then transferring in a solid block coloured by op family. The rank everyone waits
 for is the one whose bars are nearly all solid while the others' start pale.
 
+Where a lane per rank does not fit the panel and the ranks are on several nodes (a thousand
+ranks), the lanes are by node (``node_runs``): each collective from the first to the last
+arrival of the node's ranks, its last rank marked and named, the worst nodes first, the rest
+in one summary lane.
+
 ``render_lanes`` is a pure function of copied model data (testable without an app); the
 ``Timeline`` widget only copies that data under the session lock and draws it with the line
 API when Textual asks. It never animates by itself: it changes when the app feeds it a frame.
@@ -28,29 +33,49 @@ from textual.widget import Widget
 
 from commviz.text import i18n
 from commviz.text.i18n import N_
+from commviz.viewer import arrivals
 from commviz.viewer.diagnose import Finding
 from commviz.viewer.model import InFlight, Instance, Model, Segment
-from commviz.viewer.plain_text import MICROSECONDS, TIME_UNITS, rank_labels
+from commviz.viewer.plain_text import (
+    MICROSECONDS,
+    TIME_UNITS,
+    duration,
+    rank_labels,
+)
 from commviz.wire import protocol
 from commviz.wire.protocol import PhaseSpan
 
 WAIT, SOLID, UNKNOWN = "░", "█", "╌"
+ARRIVE, MARK = "▒", "┃"  # lanes by node: its ranks still arriving; its last rank's arrival
 
 
-def title(lang: str = "en", room: int | None = None) -> str:
+def title(lang: str = "en", room: int | None = None, by_node: bool = False) -> str:
     """The panel's title: its name, then what the lanes' characters mean, in ``lang``, in
     shorter words where the whole does not fit ``room`` cells. No separator glyph in it: a
-    "·" between name and legend reads as a status, not a key."""
-    def legend(waiting: str) -> str:
-        return (f"{i18n.ui('timeline', lang)}  {WAIT} {i18n.ui(waiting, lang)}  "
-                f"{SOLID} {i18n.ui('legend transferring', lang)}  "
-                f"{UNKNOWN} {i18n.ui('legend dropped', lang)}")
+    "·" between name and legend reads as a status, not a key. ``by_node``: the lanes are
+    nodes' (``node_runs``): their own glyphs, and no dropped history to speak of; shorter,
+    the plain name, then no mark's entry (the lanes name their last ranks)."""
+    ui = functools.partial(i18n.ui, lang=lang)
 
-    whole = legend(N_("legend waiting"))
-    return whole if room is None or len(whole) <= room else legend(N_("legend waiting short"))
+    def legend(waiting: str, name: str = N_("timeline"), mark: bool = True) -> str:
+        if by_node:
+            return (f"{ui(name)}  {ARRIVE} {ui('legend arriving')}  "
+                    + (f"{MARK} {ui('legend last rank')}  " if mark else "")
+                    + f"{WAIT} {ui(waiting)}  {SOLID} {ui('legend transferring')}")
+        return (f"{ui(name)}  {WAIT} {ui(waiting)}  "
+                f"{SOLID} {ui('legend transferring')}  "
+                f"{UNKNOWN} {ui('legend dropped')}")
+
+    short = N_("legend waiting short")
+    forms = [legend(N_("legend waiting")), legend(short)]
+    if by_node:
+        forms = [legend(N_("legend waiting"), N_("timeline by node")),
+                 legend(short, N_("timeline by node")), legend(short), legend(short, mark=False)]
+    return next((form for form in forms if room is None or len(form) <= room), forms[-1])
 
 
 INFLIGHT_STYLE = "bold yellow"
+MARK_STYLE = "bold red"
 
 _FAMILIES: dict[str, tuple[str, ...]] = {
     "green": ("all_reduce", "reduce", "reduce_scatter", "reduce_scatter_tensor",
@@ -95,18 +120,23 @@ def lane_runs(segments_by_rank: Mapping[int, Lane], inflight: Iterable[InFlight]
               phases: Mapping[int, Sequence[PhaseSpan]] | None = None,
               lang: str = "en", right: str = "now",
               exits: Mapping[int, int] | None = None,
-              height: int | None = None) -> list[list[tuple[str, str]]]:
+              height: int | None = None,
+              nodes: Mapping[str, Sequence[int]] | None = None) -> list[list[tuple[str, str]]]:
     """``render_lanes`` as runs of (characters, style name), each line at most ``width``:
     what the widget turns into segments without building rich Text. A rank with compute
     phases (``commviz.phase``) gets a line of them under its lane, on the same time axis.
     ``right``: what t1_ns is, for the axis' right end (a UI string: "now", "timeline end",
     "latest"). ``exits``: when ranks that left said goodbye; an op they left inside is drawn
-    up to then, not up to now. In fewer lines than that (``height``), the last ranks' lanes
-    give way to a line that names them, above the axis."""
+    up to then, not up to now. In fewer lines than that (``height``), the lanes are by node
+    where the ranks are on two ``nodes`` or more (``node_runs``); on one, the last ranks'
+    lanes give way to a line that names them, above the axis."""
     running: dict[int, list[InFlight]] = {}
     for op in inflight:
         running.setdefault(op.rank, []).append(op)
     ranks = sorted(set(segments_by_rank) | set(running))
+    if by_node(segments_by_rank, running, phases, nodes, height):
+        return node_runs(segments_by_rank, running, nodes, t0_ns, t1_ns, width, height, lang,
+                         right, exits)
     label_w = max((len(f"r{r}") for r in ranks), default=0) + 1
     lane_w = max(0, width - label_w)
     t1_ns = max(t1_ns, t0_ns + 1)
@@ -131,10 +161,125 @@ def lane_runs(segments_by_rank: Mapping[int, Lane], inflight: Iterable[InFlight]
         room, lines = height - len(tail) - 1, []  # a line names the ranks left out
         while by_rank and len(lines) + len(by_rank[0][1]) <= room:
             lines.extend(by_rank.pop(0)[1])
-        left_out = rank_labels([rank for rank, _ in by_rank])
+        left_out = ranks_label([rank for rank, _ in by_rank])
         lines.append(_cut([(" " * label_w + i18n.ui("lanes left out", lang).format(left_out),
                             "dim")], width))
     return lines + tail
+
+
+def rank_rows(segments_by_rank: Mapping[int, object], running: Mapping[int, object],
+              phases: Mapping[int, Sequence[PhaseSpan]] | None) -> int:
+    """The lines a lane per rank takes: a lane per rank, a line of phases under those that
+    have some, the axis, and the phases' legend if any."""
+    ranks = segments_by_rank.keys() | running.keys()
+    with_phases = sum(1 for r in ranks if phases and phases.get(r))
+    return len(ranks) + with_phases + 1 + (with_phases > 0)
+
+
+def by_node(segments_by_rank: Mapping[int, object], running: Mapping[int, object],
+            phases: Mapping[int, Sequence[PhaseSpan]] | None,
+            nodes: Mapping[str, Sequence[int]] | None, height: int | None) -> bool:
+    """Whether the lanes are by node: the ranks' lanes do not fit ``height`` and the ranks
+    are on two nodes or more (on one, a lane per node would say nothing)."""
+    return height is not None and nodes is not None and len(nodes) > 1 \
+        and rank_rows(segments_by_rank, running, phases) > height
+
+
+def ranks_label(ranks: list[int]) -> str:
+    """Ranks as the lanes name them: ``r5,r6``, ``r5-r7`` (``rank_labels``), and a long list
+    compressed as ``i18n.rank_list`` does (``r0-r23,r32-r1023``), never one that runs off the
+    line."""
+    if len(ranks) <= i18n.LISTED_RANKS:
+        return rank_labels(ranks)
+    return ",".join("-".join(f"r{r}" for r in run.split("-"))
+                    for run in i18n.rank_list(ranks).split(","))
+
+
+NODE_LABEL_MAX = 12  # cells of a node's name in its lane's label; longer names are cut
+LEAST_NOTE_LANE = 16  # cells of lane at least, or a node lane's note (its last rank) goes
+
+
+def node_runs(segments_by_rank: Mapping[int, Lane], running: Mapping[int, Sequence[InFlight]],
+              nodes: Mapping[str, Sequence[int]], t0_ns: int, t1_ns: int, width: int,
+              height: int, lang: str = "en", right: str = "now",
+              exits: Mapping[int, int] | None = None) -> list[list[tuple[str, str]]]:
+    """A lane per node, worst first, in ``height`` lines with the axis: each instance the span
+    from the first to the last arrival of its ranks (ARRIVE), then waiting for the other
+    nodes, then transferring; the last rank of its worst instance marked (MARK) and named on
+    the right with how late it came after the instance's first arrival (``arrivals``). The
+    nodes that do not fit share one summary lane: how many, and the latest of them."""
+    t1_ns = max(t1_ns, t0_ns + 1)
+    names, members = list(nodes), list(nodes.values())
+    rows = {rank: _rows(lane) for rank, lane in segments_by_rank.items()}
+    by_node = arrivals.spans(rows, members)
+    ranked = arrivals.worst_first(by_node, len(members))
+    room = max(1, height - 1)
+    shown, rest = (ranked, []) if len(ranked) <= room else \
+        (ranked[:max(1, room - 1)], ranked[max(1, room - 1):])
+    drawn = np.full(len(members), len(shown) if rest else -1)  # each node's lane drawn
+    drawn[[w.lane for w in shown]] = np.arange(len(shown))
+    n_drawn = len(shown) + bool(rest)
+    labels = [_node_label(names[w.lane]) for w in shown]
+    notes = [f"{ranks_label([w.last_rank])} +{_late(w.late_ns, lang)}" if w.late_ns >= 0
+             else "" for w in shown]
+    if rest:
+        labels.append(i18n.ui_n("timeline other nodes", len(rest), lang))
+        worst = max(w.late_ns for w in rest)
+        notes.append(f"≤ +{_late(worst, lang)}" if worst >= 0 else "")
+    label_w = max(map(len, labels)) + 1
+    note_w = max(map(len, notes)) + 1
+    if width - label_w - note_w < LEAST_NOTE_LANE:
+        note_w = 0
+    lane_w = max(0, width - label_w - note_w)
+    lines = []
+    if lane_w:
+        s = by_node.regroup(drawn, n_drawn)
+        order = np.argsort(s.lane, kind="stable")
+        cuts = np.searchsorted(s.lane[order], np.arange(1, n_drawn))
+        lanes = np.split(np.stack([s.op, s.last, s.ready, s.end], axis=1)[order], cuts)
+        arriving = np.split(np.stack([s.op, s.first, s.last], axis=1)[order], cuts)
+        marks = [w.at_ns if w.late_ns >= 0 else None for w in shown]
+        node_of = {rank: i for i, ranks in enumerate(members) for rank in ranks}
+        flying = _earliest(running, {rank: int(drawn[i]) for rank, i in node_of.items()},
+                           n_drawn)
+        cells = _lanes(lanes, flying, t0_ns, t1_ns, lane_w, [None] * n_drawn, exits or {},
+                       arriving, marks)
+    else:
+        cells = [[] for _ in labels]
+    for label, lane, note in zip(labels, cells, notes):
+        tail = [(" " + note.rjust(note_w - 1), "bold")] if note_w else []
+        lines.append(_cut([(label.rjust(label_w - 1) + " ", "bold"), *lane, *tail], width))
+    axis = _axis(t1_ns - t0_ns, lane_w, lang, right)
+    return lines + [_cut([(" " * label_w + axis, "dim")], width)]
+
+
+def _node_label(host: str) -> str:
+    """A host's name in at most NODE_LABEL_MAX cells: its first label (``node042`` of
+    ``node042.cluster``), cut in the middle where that is still longer, so that its head and
+    its number stay (``gpu-a1…-042``)."""
+    name = host.split(".", 1)[0] or host
+    if len(name) <= NODE_LABEL_MAX:
+        return name
+    tail = NODE_LABEL_MAX // 3
+    return name[:NODE_LABEL_MAX - tail - 1] + "…" + name[-tail:]
+
+
+def _late(ns: int, lang: str) -> str:
+    return i18n.number(duration(ns), lang)
+
+
+def _earliest(running: Mapping[int, Sequence[InFlight]], lane_of: Mapping[int, int],
+              n_lanes: int) -> list[list[InFlight]]:
+    """Each lane's ops in flight (its ranks' by ``lane_of``), each instance once, at its
+    earliest start: a node's lane shows how long its first rank has been inside."""
+    first: list[dict[tuple[int, int, str], InFlight]] = [{} for _ in range(n_lanes)]
+    for rank, ops in running.items():
+        lane = lane_of.get(rank, -1)
+        for op in ops if lane >= 0 else ():
+            key, seen = (op.gkey, op.seq, op.op), first[lane]
+            if key not in seen or op.t_start < seen[key].t_start:
+                seen[key] = op
+    return [list(ops.values()) for ops in first]
 
 
 def _phase_legend(spans: Sequence[Sequence[PhaseSpan]], label_w: int,
@@ -196,18 +341,23 @@ def _rows(segments: Lane) -> np.ndarray:
 
 
 def _lanes(lanes: list[np.ndarray], running: list[Sequence[InFlight]], t0: int, t1: int,
-           width: int, cutoffs: list[int | None],
-           exits: Mapping[int, int]) -> list[list[tuple[str, str]]]:
+           width: int, cutoffs: list[int | None], exits: Mapping[int, int],
+           arriving: list[np.ndarray] | None = None,
+           marks: Sequence[int | None] = ()) -> list[list[tuple[str, str]]]:
     """Every rank's lane as runs of (characters, style), all ranks at once: a few array
     operations a frame rather than a few per rank and op.
 
     A column's op (and colour) is the one covering most of it; ties go to the lowest op code.
+    A lane of several ranks (a node's) has ``arriving`` rows too (op code, first arrival, last
+    arrival: some of its ranks are in, others not yet), drawn ARRIVE where they cover more than
+    waiting does, and a ``marks`` column each (a time, None: none) for its last rank.
     """
     n = len(lanes)
     rows = np.concatenate([np.zeros((0, 4), np.int64), *lanes])
     of_rank = np.repeat(np.arange(n), [len(lane) for lane in lanes])
+    arrive = np.concatenate([np.zeros((0, 3), np.int64), *(arriving or ())])
     # op codes are small: a lookup table numbers those present, in code order
-    codes = np.flatnonzero(np.bincount(rows[:, 0], minlength=1))
+    codes = np.flatnonzero(np.bincount(np.r_[rows[:, 0], arrive[:, 0]], minlength=1))
     n_codes = max(1, len(codes))
     number = np.zeros(int(codes[-1]) + 1 if len(codes) else 1, np.int64)
     number[codes] = np.arange(len(codes))
@@ -228,15 +378,28 @@ def _lanes(lanes: list[np.ndarray], running: list[Sequence[InFlight]], t0: int, 
     in_flight = (inflight > 0) & (inflight >= waited)
     cut = np.array([-np.inf if c is None else (c - t0) * width / (t1 - t0) for c in cutoffs])
     unknown = np.arange(1, width + 1) <= cut[:, None]
-    # a cell: 0 idle, 1 history dropped, 2 in flight, then waiting and transferring by colour
+    # a cell: 0 idle, 1 history dropped, 2 in flight, 3 a last rank's mark, then waiting,
+    # transferring and arriving by colour
     names = [colour_of(protocol.OPS[code]) for code in codes.tolist()] or ["default"]
     palette = sorted(set(names))
     colour = np.array([palette.index(name) for name in names])
-    cells = np.select([solid, in_flight, waited > 0, unknown],
-                      [3 + len(palette) + colour[xfer.argmax(axis=1)], 2,
-                       3 + colour[wait.argmax(axis=1)], 1], 0)
-    looks = [(" ", ""), (UNKNOWN, "dim"), (WAIT, INFLIGHT_STYLE),
-             *((WAIT, "dim " + name) for name in palette), *((SOLID, name) for name in palette)]
+    conditions = [solid, in_flight, waited > 0, unknown]
+    choices = [4 + len(palette) + colour[xfer.argmax(axis=1)], 2,
+               4 + colour[wait.argmax(axis=1)], 1]
+    if arriving is not None:
+        x = np.clip((arrive[:, 1:] - t0) * scale, 0, width)
+        of_lane = np.repeat(np.arange(n), [len(lane) for lane in arriving])
+        came = _coverage(x[:, 0], x[:, 1], width, of_lane * n_codes + number[arrive[:, 0]],
+                         n * n_codes).reshape(n, n_codes, width)
+        conditions.insert(2, came.sum(axis=1) >= np.maximum(waited, 1e-9))
+        choices.insert(2, 4 + 2 * len(palette) + colour[came.argmax(axis=1)])
+    cells = np.select(conditions, choices, 0)
+    for line, mark in zip(cells, marks):
+        if mark is not None and t0 <= mark < t1:
+            line[min(width - 1, int((mark - t0) * scale))] = 3
+    looks = [(" ", ""), (UNKNOWN, "dim"), (WAIT, INFLIGHT_STYLE), (MARK, MARK_STYLE),
+             *((WAIT, "dim " + name) for name in palette), *((SOLID, name) for name in palette),
+             *((ARRIVE, name) for name in palette)]
     out = []
     for line in cells:
         edges = np.flatnonzero(line[1:] != line[:-1]) + 1
@@ -348,6 +511,7 @@ class _Frame:
     phases: dict[int, list[PhaseSpan]]
     right: str  # what t1_ns is: "now", "timeline end" (every rank is gone), "latest" (zoom)
     exits: dict[int, int]  # when the ranks that said goodbye did
+    nodes: dict[str, list[int]]  # hosts -> their ranks, for lanes by node
 
 
 class Timeline(Widget):
@@ -374,6 +538,7 @@ class Timeline(Widget):
         self.lang = "en"  # of the time axis; the app sets it
         self.zoom_s: float | None = None  # the window zoomed to; None: paced_window_s
         self._paced_s = self.window_s  # the window paced_window_s gave the last frame
+        self.by_node = False  # the lanes drawn last were by node (node_runs): for the title
 
     def zoom_in(self) -> float | None:
         """A shorter window: the next zoom below the one shown; returns the new zoom."""
@@ -422,7 +587,8 @@ class Timeline(Widget):
         since = now_ns - window_ns
         rows = self._rows()
         self._frame = _Frame(model.lanes(since, now_ns), inflight, dict(model.lane_horizon),
-                             since, now_ns, model.phases(since, now_ns), right, exits)
+                             since, now_ns, model.phases(since, now_ns), right, exits,
+                             model.nodes())
         self._version += 1
         self.refresh(layout=self._rows() != rows)
 
@@ -430,14 +596,11 @@ class Timeline(Widget):
         return self._rows()
 
     def _rows(self) -> int:
-        """A lane per rank, a line of phases under those that have some, the axis, and the
-        phases' legend if any."""
+        """A lane per rank (``rank_rows``): by node only where the panel has fewer rows."""
         if self._frame is None:
             return 1
         f = self._frame
-        ranks = set(f.segments) | {op.rank for op in f.inflight}
-        with_phases = sum(1 for r in ranks if f.phases.get(r))
-        return len(ranks) + with_phases + 1 + (with_phases > 0)
+        return rank_rows(f.segments, {op.rank: op for op in f.inflight}, f.phases)
 
     def render_line(self, y: int) -> Strip:
         width = self.size.width
@@ -450,9 +613,11 @@ class Timeline(Widget):
         # a new frame, size, theme or language: redraw
         key = (self._version, width, self.size.height, self.rich_style, self.lang)
         if self._cached is None or self._cached[0] != key:
-            f = self._frame
+            f, height = self._frame, self.size.height or None
             lines = lane_runs(f.segments, f.inflight, f.t0_ns, f.t1_ns, width, f.horizon,
-                              f.phases, self.lang, f.right, f.exits, self.size.height or None)
+                              f.phases, self.lang, f.right, f.exits, height, f.nodes)
+            self.by_node = by_node(f.segments, {op.rank: op for op in f.inflight}, f.phases,
+                                   f.nodes, height)
             base = self.rich_style
             strips = [Strip([RichSegment(chars, _style(base, name)) for chars, name in runs])
                       .extend_cell_length(width, base) for runs in lines]
