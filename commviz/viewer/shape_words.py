@@ -7,6 +7,7 @@ from __future__ import annotations
 from commviz.knowledge import group_shapes as gs
 from commviz.text import i18n
 from commviz.text.i18n import N_
+from commviz.viewer import plain_text
 from commviz.viewer.model import Model
 
 # From this many ranks the statistics are also shown by group shape, where some shape is not
@@ -69,3 +70,23 @@ def sections(model: Model) -> list[tuple[gs.Family, list[dict]]]:
     order = {f.shape: i for i, f in enumerate(groups + pairs)}
     found.sort(key=lambda f: (order.get(f.shape, len(order)), f.shape))
     return [(f, by[f.shape]) for f in found]
+
+
+def sections_text(found: list[tuple[gs.Family, list[dict]]], lang: str = "en") -> str:
+    """``sections`` as ``commviz stats`` prints them: a heading that says what is inferred,
+    then each family's name over its rows, in ``plain_text.stats_table``'s columns."""
+    lines = [i18n.ui("stats by shape", lang)]
+    for k, (family, rows) in enumerate(found):
+        table = plain_text.stats_table(rows, lang).splitlines()
+        lines += table[:2] if k == 0 else []
+        lines += [family_label(family, lang), *table[2:]]
+    return "\n".join(lines)
+
+
+def sections_json(found: list[tuple[gs.Family, list[dict]]], lang: str = "en") -> list[dict]:
+    """``sections`` for ``commviz stats --json``: each family's facts, its name, its rows."""
+    return [{"label": family_label(f, lang), "kind": f.shape.kind, "size": f.shape.size,
+             "stride": f.shape.stride, "groups": f.count, "placement": f.placement,
+             "nodes": f.nodes, "guess": f.guess or None,
+             "rows": [{k: v for k, v in row.items() if k != "shape"} for row in rows]}
+            for f, rows in found]

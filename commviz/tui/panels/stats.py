@@ -8,9 +8,9 @@ from typing import Any
 from rich.text import Text
 
 from commviz.knowledge.bandwidth import gbps_text
+from commviz.knowledge.group_shapes import Family
 from commviz.text import i18n
 from commviz.tui.panels.words import bytes_text
-from commviz.knowledge.group_shapes import Family
 from commviz.viewer import plain_text as text
 from commviz.viewer import shape_words
 from commviz.viewer.model import Model
