@@ -247,7 +247,7 @@ class Model:
         self.shapes: list[group_shapes.Shape] = []
         self._shape_keys: dict[group_shapes.Shape, int] = {}
         self._group_shapes = np.zeros(0, dtype=np.int64)
-        self._hosts_version = 0  # bumped when a rank's host changes: group_families' cache
+        self.hosts_version = 0  # bumped when a rank's host changes: group_families' cache
         self._families: tuple[tuple, tuple[list, list]] | None = None
         # per job generation (job n at index n - 1): its incarnations by rank number
         self.jobs: list[dict[int, RankState]] = []
@@ -406,7 +406,7 @@ class Model:
         (``group_shapes.families``, ``pair_families``), by the ranks' hosts now; kept until
         a group, a pair or a host is new, since every frame may ask."""
         key = (len(self.groups), len(self.first_transfer_ns), len(self.ranks),
-               self._hosts_version)
+               self.hosts_version)
         if self._families is None or self._families[0] != key:
             def host_of(rank: int) -> str | None:
                 state = self.ranks.get(rank)
@@ -564,7 +564,7 @@ class Model:
                 s.inc = hb.inc
                 self._incs[(hb.rank, hb.inc)] = s
         if s.host != hb.host:
-            self._hosts_version += 1
+            self.hosts_version += 1
         s.world, s.host, s.pid, s.simulated = hb.world, hb.host, hb.pid, hb.simulated
         if not s.job:
             s.job_key = hb.job
