@@ -97,14 +97,14 @@ class NodeTraffic:
         return out
 
     def busiest(self, count: int) -> list[NodePair]:
-        """The ``count`` pairs of distinct nodes that moved the most, most first."""
+        """The ``count`` pairs of distinct nodes that moved the most, most first (ties in the
+        order hosts were seen: of a pipeline's many equal pairs, the first nodes')."""
         if not len(self.bytes):
             return []
         off = self.bytes.copy()
         np.fill_diagonal(off, 0)
         flat = off.ravel()
-        top = np.argpartition(flat, -count)[-count:] if count < len(flat) else np.arange(len(flat))
-        top = top[np.argsort(-flat[top], kind="stable")]
+        top = np.lexsort((np.arange(len(flat)), -flat))[:count]  # ties: the first nodes
         n = len(self.hosts)
         return [NodePair(self.hosts[k // n], self.hosts[k % n], float(flat[k]))
                 for k in top.tolist() if flat[k] > 0]
