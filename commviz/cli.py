@@ -435,7 +435,7 @@ def _read_recording(path: str, read):
 
 def _stats(args: argparse.Namespace) -> int:
     from commviz.viewer import plain_text as text
-    from commviz.viewer import recording
+    from commviz.viewer import recording, shape_words
     from commviz.viewer.diagnose import Diagnosis, recorded_text
     from commviz.viewer.model import Model
 
@@ -461,10 +461,12 @@ def _stats(args: argparse.Namespace) -> int:
     # what the live viewer let go of while it was behind (its summary says; none: older files)
     said = extra["summary"][-1].get("shed") if extra["summary"] else None
     shed = {k: n for k, n in said.items() if type(n) is int} if isinstance(said, dict) else {}
+    shapes = shape_words.sections(model)  # the statistics by group layout, at scale
     if args.json:
         print(json.dumps({"file": args.file, "records": model.records,
                           "instances": model.instances, "transfers": model.transfers,
                           "failed": failed, "unmatched": unmatched, "shed": shed, "rows": rows,
+                          "shapes": shape_words.sections_json(shapes, _lang(args)),
                           "late_arrivals": [{"rank": r, "count": t.count,
                                              "waited_us": t.waited_ns / 1e3,
                                              "longest_us": t.longest_ns / 1e3,
@@ -476,6 +478,8 @@ def _stats(args: argparse.Namespace) -> int:
     else:
         lang = _lang(args)
         print(text.stats_table(rows, lang))
+        if shapes:
+            print("\n" + shape_words.sections_text(shapes, lang))
         print("\n" + text.counts_line(model.records, model.instances, model.transfers,
                                       failed, unmatched, lang))
         if shed:

@@ -1,7 +1,9 @@
 """The topology view: the ranks on a ring (a rectangle beyond 16), and each transfer moving along
 its link, step by step, as the backend's algorithm moves it; beyond 32 ranks, a heatmap of
 who sends how much to whom; an op of a group beyond 64 ranks, as its nodes
-(``scaled_replay``).
+(``scaled_replay``); beyond what a heatmap fits rank by rank, for point-to-point transfers
+and all_to_all, a node-by-node heatmap of the bytes they moved since the viewer started, with
+the busiest pairs of nodes named (``node_heatmap``, fed by ``viewer/node_traffic``).
 
 ``render_topology`` is a pure function of one ``AnimFrame`` (testable without an app); the
 ``Topology`` widget owns an ``Animator`` (``animation.py``), which replays the completed
@@ -24,7 +26,9 @@ import math
 import time
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, replace
+from typing import Any
 
+import numpy as np
 from rich.text import Text
 from textual.geometry import Region
 from textual.strip import Strip
@@ -41,10 +45,13 @@ from commviz.tui.panels.words import finding_name
 from commviz.tui.rank_facts import State, backend_of, ops_in, rank_state
 from commviz.viewer.diagnose import Finding
 from commviz.viewer.model import Instance, Model
+from commviz.viewer.node_traffic import ALL_TO_ALL, NodePair, NodeTraffic
 from commviz.viewer.plain_text import duration, human_bytes, process_end
 
 RING_MAX = 16  # beyond this many ranks, a rectangle (a grid where that does not fit)
 HEATMAP_MIN = 33  # from this many ranks, a rank-by-rank traffic heatmap instead of links
+BUSIEST = 5  # node pairs named beside (or under) the node heatmap, at most
+LIST_W = 30  # the columns the busiest pairs need to go beside the node heatmap
 SHADES = " ░▒▓█"
 FPS = 20.0
 PATH, MARKER = "·", "●"
@@ -225,7 +232,8 @@ def render_topology(n_ranks: int, frame: AnimFrame | None, width: int, height: i
                     status: str = "", lang: str = "en",
                     alerts: Iterable[tuple[int, int]] = (),
                     flagged: Collection[int] = (),
-                    gpu_links: Mapping[tuple[int, int], str] | None = None) -> list[Text]:
+                    gpu_links: Mapping[tuple[int, int], str] | None = None,
+                    nodes: NodeMap | None = None) -> list[Text]:
     """``height`` lines of ``width`` cells: the frame's label (and, from 10 lines, what the
     schedule simplifies), the ranks with the current step's transfers, and a legend with
     ``status`` (e.g. ``Animator.summary()``).
@@ -235,6 +243,8 @@ def render_topology(n_ranks: int, frame: AnimFrame | None, width: int, height: i
     diagnosis names them) are drawn in red, and ``alerts`` (rank pairs: who waits on whom, a
     slow link) as red dashed links under the replay. ``gpu_links`` (``Model.gpu_links()``:
     rank pair -> ``NV#`` or a PCIe level) are the wires under everything, labelled.
+    ``nodes``: the bytes between nodes, drawn instead of the rank-by-rank heatmap where that
+    would bin ranks and no collective but all_to_all is replayed (``shows_nodes``).
     """
     if width <= 0 or height <= 0:
         return [Text() for _ in range(max(0, height))]
@@ -244,13 +254,20 @@ def render_topology(n_ranks: int, frame: AnimFrame | None, width: int, height: i
     legend = height >= 5
     area_h = max(0, height - len(head) - legend)
     still = static or (frame is not None and frame.done)
-    drawn = scaled_replay.body(frame, width, area_h, still, lang) \
-        if frame is not None and isinstance(frame.schedule, Scaled) else \
-        heatmap(n, frame, width, area_h, still, lang) if n >= HEATMAP_MIN else None
-    if drawn is not None:  # a large group's op as nodes; or too many ranks for links
-        lines = [*head, *drawn]
+    scaled = frame is not None and isinstance(frame.schedule, Scaled)
+    if scaled or n >= HEATMAP_MIN:  # a large group's op as nodes; or too many ranks for links
+        by_node = not scaled and nodes is not None and shows_nodes(n, frame, nodes, width,
+                                                                   area_h)
+        if scaled:
+            body = scaled_replay.body(frame, width, area_h, still, lang)
+        elif by_node and nodes is not None:
+            body = node_heatmap(nodes, frame, width, area_h, still, lang)
+        else:
+            body = heatmap(n, frame, width, area_h, still, lang)
+        lines = [*head, *body]
         if legend:
-            lines.append(_legend(status, width, lang=lang))
+            lines.append(_legend(status, width, lang=lang,
+                                 p2p=by_node or (frame is not None and frame.p2p)))
         for line in lines:
             line.truncate(width, overflow="ellipsis", pad=True)
         return lines[:height]
@@ -295,6 +312,93 @@ def render_topology(n_ranks: int, frame: AnimFrame | None, width: int, height: i
     return lines[:height]
 
 
+def ranks_per_cell(n: int, width: int, height: int) -> int:
+    """How many ranks a cell of the rank-by-rank heatmap stands for in this area."""
+    label_w = len(str(n - 1)) + 2
+    return max(1, math.ceil(n / max(1, height - 2)), math.ceil(n / max(1, width - label_w)))
+
+
+@dataclass(frozen=True)
+class NodeMap:
+    """What the node heatmap draws: hosts in ``Model.nodes()``'s order, each rank's index
+    there, the bytes between them (row: from) and the busiest pairs of distinct nodes."""
+
+    hosts: list[str]
+    node_of: Mapping[int, int]
+    bytes: Any
+    busiest: list[NodePair]
+
+
+def shows_nodes(n: int, frame: AnimFrame | None, nodes: NodeMap, width: int,
+                height: int) -> bool:
+    """Whether the node heatmap takes the place of the ranks' one: more ranks than its cells,
+    several nodes that moved bytes, and nothing replayed but a transfer or an all_to_all
+    (whose schedule the ranks' heatmap draws as it is)."""
+    replayed = frame is None or frame.p2p or frame.instance.op in ALL_TO_ALL
+    return replayed and len(nodes.hosts) > 1 and bool(nodes.busiest) \
+        and ranks_per_cell(n, width, height) > 1
+
+
+def node_heatmap(nodes: NodeMap, frame: AnimFrame | None, width: int, height: int,
+                 still: bool, lang: str = "en") -> list[Text]:
+    """The bytes each node (row) sent each node (column) by transfers and all_to_all, shaded
+    against the busiest cell, nodes binned where they do not fit, the replayed step's pairs
+    coloured; the busiest pairs of nodes named beside it, or under it where it is narrow."""
+    if height < 3 or width < 12:
+        return [Text() for _ in range(max(0, height))]
+    k = len(nodes.hosts)
+    label_w = len(str(k - 1)) + 2
+    listed = min(BUSIEST, len(nodes.busiest))
+    rows = height - 2
+    per = max(1, math.ceil(k / rows), math.ceil(k / (width - label_w)))
+    side = width - label_w - math.ceil(k / per) * 2 >= LIST_W + 2
+    if not side:
+        listed = min(listed, max(1, (height - 2) // 4))
+        rows = height - 3 - listed
+        per = max(1, math.ceil(k / max(1, rows)), math.ceil(k / (width - label_w)))
+    cells = math.ceil(k / per)
+    cell_w = 2 if cells * 2 <= width - label_w - (LIST_W + 2 if side else 0) else 1
+    sent = np.zeros((cells, cells))
+    binned = np.arange(k) // per
+    np.add.at(sent, (binned[:, None], binned[None, :]), nodes.bytes)
+    now: dict[tuple[int, int], bool] = {}
+    if frame is not None:
+        for t in frame.transfers:
+            a, b = nodes.node_of.get(t.src), nodes.node_of.get(t.dst)
+            if a is not None and b is not None:
+                now[(a // per, b // per)] = t.reduce
+    top = float(sent.max()) or 1.0
+    cell = i18n.ui("node heatmap cell", lang).format(n=per) if per > 1 else ""
+    out = [Text(cell + i18n.ui("node heatmap", lang), style="dim")]
+    axis = Text(" " * label_w)
+    for c in range(0, cells, max(1, 8 // cell_w)):
+        axis.append(f"{c * per:<8}", style="dim")
+    out.append(axis)
+    levels = np.where(sent > 0, 1 + np.minimum(3, (sent / top * 3.999).astype(int)), 0)
+    lit = f"bold {TRANSFER_STYLE}" + ("" if still else " reverse")
+    for r, row in enumerate(levels.tolist()):
+        line = Text(f"{r * per:>{label_w - 1}} ", style="dim")
+        line.append("".join(SHADES[level] * cell_w for level in row))  # one span a row
+        for c in (c for (a, c) in now if a == r):
+            line.stylize(lit, label_w + c * cell_w, label_w + (c + 1) * cell_w)
+        out.append(line)
+    named = [Text(i18n.ui("busiest pairs", lang), style="bold")] + [
+        Text(i18n.ui("busiest pair", lang).format(
+            src=p.src, dst=p.dst, bytes=i18n.number(human_bytes(p.nbytes), lang)))
+        for p in nodes.busiest[:listed]]
+    if side:
+        at = label_w + cells * cell_w + 2
+        for i, said in enumerate(named):
+            if i + 2 < len(out):
+                out[i + 2].append(" " * (at - out[i + 2].cell_len))
+                out[i + 2].append_text(said)
+    else:
+        out += named
+    for line in out:
+        line.truncate(width, overflow="ellipsis")
+    return out[:height] + [Text() for _ in range(height - len(out))]
+
+
 def heatmap(n: int, frame: AnimFrame | None, width: int, height: int,
             still: bool, lang: str = "en") -> list[Text]:
     """Too many ranks for links: a matrix of the bytes each rank (row) sends each rank
@@ -305,8 +409,7 @@ def heatmap(n: int, frame: AnimFrame | None, width: int, height: int,
     if height < 3 or width < 12:
         return [Text() for _ in range(max(0, height))]
     label_w = len(str(n - 1)) + 2
-    rows = height - 2  # a title row and the column axis
-    per = max(1, math.ceil(n / rows), math.ceil(n / (width - label_w)))
+    per = ranks_per_cell(n, width, height)  # a title row and the column axis
     cells = math.ceil(n / per)
     cell_w = 2 if cells * 2 <= width - label_w else 1
     sent = [[0] * cells for _ in range(cells)]
@@ -586,6 +689,10 @@ class Topology(Widget):
         self.alerts: tuple[tuple[int, int], ...] = ()  # links the live diagnosis points at
         self.flagged: frozenset[int] = frozenset()     # ranks it names
         self.gpu_links: dict[tuple[int, int], str] = {}  # Model.gpu_links(): NVML's wires
+        self.traffic = NodeTraffic()  # what transfers and all_to_all moved between nodes
+        self._placed: tuple[int, int] | None = None  # the ranks and hosts it was placed by
+        self._order: list[str] = []  # Model.nodes()'s order of the hosts
+        self._node_of: dict[int, int] = {}  # each rank's index in it
         self.n_ranks = 0
         self.states: dict[int, Text] = {}
         self._timer: Timer | None = None
@@ -607,6 +714,15 @@ class Topology(Widget):
         """Queue the new completed instances, planned with their ranks' backend, and take
         the ranks' count and states, and what the findings that hold now (``findings``)
         flag."""
+        new = list(new)
+        placed = (len(model.ranks), model.hosts_version)
+        if placed != self._placed:  # a rank or a host is new: read the nodes again
+            self._placed = placed
+            nodes = model.nodes()
+            self.traffic.place(nodes)
+            self._order = list(nodes)
+            self._node_of = {r: i for i, ranks in enumerate(nodes.values()) for r in ranks}
+        self.traffic.add(new)
         items = [(inst, plan(inst, backend_of(model, inst.group),
                              functools.partial(host_of, model))) for inst in new]
         self.alerts = tuple(sorted({link for f in findings for link in f.links}))
@@ -634,6 +750,7 @@ class Topology(Widget):
         a = self.animator
         self.animator = Animator(a.clock, step_s=a.step_s, max_waiting=a.max_waiting)
         self.n_ranks, self.states, self._frame, self._key = 0, {}, None, None
+        self.traffic, self._placed = NodeTraffic(), None
         self.alerts, self.flagged, self.gpu_links = (), frozenset(), {}
         self.tick()
 
@@ -665,7 +782,7 @@ class Topology(Widget):
         shown = replace(frame, progress=0.0) if frame is not None and self.static else frame
         key = (shown, self.n_ranks, tuple(sorted((r, t.markup) for r, t in self.states.items())),
                self.animator.summary(self.lang), self.lang, self.alerts, self.flagged,
-               self.gpu_links)
+               self.gpu_links, self.traffic.total, len(self.traffic.hosts))
         if key != self._key:
             self._key = key
             self._version += 1
@@ -696,6 +813,13 @@ class Topology(Widget):
         if changed:
             self.refresh(*changed)
 
+    def _node_map(self) -> NodeMap | None:
+        """The node heatmap's data, where some bytes moved between nodes (else None)."""
+        if not self.traffic.total:
+            return None
+        return NodeMap(self._order, self._node_of, self.traffic.matrix(self._order),
+                       self.traffic.busiest(BUSIEST))
+
     def render_line(self, y: int) -> Strip:
         width, height = self.size
         strips = self._strips(width, height)
@@ -708,7 +832,7 @@ class Topology(Widget):
             texts = render_topology(self.n_ranks, self._frame, width, height, self.states,
                                     static=static, status=self.animator.summary(self.lang),
                                     lang=self.lang, alerts=self.alerts, flagged=self.flagged,
-                                    gpu_links=self.gpu_links)
+                                    gpu_links=self.gpu_links, nodes=self._node_map())
             console, style = self.app.console, self.rich_style
             # a line drawn the frame before, at this size and style: the same strip
             reuse = self._lines if self._cached is not None and \

@@ -44,7 +44,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from commviz.knowledge import bandwidth
+from commviz.knowledge import bandwidth, group_shapes
 from commviz.viewer.groups import GroupNumbers
 from commviz.wire import nodes, protocol
 from commviz.wire.clocksync import WINDOW, Offset, Sample, estimate
@@ -242,6 +242,13 @@ class Model:
         self._group_keys = GroupNumbers()  # by (job, name) and ranks: indexes into groups
         self._group_sizes = np.zeros(0, dtype=np.int64)
         self._group_jobs = np.zeros(0, dtype=np.int64)  # per gkey: its job generation
+        # the groups' layouts (knowledge/group_shapes): ``shapes`` the distinct ones, and
+        # per gkey its index there, for the statistics per shape
+        self.shapes: list[group_shapes.Shape] = []
+        self._shape_keys: dict[group_shapes.Shape, int] = {}
+        self._group_shapes = np.zeros(0, dtype=np.int64)
+        self.hosts_version = 0  # bumped when a rank's host changes: group_families' cache
+        self._families: tuple[tuple, tuple[list, list]] | None = None
         # per job generation (job n at index n - 1): its incarnations by rank number
         self.jobs: list[dict[int, RankState]] = []
         self._incs: dict[tuple[int, int], RankState] = {}  # by (rank, inc), inc != 0
@@ -258,6 +265,8 @@ class Model:
         self.first_transfer_ns: dict[tuple[int, int], int] = {}  # (src, dst): its time
         self.new_instances: list[Instance] | None = None  # set to [] to collect every instance
         self.stats: dict[tuple[str, int, int], StatRow] = {}
+        # the same instances and transfers by (op, shape: index into ``shapes``, size)
+        self.shape_stats: dict[tuple[str, int, int], StatRow] = {}
         self.records = 0
         self.instances = 0
         self.transfers = 0
@@ -384,6 +393,30 @@ class Model:
 
     def stats_table(self) -> list[dict]:
         return [row.summary() for _, row in sorted(self.stats.items())]
+
+    def shape_stats_table(self) -> list[dict]:
+        """``stats_table``'s rows kept per group shape, each with its ``shape`` (an index into
+        ``shapes``), by shape, then op and size."""
+        return [{**row.summary(), "shape": key[1]}
+                for key, row in sorted(self.shape_stats.items(),
+                                       key=lambda kv: (self.shapes[kv[0][1]], kv[0]))]
+
+    def group_families(self) -> tuple[list[group_shapes.Family], list[group_shapes.Family]]:
+        """The families of the job's groups and of the rank pairs transfers went between
+        (``group_shapes.families``, ``pair_families``), by the ranks' hosts now; kept until
+        a group, a pair or a host is new, since every frame may ask."""
+        key = (len(self.groups), len(self.first_transfer_ns), len(self.ranks),
+               self.hosts_version)
+        if self._families is None or self._families[0] != key:
+            def host_of(rank: int) -> str | None:
+                state = self.ranks.get(rank)
+                return state.host if state is not None and state.host != "?" else None
+
+            found = (group_shapes.families((g for _, g in self.groups), host_of,
+                                           self.world_size()),
+                     group_shapes.pair_families(self.first_transfer_ns, host_of))
+            self._families = (key, found)
+        return self._families[1]
 
     def latest_stats(self, count: int) -> list[dict]:
         """``stats_table`` rows of the ``count`` shapes that completed most recently, newest
@@ -530,6 +563,8 @@ class Model:
             if hb.inc:
                 s.inc = hb.inc
                 self._incs[(hb.rank, hb.inc)] = s
+        if s.host != hb.host:
+            self.hosts_version += 1
         s.world, s.host, s.pid, s.simulated = hb.world, hb.host, hb.pid, hb.simulated
         if not s.job:
             s.job_key = hb.job
@@ -596,6 +631,15 @@ class Model:
             self.groups.append((name, ranks))
             self._group_sizes = np.append(self._group_sizes, len(ranks))
             self._group_jobs = np.append(self._group_jobs, job)
+            self._group_shapes = np.append(self._group_shapes,
+                                           self._shape(group_shapes.shape_of(ranks)))
+        return key
+
+    def _shape(self, shape: group_shapes.Shape) -> int:
+        key = self._shape_keys.get(shape)
+        if key is None:
+            key = self._shape_keys[shape] = len(self.shapes)
+            self.shapes.append(shape)
         return key
 
     def site_of(self, index: int) -> tuple[str, int] | None:
@@ -832,20 +876,25 @@ class Model:
         else:
             self.transfers += count
         times, skews = end - last, last - first
-        # statistics per (op, n, size), like nccl-tests' rows
-        op_n = ops.astype(np.int64) << 32 | ns
-        for combo in np.unique(op_n).tolist():
-            in_combo = op_n == combo
-            name, n = protocol.OPS[combo >> 32], combo & 0xFFFFFFFF
+        # statistics per (op, n, size), like nccl-tests' rows, and per (op, shape, size): a
+        # shape has one n, so one pass over the (op, shape) pairs fills both
+        op_shape = ops.astype(np.int64) << 32 | self._shapes_of(gkeys, transfers)
+        for combo in np.unique(op_shape).tolist():
+            in_combo = op_shape == combo
+            name, shape = protocol.OPS[combo >> 32], combo & 0xFFFFFFFF
+            n = int(ns[in_combo][0])  # one per shape (a group's members: its shape's)
             combo_sizes = sizes[in_combo]
             uniq, inverse = np.unique(combo_sizes, return_inverse=True)
             for j, size in enumerate(uniq.tolist()):
-                row = self.stats.get((name, n, size))
-                if row is None:
-                    row = self.stats[(name, n, size)] = StatRow(name, n, size)
                 sel = inverse == j if len(uniq) > 1 else slice(None)
-                row.add(times[in_combo][sel], skews[in_combo][sel])
-                row.updated = self.instances + self.transfers
+                t, s = times[in_combo][sel], skews[in_combo][sel]
+                for table, key in ((self.stats, (name, n, size)),
+                                   (self.shape_stats, (name, shape, size))):
+                    row = table.get(key)
+                    if row is None:
+                        row = table[key] = StatRow(name, n, size)
+                    row.add(t, s)
+                    row.updated = self.instances + self.transfers
         if transfers is not None:  # each pair's first transfer: it also sets up the connection
             for k in np.flatnonzero(seqs == 1).tolist():
                 pair = tuple(transfers[k].tolist())
@@ -871,6 +920,16 @@ class Model:
         self.recent.extend(made)
         if collect:
             self.new_instances.extend(made)  # type: ignore[union-attr]
+
+    def _shapes_of(self, gkeys: np.ndarray | None, transfers: np.ndarray | None) -> np.ndarray:
+        """Each instance's shape (its group's), or each transfer's (its pair's distance)."""
+        if transfers is None:
+            return self._group_shapes[gkeys]
+        distance = np.abs(transfers[:, 1] - transfers[:, 0])
+        uniq, inverse = np.unique(distance, return_inverse=True)
+        keys = np.fromiter((self._shape(group_shapes.pair_shape(0, d)) for d in uniq.tolist()),
+                           np.int64, len(uniq))
+        return keys[inverse]
 
     def _note_segments(self, ranks: np.ndarray, ops: np.ndarray, t_start: np.ndarray,
                        ready: np.ndarray, t_end: np.ndarray) -> None:
