@@ -369,11 +369,7 @@ def node_heatmap(nodes: NodeMap, frame: AnimFrame | None, width: int, height: in
                 now[(a // per, b // per)] = t.reduce
     top = float(sent.max()) or 1.0
     cell = i18n.ui("node heatmap cell", lang).format(n=per) if per > 1 else ""
-    out = [Text(cell + i18n.ui("node heatmap", lang), style="dim")]
-    axis = Text(" " * label_w)
-    for c in range(0, cells, max(1, 8 // cell_w)):
-        axis.append(f"{c * per:<8}", style="dim")
-    out.append(axis)
+    out = _heat_head(cell + i18n.ui("node heatmap", lang), label_w, cells, cell_w, per)
     levels = np.where(sent > 0, 1 + np.minimum(3, (sent / top * 3.999).astype(int)), 0)
     lit = f"bold {TRANSFER_STYLE}" + ("" if still else " reverse")
     for r, row in enumerate(levels.tolist()):
@@ -398,6 +394,15 @@ def node_heatmap(nodes: NodeMap, frame: AnimFrame | None, width: int, height: in
         line.truncate(width, overflow="ellipsis")
     return out[:height] + [Text() for _ in range(height - len(out))]
 
+
+
+def _heat_head(title: str, label_w: int, cells: int, cell_w: int, per: int) -> list[Text]:
+    """A heatmap's first lines: its title, then the column axis (every 8th column's first
+    rank or node, ``per`` a cell)."""
+    axis = Text(" " * label_w)
+    for c in range(0, cells, max(1, 8 // cell_w)):
+        axis.append(f"{c * per:<8}", style="dim")
+    return [Text(title, style="dim"), axis]
 
 def heatmap(n: int, frame: AnimFrame | None, width: int, height: int,
             still: bool, lang: str = "en") -> list[Text]:
@@ -424,11 +429,7 @@ def heatmap(n: int, frame: AnimFrame | None, width: int, height: int,
             now[(t.src // per, t.dst // per)] = t.reduce
     top = max((max(row) for row in sent), default=0) or 1
     binned = i18n.ui("heatmap cell", lang).format(n=per) if per > 1 else ""
-    out = [Text(binned + i18n.ui("heatmap", lang), style="dim")]
-    axis = Text(" " * label_w)
-    for c in range(0, cells, max(1, 8 // cell_w)):
-        axis.append(f"{c * per:<8}", style="dim")
-    out.append(axis)
+    out = _heat_head(binned + i18n.ui("heatmap", lang), label_w, cells, cell_w, per)
     for r in range(cells):
         line = Text(f"{r * per:>{label_w - 1}} ", style="dim")
         for c in range(cells):
