@@ -7,7 +7,9 @@ the op itself takes at least doubles its cost (twice the transfer time let a ran
 at every 15 ms all_reduce of a 1,024-rank job go unnamed). Named after it was late 3
 instances in a row of the same collective (group, op and size: a training step's first
 collective is where a slow rank shows, the next ones are on time as everyone leaves the late
-one together); a single late arrival is noise. Once named, cleared only after 3 instances in
+one together); a single late arrival is noise. Late instances whose waits overlap are one
+late episode, counted once: a rank that stalls once (a garbage collection, a data loader)
+arrives late at every bucket all_reduce of that step, and is no straggler for it. Once named, cleared only after 3 instances in
 a row of that collective on time, so a rank late most of the time does not flicker. What the
 others waited for it is the union of their waits (per waiting rank): DDP's bucket
 all_reduces overlap, and the same wait is not counted twice. It is said per waiting rank and
@@ -81,10 +83,12 @@ class _Streak:
     """One rank's late arrivals in a row at one (group, op, size)."""
 
     rank: int
-    late: int = 0
-    on_time: int = 0
-    lateness_ns: int = 0
+    late: int = 0         # late episodes: a late arrival whose wait overlaps the one before
+    on_time: int = 0      # is the same episode (one stall delays a step's every bucket)
+    lateness_ns: int = 0  # summed over episodes, each at its latest
     seq: int = 0
+    until_ns: int = 0     # when the others stopped waiting in its last episode
+    worst_ns: int = 0     # its last episode's lateness
 
 
 @dataclass
@@ -221,12 +225,19 @@ class Stragglers:
             if w.full(self._streaks):
                 self._end_streak(next(iter(self._streaks)))
             s = self._streaks[key] = _Streak(last)
-        s.late += 1
+        arrivals = dict(arrivals)
+        start = arrivals[last] - lateness  # the last but one arrival: the others wait from it
+        if s.late and start < s.until_ns:  # the same episode, seen at a later instance
+            s.lateness_ns += max(0, lateness - s.worst_ns)
+            s.worst_ns = max(s.worst_ns, lateness)
+        else:
+            s.late += 1
+            s.lateness_ns += lateness
+            s.worst_ns = lateness
+        s.until_ns = max(s.until_ns, arrivals[last])
         s.on_time = 0
-        s.lateness_ns += lateness
         s.seq = seq
         waits = self._waits.setdefault((key[0], last), _Waits())
-        arrivals = dict(arrivals)
         for r, t in arrivals.items():
             if r != last:
                 waits.add(r, t, arrivals[last])
