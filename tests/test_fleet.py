@@ -181,6 +181,20 @@ def test_a_rank_that_stalls_now_and_then_is_late_but_no_straggler():
     assert 139 in late and late[139].count >= 1
 
 
+def test_a_hung_rank_among_1024_is_one_finding_naming_its_node():
+    """Rank 139 stops calling; DDP's bucket all_reduces go on being called by the 1,023
+    others, each one more hung instance: one hang, its node named, the later ones counted."""
+    from fleet_model import fleet_view
+    view = fleet_view(1024, 4.0, faults=("hang:139",), fault_at=1.0)
+    named = [f for f in view.diagnosis.history if f.type == "hang"]
+    assert len(named) == 1 and named[0].ranks == (139,)
+    assert "rank 139 (node017) missing" in named[0].text("en")
+    assert "ranks 0-138,140-1023 inside" in named[0].text("en")
+    (now,) = [f for f in view.diagnosis.findings() if f.type == "hang"]
+    assert now.seq == named[0].seq and "later calls of the group wait behind it" in now.text("en")
+    assert "(node017) faltando" in now.text("pt")
+
+
 def test_workers_take_whole_nodes():
     assert fleet.split(fleet.Job(1024), None) == [(i, i + 128) for i in range(0, 1024, 128)]
     assert fleet.split(fleet.Job(16), 4) == [(0, 8), (8, 16)]

@@ -79,6 +79,8 @@ class Hang:
     inside: Ranks
     missing: Ranks
     why: tuple[tuple[int, Doing], ...]
+    nodes: tuple[str, ...] = ()  # the missing ranks' nodes, when the job spans several
+    later: int = 0  # later instances of the group hung with the same ranks missing
 
 
 @dataclass(frozen=True)

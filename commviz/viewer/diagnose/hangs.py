@@ -18,6 +18,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Container, Iterable
 from typing import NamedTuple
 
@@ -75,6 +76,7 @@ class Hangs:
         """``lost``: ranks found lost in this update."""
         watch, model = self.watch, self.model
         out: list[Finding] = []
+        hangs: list[Finding] = []
         waits: dict[int, set[int]] = {}  # rank -> ranks it waits on, for deadlock cycles
         waiting_in: dict[int, _Wait] = {}  # rank -> the op it waits in, for a deadlock's facts
         for (gkey, seq), entries in unmatched.items():
@@ -122,14 +124,23 @@ class Hangs:
             if watch.in_ops(missing) or key not in self._hung:
                 self._hung[key] = tuple((m, self._doing(m, wall, lost, timed=False))
                                         for m in missing)
-            out.append(Finding(
+            hangs.append(Finding(
                 "hang", missing, group, seq,
                 fx.Hang(op, seq, w.where(entries, inside), group, age, until < now, inside,
-                        missing, why),
+                        missing, why, self._nodes(missing)),
                 key, now, wall, links=links, op=op))
+        out += _first_of_each(hangs)
         out += self._p2p_hangs(now, wall, waits, waiting_in, lost)
         out += self._deadlocks(now, wall, waits, waiting_in, lost)
         return out
+
+    def _nodes(self, ranks: Iterable[int]) -> tuple[str, ...]:
+        """The nodes of ``ranks``, for a job on several (() on one)."""
+        ranks_of = self.model.ranks
+        hosts = sorted({ranks_of[r].host for r in ranks if r in ranks_of})
+        if len(hosts) == 1 and all(s.host == hosts[0] for s in ranks_of.values()):
+            return ()
+        return tuple(hosts)
 
     def _failed(self, gkey: int, seq: int, op: str, group: tuple[int, ...],
                 entries: dict[int, w.Entry], missing: tuple[int, ...],
@@ -279,6 +290,22 @@ class Hangs:
         if not timed:
             return fx.Doing("idle", last_op=s.last_op)
         return fx.Doing("idle", (wall - s.last_end_ns) / 1e9, last_op=s.last_op)
+
+
+def _first_of_each(hangs: list[Finding]) -> list[Finding]:
+    """One hang per group and missing ranks: its first instance, saying how many later ones
+    hang behind it (DDP's bucket all_reduces go on being called, each one more hung
+    instance, one cause). Once the first completes, the next is named on its own."""
+    first: dict[tuple, Finding] = {}
+    later: dict[tuple, int] = {}
+    for f in sorted(hangs, key=lambda f: f.seq):
+        key = (f.key[1], f.ranks)
+        if key in first:
+            later[key] += 1
+        else:
+            first[key], later[key] = f, 0
+    return [dataclasses.replace(f, facts=dataclasses.replace(f.facts, later=later[k]))
+            if later[k] else f for k, f in first.items()]
 
 
 def _p2p_key(waiter: tuple) -> tuple:

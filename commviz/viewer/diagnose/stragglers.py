@@ -9,11 +9,12 @@ instances in a row of the same collective (group, op and size: a training step's
 collective is where a slow rank shows, the next ones are on time as everyone leaves the late
 one together); a single late arrival is noise. Late instances whose waits overlap are one
 late episode, counted once: a rank that stalls once (a garbage collection, a data loader)
-arrives late at every bucket all_reduce of that step, and is no straggler for it. Once named, cleared only after 3 instances in
-a row of that collective on time, so a rank late most of the time does not flicker. What the
-others waited for it is the union of their waits (per waiting rank): DDP's bucket
-all_reduces overlap, and the same wait is not counted twice. It is said per waiting rank and
-summed as rank time: they wait at the same time, the sum is no wall time.
+arrives late at every bucket all_reduce of that step, and is no straggler for it. Once
+named, cleared only after 3 instances in a row of that collective on time, so a rank late
+most of the time does not flicker. What the others waited for it is the union of their waits
+(per waiting rank): DDP's bucket all_reduces overlap, and the same wait is not counted
+twice. It is said per waiting rank and summed as rank time: they wait at the same time, the
+sum is no wall time.
 
 Every late arrival, in a row or not, is also counted per rank (``late_arrivals``): a rank
 that stalls now and then (a data loader, a checkpoint) is no straggler, yet the others wait

@@ -20,6 +20,7 @@ from commviz.viewer.diagnose import facts as fx
 from commviz.wire import protocol
 
 # a number with a unit after it ("0.53 s", "12.5 ms"): not versions, addresses or host names
+NODES_NAMED = 3  # the nodes a finding names, past which it counts them
 _QUANTITY = re.compile(r"(?<![\d.])\d+\.\d+(?=\s?(?:s|ms|us|KiB|MiB|GiB|GB/s|%|x)(?![\w/]))")
 
 
@@ -57,6 +58,17 @@ class _Words:
         if len(group) <= 8:
             return ",".join(map(str, group))
         return self("phrases", "large_group", n=len(group))
+
+    def on_nodes(self, nodes: tuple[str, ...]) -> str:
+        """Where ranks are, after them: `` (node017)``, `` (nodes node017, node018)``, past
+        NODES_NAMED `` (12 nodes)``; "" for a job on one node."""
+        if not nodes:
+            return ""
+        if len(nodes) == 1:
+            return self("phrases", "on_node", node=nodes[0])
+        if len(nodes) <= NODES_NAMED:
+            return self("phrases", "on_nodes", nodes=", ".join(nodes))
+        return self("phrases", "on_many_nodes", n=len(nodes))
 
     def at(self, where: str | None) -> str:
         return "" if where is None else self("phrases", "at", where=where)
@@ -128,7 +140,8 @@ def _straggler(f: fx.Straggler, w: _Words) -> str:
 def _hang(f: fx.Hang, w: _Words) -> str:
     return w("hang", "ended" if f.ended else "waits", op=f.op, seq=f.seq, at=w.at(f.where),
              group=w.group(f.group), age=w.num(f.age_s, ".1f"), inside=w.ranks(f.inside),
-             missing=w.ranks(f.missing), why=w.why(f.why))
+             missing=w.ranks(f.missing), why=w.why(f.why), on=w.on_nodes(f.nodes),
+             later=w("phrases", "later", n=f.later) if f.later else "")
 
 
 def _failed(f: fx.Failed, w: _Words) -> str:
