@@ -47,10 +47,20 @@ class LostRanks:
         model, watch = self.model, self.watch
         out = []
         latest = max((s.last_seen for s in model.ranks.values()), default=0.0)
+        exited: dict[int, tuple[int, ...]] = {}  # job -> its ranks gone with a goodbye
+
+        def left_of(job: int) -> tuple[int, ...]:
+            """Once a pass and a job (not once a rank: a thousand ranks' scans of a thousand
+            mates were most of a pass)."""
+            if job not in exited:
+                mates = model.jobs[job - 1] if job else {}
+                exited[job] = tuple(sorted(q for q, o in mates.items() if o.exited))
+            return exited[job]
+
         for r, s in sorted(model.ranks.items()):
             silent = now - s.last_seen
-            mates = model.jobs[s.job - 1] if s.job else {}
-            left = tuple(sorted(q for q, o in mates.items() if o is not s and o.exited))
+            # (a rank that said goodbye is passed over: its own is never among them)
+            left = () if s.exited or silent <= LOST_AFTER_S else left_of(s.job)
             if s.exited or silent <= LOST_AFTER_S or (latest - s.last_seen <= LOST_AFTER_S
                                                       and not left):
                 self._quiet.pop(r, None)
