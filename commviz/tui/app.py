@@ -59,6 +59,7 @@ from commviz.viewer.source import Source
 from commviz.wire.control import Controller
 
 FRAME_S = 1 / 30
+BEHIND_SHOWN_S = 1.0  # the header says how far behind the ranks the viewer is from this
 # Textual paints at TEXTUAL_FPS (60 by default) and waits a slot after a paint longer than its
 # period: under load the frames would come late or merge. At 120 each frame is painted within
 # a few ms. Set on Textual's screen module, not in the environment (the ranks and the job would
@@ -327,6 +328,9 @@ class CommvizApp(App):
         live = (f"⏸ {i18n.ui('paused', self.lang)} · " if paused else "") \
             + topology.animator.state(self.lang)
         lag = topology.animator.lag(self.lang)
+        if model.behind_s >= BEHIND_SHOWN_S:  # what the screen shows is that old
+            lag = " · ".join(filter(None, (i18n.ui("viewer behind", self.lang).format(
+                i18n.number(f"{model.behind_s:.1f}", self.lang)), lag)))
         view = f"[{i18n.ui(self.VIEW_NAMES[self._view], self.lang)} · v] " \
             if self.screen.has_class("-narrow") else ""  # which panels `v` shows now
         header = layout.fit_header(f"{view}{self.title} — ", self.sub_title, f" · {live}",

@@ -87,7 +87,7 @@ def _node_row(model: Model, host: str, ranks: list[int], now: float, ops: Mappin
     loads: dict[str, list[float]] = {key: [] for key in LOAD_KEYS}
     for rank in ranks:
         s = model.ranks[rank]
-        kind = rank_state(s, now, rank in ops)
+        kind = rank_state(s, now, rank in ops, model.behind_s)
         states[kind] += 1
         if kind is State.IN_OP:
             in_ops[(ops[rank].op, ops[rank].seq)] += 1

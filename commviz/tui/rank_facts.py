@@ -26,17 +26,18 @@ class State(enum.Enum):
     IDLE = enum.auto()  # no operation yet
 
 
-def rank_state(s: RankState, now: float, in_op: bool) -> State:
+def rank_state(s: RankState, now: float, in_op: bool, behind: float = 0.0) -> State:
     """The state of the rank ``s`` at ``now`` (the model clock's); ``in_op``: it has an
-    operation in flight. A finding that names the rank is shown over any state but
-    ``FAILED``."""
+    operation in flight; ``behind``: how far the viewer is behind the ranks (``Model.
+    behind_s``), which a silence must pass as well: a backlog holds their messages. A
+    finding that names the rank is shown over any state but ``FAILED``."""
     if s.exit_code:
         return State.FAILED
     if s.exited:
         return State.EXITED
     if s.exit_code is not None:
         return State.ENDED
-    if now - s.last_seen > SILENT_AFTER_S:
+    if now - s.last_seen > SILENT_AFTER_S + behind:
         return State.SILENT
     if in_op:
         return State.IN_OP

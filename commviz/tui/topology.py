@@ -642,7 +642,7 @@ def rank_states(model: Model, now: float | None = None, lang: str = "en",
     out = {}
     flagged = {r: f.type for f in findings for r in f.ranks}
     for rank, s in model.shown_ranks().items():
-        kind = rank_state(s, now, rank in ops)
+        kind = rank_state(s, now, rank in ops, model.behind_s)
         if kind is State.FAILED:
             out[rank] = Text(f"⚠ {process_end(s.exit_code, lang)}", style="bold red")
         elif rank in flagged:

@@ -267,6 +267,10 @@ class Model:
         self.stats: dict[tuple[str, int, int], StatRow] = {}
         # the same instances and transfers by (op, shape: index into ``shapes``, size)
         self.shape_stats: dict[tuple[str, int, int], StatRow] = {}
+        # the latest time a heartbeat left its rank (wall ns, viewer's clock), and how far
+        # the viewer is behind the ranks (s), as the live session measures it from that
+        self.newest_sent_ns = 0
+        self.behind_s = 0.0
         self.records = 0
         self.instances = 0
         self.transfers = 0
@@ -294,30 +298,33 @@ class Model:
                                     None] | None = None
 
     # ---- messages -------------------------------------------------------------------
-    def apply(self, messages: Iterable[protocol.Message]) -> None:
-        """Apply one drain round of messages; records are matched once for the round."""
+    def apply(self, messages: Iterable[protocol.Message], arrived: float | None = None) -> None:
+        """Apply one drain round of messages; records are matched once for the round.
+        ``arrived``: when the viewer took them off its socket (its clock; None: now), when
+        their ranks were last heard from, however long applying a backlog takes."""
+        now = self.clock() if arrived is None else arrived
         batches: list[_Arrived] = []
         for msg in messages:
             if isinstance(msg, protocol.OpBatch):
                 state = self._state_of(msg.rank, msg.inc)
                 if state is not None:
-                    batches.append(self._arrived(msg, state))
+                    batches.append(self._arrived(msg, state, now))
                 else:
                     self._hold(msg)
             elif isinstance(msg, protocol.Heartbeat):
-                state = self._heartbeat(msg)
+                state = self._heartbeat(msg, now)
                 held = self._unheard.pop((msg.rank, msg.inc), [])
                 self._unheard_records -= sum(map(len, held))
-                batches += [self._arrived(b, state) for b in held]
+                batches += [self._arrived(b, state, now) for b in held]
             elif isinstance(msg, protocol.Bye):
                 state = self._state_of(msg.rank, msg.inc)
                 if state is not None:  # a goodbye of a process never heard says nothing
-                    state.exited, state.dropped, state.last_seen = True, msg.dropped, self.clock()
+                    state.exited, state.dropped, state.last_seen = True, msg.dropped, now
                     state.exit_ns = msg.t_ns - self._offset_ns(state)
                     self._show_live(state)
             elif isinstance(msg, protocol.Phases):
                 state = self._state_of(msg.rank, msg.inc) or self._rank(msg.rank)
-                state.last_seen = self.clock()
+                state.last_seen = now
                 spans = self._phases.get(msg.rank)
                 if spans is None:
                     spans = self._phases[msg.rank] = collections.deque(maxlen=PHASES_MAX)
@@ -554,7 +561,7 @@ class Model:
         self._unheard.setdefault((batch.rank, batch.inc), []).append(batch)
         self._unheard_records += len(batch)
 
-    def _heartbeat(self, hb: protocol.Heartbeat) -> RankState:
+    def _heartbeat(self, hb: protocol.Heartbeat, now: float) -> RankState:
         s = self._incs.get((hb.rank, hb.inc)) if hb.inc else None
         if s is None:
             s = self._rank(hb.rank)
@@ -572,7 +579,7 @@ class Model:
             s.job = self._join(hb.rank, hb.world, hb.job)
             self.jobs[s.job - 1][hb.rank] = s
         s.backend, s.device = hb.backend, hb.device
-        s.dropped, s.last_seen, s.exited = hb.dropped, self.clock(), False
+        s.dropped, s.last_seen, s.exited = hb.dropped, now, False
         if hb.clock and hb.host != self.local_host:  # ranks of one host share its clock
             samples = self._clock_samples.get(hb.host)
             if samples is None:
@@ -581,6 +588,10 @@ class Model:
             est = estimate(samples)
             if est is not None:
                 self._offsets[hb.host] = est
+        if hb.t_ns > 0 and (hb.host == self.local_host or hb.host in self._offsets):
+            # when it left its rank, on the viewer's clock (a host's of unknown offset: not
+            # known; its clock may be seconds off)
+            self.newest_sent_ns = max(self.newest_sent_ns, hb.t_ns - self._offset_ns(s))
         if hb.telemetry:  # none in an identity read back from a recording's `rank` line
             s.telemetry.append((hb.t_ns - self._offset_ns(s), hb.telemetry))
         return s
@@ -654,10 +665,10 @@ class Model:
             self.sites.append(site)
         return key
 
-    def _arrived(self, batch: protocol.OpBatch, state: RankState) -> _Arrived:
+    def _arrived(self, batch: protocol.OpBatch, state: RankState, now: float) -> _Arrived:
         """What is true of a batch's process as the batch comes: its job, its clock's shift,
         the model's keys of the groups and sites its ids name."""
-        state.last_seen = self.clock()
+        state.last_seen = now
         job = state.job or max(len(self.jobs), 1)  # no heartbeat yet: the newest job's
         return _Arrived(batch, job, self._offset_ns(state),
                         {g: self._gkey(job, *v) for g, v in batch.groups.items()},

@@ -16,6 +16,7 @@ from commviz.viewer import recording
 from commviz.viewer.diagnose import Diagnosis, Finding
 from commviz.viewer.model import Model
 from commviz.viewer.transport import DEFAULT_BIND, Receiver
+from commviz.wire.protocol import HEARTBEAT_S
 
 POLL_MS = 20
 ROUND_S = 0.02
@@ -26,6 +27,15 @@ FRAME_YIELD_S = 0.05  # the longest the collector holds back for a frame being d
 APPLY_SLICE = 256
 STALL_S = 0.5  # a gap this long between polls: this process was not running, catch up first
 JOB_TAIL_LINES = 200  # of a job's output kept by job_line
+
+
+def behind(newest_sent_ns: int, now_ns: int) -> float:
+    """How far the viewer is behind the ranks: from when the newest heartbeat it applied left
+    its rank (viewer's clock) to now, less the heartbeats' own period (a rank sends one every
+    HEARTBEAT_S: that much is no lag); 0 before any."""
+    if not newest_sent_ns:
+        return 0.0
+    return max(0.0, (now_ns - newest_sent_ns) / 1e9 - HEARTBEAT_S)
 
 
 class Collector:
@@ -156,14 +166,19 @@ class Session(Collector):
         if messages:
             if self.first_message_ns is None:
                 self.first_message_ns = time.time_ns()
+            arrived = self.model.clock()  # off the socket now, however long applying takes
             for i in range(0, len(messages), APPLY_SLICE):
                 self._idle.wait(FRAME_YIELD_S)
                 with self.lock:
-                    self.model.apply(messages[i:i + APPLY_SLICE])
+                    self.model.apply(messages[i:i + APPLY_SLICE], arrived)
+            with self.lock:
+                self.model.behind_s = behind(self.model.newest_sent_ns, time.time_ns())
             if self.recorder:
                 self.recorder.write(messages)
-        elif self.recorder:
-            self.recorder.maybe_flush()
+        else:
+            self.model.behind_s = 0.0  # nothing left on the socket: caught up
+            if self.recorder:
+                self.recorder.maybe_flush()
         if time.monotonic() >= self._next_diagnosis:
             self._next_diagnosis = time.monotonic() + DIAGNOSE_EVERY_S
             with self.lock:

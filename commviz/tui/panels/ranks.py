@@ -91,7 +91,7 @@ def rank_row(out: Text, model: Model, rank: int, now: float, now_ns: int,
     ui = functools.partial(i18n.ui, lang=lang)
     state_w = widths[3] if len(widths) > 3 else RANK_COLUMNS[3][1]
     s = model.ranks[rank]
-    kind = rank_state(s, now, rank in ops)
+    kind = rank_state(s, now, rank in ops, model.behind_s)
     idle = kind in (State.DONE, State.IDLE)
     # what a finding puts before the state of a rank it names ("⚠ hang: ")
     flag = _flagged(flagged[rank], "", False, lang, state_w) \

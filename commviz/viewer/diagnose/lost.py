@@ -39,9 +39,9 @@ class LostRanks:
 
     def silent(self) -> list[int]:
         """Ranks neither gone with a goodbye nor heard from for LOST_AFTER_S."""
-        now = self.model.clock()
+        now, after = self.model.clock(), LOST_AFTER_S + self.model.behind_s
         return sorted(r for r, s in self.model.ranks.items()
-                      if not s.exited and now - s.last_seen > LOST_AFTER_S)
+                      if not s.exited and now - s.last_seen > after)
 
     def find(self, now: float, wall: int) -> list[Finding]:
         model, watch = self.model, self.watch
@@ -60,8 +60,10 @@ class LostRanks:
         for r, s in sorted(model.ranks.items()):
             silent = now - s.last_seen
             # (a rank that said goodbye is passed over: its own is never among them)
-            left = () if s.exited or silent <= LOST_AFTER_S else left_of(s.job)
-            if s.exited or silent <= LOST_AFTER_S or (latest - s.last_seen <= LOST_AFTER_S
+            # a backlog holds its messages, as the others': a silence passes it too
+            quiet = silent <= LOST_AFTER_S + model.behind_s
+            left = () if s.exited or quiet else left_of(s.job)
+            if s.exited or quiet or (latest - s.last_seen <= LOST_AFTER_S
                                                       and not left):
                 self._quiet.pop(r, None)
                 self._left_silent.pop(r, None)
