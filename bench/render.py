@@ -8,7 +8,7 @@ under Textual's test driver; every screen frame (a compositor pass) and every da
 in cores and the machine's load average (1 min) before and after.
 
     python bench/render.py [--rate 20000] [--ranks 8] [--seconds 10]
-    python bench/render.py --fleet 1024 [--shape ddp] [--seconds 20]
+    python bench/render.py --fleet 1024 [--shape ddp] [--seconds 20] [--screenshot end.svg]
 
 ``--fleet N`` plays N SIMULATED ranks on N/8 simulated nodes with bench/fleet.py instead (its
 traffic shapes, heartbeats and telemetry, in real time): the TUI at a large job's size.
@@ -65,7 +65,7 @@ def _nice_fleet(nice: int, *args: object) -> None:
 
 
 async def drive(app: CommvizApp, seconds: float, updates: list[float],
-                frames: list[float]) -> None:
+                frames: list[float], shot: str | None = None) -> None:
     """Time every data update (the app's refresh_view) and every screen frame (a compositor
     pass that paints what changed: the replay's animation runs at its own rate)."""
     original = app.refresh_view
@@ -85,6 +85,8 @@ async def drive(app: CommvizApp, seconds: float, updates: list[float],
 
         screen._compositor_refresh = painted  # type: ignore[method-assign]
         await pilot.pause(seconds)
+        if shot is not None:  # the screen as it was at the end, to look at
+            app.save_screenshot(shot)
 
 
 def intervals(stamps: list[float]) -> str:
@@ -106,6 +108,7 @@ def main() -> None:
     p.add_argument("--fleet-nice", type=int, default=10, metavar="N",
                    help="with --fleet: the simulator's niceness (default 10: a real job does not "
                         "share the viewer's cores, the simulator here does)")
+    p.add_argument("--screenshot", metavar="SVG", help="save the last screen there")
     args = p.parse_args()
     per_tick = max(1, round(args.rate * TICK_S / args.ranks))
     session = Session("tcp://127.0.0.1:*")
@@ -127,7 +130,7 @@ def main() -> None:
     load = os.getloadavg()[0]  # the machine's, before: other work slows frames down
     app = CommvizApp(session, None, "render benchmark")
     cpu0, ui0, wall0 = time.process_time(), time.thread_time(), time.perf_counter()
-    asyncio.run(drive(app, args.seconds, updates, frames))
+    asyncio.run(drive(app, args.seconds, updates, frames, args.screenshot))
     cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
     ui = time.thread_time() - ui0  # the event loop: Textual and the app
     for proc in procs:
@@ -139,7 +142,8 @@ def main() -> None:
           f"viewer CPU {cpu / wall:.2f} cores ({ui / wall:.2f} drawing, the rest receiving, "
           f"matching and diagnosing); load average {load:.2f} before, "
           f"{os.getloadavg()[0]:.2f} after\n"
-          f"screen frames: {intervals(frames)}\ndata updates: {intervals(updates)}")
+          f"screen frames: {intervals(frames)}\ndata updates: {intervals(updates)}\n"
+          f"viewer behind the ranks at the end: {session.model.behind_s:.1f} s")
 
 
 if __name__ == "__main__":

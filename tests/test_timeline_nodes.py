@@ -77,6 +77,15 @@ def test_ranks_in_no_lane_count_for_no_instance_and_idle_lanes_come_last() -> No
     assert arrivals.worst_first(s, 3)[2].late_ns == -1
 
 
+def test_lanes_with_no_segment_in_view_make_no_instance() -> None:
+    """A live 1,024-rank fleet's first frames: lanes known, nothing in view yet (this once
+    raised from numpy's reduceat)."""
+    empty = np.zeros((0, 4), np.int64)
+    s = arrivals.spans({r: empty for r in range(16)}, [range(8), range(8, 16)])
+    assert len(s.lane) == 0
+    assert [w.late_ns for w in arrivals.worst_first(s, 2)] == [-1, -1]
+
+
 def test_regrouping_merges_lanes_into_one_with_their_first_and_last() -> None:
     starts = {0: 0, 1: MS, 4: 2 * MS, 5: 3 * MS, 8: 4 * MS}
     s = arrivals.spans(_one_all_reduce(starts), [[0, 1], [4, 5], [8]])

@@ -50,7 +50,8 @@ class Spans:
         order = keep[np.lexsort((self.last[keep], key))]  # each group's last: its latest
         key = self.instance[order] * max(1, n_lanes) + new[order]
         head = np.flatnonzero(np.r_[True, key[1:] != key[:-1]]) if len(key) else keep
-        at, tail = order[head], order[np.r_[head[1:], len(order)] - 1]
+        at = order[head]
+        tail = order[np.r_[head[1:], len(order)] - 1] if len(head) else at
         first = np.minimum.reduceat(self.first[order], head) if len(head) else self.first[:0]
         end = np.maximum.reduceat(self.end[order], head) if len(head) else self.end[:0]
         return Spans(new[at], self.instance[at], self.op[at], first, self.last[tail],
@@ -82,7 +83,8 @@ def spans(lanes: Mapping[int, np.ndarray], members: Sequence[Sequence[int]]) -> 
     op, start, ready, end = rows.T
     # instances: by (op, ready); each one's first arrival among all its rows
     order = np.lexsort((op, ready))
-    new = np.r_[True, (op[order][1:] != op[order][:-1]) | (ready[order][1:] != ready[order][:-1])]
+    new = np.r_[len(order) > 0,
+                (op[order][1:] != op[order][:-1]) | (ready[order][1:] != ready[order][:-1])]
     instance = np.empty(len(order), np.int64)
     instance[order] = np.cumsum(new) - 1
     heads = np.flatnonzero(new)
