@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from fakes import T0_NS, FakeClock, FakeSession, heartbeat
+from fakes import T0_NS, FakeClock, FakeSession, heartbeat, heartbeats, scripted_all_reduce
 from textual.geometry import Region
 
 from commviz.tui.app import CommvizApp
@@ -14,6 +14,7 @@ from commviz.tui.rank_facts import State, rank_state
 from commviz.viewer.diagnose import Diagnosis
 from commviz.viewer.model import Model
 from commviz.viewer.session import behind
+from commviz.wire import protocol
 
 S = 1_000_000_000
 
@@ -32,6 +33,16 @@ def test_a_drain_is_applied_as_arrived_when_taken_off_the_socket():
     model.apply([heartbeat(1, 2, t_ns=T0_NS + S)])
     assert model.ranks[1].last_seen == clock.t
     assert model.newest_sent_ns == T0_NS + S  # the viewer's own host: its clock
+
+
+def test_the_newest_record_applied_is_kept_for_a_backlog():
+    """With messages left on the socket, the latest heartbeats are kept and the rest shed, so
+    they are fresh while the records are not: the session then measures from the records."""
+    model = Model(FakeClock(), local_host="node0")
+    model.apply([*heartbeats(2), *scripted_all_reduce()])
+    ends = [int(b.cols["t_end"].max()) for b in scripted_all_reduce()
+            if isinstance(b, protocol.OpBatch)]
+    assert model.newest_record_ns == max(ends) > 0
 
 
 def test_a_host_of_unknown_clock_offset_says_nothing_of_the_lag():

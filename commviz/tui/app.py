@@ -248,7 +248,10 @@ class CommvizApp(App):
             if part in (None, 0):
                 paused = self.controller is not None and self.controller.paused
                 timeline = self.query_one(Timeline)
-                timeline.update_from(model, self._wall_ns(), paused, self._held())
+                # behind the ranks, the window ends where what it has ends (the header
+                # says how far behind), rather than draw seconds of nothing
+                timeline.update_from(model, self._wall_ns() - int(model.behind_s * 1e9),
+                                     paused, self._held())
                 if timeline.by_node != self._titled_by_node:  # its last frame's lanes changed
                     self._fit_titles()
             if part in (None, 1):

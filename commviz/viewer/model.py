@@ -268,8 +268,9 @@ class Model:
         # the same instances and transfers by (op, shape: index into ``shapes``, size)
         self.shape_stats: dict[tuple[str, int, int], StatRow] = {}
         # the latest time a heartbeat left its rank (wall ns, viewer's clock), and how far
-        # the viewer is behind the ranks (s), as the live session measures it from that
+        # the viewer is behind the ranks (s), as the live session measures it from these
         self.newest_sent_ns = 0
+        self.newest_record_ns = 0  # the latest end of an op record applied (same clock)
         self.behind_s = 0.0
         self.records = 0
         self.instances = 0
@@ -337,7 +338,10 @@ class Model:
                     self.gpu_topology[msg.rank] = msg
                     self._gpu_links = None
         if batches:
-            self._apply_rows(self._rows_of(batches))
+            rows = self._rows_of(batches)
+            if len(rows["t_end"]):
+                self.newest_record_ns = max(self.newest_record_ns, int(rows["t_end"].max()))
+            self._apply_rows(rows)
 
     def process_ended(self, rank: int, code: int) -> None:
         """The launcher says rank ``rank``'s process ended with ``code`` (a demo's, or what a

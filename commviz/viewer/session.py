@@ -29,13 +29,14 @@ STALL_S = 0.5  # a gap this long between polls: this process was not running, ca
 JOB_TAIL_LINES = 200  # of a job's output kept by job_line
 
 
-def behind(newest_sent_ns: int, now_ns: int) -> float:
-    """How far the viewer is behind the ranks: from when the newest heartbeat it applied left
-    its rank (viewer's clock) to now, less the heartbeats' own period (a rank sends one every
-    HEARTBEAT_S: that much is no lag); 0 before any."""
-    if not newest_sent_ns:
+def behind(newest_ns: int, now_ns: int) -> float:
+    """How far the viewer is behind the ranks: from the newest time it applied (a heartbeat's
+    leaving its rank, or, with a backlog, a record's end; viewer's clock) to now, less the
+    heartbeats' own period (a rank sends one every HEARTBEAT_S: that much is no lag); 0
+    before any."""
+    if not newest_ns:
         return 0.0
-    return max(0.0, (now_ns - newest_sent_ns) / 1e9 - HEARTBEAT_S)
+    return max(0.0, (now_ns - newest_ns) / 1e9 - HEARTBEAT_S)
 
 
 class Collector:
@@ -172,7 +173,11 @@ class Session(Collector):
                 with self.lock:
                     self.model.apply(messages[i:i + APPLY_SLICE], arrived)
             with self.lock:
-                self.model.behind_s = behind(self.model.newest_sent_ns, time.time_ns())
+                # with messages left on the socket, its heartbeats were shed but the latest
+                # (viewer/shedding.py), never its records: those say how old what it shows is
+                m = self.model
+                m.behind_s = behind(m.newest_record_ns if self.receiver.backlogged
+                                    else m.newest_sent_ns, time.time_ns())
             if self.recorder:
                 self.recorder.write(messages)
         else:

@@ -84,6 +84,7 @@ class Receiver:
         self.groups = GroupTables(self._reject)
         self.shed: Counter[str] = Counter()  # what it let go of when behind (shedding.KINDS)
         self.behind_rounds = 0
+        self.backlogged = False  # the last drain left messages on the socket
         # per relay (its node's name): what it dropped, op records and messages, in all
         self.relays: dict[str, tuple[int, int]] = {}
 
@@ -117,6 +118,7 @@ class Receiver:
         """Wait up to ``timeout_ms`` for traffic, then take what is queued (bounded). A drain
         that leaves messages queued sheds what shedding.py says."""
         out: list[protocol.Message] = []
+        self.backlogged = False
         if not self._sock.poll(timeout_ms):
             return out
         recv = self._sock.recv
@@ -136,7 +138,8 @@ class Receiver:
                 self._reject(_reason(why), 1)
             drop = {batches[i] for i in bad}
             out = [msg for i, msg in enumerate(out) if i not in drop]
-        if taken >= max_messages and self._sock.poll(0):
+        self.backlogged = taken >= max_messages and bool(self._sock.poll(0))
+        if self.backlogged:
             self.behind_rounds += 1
             out = shed(out, self.shed)
         return self.groups.resolve(out)
