@@ -14,6 +14,7 @@ from commviz.text import i18n
 
 DEFAULT_SIZE = 4096  # --size: bytes per rank per op
 BIG_RECORDING_BYTES = 20_000_000  # commviz play says it is reading one larger than this
+STATS_ROUND_RECORDS = 65_536  # commviz stats applies up to this many op records a round
 RECORD_HELP = ("write every event to FILE: JSON Lines, or the compact format (some 20 times "
                "smaller, for large jobs) when FILE ends in .cvz")
 FORMATS = {"jsonl": ".jsonl", "cvz": ".cvz"}  # commviz export --format: the suffix it writes
@@ -446,7 +447,8 @@ def _stats(args: argparse.Namespace) -> int:
     extra: dict[str, list[dict]] = {"summary": []}
 
     def read() -> None:
-        for batch in _chunks(recording.read(args.file, findings, cut, lines=extra)):
+        for batch in _rounds(recording.read(args.file, findings, cut, lines=extra,
+                                            records=True)):
             model.apply(batch)
 
     _read_recording(args.file, read)
@@ -513,12 +515,18 @@ def _export(args: argparse.Namespace) -> int:
     return 0
 
 
-def _chunks(messages, size: int = 4096):
-    chunk = []
+def _rounds(messages, records: int = STATS_ROUND_RECORDS, size: int = 4096):
+    """The model's rounds of a recording's messages: up to ``records`` op records (in
+    ``Records``: a batch of all ranks) or ``size`` messages."""
+    from commviz.viewer.model import Records
+
+    chunk, held = [], 0
     for msg in messages:
         chunk.append(msg)
-        if len(chunk) >= size:
+        if isinstance(msg, Records):
+            held += len(msg)
+        if held >= records or len(chunk) >= size:
             yield chunk
-            chunk = []
+            chunk, held = [], 0
     if chunk:
         yield chunk

@@ -35,6 +35,7 @@ import numpy as np
 from commviz import __version__
 from commviz.viewer import compact
 from commviz.viewer.groups import GroupNumbers
+from commviz.viewer.model import Records
 from commviz.wire import protocol
 
 FORMAT = "commviz-recording"
@@ -434,7 +435,8 @@ def _items(path: str | Path, cut: list[int] | None, tables: _Tables
 
 def read(path: str | Path, findings: list[dict] | None = None,
          cut: list[int] | None = None, playback: bool = False,
-         lines: dict[str, list[dict]] | None = None) -> Iterator[protocol.Message]:
+         lines: dict[str, list[dict]] | None = None,
+         records: bool = False) -> Iterator[protocol.Message | Records]:
     """Messages equivalent to what was recorded, for the same model the live viewer uses;
     the live diagnosis's findings (``diag`` lines, without their kind) go to ``findings``,
     where a last line or chunk was cut short (a viewer killed while writing it: its line
@@ -442,17 +444,19 @@ def read(path: str | Path, findings: list[dict] | None = None,
     ``lines`` has keys for (``out``, ``event``, ``summary``: no message of the model) to
     their lists, without their kind. Both formats give the same messages.
     ``playback``: also every heartbeat with its telemetry, and the ops announced as running
-    (t_end -1), as the live viewer received them."""
+    (t_end -1), as the live viewer received them. ``records``: the op records of each batch
+    of ranks as one ``model.Records`` rather than an ``OpBatch`` a rank (the model applies
+    them alike, at a fraction of the cost: at 1,024 ranks a batch holds about 8 records)."""
     tables = _Tables()
     items = _items(path, cut, tables)
-    pending: _LinePending | _ColumnPending = _LinePending()
+    pending: _LinePending | _ColumnPending = _LinePending(records)
     ranks: dict[tuple[int, int], dict] = {}  # identities by (rank, inc)
     with_ops: set[tuple[int, int]] = set()  # (rank, inc) of every op line
     groups: dict[int, list[int]] = {}  # the ranks of each ``group`` line, by its ``g``
     for where, obj in items:
         if isinstance(obj, _Ops):  # a compact recording's records
             if not isinstance(pending, _ColumnPending):
-                pending = _ColumnPending(tables)
+                pending = _ColumnPending(tables, records)
             run = obj if playback else obj.completed()
             if len(run):
                 with_ops.update(tables.who[w] for w in np.unique(run.cols["who"]).tolist())
@@ -607,10 +611,11 @@ def _topology(obj: dict, where: str) -> protocol.GpuTopology:
 
 
 class _LinePending:
-    """A JSON Lines recording's op lines not yet in a batch."""
+    """A JSON Lines recording's op lines not yet in a batch (``records``: in a ``Records``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, records: bool = False) -> None:
         self._recs: list[dict] = []
+        self._records = records
 
     def add(self, rec: dict) -> None:
         self._recs.append(rec)
@@ -619,18 +624,25 @@ class _LinePending:
         if len(self._recs) >= protocol.MAX_BATCH:
             yield from self.all()
 
-    def all(self) -> Iterator[protocol.OpBatch]:
+    def all(self) -> Iterator[protocol.OpBatch | Records]:
         recs, self._recs = self._recs, []
-        yield from _batches(recs)
+        if not recs:
+            return
+        if self._records:
+            yield _line_records(recs)
+        else:
+            yield from _batches(recs)
 
 
 class _ColumnPending:
     """A compact recording's op records not yet in a batch: they are cut into the very
     batches JSON Lines gives (``MAX_BATCH`` records in all, then one per rank, in the order
-    the ranks come, their groups and sites numbered in the order they come)."""
+    the ranks come, their groups and sites numbered in the order they come), or with
+    ``records`` as one ``Records`` standing for them."""
 
-    def __init__(self, tables: _Tables) -> None:
+    def __init__(self, tables: _Tables, records: bool = False) -> None:
         self._tables = tables
+        self._cut = _records if records else _split
         self._runs: list[dict[str, np.ndarray]] = []
         self._n = 0
 
@@ -643,14 +655,14 @@ class _ColumnPending:
             cols = self._joined()
             rest = {k: v[protocol.MAX_BATCH:] for k, v in cols.items()}
             self._runs, self._n = [rest], self._n - protocol.MAX_BATCH
-            yield from _split({k: v[:protocol.MAX_BATCH] for k, v in cols.items()},
-                              self._tables)
+            yield from self._cut({k: v[:protocol.MAX_BATCH] for k, v in cols.items()},
+                                 self._tables)
 
     def all(self) -> Iterator[protocol.OpBatch]:
         if self._n:
             cols = self._joined()
             self._runs, self._n = [], 0
-            yield from _split(cols, self._tables)
+            yield from self._cut(cols, self._tables)
 
     def _joined(self) -> dict[str, np.ndarray]:
         if len(self._runs) == 1:
@@ -680,6 +692,45 @@ def _split(cols: dict[str, np.ndarray], tables: _Tables) -> Iterator[protocol.Op
                                groups, sites, inc)
 
 
+def _records(cols: dict[str, np.ndarray], tables: _Tables) -> Iterator[Records]:
+    """Records of many ranks as one ``Records`` (what ``_split`` cuts into batches)."""
+    wire = {k: cols[k] for k in protocol.COLUMNS if k not in ("gid", "site")}
+    wire["gid"], wire["site"] = cols["g"], cols["site"]
+    yield Records(tables.who, cols["who"], wire, tables.groups, tables.sites)
+
+
+def _line_records(recs: list[dict]) -> Records:
+    """Op lines of many ranks as one ``Records`` (what ``_batches`` cuts into batches)."""
+    whos: dict[tuple[int, int], int] = {}
+    groups: dict[tuple, int] = {}
+    sites: dict[tuple, int] = {}
+    who = [whos.setdefault((r["rank"], r.get("inc", 0)), len(whos)) for r in recs]
+    cols = _line_columns(recs, groups, sites)
+    return Records(list(whos), np.asarray(who, dtype=np.int64), cols,
+                   {g: (name, ranks) for (name, ranks), g in groups.items()},
+                   {s: site for site, s in sites.items()})
+
+
+def _line_columns(recs: list[dict], groups: dict[tuple, int],
+                  sites: dict[tuple, int]) -> dict[str, np.ndarray]:
+    """The wire's columns of op lines, their groups and sites numbered in ``groups`` and
+    ``sites`` as they first come."""
+    gid = [groups.setdefault((r["pg"], tuple(r["group"])), len(groups)) for r in recs]
+    sid = [sites.setdefault((r["file"], r["line"]), len(sites)) for r in recs]
+    code = lambda table, value: protocol.NO_CODE if value is None else table[value]
+    cols = {
+        "id": [r["id"] for r in recs], "op": [protocol.OP_CODE[r["op"]] for r in recs],
+        "parent": [code(protocol.OP_CODE, r["parent"]) for r in recs], "gid": gid,
+        "seq": [r["seq"] for r in recs],
+        "peer": [-1 if r["peer"] is None else r["peer"] for r in recs],
+        "bytes_in": [r["bytes_in"] for r in recs], "bytes_out": [r["bytes_out"] for r in recs],
+        "dtype": [code(protocol.DTYPE_CODE, r["dtype"]) for r in recs],
+        "flags": [r["flags"] for r in recs], "t_start": [r["t_start_ns"] for r in recs],
+        "t_end": [r["t_end_ns"] for r in recs], "site": sid,
+    }
+    return {k: np.asarray(v, dtype=protocol.COLUMN_DTYPES[k]) for k, v in cols.items()}
+
+
 def _numbered(batch: np.ndarray, values: np.ndarray, per_batch: bool = False) -> tuple:
     """Each value's number among those of its batch (``batch``, ascending when
     ``per_batch``), in the order they first come there; with ``per_batch``, also where each
@@ -706,20 +757,7 @@ def _batches(records: list[dict]) -> Iterator[protocol.OpBatch]:
     for (rank, inc), recs in by_rank.items():
         groups: dict[tuple, int] = {}
         sites: dict[tuple, int] = {}
-        gid = [groups.setdefault((r["pg"], tuple(r["group"])), len(groups)) for r in recs]
-        sid = [sites.setdefault((r["file"], r["line"]), len(sites)) for r in recs]
-        code = lambda table, value: protocol.NO_CODE if value is None else table[value]
-        cols = {
-            "id": [r["id"] for r in recs], "op": [protocol.OP_CODE[r["op"]] for r in recs],
-            "parent": [code(protocol.OP_CODE, r["parent"]) for r in recs], "gid": gid,
-            "seq": [r["seq"] for r in recs],
-            "peer": [-1 if r["peer"] is None else r["peer"] for r in recs],
-            "bytes_in": [r["bytes_in"] for r in recs], "bytes_out": [r["bytes_out"] for r in recs],
-            "dtype": [code(protocol.DTYPE_CODE, r["dtype"]) for r in recs],
-            "flags": [r["flags"] for r in recs], "t_start": [r["t_start_ns"] for r in recs],
-            "t_end": [r["t_end_ns"] for r in recs], "site": sid,
-        }
-        yield protocol.OpBatch(
-            rank, {k: np.asarray(v, dtype=protocol.COLUMN_DTYPES[k]) for k, v in cols.items()},
-            {g: (name, ranks) for (name, ranks), g in groups.items()},
-            {s: site for site, s in sites.items()}, inc)
+        cols = _line_columns(recs, groups, sites)
+        yield protocol.OpBatch(rank, cols,
+                               {g: (name, ranks) for (name, ranks), g in groups.items()},
+                               {s: site for site, s in sites.items()}, inc)
