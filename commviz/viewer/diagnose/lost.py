@@ -49,10 +49,13 @@ class LostRanks:
         latest = max((s.last_seen for s in model.ranks.values()), default=0.0)
         for r, s in sorted(model.ranks.items()):
             silent = now - s.last_seen
+            if s.exited or silent <= LOST_AFTER_S:  # the usual rank: nothing more to look at
+                self._quiet.pop(r, None)
+                self._left_silent.pop(r, None)
+                continue
             mates = model.jobs[s.job - 1] if s.job else {}
             left = tuple(sorted(q for q, o in mates.items() if o is not s and o.exited))
-            if s.exited or silent <= LOST_AFTER_S or (latest - s.last_seen <= LOST_AFTER_S
-                                                      and not left):
+            if latest - s.last_seen <= LOST_AFTER_S and not left:
                 self._quiet.pop(r, None)
                 self._left_silent.pop(r, None)
                 continue
