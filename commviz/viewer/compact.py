@@ -323,15 +323,16 @@ def header(path: str | Path) -> dict[str, Any]:
     raise CompactError(f"{path}: no header")
 
 
-def index(path: str | Path) -> tuple[list[IndexEntry], bool]:
+def index(path: str | Path, cut: list[int] | None = None) -> tuple[list[IndexEntry], bool]:
     """The chunks of a recording, from its index, or (False) from its frames when it has
-    none (a viewer killed before closing it)."""
+    none (a viewer killed before closing it: the offset of a last chunk cut short goes to
+    ``cut``)."""
     with open(path, "rb") as f:
         size = f.seek(0, 2)
         found = _trailer(f, size)
         if found is not None:
             return found, True
-        return [entry for entry, _, _ in _scan(f, path, size, read=False)], False
+        return [entry for entry, _, _ in _scan(f, path, size, read=False, cut=cut)], False
 
 
 def chunks(path: str | Path, cut: list[int] | None = None, from_ns: int | None = None,

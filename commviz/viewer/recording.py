@@ -551,7 +551,8 @@ class Parts:
 
     def __init__(self, path: str | Path) -> None:
         self.path = str(path)
-        entries, self.indexed = _compactly(compact.index, path)
+        self.cut: list[int] = []  # where a last chunk was cut short (a viewer killed)
+        entries, self.indexed = _compactly(compact.index, path, self.cut)
         self.entries = [e for e in entries if e.offset > len(compact.MAGIC)]  # not the header's
         firsts = [e.first_ns if e.first_ns != compact.NO_TIME else _NEVER for e in self.entries]
         # the earliest time of each chunk and every later one
@@ -559,7 +560,6 @@ class Parts:
                                                       np.int64))[::-1].tolist()
         self.last_ns = max((e.last_ns for e in self.entries), default=compact.NO_TIME)
         self.next = 0  # the index of the next chunk to read
-        self.cut: list[int] = []
         self._reading = _Reading(True, True, None, None)
 
     @property
@@ -573,7 +573,7 @@ class Parts:
         self.next += 1
         out: list[protocol.Message | Records] = []
         try:
-            for chunk in compact.chunks(self.path, self.cut, start=entry.offset):
+            for chunk in compact.chunks(self.path, start=entry.offset):
                 for where, obj in _chunk_items(self.path, chunk, self._reading.tables,
                                                 first=False):
                     out += self._reading.take(where, obj)
