@@ -162,7 +162,8 @@ def write(job: fleet.Job, seconds: float, out: str, log=print) -> dict:
     last = t0 + tick * fleet.TICK_NS
     rec.write([protocol.Bye(r, int(last + ranks.offset[r]), 0, int(ranks.inc[r]))
                for r in range(job.ranks)])
-    rec.close({"records": counts["records"], "ended": list(range(job.ranks))})
+    # closed when the job ended (a live viewer's time; not this tool's, minutes earlier)
+    rec.close({"t_ns": last, "records": counts["records"], "ended": list(range(job.ranks))})
     return counts
 
 

@@ -463,8 +463,8 @@ class Playback(Collector):
 
     def seek(self, seconds: float) -> None:
         """Forward to ``seconds`` into the recording: what came before WARMUP_NS of it taken
-        in at once (from the latest snapshot before then that is ahead of the playback, if
-        there is one), the rest in the collector's rounds, so that the diagnosis sees how
+        in a second of it at a time (from the latest snapshot before then that is ahead of
+        the playback, if there is one), the rest in rounds, so that the diagnosis sees how
         long ranks have waited or gone quiet there as it did live. The clock waits
         meanwhile."""
         with self.lock:
@@ -477,8 +477,8 @@ class Playback(Collector):
                     self.model, self.diagnosis, self.timetable = snap.restore(self.clock)
                     self._next_diagnosis = float("-inf")
                     self.clock.jump(snap.at_ns)
-                if to - WARMUP_NS > self.clock.wall_ns():
-                    self.clock.jump(to - WARMUP_NS)
+                while to - WARMUP_NS > (now := self.clock.wall_ns()):  # a step at a time:
+                    self.clock.jump(min(to - WARMUP_NS, now + PASS_STEP_NS))  # bounded memory
                     self._take(self.clock.wall_ns(), each_op=False)
                 self._rounds_until(to, step_ns=WARMUP_ROUND_NS)
                 self._round(to, each_op=False)
