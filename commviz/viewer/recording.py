@@ -483,7 +483,8 @@ class _Reading:
                 self.pending = _ColumnPending(tables, self.records)
             run = obj if playback else obj.completed()
             if len(run):
-                self.with_ops.update(tables.who[w] for w in np.unique(run.cols["who"]).tolist())
+                self.with_ops.update(tables.who[w] for w in np.flatnonzero(
+                    np.bincount(run.cols["who"].astype(np.int64))).tolist())
                 self.pending.add(run)
                 yield from self.pending.full()
             return
