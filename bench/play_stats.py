@@ -68,12 +68,37 @@ def _play(path: str, seeks: list[float]) -> None:
               f"({playback.model.records:,} records in the model)")
 
 
+def _first_frame(path: str, size: tuple[int, int] = (200, 60)) -> None:
+    """How long ``commviz play`` takes from its start to its first frame drawn, the real app
+    headless under Textual's test driver (the terminal's own drawing aside)."""
+    import asyncio
+
+    from commviz.tui.app import CommvizApp
+
+    async def run() -> float:
+        start = time.perf_counter()
+        playback = Playback(path)
+        control = PlaybackControl(playback, each_op=playback.demo is not None)
+        app = CommvizApp(playback, None, lambda lang: "play", lang="en", controller=control,
+                         restart=lambda: None, output=playback.output,
+                         wall_ns=playback.clock.wall_ns)
+        playback.start()
+        async with app.run_test(size=size) as pilot:
+            await pilot.pause()  # mounted, and its first frame composed
+            took = time.perf_counter() - start
+        playback.close()
+        return took
+
+    print(f"play: first frame drawn {asyncio.run(run()):.2f} s after the start")
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("recording")
     p.add_argument("--before", action="store_true", help="also read it as stats did before")
     p.add_argument("--no-stats", action="store_true")
     p.add_argument("--no-play", action="store_true")
+    p.add_argument("--frame", action="store_true", help="also time the TUI's first frame")
     p.add_argument("--seeks", default="60,120,180,240,300,360,420,480,540",
                    help="seconds to seek to, in order (comma-separated)")
     args = p.parse_args(argv)
@@ -88,6 +113,8 @@ def main(argv: list[str] | None = None) -> int:
                   f"CPU): {then['records'] / wall / 1e6:.2f} M records/s "
                   f"({then['records'] / cpu / 1e6:.2f} M per CPU second)")
             print(f"stats: the same statistics, counts and late arrivals: {now == then}")
+    if args.frame:
+        _first_frame(args.recording)
     if not args.no_play:
         _play(args.recording, [float(s) for s in args.seeks.split(",") if s])
     return 0

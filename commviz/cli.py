@@ -103,7 +103,7 @@ def _parser() -> argparse.ArgumentParser:
                     "change it while playing)")
     pl.add_argument("--from", dest="start", type=float, default=0.0, metavar="SECONDS",
                     help="start this many seconds into the recording (what came before is "
-                    "taken in at once)")
+                    "taken in first, at about 1 M op records a second)")
     pl.add_argument("--paused", action="store_true",
                     help="start paused: n steps from one operation to the next")
     pl.add_argument("--lang", choices=i18n.LANGS, default=None,
@@ -384,7 +384,10 @@ def _play(args: argparse.Namespace) -> int:
         raise RecordingError(f"--speed {args.speed:g}: it must lie between {SPEEDS[0]:g} and "
                              f"{SPEEDS[-1]:g}")
     size = os.path.getsize(args.file) if os.path.isfile(args.file) else 0
-    if size > BIG_RECORDING_BYTES:  # read whole before the screen opens: ~30 MB/s
+    from commviz.viewer import compact
+
+    streamed = size and compact.is_compact(args.file)  # read as it plays, chunk by chunk
+    if size > BIG_RECORDING_BYTES and not streamed:  # JSON Lines, read whole: ~30 MB/s
         print(f"commviz: reading {args.file} ({size / 1e6:.0f} MB)…", file=sys.stderr,
               flush=True)
     playback = _read_recording(args.file, lambda: Playback(args.file, args.speed))

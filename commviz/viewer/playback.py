@@ -181,10 +181,13 @@ class Timetable:
         self._count += len(messages)
         msg = np.repeat(numbers, counts)
         row = np.arange(len(due)) - np.repeat(np.cumsum(counts) - counts, counts)
-        due, msg, row = (np.concatenate(a) for a in ((self._due, due), (self._msg, msg),
-                                                       (self._row, row)))
         order = np.lexsort((row, msg, due))
-        self._due, self._msg, self._row = due[order], msg[order], row[order]
+        due, msg, row = due[order], msg[order], row[order]
+        # merged into what waits (by time, then message, then row): the new messages come
+        # after every one waiting, so at an equal time after them
+        at = np.searchsorted(self._due, due, side="right")
+        self._due, self._msg, self._row = (np.insert(old, at, new) for old, new in (
+            (self._due, due), (self._msg, msg), (self._row, row)))
 
     def _read_until(self, until_ns: int) -> None:
         """Read the parts that may hold something due by ``until_ns``."""
