@@ -112,11 +112,13 @@ def test_a_seek_from_a_snapshot_leaves_the_playback_as_a_seek_from_the_start(cvz
     fresh = Playback(cvz, real=FakeClock())
     snapped = Playback(cvz, real=FakeClock())
     snapped.take_snapshots(every_s=10.0)
-    assert [s.at_ns - snapped.origin_ns for s in snapped.snapshots._taken] == \
-        [k * 10**10 - WARMUP_NS for k in (1, 2)]
+    taken = [(s.at_ns - snapped.origin_ns, s.warm is not None) for s in snapped.snapshots._taken]
+    assert taken == [(k * 10**10 + d, d == 0) for k in (1, 2) for d in (-WARMUP_NS, 0)]
     for pb in (fresh, snapped):
         PlaybackControl(pb, paused=True)
-    for at in (10.0, 17.5, 20.0):  # at a snapshot's minute; between two; at the next one
+    # at a warmed snapshot's time; between two; at the next one (a seek from the warmed
+    # state at 10 s to 17.5 s: from the snapshot at 15 - 5 s)
+    for at in (10.0, 17.5, 20.0):
         fresh.seek(at)
         snapped.seek(at)
         assert snapped.at_s == fresh.at_s == at
@@ -139,7 +141,7 @@ def test_a_seek_behind_the_playback_goes_on_from_where_it_is(cvz):
 def test_the_pass_stops_when_asked(cvz):
     pb = Playback(cvz, real=FakeClock())
     pb.take_snapshots(every_s=5.0, stop=lambda: len(pb.snapshots) >= 2)
-    assert len(pb.snapshots) == 2  # of the 4 it would take
+    assert len(pb.snapshots) == 2  # of the 8 it would take
 
 
 def test_a_recording_cut_short_plays_up_to_its_last_whole_chunk(cvz, tmp_path):

@@ -295,20 +295,22 @@ class Snapshot:
     recording, kept pickled and compressed (a fraction of the objects' memory; restoring
     makes new objects, so that it serves every seek). Only this process reads it back."""
 
-    def __init__(self, at_ns: int, data: bytes) -> None:
+    def __init__(self, at_ns: int, data: bytes, warm: float | None = None) -> None:
         self.at_ns = at_ns
         self.data = data
+        # a state a seek to ``at_ns`` leaves (warmed up): when its diagnosis is next due
+        self.warm = warm
 
     @classmethod
     def of(cls, at_ns: int, model: Model, diagnosis: Diagnosis, table: Timetable,
-           clock: PlaybackClock) -> Snapshot:
+           clock: PlaybackClock, warm: float | None = None) -> Snapshot:
         """A pass's state; its clock ``clock`` is not kept (it has a lock): a restored state
         has the clock it is given."""
         out = io.BytesIO()
         pickler = pickle.Pickler(out, protocol=pickle.HIGHEST_PROTOCOL)
         pickler.persistent_id = lambda obj: "clock" if obj is clock else None  # type: ignore
         pickler.dump((model, diagnosis, table))
-        return cls(at_ns, zstandard.ZstdCompressor(level=1).compress(out.getbuffer()))
+        return cls(at_ns, zstandard.ZstdCompressor(level=1).compress(out.getbuffer()), warm)
 
     def restore(self, clock: PlaybackClock) -> tuple[Model, Diagnosis, Timetable]:
         """The state, with the clock ``clock``."""
@@ -335,15 +337,17 @@ class Snapshots:
             self._taken.append(snap)
 
     def latest(self, until_ns: int) -> Snapshot | None:
-        """The latest snapshot at or before ``until_ns`` (None: none yet)."""
+        """The latest snapshot to take on from at or before ``until_ns`` (not a warmed one;
+        None: none yet)."""
         with self._lock:
-            return next((s for s in reversed(self._taken) if s.at_ns <= until_ns), None)
+            return next((s for s in reversed(self._taken)
+                         if s.at_ns <= until_ns and s.warm is None), None)
 
-    @property
-    def reached_ns(self) -> int | None:
-        """The time of the latest snapshot (None: none yet)."""
+    def warmed(self, at_ns: int) -> Snapshot | None:
+        """The warmed snapshot of ``at_ns`` exactly, if there is one."""
         with self._lock:
-            return self._taken[-1].at_ns if self._taken else None
+            return next((s for s in self._taken if s.at_ns == at_ns and s.warm is not None),
+                        None)
 
 
 class Playback(Collector):
@@ -475,6 +479,13 @@ class Playback(Collector):
             self.clock.stop("seeking")
             try:
                 at = self.clock.wall_ns()
+                warm = self.snapshots.warmed(to)
+                if warm is not None and to > at:  # the state this seek would leave, ready
+                    self.model, self.diagnosis, self.timetable = warm.restore(self.clock)
+                    self._next_diagnosis = warm.warm  # type: ignore[assignment]
+                    self.clock.jump(to)
+                    self._output_until(to)
+                    return
                 snap = self.snapshots.latest(to - WARMUP_NS)
                 if snap is not None and snap.at_ns > at:
                     self.model, self.diagnosis, self.timetable = snap.restore(self.clock)
@@ -492,9 +503,10 @@ class Playback(Collector):
                        stop: Callable[[], bool] = lambda: False) -> None:
         """Play the recording through on a model of its own, in large steps, and keep a copy
         of its state (``Snapshot``) every ``every_s`` of it, WARMUP_NS before each whole
-        ``every_s`` (there a seek has only its rounds left); until the end or ``stop()``.
-        What the copies hold is the whole history up to them, as a seek from the start
-        would have taken it in."""
+        ``every_s``, and one of a copy of it warmed up to the whole ``every_s`` as a seek
+        there warms up (so that a seek to it has nothing left to do); until the end or
+        ``stop()``. What the copies hold is the whole history up to them, as a seek from the
+        start would have taken it in."""
         clock = PlaybackClock(self.start_ns, real=lambda: 0.0)
         clock.stop("snapshots")
         model = Model(clock.seconds, self.host if isinstance(self.host, str) else None)
@@ -510,8 +522,26 @@ class Playback(Collector):
                     model.apply(msgs)
             if stop():
                 return
-            self.snapshots.add(Snapshot.of(at, model, diagnosis, table, clock))
+            snap = Snapshot.of(at, model, diagnosis, table, clock)
+            self.snapshots.add(snap)
+            if at + WARMUP_NS < self.end_ns:
+                self.snapshots.add(self._warmed(snap, at + WARMUP_NS))
             at += every
+
+    def _warmed(self, snap: Snapshot, to: int) -> Snapshot:
+        """``snap``'s state taken on to ``to`` as a seek there does, on a playback of its own
+        that shows nothing (no output, no lock the screen waits on)."""
+        clock = PlaybackClock(snap.at_ns, real=lambda: 0.0)
+        clock.stop("snapshots")
+        shadow = copy.copy(self)
+        shadow.lock, shadow.clock, shadow.output = threading.Lock(), clock, None
+        shadow._lines, shadow._lines_ns = [], np.zeros(0, np.int64)
+        shadow.model, shadow.diagnosis, shadow.timetable = snap.restore(clock)
+        shadow._next_diagnosis = float("-inf")
+        shadow._rounds_until(to, step_ns=WARMUP_ROUND_NS)
+        shadow._round(to, each_op=False)
+        return Snapshot.of(to, shadow.model, shadow.diagnosis, shadow.timetable, clock,
+                           warm=shadow._next_diagnosis)
 
     def start(self) -> None:
         super().start()
