@@ -6,6 +6,7 @@ no threads (the pass runs in the test's own)."""
 from __future__ import annotations
 
 import dataclasses
+import threading
 
 import numpy as np
 import pytest
@@ -155,3 +156,22 @@ def test_a_recording_cut_short_plays_up_to_its_last_whole_chunk(cvz, tmp_path):
     pb.seek(pb.duration_s)
     whole = sum(e.records for e in entries[:40])
     assert pb.model.records == whole and pb.timetable.done
+
+
+def test_the_pass_begins_once_the_first_frame_is_drawn(cvz):
+    pb = Playback(cvz, real=FakeClock())
+    passes = lambda: [t for t in threading.enumerate()  # noqa: E731
+                      if t.name == "commviz-snapshots"]
+    pb.start()
+    try:
+        assert not passes()
+        pb.frame_begins()
+        pb.frame_ends()
+        assert len(passes()) == 1
+        pb.frame_ends()
+        assert len(passes()) <= 1  # one pass
+    finally:
+        pb.close()
+    for t in passes():
+        t.join(timeout=10)
+    assert not passes()  # closing the playback stops it

@@ -416,6 +416,7 @@ class Playback(Collector):
         # the model's state at some times, from a pass over the recording in the background
         # (``take_snapshots``): a seek starts from the latest one before it
         self.snapshots = Snapshots()
+        self._pass_due = False  # the pass is started after the first frame (``frame_ends``)
         self._fresh()
 
     @property
@@ -545,7 +546,12 @@ class Playback(Collector):
 
     def start(self) -> None:
         super().start()
-        if self.streamed:
+        self._pass_due = self.streamed  # once the first frame is drawn: it comes first
+
+    def frame_ends(self) -> None:
+        super().frame_ends()
+        if self._pass_due:
+            self._pass_due = False
             threading.Thread(target=self.take_snapshots, kwargs={"stop": self._stop.is_set},
                              name="commviz-snapshots", daemon=True).start()
 
