@@ -69,14 +69,15 @@ def _play(path: str, seeks: list[float]) -> None:
 
 
 def _first_frame(path: str, size: tuple[int, int] = (200, 60)) -> None:
-    """How long ``commviz play`` takes from its start to its first frame drawn, the real app
-    headless under Textual's test driver (the terminal's own drawing aside)."""
+    """How long ``commviz play`` takes from its start (this interpreter's own start aside) to
+    its first frame drawn, the real app headless under Textual's test driver (the terminal's
+    own drawing aside)."""
     import asyncio
 
-    from commviz.tui.app import CommvizApp
+    start = time.perf_counter()
+    from commviz.tui.app import CommvizApp  # as commviz play imports it: timed too
 
     async def run() -> float:
-        start = time.perf_counter()
         playback = Playback(path)
         control = PlaybackControl(playback, each_op=playback.demo is not None)
         app = CommvizApp(playback, None, lambda lang: "play", lang="en", controller=control,

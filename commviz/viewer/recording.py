@@ -472,6 +472,7 @@ class _Reading:
         self.pending: _LinePending | _ColumnPending = _LinePending(records)
         self.ranks: dict[tuple[int, int], dict] = {}  # identities by (rank, inc)
         self.with_ops: set[tuple[int, int]] = set()  # (rank, inc) of every op line
+        self._with_ops = np.zeros(0, bool)  # ... and of every compact record, by its ``who``
         self.groups: dict[int, list[int]] = {}  # the ranks of each ``group`` line, by ``g``
 
     def take(self, where: str, obj: dict[str, Any] | _Ops
@@ -483,8 +484,11 @@ class _Reading:
                 self.pending = _ColumnPending(tables, self.records)
             run = obj if playback else obj.completed()
             if len(run):
-                self.with_ops.update(tables.who[w] for w in np.flatnonzero(
-                    np.bincount(run.cols["who"].astype(np.int64))).tolist())
+                who = run.cols["who"]
+                if len(self._with_ops) < len(tables.who):
+                    self._with_ops = np.r_[self._with_ops,
+                                           np.zeros(len(tables.who) - len(self._with_ops), bool)]
+                self._with_ops[who] = True
                 self.pending.add(run)
                 yield from self.pending.full()
             return
@@ -538,7 +542,9 @@ class _Reading:
         recording cut in between, as ranks of the job of the last rank named."""
         yield from self.pending.all()
         last = next(reversed(self.ranks.values()), {})
-        for rank, inc in sorted(self.with_ops - self.ranks.keys()):
+        with_ops = self.with_ops | {self.tables.who[w]
+                                    for w in np.flatnonzero(self._with_ops).tolist()}
+        for rank, inc in sorted(with_ops - self.ranks.keys()):
             yield protocol.Heartbeat(rank, last.get("world", 0), "?", 0, "?", "?", 0, 0, {},
                                      (), inc, last.get("job", ""))
 
