@@ -7,8 +7,11 @@ announced as running ``ANNOUNCE_S`` after its start, a heartbeat, a phase or a g
 its own time; a line of a job's output when the viewer read it. So the screen shows what the
 live viewer showed, paced as the ranks ran. The clock runs at a chosen speed;
 ``PlaybackControl`` pauses it, steps it from one operation to the next and, for a demo's
-recording, holds it while the replay animates (as a live demo holds its ranks). Pure: no
-Textual.
+recording, holds it while the replay animates (as a live demo holds its ranks). A compact
+recording is read as it plays, a chunk once something in it may be due (``Timetable``), so
+that a 10-minute recording of 1,024 ranks opens at once and is never whole in memory; a
+pass in the background keeps the model's state every minute (``Snapshot``), so that a seek
+there restores it rather than taking in everything before. Pure: no Textual.
 """
 
 from __future__ import annotations
@@ -47,8 +50,8 @@ WARMUP_NS = 5_000_000_000  # a seek takes the last of it in rounds: waits and si
 # costs some 10 ms whatever it holds
 WARMUP_ROUND_NS = int(DIAGNOSE_EVERY_S * 1e9)
 ROUND_NS = int(ROUND_S * 1e9)
-# a seek starts from a copy of the model's state taken this often in the recording (a
-# snapshot at 1,024 FSDP-like ranks: about NNN MB), by a pass that takes PASS_STEP_NS at once
+# a seek starts from a copy of the model's state taken this often in the recording (at 1,024
+# FSDP-like ranks: 18-29 MB, compressed), by a pass that takes PASS_STEP_NS at a time
 SNAPSHOT_EVERY_S = 60.0
 PASS_STEP_NS = 1_000_000_000
 SPEEDS = (1 / 16, 1 / 8, 1 / 4, 1 / 2, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0)
