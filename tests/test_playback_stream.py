@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -160,18 +161,28 @@ def test_a_recording_cut_short_plays_up_to_its_last_whole_chunk(cvz, tmp_path):
 
 def test_the_pass_begins_once_the_first_frame_is_drawn(cvz):
     pb = Playback(cvz, real=FakeClock())
-    passes = lambda: [t for t in threading.enumerate()  # noqa: E731
-                      if t.name == "commviz-snapshots"]
+    calls, release = [], threading.Event()
+
+    def take_snapshots(stop):  # the pass, held until the test lets it go
+        calls.append(stop)
+        release.wait(10)
+
+    pb.take_snapshots = take_snapshots  # type: ignore[method-assign]
     pb.start()
     try:
-        assert not passes()
+        time.sleep(0.05)
+        assert not calls  # not before the first frame
         pb.frame_begins()
         pb.frame_ends()
-        assert len(passes()) == 1
+        for _ in range(100):
+            if calls:
+                break
+            time.sleep(0.01)
         pb.frame_ends()
-        assert len(passes()) <= 1  # one pass
+        time.sleep(0.05)
+        assert len(calls) == 1  # one pass, after the first frame
+        assert not calls[0]()  # told to stop only once the playback closes
     finally:
+        release.set()
         pb.close()
-    for t in passes():
-        t.join(timeout=10)
-    assert not passes()  # closing the playback stops it
+    assert calls[0]()
