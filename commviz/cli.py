@@ -397,6 +397,9 @@ def _play(args: argparse.Namespace) -> int:
     if args.no_terminal:
         raise RecordingError("commviz play draws the TUI: run it in a terminal (`commviz stats "
                              f"{args.file}` prints a recording's numbers)")
+    if args.start and size > BIG_RECORDING_BYTES:  # no snapshot yet: all before, first
+        print(f"commviz: taking in the first {args.start:g} s of {args.file}…",
+              file=sys.stderr, flush=True)
     playback.seek(args.start)
     # a demo's recording is held after each operation until the replay has shown it, as the
     # live demo held its ranks; a job's runs on at its own pace, the replay showing the latest
