@@ -304,7 +304,7 @@ class Model:
                                     None] | None = None
 
     # ---- messages -------------------------------------------------------------------
-    def apply(self, messages: Iterable[protocol.Message]) -> None:
+    def apply(self, messages: Iterable[protocol.Message | Records]) -> None:
         """Apply one drain round of messages; records are matched once for the round."""
         batches: list[_Arrived | dict[str, np.ndarray]] = []  # rows made already: Records
         for msg in messages:
