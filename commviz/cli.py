@@ -14,6 +14,7 @@ from commviz.text import i18n
 
 DEFAULT_SIZE = 4096  # --size: bytes per rank per op
 BIG_RECORDING_BYTES = 20_000_000  # commviz play says it is reading one larger than this
+STATS_ROUND_RECORDS = 65_536  # commviz stats applies up to this many op records a round
 RECORD_HELP = ("write every event to FILE: JSON Lines, or the compact format (some 20 times "
                "smaller, for large jobs) when FILE ends in .cvz")
 FORMATS = {"jsonl": ".jsonl", "cvz": ".cvz"}  # commviz export --format: the suffix it writes
@@ -102,7 +103,7 @@ def _parser() -> argparse.ArgumentParser:
                     "change it while playing)")
     pl.add_argument("--from", dest="start", type=float, default=0.0, metavar="SECONDS",
                     help="start this many seconds into the recording (what came before is "
-                    "taken in at once)")
+                    "taken in first, at about 1 M op records a second)")
     pl.add_argument("--paused", action="store_true",
                     help="start paused: n steps from one operation to the next")
     pl.add_argument("--lang", choices=i18n.LANGS, default=None,
@@ -383,7 +384,10 @@ def _play(args: argparse.Namespace) -> int:
         raise RecordingError(f"--speed {args.speed:g}: it must lie between {SPEEDS[0]:g} and "
                              f"{SPEEDS[-1]:g}")
     size = os.path.getsize(args.file) if os.path.isfile(args.file) else 0
-    if size > BIG_RECORDING_BYTES:  # read whole before the screen opens: ~30 MB/s
+    from commviz.viewer import compact
+
+    streamed = size and compact.is_compact(args.file)  # read as it plays, chunk by chunk
+    if size > BIG_RECORDING_BYTES and not streamed:  # JSON Lines, read whole: ~30 MB/s
         print(f"commviz: reading {args.file} ({size / 1e6:.0f} MB)…", file=sys.stderr,
               flush=True)
     playback = _read_recording(args.file, lambda: Playback(args.file, args.speed))
@@ -393,6 +397,9 @@ def _play(args: argparse.Namespace) -> int:
     if args.no_terminal:
         raise RecordingError("commviz play draws the TUI: run it in a terminal (`commviz stats "
                              f"{args.file}` prints a recording's numbers)")
+    if args.start and size > BIG_RECORDING_BYTES:  # no snapshot yet: all before, first
+        print(f"commviz: taking in the first {args.start:g} s of {args.file}…",
+              file=sys.stderr, flush=True)
     playback.seek(args.start)
     # a demo's recording is held after each operation until the replay has shown it, as the
     # live demo held its ranks; a job's runs on at its own pace, the replay showing the latest
@@ -446,7 +453,8 @@ def _stats(args: argparse.Namespace) -> int:
     extra: dict[str, list[dict]] = {"summary": []}
 
     def read() -> None:
-        for batch in _chunks(recording.read(args.file, findings, cut, lines=extra)):
+        for batch in _rounds(recording.read(args.file, findings, cut, lines=extra,
+                                            records=True)):
             model.apply(batch)
 
     _read_recording(args.file, read)
@@ -517,12 +525,18 @@ def _export(args: argparse.Namespace) -> int:
     return 0
 
 
-def _chunks(messages, size: int = 4096):
-    chunk = []
+def _rounds(messages, records: int = STATS_ROUND_RECORDS, size: int = 4096):
+    """The model's rounds of a recording's messages: up to ``records`` op records (in
+    ``Records``: a batch of all ranks) or ``size`` messages."""
+    from commviz.viewer.model import Records
+
+    chunk, held = [], 0
     for msg in messages:
         chunk.append(msg)
-        if len(chunk) >= size:
+        if isinstance(msg, Records):
+            held += len(msg)
+        if held >= records or len(chunk) >= size:
             yield chunk
-            chunk = []
+            chunk, held = [], 0
     if chunk:
         yield chunk

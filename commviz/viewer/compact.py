@@ -74,12 +74,24 @@ def is_compact(path: str | Path) -> bool:
         return f.read(len(MAGIC)) == MAGIC
 
 
+# the kinds of lines a chunk's index entry says it has (``IndexEntry.kinds``, a bit each):
+# those a player needs before it plays (the live findings, the job's output, the end), so
+# that it decodes only the chunks that hold them
+NOTED_KINDS = ("diag", "out", "event", "summary")
+ANY_KIND = -1  # an index that does not say (older files, or rebuilt from the frames)
+
+
 @dataclass(frozen=True)
 class IndexEntry:
     offset: int  # of the frame's header
     records: int  # op records
     first_ns: int  # NO_TIME: none
     last_ns: int
+    kinds: int = ANY_KIND  # which of NOTED_KINDS its lines hold (bit i: NOTED_KINDS[i])
+
+    def holds(self, kind: str) -> bool:
+        """Whether the chunk may hold lines of ``kind`` (one of NOTED_KINDS)."""
+        return self.kinds == ANY_KIND or bool(self.kinds >> NOTED_KINDS.index(kind) & 1)
 
 
 @dataclass
@@ -120,6 +132,7 @@ class Writer:
         self._who: dict[tuple[int, int], int] = {}
         self._sites: dict[tuple[str, int], int] = {}
         self._times: list[int] = []  # of the lines that carry one
+        self._kinds = 0  # which of NOTED_KINDS came
 
     def line(self, obj: dict[str, Any]) -> None:
         """One line, as JSON Lines would write it (but op lines: ``ops``)."""
@@ -132,6 +145,8 @@ class Writer:
         t = obj.get("t_ns")
         if type(t) is int:
             self._times.append(t)
+        if kind in NOTED_KINDS:
+            self._kinds |= 1 << NOTED_KINDS.index(kind)
         self._lines.append(obj)
 
     def ops(self, cols: dict[str, np.ndarray], who: list[tuple[int, int]],
@@ -175,7 +190,8 @@ class Writer:
                                 int(np.maximum(cols["t_end"], cols["t_start"]).max())]
                                if self._records else [])
         first, last = (min(times), max(times)) if times else (NO_TIME, NO_TIME)
-        self._index.append(IndexEntry(self._file.tell(), self._records, first, last))
+        self._index.append(IndexEntry(self._file.tell(), self._records, first, last,
+                                      self._kinds))
         self._frame(CHUNK, msgpack.packb(payload, use_bin_type=True), self._records,
                     first, last)
         self._file.flush()
@@ -212,7 +228,7 @@ class Writer:
             return
         self.flush()
         at = self._file.tell()
-        rows = [[e.offset, e.records, e.first_ns, e.last_ns] for e in self._index]
+        rows = [[e.offset, e.records, e.first_ns, e.last_ns, e.kinds] for e in self._index]
         self._frame(INDEX, msgpack.packb(rows), 0, NO_TIME, NO_TIME)
         self._file.write(_FOOTER.pack(at, END))
         self._file.close()
@@ -262,6 +278,8 @@ def _planes(a: np.ndarray) -> bytes:
 def _planes_back(data: Any, dtype: np.dtype, n: int) -> np.ndarray:
     if not isinstance(data, bytes) or len(data) != n * dtype.itemsize:
         raise CompactError("a column's length is not the chunk's")
+    if dtype.itemsize == 1:  # one plane: the bytes themselves
+        return np.frombuffer(data, dtype=dtype)
     planes = np.frombuffer(data, dtype=np.uint8).reshape(dtype.itemsize, n)
     return np.ascontiguousarray(planes.T).view(dtype).reshape(n)
 
@@ -307,15 +325,16 @@ def header(path: str | Path) -> dict[str, Any]:
     raise CompactError(f"{path}: no header")
 
 
-def index(path: str | Path) -> tuple[list[IndexEntry], bool]:
+def index(path: str | Path, cut: list[int] | None = None) -> tuple[list[IndexEntry], bool]:
     """The chunks of a recording, from its index, or (False) from its frames when it has
-    none (a viewer killed before closing it)."""
+    none (a viewer killed before closing it: the offset of a last chunk cut short goes to
+    ``cut``)."""
     with open(path, "rb") as f:
         size = f.seek(0, 2)
         found = _trailer(f, size)
         if found is not None:
             return found, True
-        return [entry for entry, _, _ in _scan(f, path, size, read=False)], False
+        return [entry for entry, _, _ in _scan(f, path, size, read=False, cut=cut)], False
 
 
 def chunks(path: str | Path, cut: list[int] | None = None, from_ns: int | None = None,
@@ -353,7 +372,7 @@ def _trailer(f: IO[bytes], size: int) -> list[IndexEntry] | None:
         return None
     try:
         rows = msgpack.unpackb(zstandard.ZstdDecompressor().decompress(f.read(length)))
-        return [IndexEntry(*map(int, row)) for row in rows]
+        return [IndexEntry(*map(int, row[:5])) for row in rows]  # 4 before the kinds
     except (zstandard.ZstdError, ValueError, TypeError):
         return None  # the frames are read instead
 
@@ -414,12 +433,18 @@ def _chunk(offset: int, end: int, raw: bytes, path: str | Path) -> Chunk:
                 from None
         raise CompactError(f"{where}: malformed chunk") from None
     if n and ((cols["who"] >= len(who)).any() or (cols["site"] >= len(sites)).any()
-              or not set(np.unique(cols["g"]).tolist()) <= groups.keys()):
+              or not set(_present(cols["g"])) <= groups.keys()):
         raise CompactError(f"{where}: op records name no rank, group or site of the chunk")
     if n and ((cols["op"] >= len(protocol.OPS)).any() or _unknown(cols["parent"], protocol.OPS)
               or _unknown(cols["dtype"], protocol.DTYPES)):
         raise CompactError(f"{where}: op records of unknown ops or dtypes")
     return Chunk(offset, end, lines, who, groups, sites, cols)
+
+
+def _present(values: np.ndarray) -> list[int]:
+    """The distinct values of small non-negative ints (a chunk's group numbers), in order:
+    a count of each rather than a sort."""
+    return np.flatnonzero(np.bincount(values.astype(np.int64))).tolist()
 
 
 def _unknown(codes: np.ndarray, table: tuple | list) -> bool:

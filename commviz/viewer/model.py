@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import collections
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -77,6 +77,25 @@ ID_JOB_SHIFT = 48
 _ROW_FIELDS = ("rank", "id", "op", "parent", "gkey", "seq", "peer", "bytes_in", "bytes_out",
                "dtype", "flags", "t_start", "t_end", "site")
 _COLUMNS = tuple(protocol.COLUMNS)
+
+
+@dataclass(frozen=True)
+class Records:
+    """Op records of many processes in one message, as a recording's reader gives them
+    (``commviz stats``, ``commviz play``): applied as the ``OpBatch`` of each process in
+    ``whos`` order (each with its records in their order) would be, one after the other, but
+    at the model's cost per process, not per batch of a few records. ``who`` indexes ``whos``
+    ((rank, inc) pairs); ``cols`` are the wire's columns (``protocol.COLUMNS``), their
+    ``gid`` and ``site`` keys of ``groups`` and ``sites``."""
+
+    whos: Sequence[tuple[int, int]]
+    who: np.ndarray
+    cols: dict[str, np.ndarray]
+    groups: Mapping[int, tuple[str, tuple[int, ...]]]
+    sites: Mapping[int, tuple[str, int]] | Sequence[tuple[str, int]]
+
+    def __len__(self) -> int:
+        return len(self.who)
 
 
 class _Arrived(NamedTuple):
@@ -299,14 +318,19 @@ class Model:
                                     None] | None = None
 
     # ---- messages -------------------------------------------------------------------
-    def apply(self, messages: Iterable[protocol.Message], arrived: float | None = None) -> None:
+    def apply(self, messages: Iterable[protocol.Message | Records],
+              arrived: float | None = None) -> None:
         """Apply one drain round of messages; records are matched once for the round.
         ``arrived``: when the viewer took them off its socket (its clock; None: now), when
         their ranks were last heard from, however long applying a backlog takes."""
         now = self.clock() if arrived is None else arrived
-        batches: list[_Arrived] = []
+        batches: list[_Arrived | dict[str, np.ndarray]] = []  # rows made already: Records
         for msg in messages:
-            if isinstance(msg, protocol.OpBatch):
+            if isinstance(msg, Records):
+                rows = self._rows_of_records(msg)
+                if rows is not None:
+                    batches.append(rows)
+            elif isinstance(msg, protocol.OpBatch):
                 state = self._state_of(msg.rank, msg.inc)
                 if state is not None:
                     batches.append(self._arrived(msg, state, now))
@@ -338,7 +362,19 @@ class Model:
                     self.gpu_topology[msg.rank] = msg
                     self._gpu_links = None
         if batches:
-            rows = self._rows_of(batches)
+            parts, run = [], []  # the rows in the order the messages came
+            for b in batches:
+                if isinstance(b, _Arrived):
+                    run.append(b)
+                    continue
+                if run:
+                    parts.append(self._rows_of(run))
+                    run = []
+                parts.append(b)
+            if run:
+                parts.append(self._rows_of(run))
+            rows = parts[0] if len(parts) == 1 else \
+                {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
             if len(rows["t_end"]):
                 self.newest_record_ns = max(self.newest_record_ns, int(rows["t_end"].max()))
             self._apply_rows(rows)
@@ -703,6 +739,69 @@ class Model:
         rows["site"] = _translate(cols["site"], lengths, [a.sites for a in arrived])
         return rows
 
+    def _rows_of_records(self, msg: Records) -> dict[str, np.ndarray] | None:
+        """The rows of ``msg`` as ``_rows_of`` would make them of its processes' batches, in
+        their order; a process not heard by heartbeat yet has its records held as a batch.
+        None: no rows."""
+        who = msg.who.astype(np.int64)
+        present, first = np.unique(who, return_index=True)
+        present = present[np.argsort(first)].tolist()  # the processes' order: their batches'
+        now, newest = self.clock(), max(len(self.jobs), 1)
+        ranks, jobs, shifts, heard = [], [], [], []
+        for w in present:
+            rank, inc = msg.whos[w]
+            state = self._incs.get((rank, inc)) if inc else self._rank(rank)  # _state_of
+            if state is None:
+                mine = who == w
+                cols = {c: v[mine] for c, v in msg.cols.items()}
+                self._hold(protocol.OpBatch(
+                    rank, cols, {g: msg.groups[g] for g in _in_order(cols["gid"])},
+                    {s: msg.sites[s] for s in _in_order(cols["site"])}, inc))
+                ranks.append(-1)
+                jobs.append(0)
+                shifts.append(0)
+                heard.append(False)
+                continue
+            state.last_seen = now
+            ranks.append(rank)
+            jobs.append(state.job or newest)  # as _arrived
+            shifts.append(self._offset_ns(state))
+            heard.append(True)
+        size = len(msg.whos)
+        place = np.zeros(size, np.int64)
+        place[present] = np.arange(len(present))
+        rank_of, job_of, shift_of = (np.zeros(size, np.int64) for _ in range(3))
+        rank_of[present], job_of[present], shift_of[present] = ranks, jobs, shifts
+        heard_of = np.zeros(size, bool)
+        heard_of[present] = heard
+        order = np.argsort(place[who], kind="stable")
+        if not all(heard):
+            order = order[heard_of[who[order]]]
+        if not len(order):
+            return None
+        # each column taken in that order (a copy: the message's own arrays stay as they are)
+        col = lambda name, dtype=np.int64: msg.cols[name][order].astype(dtype, copy=False)
+        who = who[order]
+        job = job_of[who]
+        # the model's keys of (job, group) and sites, made in the order the batches would
+        # have made them: by process, then by first use
+        gkey = _keyed(job, col("gid"), lambda j, g: self._gkey(j, *msg.groups[g]))
+        site = _keyed(np.zeros(len(who), np.int64), col("site"),
+                      lambda _, s: self._site(msg.sites[s]))
+        rows = {"rank": rank_of[who]}
+        for name in ("id", "seq", "bytes_in", "bytes_out", "t_start", "t_end"):
+            rows[name] = col(name)
+        rows["id"] += job << ID_JOB_SHIFT
+        shift = shift_of[who]
+        if shift.any():
+            rows["t_start"] -= shift
+            rows["t_end"] = np.where(rows["t_end"] >= 0, rows["t_end"] - shift, -1)
+        for name in ("op", "parent", "dtype", "flags"):
+            rows[name] = col(name, protocol.COLUMN_DTYPES[name])
+        rows["peer"] = col("peer")
+        rows["gkey"], rows["site"] = gkey, site
+        return rows
+
     def _apply_rows(self, rows: dict[str, np.ndarray]) -> None:
         done = rows["t_end"] >= 0
         if not done.all():
@@ -1003,6 +1102,10 @@ def _failed(rows: dict[str, np.ndarray]) -> np.ndarray:
 
 
 def _take(rows: dict[str, np.ndarray], index: np.ndarray) -> dict[str, np.ndarray]:
+    """The rows ``index`` picks; a mask that keeps every row gives the rows themselves
+    (never written in place: every step makes new arrays)."""
+    if index.dtype == bool and len(index) and index.all():
+        return rows
     return {k: v[index] for k, v in rows.items()}
 
 
@@ -1024,6 +1127,24 @@ def _translate(codes: np.ndarray, lengths: np.ndarray,
     order = np.argsort(keys)
     wanted = np.repeat(np.arange(len(mappings), dtype=np.int64) << 32, lengths) | codes
     return values[order][np.searchsorted(keys[order], wanted)]
+
+
+def _in_order(values: np.ndarray) -> list[int]:
+    """The distinct values, in the order they first come."""
+    uniq, first = np.unique(values, return_index=True)
+    return uniq[np.argsort(first)].tolist()
+
+
+def _keyed(job: np.ndarray, code: np.ndarray, key: Callable[[int, int], int]) -> np.ndarray:
+    """Each row's model key of its (job, code): ``key(job, code)`` called once a pair, in the
+    order the pairs first come."""
+    pair = job << 32 | code
+    uniq, first, inverse = np.unique(pair, return_index=True, return_inverse=True)
+    keys = np.empty(len(uniq), np.int64)
+    for i in np.argsort(first).tolist():
+        p = int(uniq[i])
+        keys[i] = key(p >> 32, p & 0xFFFFFFFF)
+    return keys[inverse.reshape(-1)]
 
 
 def _positions_by_value(values: np.ndarray) -> list[tuple[int, np.ndarray]]:

@@ -7,24 +7,31 @@ announced as running ``ANNOUNCE_S`` after its start, a heartbeat, a phase or a g
 its own time; a line of a job's output when the viewer read it. So the screen shows what the
 live viewer showed, paced as the ranks ran. The clock runs at a chosen speed;
 ``PlaybackControl`` pauses it, steps it from one operation to the next and, for a demo's
-recording, holds it while the replay animates (as a live demo holds its ranks). Pure: no
-Textual.
+recording, holds it while the replay animates (as a live demo holds its ranks). A compact
+recording is read as it plays, a chunk once something in it may be due (``Timetable``), so
+that a 10-minute recording of 1,024 ranks opens at once and is never whole in memory; a
+pass in the background keeps the model's state every minute (``Snapshot``), so that a seek
+there restores it rather than taking in everything before. Pure: no Textual.
 """
 
 from __future__ import annotations
 
+import copy
+import io
+import pickle
 import threading
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import numpy as np
+import zstandard
 
 from commviz.knowledge.nccl_log import NcclLog
 from commviz.launch.job import OutputBuffer
-from commviz.viewer import recording
+from commviz.viewer import compact, recording
 from commviz.viewer.diagnose import Diagnosis
-from commviz.viewer.model import Model
+from commviz.viewer.model import Model, Records
 from commviz.viewer.plain_text import cell_safe
 from commviz.viewer.session import DIAGNOSE_EVERY_S, FRAME_YIELD_S, ROUND_S, Collector  # as live
 from commviz.wire import protocol
@@ -38,7 +45,15 @@ TAIL_NS = 5_000_000_000
 LOOKBACK_NS = 2_000_000_000  # `f` lands this long before the next finding the viewer made
 SETTLE_NS = 400_000_000  # ... then this long after it, once its diagnosis has come
 WARMUP_NS = 5_000_000_000  # a seek takes the last of it in rounds: waits and silences count
+# ... each as long as the diagnosis' period (what it judges at each update is what it would
+# have judged live, to within a period), not the collector's 20 ms: at 1,024 ranks a round
+# costs some 10 ms whatever it holds
+WARMUP_ROUND_NS = int(DIAGNOSE_EVERY_S * 1e9)
 ROUND_NS = int(ROUND_S * 1e9)
+# a seek starts from a copy of the model's state taken this often in the recording (at 1,024
+# FSDP-like ranks: 18-29 MB, compressed), by a pass that takes PASS_STEP_NS at a time
+SNAPSHOT_EVERY_S = 60.0
+PASS_STEP_NS = 1_000_000_000
 SPEEDS = (1 / 16, 1 / 8, 1 / 4, 1 / 2, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0)
 _ANNOUNCE_NS = int(ANNOUNCE_S * 1e9)
 RESTART_LINE = "──── played again from the start ────"
@@ -112,70 +127,136 @@ class PlaybackClock:
 class Timetable:
     """A recording's messages in the order they fall due, taken up to a time. An op batch is
     taken row by row: each op at its own time (its end; an announced running op shortly
-    after its start)."""
+    after its start).
 
-    def __init__(self, messages: Iterable[protocol.Message]) -> None:
-        self._messages: list[protocol.Message] = []
-        dues: list[np.ndarray] = []
-        for msg in messages:
-            self._messages.append(msg)
-            dues.append(_dues(msg))
+    Fed part by part (``source``: a compact recording's chunks, ``recording.Parts``), it
+    reads a part only once what is due may be in it (its ``bound_ns`` is reached), and lets
+    go of what it took: a 10-minute recording of 1,024 ranks is never whole in memory. Fed
+    messages (JSON Lines, or a test's), it holds them all. A copy of it (``copy.deepcopy``)
+    takes on from where it was."""
+
+    def __init__(self, messages: Iterable[protocol.Message | Records] | None = None,
+                 source: recording.Parts | None = None) -> None:
+        self._source = source
+        self._start = copy.deepcopy(source)  # what rewind reads again
+        self._fed = list(messages) if messages is not None else None
+        self.last_ns: int | None = None
+        self._fresh()
+        if source is None:
+            self.last_ns = self.first_ns if self._due.size == 0 else int(self._due[-1])
+        elif source.last_ns != compact.NO_TIME:
+            self.last_ns = source.last_ns
+
+    def _fresh(self) -> None:
+        self._messages: dict[int, protocol.Message | Records] = {}  # by number, not all taken
+        self._left: dict[int, int] = {}  # their rows not taken yet
+        self._count = 0  # messages numbered so far
+        self._last_due: int | None = None  # of the last message read that carries a time
+        self._due = np.zeros(0, np.int64)  # what is not taken: when, which message, which row
+        self._msg = np.zeros(0, np.int64)
+        self._row = np.zeros(0, np.int64)
+        if self._fed is not None:
+            self._add(self._fed)
+        self.first_ns = self.next_ns()
+
+    def _add(self, messages: list[protocol.Message | Records]) -> None:
+        """Messages read, in the order they were recorded, to what is due."""
+        if not messages:
+            return
+        dues = [_dues(m) for m in messages]
         counts = np.array([len(d) for d in dues], dtype=np.int64)
-        due = np.concatenate(dues) if dues else np.zeros(0, dtype=np.int64)
+        due = np.concatenate(dues)
         # a message that carries no time (a rank's identity, a GPU topology) is due with the
         # one recorded before it (before any, with the earliest)
         known = due >= 0
         if known.any():
-            last_known = np.maximum.accumulate(np.where(known, np.arange(len(due)), 0))
-            due = np.where(known, due, due[last_known])
-            due[: int(np.argmax(known))] = due[known].min()
-        self._msg = np.repeat(np.arange(len(counts)), counts)
-        self._row = np.arange(len(due)) - np.repeat(np.cumsum(counts) - counts, counts)
-        order = np.lexsort((self._row, self._msg, due))
-        self._due, self._msg, self._row = due[order], self._msg[order], self._row[order]
-        self._next = 0
+            before = self._last_due if self._last_due is not None else int(due[known].min())
+            last_known = np.maximum.accumulate(np.where(known, np.arange(len(due)), -1))
+            due = np.where(known, due, np.where(last_known >= 0, due[last_known], before))
+            self._last_due = int(due[np.flatnonzero(known)[-1]])
+        elif self._last_due is not None:
+            due[:] = self._last_due
+        else:
+            due[:] = 0  # nothing timed yet: with the first that is
+        numbers = np.arange(self._count, self._count + len(messages))
+        self._messages.update(zip(numbers.tolist(), messages))
+        self._left.update(zip(numbers.tolist(), counts.tolist()))
+        self._count += len(messages)
+        msg = np.repeat(numbers, counts)
+        row = np.arange(len(due)) - np.repeat(np.cumsum(counts) - counts, counts)
+        order = np.lexsort((row, msg, due))
+        due, msg, row = due[order], msg[order], row[order]
+        # merged into what waits (by time, then message, then row): the new messages come
+        # after every one waiting, so at an equal time after them
+        at = np.searchsorted(self._due, due, side="right")
+        self._due, self._msg, self._row = (np.insert(old, at, new) for old, new in (
+            (self._due, due), (self._msg, msg), (self._row, row)))
+
+    def _read_until(self, until_ns: int) -> None:
+        """Read the parts that may hold something due by ``until_ns``."""
+        src, read = self._source, []
+        while src is not None and (bound := src.bound_ns) is not None and bound <= until_ns:
+            read += src.read()
+        self._add(read)  # at once: each addition sorts what is not taken yet
 
     def __len__(self) -> int:
+        """Rows (an op record, or a message) read and not taken yet."""
         return len(self._due)
 
     @property
     def done(self) -> bool:
-        return self._next >= len(self._due)
-
-    @property
-    def first_ns(self) -> int | None:
-        return int(self._due[0]) if len(self._due) else None
-
-    @property
-    def last_ns(self) -> int | None:
-        return int(self._due[-1]) if len(self._due) else None
+        return self.next_ns() is None
 
     def next_ns(self) -> int | None:
         """When the next message not yet taken is due; None: every one was taken."""
-        return None if self.done else int(self._due[self._next])
+        src = self._source
+        while src is not None and src.bound_ns is not None and (
+                not self._due.size or src.bound_ns <= self._due[0]):
+            self._add(src.read())
+        return int(self._due[0]) if self._due.size else None
 
     def rewind(self) -> None:
-        self._next = 0
+        self._source = copy.deepcopy(self._start)
+        self._fresh()
 
-    def take(self, until_ns: int) -> list[protocol.Message]:
+    def take(self, until_ns: int) -> list[protocol.Message | Records]:
         """The messages due up to ``until_ns`` not taken yet, in time order; an op batch's
         rows due then as one batch (at its first row's place)."""
+        self._read_until(until_ns)
         end = int(np.searchsorted(self._due, until_ns, side="right"))
-        if end <= self._next:
+        if not end:
             return []
-        msgs, rows = self._msg[self._next:end], self._row[self._next:end]
-        self._next = end
-        firsts = np.unique(msgs, return_index=True)[1]
+        msgs, rows = self._msg[:end], self._row[:end]
+        self._due, self._msg, self._row = self._due[end:], self._msg[end:], self._row[end:]
+        order = np.argsort(msgs, kind="stable")  # each message's rows together
+        by_msg, their_rows = msgs[order], rows[order]
+        starts = np.flatnonzero(np.r_[True, by_msg[1:] != by_msg[:-1]])
+        bounds = np.r_[starts, len(by_msg)]
+        firsts = order[starts]  # where each message comes first, in time order
         out = []
-        for i in np.sort(firsts).tolist():
-            msg = self._messages[int(msgs[i])]
-            if isinstance(msg, protocol.OpBatch):
-                mine = np.sort(rows[msgs == msgs[i]])
+        for k in np.argsort(firsts).tolist():
+            number = int(by_msg[starts[k]])
+            self._left[number] -= int(bounds[k + 1] - bounds[k])
+            if self._left[number]:
+                msg = self._messages[number]
+            else:  # all taken: let go of it
+                del self._left[number]
+                msg = self._messages.pop(number)
+            if isinstance(msg, Records | protocol.OpBatch):
+                mine = np.sort(their_rows[bounds[k]:bounds[k + 1]])
                 if len(mine) < len(msg):
-                    msg = protocol.OpBatch(msg.rank, {k: v[mine] for k, v in msg.cols.items()},
-                                           msg.groups, msg.sites, msg.inc)
+                    msg = _rows(msg, mine)
             out.append(msg)
         return out
+
+
+def _rows(msg: Records | protocol.OpBatch, rows: np.ndarray) -> Records | protocol.OpBatch:
+    """The records ``rows`` of an op message, as a message of the same kind."""
+    if isinstance(msg, Records):
+        return Records(msg.whos, msg.who[rows], {k: v[rows] for k, v in msg.cols.items()},
+                       msg.groups, msg.sites)
+    return protocol.OpBatch(msg.rank, {k: v[rows] for k, v in msg.cols.items()}, msg.groups,
+                            msg.sites, msg.inc)
 
 
 # the events a recording may hold, and the fields each one's words need
@@ -197,10 +278,10 @@ def _well_formed(kind: str, line: dict) -> bool:
         type(fields.get("rank", 0)) is int and type(fields.get("code", 0)) is int
 
 
-def _dues(msg: protocol.Message) -> np.ndarray:
+def _dues(msg: protocol.Message | Records) -> np.ndarray:
     """When each part of ``msg`` reached the live viewer, as near as its times tell (-1: it
     carries no time)."""
-    if isinstance(msg, protocol.OpBatch):
+    if isinstance(msg, protocol.OpBatch | Records):
         t_end, t_start = msg.cols["t_end"], msg.cols["t_start"]
         return np.where(t_end >= 0, t_end, t_start + _ANNOUNCE_NS).astype(np.int64)
     if isinstance(msg, protocol.Heartbeat | protocol.Bye):
@@ -210,6 +291,66 @@ def _dues(msg: protocol.Message) -> np.ndarray:
     else:
         t = -1
     return np.array([t], dtype=np.int64)
+
+
+class Snapshot:
+    """The state of a playback's model, diagnosis and timetable at ``at_ns`` of the
+    recording, kept pickled and compressed (a fraction of the objects' memory; restoring
+    makes new objects, so that it serves every seek). Only this process reads it back."""
+
+    def __init__(self, at_ns: int, data: bytes, warm: float | None = None) -> None:
+        self.at_ns = at_ns
+        self.data = data
+        # a state a seek to ``at_ns`` leaves (warmed up): when its diagnosis is next due
+        self.warm = warm
+
+    @classmethod
+    def of(cls, at_ns: int, model: Model, diagnosis: Diagnosis, table: Timetable,
+           clock: PlaybackClock, warm: float | None = None) -> Snapshot:
+        """A pass's state; its clock ``clock`` is not kept (it has a lock): a restored state
+        has the clock it is given."""
+        out = io.BytesIO()
+        pickler = pickle.Pickler(out, protocol=pickle.HIGHEST_PROTOCOL)
+        pickler.persistent_id = lambda obj: "clock" if obj is clock else None  # type: ignore
+        pickler.dump((model, diagnosis, table))
+        return cls(at_ns, zstandard.ZstdCompressor(level=1).compress(out.getbuffer()), warm)
+
+    def restore(self, clock: PlaybackClock) -> tuple[Model, Diagnosis, Timetable]:
+        """The state, with the clock ``clock``."""
+        raw = zstandard.ZstdDecompressor().decompress(self.data)
+        unpickler = pickle.Unpickler(io.BytesIO(raw))
+        unpickler.persistent_load = lambda pid: clock  # type: ignore
+        return unpickler.load()
+
+
+class Snapshots:
+    """The snapshots a pass has taken so far, by time (written by one thread, read by
+    another)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._taken: list[Snapshot] = []
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._taken)
+
+    def add(self, snap: Snapshot) -> None:
+        with self._lock:
+            self._taken.append(snap)
+
+    def latest(self, until_ns: int) -> Snapshot | None:
+        """The latest snapshot to take on from at or before ``until_ns`` (not a warmed one;
+        None: none yet)."""
+        with self._lock:
+            return next((s for s in reversed(self._taken)
+                         if s.at_ns <= until_ns and s.warm is None), None)
+
+    def warmed(self, at_ns: int) -> Snapshot | None:
+        """The warmed snapshot of ``at_ns`` exactly, if there is one."""
+        with self._lock:
+            return next((s for s in self._taken if s.at_ns == at_ns and s.warm is not None),
+                        None)
 
 
 class Playback(Collector):
@@ -225,8 +366,17 @@ class Playback(Collector):
         # the live diagnosis's findings, for their times only (this playback diagnoses again)
         found: list[dict] = []
         extra: dict[str, list[dict]] = {"out": [], "event": [], "summary": []}
-        self.timetable = Timetable(recording.read(path, found, self.cut, playback=True,
-                                                  lines=extra))
+        # a compact recording is read as it plays, chunk by chunk; JSON Lines, whole (it has
+        # no index to find a time's chunk by)
+        self.streamed = compact.is_compact(path)
+        if self.streamed:
+            source = recording.Parts(path)
+            self.cut = source.cut
+            found, extra = recording.extras(path)
+            self.timetable = Timetable(source=source)
+        else:
+            self.timetable = Timetable(recording.read(path, found, self.cut, playback=True,
+                                                      lines=extra, records=True))
         # the job's output lines and the ranks' events, in time order: (t_ns, kind, line)
         timed = sorted(((line["t_ns"], kind, line) for kind in ("out", "event")
                         for line in extra[kind] if _well_formed(kind, line)),
@@ -237,7 +387,7 @@ class Playback(Collector):
         self.output = OutputBuffer() if extra["out"] else None
         summary = extra["summary"]
         self.closed = bool(summary)  # False: its viewer never closed it (killed?)
-        if not len(self.timetable):
+        if self.timetable.first_ns is None:
             raise recording.RecordingError(f"{path}: nothing was recorded (no rank reported)")
         # the recording lasts from its first message or line of output until the viewer
         # closed it (or, if it was not closed, its last finding or message)
@@ -266,6 +416,10 @@ class Playback(Collector):
         self.shed = 0  # nor shed (the live viewer's shedding is in the summary: stats)
         self.dropped_by_relays = 0  # (the live viewer's count is in the summary too)
         self.recorder = None  # what is played back is not recorded again
+        # the model's state at some times, from a pass over the recording in the background
+        # (``take_snapshots``): a seek starts from the latest one before it
+        self.snapshots = Snapshots()
+        self._pass_due = False  # the pass is started after the first frame (``frame_ends``)
         self._fresh()
 
     @property
@@ -286,6 +440,8 @@ class Playback(Collector):
         return demo if isinstance(demo, str) else None
 
     def _fresh(self) -> None:
+        if not hasattr(self, "_first_table"):  # what the snapshots' pass starts from
+            self._first_table = copy.deepcopy(self.timetable)
         self.model = Model(self.clock.seconds, self.host if isinstance(self.host, str) else None)
         self.nccl = NcclLog()  # what NCCL printed of itself, read from the job's output
         self._next_line = 0
@@ -318,20 +474,95 @@ class Playback(Collector):
 
     def seek(self, seconds: float) -> None:
         """Forward to ``seconds`` into the recording: what came before WARMUP_NS of it taken
-        in at once, the rest in the collector's rounds, so that the diagnosis sees how long
-        ranks have waited or gone quiet there as it did live."""
+        in a second of it at a time (from the latest snapshot before then that is ahead of
+        the playback, if there is one), the rest in rounds, so that the diagnosis sees how
+        long ranks have waited or gone quiet there as it did live. The clock waits
+        meanwhile."""
         with self.lock:
             to = min(self.end_ns, self.origin_ns + round(seconds * 1e9))
-            if to - WARMUP_NS > self.clock.wall_ns():
-                self.clock.jump(to - WARMUP_NS)
-                self._take(self.clock.wall_ns(), each_op=False)
-            self._rounds_until(to)
-            self._round(to, each_op=False)
+            self.clock.stop("seeking")
+            try:
+                at = self.clock.wall_ns()
+                warm = self.snapshots.warmed(to)
+                if warm is not None and to > at:  # the state this seek would leave, ready
+                    self.model, self.diagnosis, self.timetable = warm.restore(self.clock)
+                    self._next_diagnosis = warm.warm  # type: ignore[assignment]
+                    self.clock.jump(to)
+                    self._output_until(to)
+                    return
+                snap = self.snapshots.latest(to - WARMUP_NS)
+                if snap is not None and snap.at_ns > at:
+                    self.model, self.diagnosis, self.timetable = snap.restore(self.clock)
+                    self._next_diagnosis = float("-inf")
+                    self.clock.jump(snap.at_ns)
+                while to - WARMUP_NS > (now := self.clock.wall_ns()):  # a step at a time:
+                    self.clock.jump(min(to - WARMUP_NS, now + PASS_STEP_NS))  # bounded memory
+                    self._take(self.clock.wall_ns(), each_op=False)
+                self._rounds_until(to, step_ns=WARMUP_ROUND_NS)
+                self._round(to, each_op=False)
+            finally:
+                self.clock.go("seeking")
 
-    def _rounds_until(self, to: int, done: Callable[[], bool] = lambda: False) -> None:
-        """The collector's rounds, ROUND_NS apart, up to ``to`` or until ``done``."""
+    def take_snapshots(self, every_s: float = SNAPSHOT_EVERY_S,
+                       stop: Callable[[], bool] = lambda: False) -> None:
+        """Play the recording through on a model of its own, in large steps, and keep a copy
+        of its state (``Snapshot``) every ``every_s`` of it, WARMUP_NS before each whole
+        ``every_s``, and one of a copy of it warmed up to the whole ``every_s`` as a seek
+        there warms up (so that a seek to it has nothing left to do); until the end or
+        ``stop()``. What the copies hold is the whole history up to them, as a seek from the
+        start would have taken it in."""
+        clock = PlaybackClock(self.start_ns, real=lambda: 0.0)
+        clock.stop("snapshots")
+        model = Model(clock.seconds, self.host if isinstance(self.host, str) else None)
+        diagnosis = Diagnosis(model, wall_ns=clock.wall_ns)
+        table = copy.deepcopy(self._first_table)
+        every = int(every_s * 1e9)
+        at = self.origin_ns + every - WARMUP_NS
+        while at < self.end_ns and not stop():
+            while clock.wall_ns() < at and not stop():
+                clock.jump(min(at, clock.wall_ns() + PASS_STEP_NS))
+                msgs = table.take(clock.wall_ns())
+                if msgs:
+                    model.apply(msgs)
+            if stop():
+                return
+            snap = Snapshot.of(at, model, diagnosis, table, clock)
+            self.snapshots.add(snap)
+            if at + WARMUP_NS < self.end_ns:
+                self.snapshots.add(self._warmed(snap, at + WARMUP_NS))
+            at += every
+
+    def _warmed(self, snap: Snapshot, to: int) -> Snapshot:
+        """``snap``'s state taken on to ``to`` as a seek there does, on a playback of its own
+        that shows nothing (no output, no lock the screen waits on)."""
+        clock = PlaybackClock(snap.at_ns, real=lambda: 0.0)
+        clock.stop("snapshots")
+        shadow = copy.copy(self)
+        shadow.lock, shadow.clock, shadow.output = threading.Lock(), clock, None
+        shadow._lines, shadow._lines_ns = [], np.zeros(0, np.int64)
+        shadow.model, shadow.diagnosis, shadow.timetable = snap.restore(clock)
+        shadow._next_diagnosis = float("-inf")
+        shadow._rounds_until(to, step_ns=WARMUP_ROUND_NS)
+        shadow._round(to, each_op=False)
+        return Snapshot.of(to, shadow.model, shadow.diagnosis, shadow.timetable, clock,
+                           warm=shadow._next_diagnosis)
+
+    def start(self) -> None:
+        super().start()
+        self._pass_due = self.streamed  # once the first frame is drawn: it comes first
+
+    def frame_ends(self) -> None:
+        super().frame_ends()
+        if self._pass_due:
+            self._pass_due = False
+            threading.Thread(target=self.take_snapshots, kwargs={"stop": self._stop.is_set},
+                             name="commviz-snapshots", daemon=True).start()
+
+    def _rounds_until(self, to: int, done: Callable[[], bool] = lambda: False,
+                      step_ns: int = ROUND_NS) -> None:
+        """The collector's rounds, ``step_ns`` apart, up to ``to`` or until ``done``."""
         while (now := self.clock.wall_ns()) < to and not done():
-            self.clock.jump(min(to, now + ROUND_NS))
+            self.clock.jump(min(to, now + step_ns))
             self._round(self.clock.wall_ns(), each_op=False)
 
     def next_finding_ns(self) -> int | None:

@@ -35,6 +35,7 @@ import numpy as np
 from commviz import __version__
 from commviz.viewer import compact
 from commviz.viewer.groups import GroupNumbers
+from commviz.viewer.model import Records
 from commviz.wire import protocol
 
 FORMAT = "commviz-recording"
@@ -386,21 +387,27 @@ def _compact_items(path: str | Path, cut: list[int] | None,
     """The lines of a compact recording after its header, each with where it is; its op
     records as runs of columns."""
     try:
-        chunks = compact.chunks(path, cut)
-        for k, chunk in enumerate(chunks):
-            where = f"{path}: chunk at byte {chunk.offset}"
-            cols, at = tables.take(chunk), 0
-            for item in chunk.lines[1:] if k == 0 else chunk.lines:
-                if isinstance(item, int):
-                    yield where, _Ops({c: v[at:at + item] for c, v in cols.items()})
-                    at += item
-                elif item.get("kind") in ("op", "running", "group"):
-                    raise RecordingError(f"{where}: an {item.get('kind')} line among the "
-                                         "lines (they are columns)")
-                else:
-                    yield where, item
+        for k, chunk in enumerate(compact.chunks(path, cut)):
+            yield from _chunk_items(path, chunk, tables, first=k == 0)
     except compact.CompactError as exc:
         raise RecordingError(str(exc)) from None
+
+
+def _chunk_items(path: str | Path, chunk: compact.Chunk, tables: _Tables, first: bool
+                 ) -> Iterator[tuple[str, dict[str, Any] | _Ops]]:
+    """The lines of one chunk (``first``: the recording's first, whose first line is the
+    header), each with where it is; its op records as runs of columns."""
+    where = f"{path}: chunk at byte {chunk.offset}"
+    cols, at = tables.take(chunk), 0
+    for item in chunk.lines[1:] if first else chunk.lines:
+        if isinstance(item, int):
+            yield where, _Ops({c: v[at:at + item] for c, v in cols.items()})
+            at += item
+        elif item.get("kind") in ("op", "running", "group"):
+            raise RecordingError(f"{where}: an {item.get('kind')} line among the "
+                                 "lines (they are columns)")
+        else:
+            yield where, item
 
 
 def _json_items(f: IO[str], path: str | Path,
@@ -434,7 +441,8 @@ def _items(path: str | Path, cut: list[int] | None, tables: _Tables
 
 def read(path: str | Path, findings: list[dict] | None = None,
          cut: list[int] | None = None, playback: bool = False,
-         lines: dict[str, list[dict]] | None = None) -> Iterator[protocol.Message]:
+         lines: dict[str, list[dict]] | None = None,
+         records: bool = False) -> Iterator[protocol.Message | Records]:
     """Messages equivalent to what was recorded, for the same model the live viewer uses;
     the live diagnosis's findings (``diag`` lines, without their kind) go to ``findings``,
     where a last line or chunk was cut short (a viewer killed while writing it: its line
@@ -442,46 +450,71 @@ def read(path: str | Path, findings: list[dict] | None = None,
     ``lines`` has keys for (``out``, ``event``, ``summary``: no message of the model) to
     their lists, without their kind. Both formats give the same messages.
     ``playback``: also every heartbeat with its telemetry, and the ops announced as running
-    (t_end -1), as the live viewer received them."""
-    tables = _Tables()
-    items = _items(path, cut, tables)
-    pending: _LinePending | _ColumnPending = _LinePending()
-    ranks: dict[tuple[int, int], dict] = {}  # identities by (rank, inc)
-    with_ops: set[tuple[int, int]] = set()  # (rank, inc) of every op line
-    groups: dict[int, list[int]] = {}  # the ranks of each ``group`` line, by its ``g``
-    for where, obj in items:
+    (t_end -1), as the live viewer received them. ``records``: the op records of each batch
+    of ranks as one ``model.Records`` rather than an ``OpBatch`` a rank (the model applies
+    them alike, at a fraction of the cost: at 1,024 ranks a batch holds about 8 records)."""
+    state = _Reading(playback, records, findings, lines)
+    for where, obj in _items(path, cut, state.tables):
+        yield from state.take(where, obj)
+    yield from state.end()
+
+
+class _Reading:
+    """What reading a recording's lines in order remembers: the tables of its chunks, the
+    identities and groups its lines named, the op records not in a batch yet. Plain data:
+    a copy reads on from where the original was (``Parts``)."""
+
+    def __init__(self, playback: bool, records: bool, findings: list[dict] | None,
+                 lines: dict[str, list[dict]] | None) -> None:
+        self.playback, self.findings, self.lines = playback, findings, lines
+        self.records = records
+        self.tables = _Tables()
+        self.pending: _LinePending | _ColumnPending = _LinePending(records)
+        self.ranks: dict[tuple[int, int], dict] = {}  # identities by (rank, inc)
+        self.with_ops: set[tuple[int, int]] = set()  # (rank, inc) of every op line
+        self._with_ops = np.zeros(0, bool)  # ... and of every compact record, by its ``who``
+        self.groups: dict[int, list[int]] = {}  # the ranks of each ``group`` line, by ``g``
+
+    def take(self, where: str, obj: dict[str, Any] | _Ops
+             ) -> Iterator[protocol.Message | Records]:
+        """The messages one line (or a compact run of op records) gives."""
+        tables, playback = self.tables, self.playback
         if isinstance(obj, _Ops):  # a compact recording's records
-            if not isinstance(pending, _ColumnPending):
-                pending = _ColumnPending(tables)
+            if not isinstance(self.pending, _ColumnPending):
+                self.pending = _ColumnPending(tables, self.records)
             run = obj if playback else obj.completed()
             if len(run):
-                with_ops.update(tables.who[w] for w in np.unique(run.cols["who"]).tolist())
-                pending.add(run)
-                yield from pending.full()
-            continue
+                who = run.cols["who"]
+                if len(self._with_ops) < len(tables.who):
+                    self._with_ops = np.r_[self._with_ops,
+                                           np.zeros(len(tables.who) - len(self._with_ops), bool)]
+                self._with_ops[who] = True
+                self.pending.add(run)
+                yield from self.pending.full()
+            return
         kind = obj.get("kind")
         if kind in ("rank", "bye"):  # they begin and end incarnations: earlier ops first
-            yield from pending.all()
+            yield from self.pending.all()
         if kind == "running" and playback:
             kind, obj = "op", {**obj, "t_end_ns": -1}
         if kind == "group":
-            groups[_group_number(obj, where)] = obj["ranks"]
+            self.groups[_group_number(obj, where)] = obj["ranks"]
         elif kind == "op":
             if "group" not in obj:  # version 2: by reference to a group line
                 g = obj.get("g")
-                if type(g) is not int or g not in groups:
+                if type(g) is not int or g not in self.groups:
                     raise RecordingError(f"{where}: op line names no group "
                                          f"written before it (g: {g!r})")
-                obj["group"] = groups[g]
-            assert isinstance(pending, _LinePending)
-            pending.add(obj)
-            yield from pending.full()
+                obj["group"] = self.groups[g]
+            assert isinstance(self.pending, _LinePending)
+            self.pending.add(obj)
+            yield from self.pending.full()
         elif kind == "rank":
-            ranks[(obj["rank"], obj.get("inc", 0))] = obj
+            self.ranks[(obj["rank"], obj.get("inc", 0))] = obj
             yield _identity(obj, 0, 0, ())
         elif (kind == "tel" and (playback or obj.get("clk"))
-              and (obj["rank"], obj.get("inc", 0)) in ranks):
-            yield _identity(ranks[(obj["rank"], obj.get("inc", 0))], obj["t_ns"],
+              and (obj["rank"], obj.get("inc", 0)) in self.ranks):
+            yield _identity(self.ranks[(obj["rank"], obj.get("inc", 0))], obj["t_ns"],
                             obj["dropped"], tuple(tuple(row) for row in obj.get("clk", ())),
                             _telemetry(obj) if playback else {})
         elif kind == "bye":  # the model's job generations end with their goodbyes
@@ -492,20 +525,101 @@ def read(path: str | Path, findings: list[dict] | None = None,
                 obj.get("inc", 0))
         elif kind == "topo":
             yield _topology(obj, where)
-        elif kind == "diag" and findings is not None:
-            findings.append({k: v for k, v in obj.items() if k != "kind"})
-        elif lines is not None and kind in lines:
-            lines[kind].append({k: v for k, v in obj.items() if k != "kind"})
+        elif kind == "diag" and self.findings is not None:
+            self.findings.append({k: v for k, v in obj.items() if k != "kind"})
+        elif self.lines is not None and kind in self.lines:
+            self.lines[kind].append({k: v for k, v in obj.items() if k != "kind"})
         if kind == "op":
-            with_ops.add((obj["rank"], obj.get("inc", 0)))
-    yield from pending.all()
-    # a rank's ops come before its ``rank`` line when they ran before its first heartbeat
-    # (that waits for a clock round trip): a recording cut in between still counts them,
-    # as ranks of the job of the last rank named
-    last = next(reversed(ranks.values()), {})
-    for rank, inc in sorted(with_ops - ranks.keys()):
-        yield protocol.Heartbeat(rank, last.get("world", 0), "?", 0, "?", "?", 0, 0, {}, (),
-                                 inc, last.get("job", ""))
+            self.with_ops.add((obj["rank"], obj.get("inc", 0)))
+
+    def flush(self) -> Iterator[protocol.Message | Records]:
+        """The op records not in a batch yet."""
+        yield from self.pending.all()
+
+    def end(self) -> Iterator[protocol.Message | Records]:
+        """What the end of the recording gives: the last records, and the ranks whose ops
+        came before their ``rank`` line (that waits for a clock round trip), for a
+        recording cut in between, as ranks of the job of the last rank named."""
+        yield from self.pending.all()
+        last = next(reversed(self.ranks.values()), {})
+        with_ops = self.with_ops | {self.tables.who[w]
+                                    for w in np.flatnonzero(self._with_ops).tolist()}
+        for rank, inc in sorted(with_ops - self.ranks.keys()):
+            yield protocol.Heartbeat(rank, last.get("world", 0), "?", 0, "?", "?", 0, 0, {},
+                                     (), inc, last.get("job", ""))
+
+
+class Parts:
+    """A compact recording's messages a chunk at a time, as ``read(playback=True,
+    records=True)`` gives them, and before each chunk a time its messages and the later
+    chunks' are due after (``bound_ns``): a player reads only as far as what is due, and a
+    copy of this reads on from where it was (what a seek restores). Its chunks are those of
+    the recording's index; it reads none but its own."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = str(path)
+        self.cut: list[int] = []  # where a last chunk was cut short (a viewer killed)
+        entries, self.indexed = _compactly(compact.index, path, self.cut)
+        self.entries = [e for e in entries if e.offset > len(compact.MAGIC)]  # not the header's
+        firsts = [e.first_ns if e.first_ns != compact.NO_TIME else _NEVER for e in self.entries]
+        # the earliest time of each chunk and every later one
+        self._bounds = np.minimum.accumulate(np.array(firsts[::-1] or [_NEVER],
+                                                      np.int64))[::-1].tolist()
+        self.last_ns = max((e.last_ns for e in self.entries), default=compact.NO_TIME)
+        self.next = 0  # the index of the next chunk to read
+        self._reading = _Reading(True, True, None, None)
+
+    @property
+    def bound_ns(self) -> int | None:
+        """The earliest time of what is left to read (None: nothing is left)."""
+        return self._bounds[self.next] if self.next < len(self.entries) else None
+
+    def read(self) -> list[protocol.Message | Records]:
+        """The next chunk's messages (the last one's, with the end's)."""
+        entry = self.entries[self.next]
+        self.next += 1
+        out: list[protocol.Message | Records] = []
+        try:
+            for chunk in compact.chunks(self.path, start=entry.offset):
+                for where, obj in _chunk_items(self.path, chunk, self._reading.tables,
+                                                first=False):
+                    out += self._reading.take(where, obj)
+                break
+        except compact.CompactError as exc:
+            raise RecordingError(str(exc)) from None
+        out += self._reading.flush()
+        if self.next == len(self.entries):
+            out += self._reading.end()
+        return out
+
+
+_NEVER = 1 << 62  # a time after any other
+
+
+def extras(path: str | Path) -> tuple[list[dict], dict[str, list[dict]]]:
+    """A compact recording's live findings (``diag`` lines) and its ``out``, ``event`` and
+    ``summary`` lines, without their kind, read from the chunks whose index entry says they
+    hold some (every chunk, where the index does not say)."""
+    found: list[dict] = []
+    extra: dict[str, list[dict]] = {"out": [], "event": [], "summary": []}
+    entries, _ = _compactly(compact.index, path)
+    wanted = [e for e in entries if any(e.holds(k) for k in compact.NOTED_KINDS)]
+    tables = _Tables()
+    try:
+        for e in wanted:
+            for chunk in compact.chunks(path, start=e.offset):
+                header_chunk = chunk.offset == len(compact.MAGIC)
+                for _, obj in _chunk_items(path, chunk, tables, first=header_chunk):
+                    if isinstance(obj, dict):
+                        kind = obj.get("kind")
+                        if kind == "diag":
+                            found.append({k: v for k, v in obj.items() if k != "kind"})
+                        elif kind in extra:
+                            extra[kind].append({k: v for k, v in obj.items() if k != "kind"})
+                break
+    except compact.CompactError as exc:
+        raise RecordingError(str(exc)) from None
+    return found, extra
 
 
 def lines(path: str | Path, cut: list[int] | None = None) -> Iterator[dict[str, Any]]:
@@ -607,10 +721,11 @@ def _topology(obj: dict, where: str) -> protocol.GpuTopology:
 
 
 class _LinePending:
-    """A JSON Lines recording's op lines not yet in a batch."""
+    """A JSON Lines recording's op lines not yet in a batch (``records``: in a ``Records``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, records: bool = False) -> None:
         self._recs: list[dict] = []
+        self._records = records
 
     def add(self, rec: dict) -> None:
         self._recs.append(rec)
@@ -619,18 +734,25 @@ class _LinePending:
         if len(self._recs) >= protocol.MAX_BATCH:
             yield from self.all()
 
-    def all(self) -> Iterator[protocol.OpBatch]:
+    def all(self) -> Iterator[protocol.OpBatch | Records]:
         recs, self._recs = self._recs, []
-        yield from _batches(recs)
+        if not recs:
+            return
+        if self._records:
+            yield _line_records(recs)
+        else:
+            yield from _batches(recs)
 
 
 class _ColumnPending:
     """A compact recording's op records not yet in a batch: they are cut into the very
     batches JSON Lines gives (``MAX_BATCH`` records in all, then one per rank, in the order
-    the ranks come, their groups and sites numbered in the order they come)."""
+    the ranks come, their groups and sites numbered in the order they come), or with
+    ``records`` as one ``Records`` standing for them."""
 
-    def __init__(self, tables: _Tables) -> None:
+    def __init__(self, tables: _Tables, records: bool = False) -> None:
         self._tables = tables
+        self._cut = _records if records else _split
         self._runs: list[dict[str, np.ndarray]] = []
         self._n = 0
 
@@ -643,14 +765,14 @@ class _ColumnPending:
             cols = self._joined()
             rest = {k: v[protocol.MAX_BATCH:] for k, v in cols.items()}
             self._runs, self._n = [rest], self._n - protocol.MAX_BATCH
-            yield from _split({k: v[:protocol.MAX_BATCH] for k, v in cols.items()},
-                              self._tables)
+            yield from self._cut({k: v[:protocol.MAX_BATCH] for k, v in cols.items()},
+                                 self._tables)
 
     def all(self) -> Iterator[protocol.OpBatch]:
         if self._n:
             cols = self._joined()
             self._runs, self._n = [], 0
-            yield from _split(cols, self._tables)
+            yield from self._cut(cols, self._tables)
 
     def _joined(self) -> dict[str, np.ndarray]:
         if len(self._runs) == 1:
@@ -680,6 +802,45 @@ def _split(cols: dict[str, np.ndarray], tables: _Tables) -> Iterator[protocol.Op
                                groups, sites, inc)
 
 
+def _records(cols: dict[str, np.ndarray], tables: _Tables) -> Iterator[Records]:
+    """Records of many ranks as one ``Records`` (what ``_split`` cuts into batches)."""
+    wire = {k: cols[k] for k in protocol.COLUMNS if k not in ("gid", "site")}
+    wire["gid"], wire["site"] = cols["g"], cols["site"]
+    yield Records(tables.who, cols["who"], wire, tables.groups, tables.sites)
+
+
+def _line_records(recs: list[dict]) -> Records:
+    """Op lines of many ranks as one ``Records`` (what ``_batches`` cuts into batches)."""
+    whos: dict[tuple[int, int], int] = {}
+    groups: dict[tuple, int] = {}
+    sites: dict[tuple, int] = {}
+    who = [whos.setdefault((r["rank"], r.get("inc", 0)), len(whos)) for r in recs]
+    cols = _line_columns(recs, groups, sites)
+    return Records(list(whos), np.asarray(who, dtype=np.int64), cols,
+                   {g: (name, ranks) for (name, ranks), g in groups.items()},
+                   {s: site for site, s in sites.items()})
+
+
+def _line_columns(recs: list[dict], groups: dict[tuple, int],
+                  sites: dict[tuple, int]) -> dict[str, np.ndarray]:
+    """The wire's columns of op lines, their groups and sites numbered in ``groups`` and
+    ``sites`` as they first come."""
+    gid = [groups.setdefault((r["pg"], tuple(r["group"])), len(groups)) for r in recs]
+    sid = [sites.setdefault((r["file"], r["line"]), len(sites)) for r in recs]
+    code = lambda table, value: protocol.NO_CODE if value is None else table[value]
+    cols = {
+        "id": [r["id"] for r in recs], "op": [protocol.OP_CODE[r["op"]] for r in recs],
+        "parent": [code(protocol.OP_CODE, r["parent"]) for r in recs], "gid": gid,
+        "seq": [r["seq"] for r in recs],
+        "peer": [-1 if r["peer"] is None else r["peer"] for r in recs],
+        "bytes_in": [r["bytes_in"] for r in recs], "bytes_out": [r["bytes_out"] for r in recs],
+        "dtype": [code(protocol.DTYPE_CODE, r["dtype"]) for r in recs],
+        "flags": [r["flags"] for r in recs], "t_start": [r["t_start_ns"] for r in recs],
+        "t_end": [r["t_end_ns"] for r in recs], "site": sid,
+    }
+    return {k: np.asarray(v, dtype=protocol.COLUMN_DTYPES[k]) for k, v in cols.items()}
+
+
 def _numbered(batch: np.ndarray, values: np.ndarray, per_batch: bool = False) -> tuple:
     """Each value's number among those of its batch (``batch``, ascending when
     ``per_batch``), in the order they first come there; with ``per_batch``, also where each
@@ -706,20 +867,7 @@ def _batches(records: list[dict]) -> Iterator[protocol.OpBatch]:
     for (rank, inc), recs in by_rank.items():
         groups: dict[tuple, int] = {}
         sites: dict[tuple, int] = {}
-        gid = [groups.setdefault((r["pg"], tuple(r["group"])), len(groups)) for r in recs]
-        sid = [sites.setdefault((r["file"], r["line"]), len(sites)) for r in recs]
-        code = lambda table, value: protocol.NO_CODE if value is None else table[value]
-        cols = {
-            "id": [r["id"] for r in recs], "op": [protocol.OP_CODE[r["op"]] for r in recs],
-            "parent": [code(protocol.OP_CODE, r["parent"]) for r in recs], "gid": gid,
-            "seq": [r["seq"] for r in recs],
-            "peer": [-1 if r["peer"] is None else r["peer"] for r in recs],
-            "bytes_in": [r["bytes_in"] for r in recs], "bytes_out": [r["bytes_out"] for r in recs],
-            "dtype": [code(protocol.DTYPE_CODE, r["dtype"]) for r in recs],
-            "flags": [r["flags"] for r in recs], "t_start": [r["t_start_ns"] for r in recs],
-            "t_end": [r["t_end_ns"] for r in recs], "site": sid,
-        }
-        yield protocol.OpBatch(
-            rank, {k: np.asarray(v, dtype=protocol.COLUMN_DTYPES[k]) for k, v in cols.items()},
-            {g: (name, ranks) for (name, ranks), g in groups.items()},
-            {s: site for site, s in sites.items()}, inc)
+        cols = _line_columns(recs, groups, sites)
+        yield protocol.OpBatch(rank, cols,
+                               {g: (name, ranks) for (name, ranks), g in groups.items()},
+                               {s: site for site, s in sites.items()}, inc)

@@ -76,12 +76,20 @@ class Offset(NamedTuple):
 
 def estimate(samples: Iterable[Sample]) -> Offset | None:
     """The middle of the narrowest bound among ``samples``; None without a valid one."""
-    valid = [s for s in samples if s.delay >= 0 and s.t4 >= s.t1]
-    if not valid:
+    # one pass, each delay once: the viewer estimates at every heartbeat (at 1,024 ranks,
+    # 2,000 a second), and `commviz stats` at every one a recording holds
+    best, least, valid = None, 0, 0
+    for s in samples:
+        t1, t2, t3, t4 = s
+        delay = (t4 - t1) - (t3 - t2)
+        if delay >= 0 and t4 >= t1:
+            valid += 1
+            if best is None or delay < least:  # the first of the narrowest, as min() picks
+                best, least = s, delay
+    if best is None:
         return None
-    best = min(valid, key=lambda s: s.delay)
     lo, hi = best.t1 - best.t2, best.t4 - best.t3
-    return Offset((lo + hi) // 2, (hi - lo + 1) // 2, len(valid))
+    return Offset((lo + hi) // 2, (hi - lo + 1) // 2, valid)
 
 
 def clock_addr(events_addr: str) -> str | None:

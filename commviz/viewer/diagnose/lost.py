@@ -59,9 +59,9 @@ class LostRanks:
 
         for r, s in sorted(model.ranks.items()):
             silent = now - s.last_seen
-            # (a rank that said goodbye is passed over: its own is never among them)
             # a backlog holds its messages, as the others': a silence passes it too
             quiet = silent <= LOST_AFTER_S + model.behind_s
+            # (a rank that said goodbye is passed over: its own is never among them)
             left = () if s.exited or quiet else left_of(s.job)
             if s.exited or quiet or (latest - s.last_seen <= LOST_AFTER_S
                                                       and not left):
