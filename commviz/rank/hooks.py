@@ -54,6 +54,7 @@ from commviz.rank.records import (
     complete,
     finish,
     resolve_source,
+    ring_write,
     site_id,
     start,
     tls,
@@ -266,7 +267,7 @@ def _loopback_scope() -> str:
 def _announce_group(info: GroupInfo) -> None:
     _identity()  # learn who we are while the process group surely exists
     if _EMITTER is not None:
-        _EMITTER.groups[info.gid] = (info.name, list(info.ranks))
+        _EMITTER.note_group(info.gid, info.name, list(info.ranks))
 
 
 def _walk(frame: Any) -> tuple[list[Any], str | None, Any]:
@@ -397,6 +398,8 @@ def _api_hook(name: str, real: Any, depth: int) -> Any:
             complete(rec)
         else:
             rec[T_END] = _time_ns()
+            if records.ring_buf is not None:
+                ring_write(rec)
         return result
 
     return hook

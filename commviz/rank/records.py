@@ -20,12 +20,13 @@ import functools
 import importlib.util
 import itertools
 import os
+import struct
 import threading
 import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from commviz.wire import protocol
+from commviz.wire import protocol, ring
 from commviz.wire.protocol import FLAG_ASYNC, FLAG_CUDA, FLAG_FAILED, FLAG_UNWAITED
 
 if TYPE_CHECKING:
@@ -62,6 +63,10 @@ _FLAG_GPU_TIME = protocol.FLAG_GPU_TIME
 _RECV_CODES = frozenset(protocol.OP_CODE[n] for n in protocol.RECVS)
 _time_ns = time.time_ns
 _get_ident = threading.get_ident
+_slot_pack = ring.SLOT.pack_into
+_SLOTS_AT = ring.HEADER_BYTES
+_SLOT_SHIFT = ring.SLOT_BYTES.bit_length() - 1
+assert 1 << _SLOT_SHIFT == ring.SLOT_BYTES
 
 # ---- state, set by hooks.py ------------------------------------------------------------
 # Whether hooks are installed: what outlives an uninstrument() (a DDP comm hook, a function
@@ -73,6 +78,10 @@ device = "cpu"    # this rank's device, "cuda:N" from the first CUDA tensor on
 gpu_timer: Any = None  # cuda_timing.GpuTimer, once a CUDA tensor has gone through NCCL
 # threads running a DDP comm hook: what they communicate is flagged as DDP's
 in_ddp_hook: set[int] = set()
+# this process' shared-memory ring (wire/ring.py), set by its emitter: each record is packed
+# into its slot when it starts and when it ends, so that it outlives the process; None: none
+ring_buf: Any = None
+ring_mask = 0
 
 
 class ThreadState(threading.local):
@@ -93,7 +102,8 @@ def attach(em: Emitter) -> None:
     global emitter, push
     emitter, push = em, em.queue.append
     for key, sid in _sites.items():
-        em.sites[sid] = key
+        em.note_site(sid, key)
+    use_ring(em.ring)
     if gpu_timer is not None:
         em.pollers.append(gpu_timer.poll)
 
@@ -102,11 +112,32 @@ def detach() -> None:
     """The emitter is closed: call sites found from now on wait for the next one."""
     global emitter
     emitter = None
+    use_ring(None)
+
+
+def use_ring(writer: Any) -> None:
+    """Pack records into ``writer``'s ring (a wire.ring.RingWriter) from now on; None: stop."""
+    global ring_buf, ring_mask
+    ring_buf, ring_mask = (None, 0) if writer is None else (writer.buf, writer.mask)
+
+
+def ring_write(rec: list) -> None:
+    """(Re)pack ``rec`` into its slot: its fields changed (it ended, its source became known).
+    Never raises into the program: a ring being closed, or a value out of its type's range,
+    leaves the slot as it was."""
+    buf = ring_buf
+    if buf is not None:
+        try:
+            _slot_pack(buf, _SLOTS_AT + ((rec[0] & ring_mask) << _SLOT_SHIFT), *rec)
+        except (struct.error, ValueError, TypeError):
+            pass
 
 
 def _after_fork_in_child() -> None:
-    """A forked child's first record goes through Emitter.push, which starts its sender."""
+    """A forked child's first record goes through Emitter.push, which starts its sender
+    (and its own ring: the parent's mapping is shared, and not the child's to write)."""
     global push
+    use_ring(None)
     if emitter is not None:
         push = _push_after_fork
 
@@ -160,6 +191,12 @@ def start(op_code: int, kind: int, parent_code: int, info: GroupInfo, peer: int,
     rec = [next(_ids), op_code, parent_code, info.gid, seq, peer, b_in, b_out, dtype, flags,
            _time_ns(), -1, site]
     push(rec)
+    buf = ring_buf
+    if buf is not None:  # ring_write, inlined: this is the hot path
+        try:
+            _slot_pack(buf, _SLOTS_AT + ((rec[0] & ring_mask) << _SLOT_SHIFT), *rec)
+        except (struct.error, ValueError, TypeError):
+            pass
     return rec
 
 
@@ -187,21 +224,24 @@ def resolve_source(rec: list, source: int) -> None:
     if rec[PEER] < 0 and source >= 0:
         rec[PEER] = source
         rec[SEQ] = _p2p_received[source] = _p2p_received.get(source, 0) + 1
+        ring_write(rec)
 
 
 def complete(rec: list) -> None:
     """A successful end: ops on CUDA tensors through NCCL end when a CUDA event recorded now
     has run on the GPU (cuda_timing, t_end set later), others now."""
     if rec[FLAGS] & _FLAG_GPU_TIME and gpu_timer is not None:
-        gpu_timer.track(rec, _FLAG_GPU_TIME)
+        gpu_timer.track(rec, _FLAG_GPU_TIME)  # its ring slot stays in flight (see ring_write)
     else:
         rec[T_END] = _time_ns()
+        ring_write(rec)
 
 
 def finish(rec: list, failed: bool = False) -> None:
     if failed:
         rec[FLAGS] = (rec[FLAGS] | FLAG_FAILED) & ~_FLAG_GPU_TIME
         rec[T_END] = _time_ns()
+        ring_write(rec)
     else:
         complete(rec)
 
@@ -210,6 +250,7 @@ def unwaited(rec: list) -> None:
     """Async work dropped before anyone observed its end: it ends now, flagged so."""
     rec[FLAGS] = (rec[FLAGS] | FLAG_UNWAITED) & ~_FLAG_GPU_TIME
     rec[T_END] = _time_ns()
+    ring_write(rec)
 
 
 def _on_future(rec: list, fut: Any) -> None:
@@ -320,5 +361,5 @@ def _site_id_of(key: tuple[str, int]) -> int:
     if sid is None:
         sid = _sites[key] = len(_sites)
         if emitter is not None:
-            emitter.sites[sid] = key
+            emitter.note_site(sid, key)
     return sid
