@@ -67,6 +67,7 @@ _slot_pack = ring.SLOT.pack_into
 _SLOTS_AT = ring.HEADER_BYTES
 _SLOT_SHIFT = ring.SLOT_BYTES.bit_length() - 1
 assert 1 << _SLOT_SHIFT == ring.SLOT_BYTES
+_SLOT_IDS_AT, _SLOT_ID_SHIFT = ring.HEADER_BYTES // 8, _SLOT_SHIFT - 3  # in RingWriter.ids
 
 # ---- state, set by hooks.py ------------------------------------------------------------
 # Whether hooks are installed: what outlives an uninstrument() (a DDP comm hook, a function
@@ -82,6 +83,7 @@ in_ddp_hook: set[int] = set()
 # into its slot when it starts and when it ends, so that it outlives the process; None: none
 ring_buf: Any = None
 ring_mask = 0
+_ring_ids: Any = None  # the ring's slots' ids (RingWriter.ids)
 
 
 class ThreadState(threading.local):
@@ -117,18 +119,23 @@ def detach() -> None:
 
 def use_ring(writer: Any) -> None:
     """Pack records into ``writer``'s ring (a wire.ring.RingWriter) from now on; None: stop."""
-    global ring_buf, ring_mask
-    ring_buf, ring_mask = (None, 0) if writer is None else (writer.buf, writer.mask)
+    global ring_buf, ring_mask, _ring_ids
+    ring_buf, ring_mask, _ring_ids = ((None, 0, None) if writer is None
+                                      else (writer.buf, writer.mask, writer.ids))
 
 
 def ring_write(rec: list) -> None:
-    """(Re)pack ``rec`` into its slot: its fields changed (it ended, its source became known).
-    Never raises into the program: a ring being closed, or a value out of its type's range,
-    leaves the slot as it was."""
+    """Pack ``rec`` into its slot again: its fields changed (it ended, its source became
+    known). Not when a newer record has taken the slot (the ring went round while this op
+    ran): the newer one is what a harvester needs. Never raises into the program: a ring
+    being closed, or a value out of its type's range, leaves the slot as it was."""
     buf = ring_buf
     if buf is not None:
+        rid = rec[0]
+        slot = rid & ring_mask
         try:
-            _slot_pack(buf, _SLOTS_AT + ((rec[0] & ring_mask) << _SLOT_SHIFT), *rec)
+            if _ring_ids[_SLOT_IDS_AT + (slot << _SLOT_ID_SHIFT)] == rid:
+                _slot_pack(buf, _SLOTS_AT + (slot << _SLOT_SHIFT), *rec)
         except (struct.error, ValueError, TypeError):
             pass
 

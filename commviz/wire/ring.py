@@ -91,6 +91,11 @@ def _layout(capacity: int) -> tuple[int, int]:
     return shipped, shipped + capacity * 8
 
 
+def slot_id_index(record_id: int, mask: int) -> int:
+    """Where in ``RingWriter.ids`` the id of record ``record_id``'s slot is."""
+    return (HEADER_BYTES + (record_id & mask) * SLOT_BYTES) // 8
+
+
 class RingWriter:
     """The ring of this process: created, locked, mapped; ``buf`` is what the hooks pack
     records into (at ``(id % capacity) * SLOT_BYTES + HEADER_BYTES``)."""
@@ -123,6 +128,8 @@ class RingWriter:
             self._meta_used = 0
             self.shipped_ids = np.frombuffer(self.buf, np.int64, capacity, self._shipped_at)
             self.shipped_ids.fill(-1)
+            # every slot's id, as int64 (slots are 8-byte aligned): ``ids[slot_id(i)]``
+            self.ids = memoryview(self.buf).cast("q")
             os.rename(hidden, self.path)
         except OSError as exc:
             os.close(fd)
@@ -181,15 +188,20 @@ class RingWriter:
             os.unlink(self.path)
         except OSError:
             pass
-        self.shipped_ids = None  # type: ignore[assignment]  # releases the export of buf
-        try:
-            self.buf.close()
-        except (BufferError, ValueError):
-            pass  # a view still held somewhere: the mapping goes with the process
-        os.close(self._fd)
+        self._release()
 
     def forget_after_fork(self) -> None:
-        """In a forked child: the parent's ring is not ours; close our copy of its file."""
+        """In a forked child: the parent's ring is not ours to write or remove; let go of
+        this process' copies of its mapping and file (and so of its lock)."""
+        self._release()
+
+    def _release(self) -> None:
+        self.shipped_ids = None  # type: ignore[assignment]  # the views on buf first
+        self.ids.release()
+        try:
+            self.buf.close()  # its own dup of the file goes with it
+        except (BufferError, ValueError):
+            pass  # a view still held somewhere: the mapping goes with the process
         try:
             os.close(self._fd)
         except OSError:
