@@ -3,7 +3,10 @@
 A record is a plain list with one field per column of an ``ops`` batch, in
 ``protocol.COLUMNS`` order: ``start`` makes it with one list display and queues it, its end
 is one store, and the emitter thread transposes a batch of records straight into columns.
-The order is checked against the protocol when this module is imported.
+The order is checked against the protocol when this module is imported. The same fields are
+packed into the record's slot of the process' shared-memory ring (``wire/ring.py``) when it
+starts and when it ends (one ``struct.pack_into`` each), so that a process killed before its
+emitter's next tick still leaves them for the node's harvester.
 
 The hooks (hooks.py, ddp.py, funcol.py) start and end records here. The state below is set
 by hooks.py as it instruments (``active``, the emitter) and by ``start`` itself (the device,
