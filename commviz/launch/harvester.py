@@ -163,10 +163,14 @@ class Harvester:
         return new
 
     def _harvest(self, w: _Watched) -> None:
+        """``w``'s process has ended: send what its ring holds that the viewer lacks (none
+        when it exited cleanly, having removed its ring after its last records went out),
+        then how it ended."""
         t_ns = time.time_ns()
         code = _exit_code(w)
+        clean = ring.removed(w.lock_fd)
         try:
-            got = ring.read(w.path)
+            got = ring.read_fd(w.lock_fd, w.path)
         except ring.RingError as exc:
             print(f"commviz: a rank's ring could not be read, and is removed ({exc})",
                   file=self._out, flush=True)
@@ -174,7 +178,9 @@ class Harvester:
         recovered = running = 0
         order = len(self.deaths) + 1  # only this thread (or close(), after it) appends
         if got is not None and got.rank >= 0:
-            messages, recovered, running = recovered_messages(got, t_ns)
+            messages = []
+            if not clean:
+                messages, recovered, running = recovered_messages(got, t_ns)
             messages.append(protocol.encode_gone(got.rank, got.inc, w.pid, t_ns, order, code,
                                                  recovered, running))
             for data in messages:
@@ -182,10 +188,11 @@ class Harvester:
         with self.lock:
             self.deaths.append(Death(-1 if got is None else got.rank, w.pid, t_ns, order, code,
                                      recovered, running))
-        try:
-            os.unlink(w.path)
-        except OSError:
-            pass
+        if not clean:
+            try:
+                os.unlink(w.path)
+            except OSError:
+                pass
         self._forget(w)
 
     def _forget(self, w: _Watched) -> None:

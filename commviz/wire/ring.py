@@ -237,6 +237,25 @@ def read(path: Path) -> Ring:
     return parse(data, path)
 
 
+def read_fd(fd: int, path: Path) -> Ring:
+    """Read the ring open at ``fd`` (a harvester's claim): readable even once its process has
+    removed the file (a clean exit)."""
+    try:
+        size = os.fstat(fd).st_size
+        data = os.pread(fd, size, 0)
+    except OSError as exc:
+        raise RingError(exc.errno, f"cannot read {path}: {exc.strerror}") from None
+    return parse(data, path)
+
+
+def removed(fd: int) -> bool:
+    """Whether the ring open at ``fd`` was removed by its process (it exited cleanly)."""
+    try:
+        return os.fstat(fd).st_nlink == 0
+    except OSError:
+        return True
+
+
 def parse(data: bytes, path: Path = Path("?")) -> Ring:
     if len(data) < HEADER_BYTES:
         raise RingError(0, f"{path}: not a commviz ring (too short)")
