@@ -307,7 +307,7 @@ def _ratio_interval(raw: list[float], inst: list[float], resamples: int = 2000) 
 
 def _print_row(label: str, metric: str, row: tuple) -> None:
     raw, inst, ratio, interval, added = row
-    print(f"{label:<30} {metric:<12} {raw:>9.2f} {inst:>9.2f} {ratio:>7.3f} {interval:>13} "
+    print(f"{label:<34} {metric:<12} {raw:>9.2f} {inst:>9.2f} {ratio:>7.3f} {interval:>13} "
           f"{added:>9.2f}", flush=True)
 
 
@@ -315,18 +315,19 @@ def all_reduce_cases(args: argparse.Namespace) -> None:
     raw_ns, hooked_ns, ring_ns = hook_alone()
     for label, ns in (("hook alone, no-op op, no ring", hooked_ns),
                       ("hook alone, no-op op, ring", ring_ns)):
-        print(f"{label:<30} {'thread_cpu':<12} {raw_ns / 1e3:>9.2f} {ns / 1e3:>9.2f} "
+        print(f"{label:<34} {'thread_cpu':<12} {raw_ns / 1e3:>9.2f} {ns / 1e3:>9.2f} "
               f"{'':>21} {(ns - raw_ns) / 1e3:>9.2f}", flush=True)
     for label, world, listening in (("1 rank, viewer listening", 1, True),
                                     ("2 ranks, viewer listening", 2, True),
                                     ("2 ranks, no viewer", 2, False)):
         result = measure(world, listening, args.ops, args.rounds, args.size)
-        for mode, suffix in (("inst", ", ring"), ("no_ring", ", no ring")):
+        for mode, suffix in (("inst", "ring"), ("no_ring", "no ring")):
+            shown = f"{label}, {suffix}"
             for metric, row in result[mode].items():
-                _print_row(label + suffix, metric, row)
-                label, suffix = "", ""
+                _print_row(shown, metric, row)
+                shown = ""
         for metric, row in result["ring_added"].items():
-            print(f"{'  ring added (paired)':<30} {metric:<12} {'':>9} {'':>9} {'':>7} "
+            print(f"{'  ring added (paired)':<34} {metric:<12} {'':>9} {'':>9} {'':>7} "
                   f"{'':>13} {row:>9.2f}", flush=True)
 
 
@@ -376,7 +377,7 @@ def main() -> None:
           "CPU of the calling thread (the hot path); process cpu = all threads (emitter too). "
           "95% = bootstrap interval of the ratio over block pairs; "
           "added = median of paired block differences.")
-    print(f"{'setting':<30} {'metric':<12} {'raw us':>9} {'instr us':>9} {'ratio':>7} "
+    print(f"{'setting':<34} {'metric':<12} {'raw us':>9} {'instr us':>9} {'ratio':>7} "
           f"{'95%':>13} {'added us':>9}")
     if not args.ddp_only:
         all_reduce_cases(args)

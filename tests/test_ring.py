@@ -42,11 +42,14 @@ def _start(n: int, site: int = 0) -> list[list]:
                           GROUP, -1, 16, 16, None, False, site) for _ in range(n)]
 
 
-def test_the_slot_is_the_records_fields_in_the_protocols_columns():
+def test_a_slot_holds_every_column_in_its_wire_type_with_8_byte_fields_aligned():
     assert ring.SLOT.size == ring.SLOT_BYTES == ring.SLOT_DTYPE.itemsize == 64
-    assert list(ring.SLOT_DTYPE.names) == list(protocol.COLUMNS) == list(records.FIELDS)
+    assert sorted(ring.SLOT_FIELDS) == sorted(protocol.COLUMNS) == sorted(records.FIELDS)
     for name, dt in protocol.COLUMNS.items():
-        assert ring.SLOT_DTYPE.fields[name][0] == dt
+        kind, offset = ring.SLOT_DTYPE.fields[name]
+        assert kind == dt
+        assert kind.itemsize != 8 or (ring.HEADER_BYTES + offset) % 8 == 0, name
+    assert ring.SLOT_DTYPE.fields["t_end"][1] == 8 * ring.T_END_WORD
 
 
 def test_records_written_at_start_and_end_are_read_back_in_id_order(writer):

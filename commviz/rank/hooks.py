@@ -54,6 +54,7 @@ from commviz.rank.records import (
     complete,
     finish,
     resolve_source,
+    ring_end,
     ring_write,
     site_id,
     start,
@@ -390,6 +391,7 @@ def _api_hook(name: str, real: Any, depth: int) -> Any:
             if container:
                 rec[BYTES_IN], rec[BYTES_OUT] = tls.acc  # type: ignore[misc]
                 tls.acc, tls.site = saved
+                ring_write(rec)  # its bytes are known now
         if async_op and result is not None:
             return track_async(rec, result, info, op)
         if is_anysource_recv and peer < 0 and type(result) is int:
@@ -398,8 +400,8 @@ def _api_hook(name: str, real: Any, depth: int) -> Any:
             complete(rec)
         else:
             rec[T_END] = _time_ns()
-            if records.ring_buf is not None:
-                ring_write(rec)
+            if records.ring_words is not None:
+                ring_end(rec)
         return result
 
     return hook

@@ -22,6 +22,7 @@ from __future__ import annotations
 import functools
 import importlib.util
 import itertools
+import operator
 import os
 import struct
 import threading
@@ -67,10 +68,11 @@ _RECV_CODES = frozenset(protocol.OP_CODE[n] for n in protocol.RECVS)
 _time_ns = time.time_ns
 _get_ident = threading.get_ident
 _slot_pack = ring.SLOT.pack_into
+_slot_fields = operator.itemgetter(*(_INDEX[name] for name in ring.SLOT_FIELDS))
 _SLOTS_AT = ring.HEADER_BYTES
 _SLOT_SHIFT = ring.SLOT_BYTES.bit_length() - 1
-assert 1 << _SLOT_SHIFT == ring.SLOT_BYTES
-_SLOT_IDS_AT, _SLOT_ID_SHIFT = ring.HEADER_BYTES // 8, _SLOT_SHIFT - 3  # in RingWriter.ids
+assert 1 << _SLOT_SHIFT == ring.SLOT_BYTES and ring.WORDS_PER_SLOT == 8
+_FIRST_WORD, _T_END_WORD = ring.FIRST_WORD, ring.FIRST_WORD + ring.T_END_WORD
 
 # ---- state, set by hooks.py ------------------------------------------------------------
 # Whether hooks are installed: what outlives an uninstrument() (a DDP comm hook, a function
@@ -86,7 +88,7 @@ in_ddp_hook: set[int] = set()
 # into its slot when it starts and when it ends, so that it outlives the process; None: none
 ring_buf: Any = None
 ring_mask = 0
-_ring_ids: Any = None  # the ring's slots' ids (RingWriter.ids)
+ring_words: Any = None  # the same ring as int64 words (RingWriter.words)
 
 
 class ThreadState(threading.local):
@@ -122,23 +124,36 @@ def detach() -> None:
 
 def use_ring(writer: Any) -> None:
     """Pack records into ``writer``'s ring (a wire.ring.RingWriter) from now on; None: stop."""
-    global ring_buf, ring_mask, _ring_ids
-    ring_buf, ring_mask, _ring_ids = ((None, 0, None) if writer is None
-                                      else (writer.buf, writer.mask, writer.ids))
+    global ring_buf, ring_mask, ring_words
+    ring_buf, ring_mask, ring_words = ((None, 0, None) if writer is None
+                                       else (writer.buf, writer.mask, writer.words))
+
+
+def ring_end(rec: list) -> None:
+    """``rec`` ended and only its t_end changed (the usual end): store that in its slot.
+    Not when a newer record has taken the slot (the ring went round while this op ran): the
+    newer one is what a harvester needs."""
+    words = ring_words
+    if words is not None:
+        at = (rec[0] & ring_mask) << 3
+        try:
+            if words[_FIRST_WORD + at] == rec[0]:
+                words[_T_END_WORD + at] = rec[T_END]
+        except (ValueError, TypeError):  # the ring closed meanwhile
+            pass
 
 
 def ring_write(rec: list) -> None:
-    """Pack ``rec`` into its slot again: its fields changed (it ended, its source became
-    known). Not when a newer record has taken the slot (the ring went round while this op
-    ran): the newer one is what a harvester needs. Never raises into the program: a ring
-    being closed, or a value out of its type's range, leaves the slot as it was."""
-    buf = ring_buf
-    if buf is not None:
-        rid = rec[0]
-        slot = rid & ring_mask
+    """Pack all of ``rec`` into its slot again: more than its t_end changed (its flags, its
+    source, an object collective's bytes); as ``ring_end`` otherwise. Never raises into the
+    program: a ring being closed, or a value out of its type's range, leaves the slot as it
+    was."""
+    words = ring_words
+    if words is not None:
+        slot = rec[0] & ring_mask
         try:
-            if _ring_ids[_SLOT_IDS_AT + (slot << _SLOT_ID_SHIFT)] == rid:
-                _slot_pack(buf, _SLOTS_AT + (slot << _SLOT_SHIFT), *rec)
+            if words[_FIRST_WORD + (slot << 3)] == rec[0]:
+                _slot_pack(ring_buf, _SLOTS_AT + (slot << _SLOT_SHIFT), *_slot_fields(rec))
         except (struct.error, ValueError, TypeError):
             pass
 
@@ -198,13 +213,15 @@ def start(op_code: int, kind: int, parent_code: int, info: GroupInfo, peer: int,
         if acc is not None:
             acc[0] += b_in
             acc[1] += b_out
-    rec = [next(_ids), op_code, parent_code, info.gid, seq, peer, b_in, b_out, dtype, flags,
-           _time_ns(), -1, site]
+    rid, t0 = next(_ids), _time_ns()
+    rec = [rid, op_code, parent_code, info.gid, seq, peer, b_in, b_out, dtype, flags, t0, -1,
+           site]
     push(rec)
     buf = ring_buf
-    if buf is not None:  # ring_write, inlined: this is the hot path
+    if buf is not None:  # its slot, in ring.SLOT_FIELDS order
         try:
-            _slot_pack(buf, _SLOTS_AT + ((rec[0] & ring_mask) << _SLOT_SHIFT), *rec)
+            _slot_pack(buf, _SLOTS_AT + ((rid & ring_mask) << _SLOT_SHIFT), rid, seq, b_in,
+                       b_out, t0, -1, info.gid, peer, site, op_code, parent_code, dtype, flags)
         except (struct.error, ValueError, TypeError):
             pass
     return rec
@@ -244,7 +261,7 @@ def complete(rec: list) -> None:
         gpu_timer.track(rec, _FLAG_GPU_TIME)  # its ring slot stays in flight (see ring_write)
     else:
         rec[T_END] = _time_ns()
-        ring_write(rec)
+        ring_end(rec)
 
 
 def finish(rec: list, failed: bool = False) -> None:

@@ -116,6 +116,12 @@ class RankState:
     # its process's exit code as its launcher told (a negative signal number: killed), None
     # before: a rank that died without a goodbye is said dead rather than silent for ever
     exit_code: int | None = None
+    # what the node's harvester said of its process' end (protocol ``gone``): when (wall ns,
+    # the viewer's clock; 0: not said), its place among its node's ends (1: first), and the
+    # records it recovered from the process' ring
+    ended_ns: int = 0
+    end_order: int = 0
+    recovered: int = 0
     telemetry: collections.deque = field(
         default_factory=lambda: collections.deque(maxlen=TELEMETRY_MAX))
 
@@ -316,12 +322,31 @@ class Model:
                 spans.extend(msg.spans if not shift else (
                     protocol.PhaseSpan(p.name, p.depth, p.t_start - shift, p.t_end - shift)
                     for p in msg.spans))
+            elif isinstance(msg, protocol.Gone):
+                state = self._state_of(msg.rank, msg.inc)
+                if state is not None:
+                    self._gone(state, msg)
             elif isinstance(msg, protocol.GpuTopology):
                 if self.gpu_topology.get(msg.rank) != msg:  # repeated every 10 s, seldom new
                     self.gpu_topology[msg.rank] = msg
                     self._gpu_links = None
         if batches:
             self._apply_rows(self._rows_of(batches))
+
+    def _gone(self, state: RankState, msg: protocol.Gone) -> None:
+        """The harvester of its node saw ``state``'s process end: when, and how where it knows
+        (what the launcher says of it, ``process_ended``, stands)."""
+        state.ended_ns = msg.t_ns - self._offset_ns(state)
+        state.end_order = msg.order
+        state.recovered = msg.recovered + msg.running
+        if state.exit_code is None and msg.code is not None:
+            state.exit_code = msg.code
+
+    def first_ended(self) -> list[RankState]:
+        """The ranks whose end a harvester noted, the first to end first (by time; on one
+        node, by the harvester's order)."""
+        ended = [s for s in self.ranks.values() if s.ended_ns]
+        return sorted(ended, key=lambda s: (s.ended_ns, s.end_order))
 
     def process_ended(self, rank: int, code: int) -> None:
         """The launcher says rank ``rank``'s process ended with ``code`` (a demo's, or what a

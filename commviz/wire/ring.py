@@ -1,10 +1,10 @@
 """A rank's records in shared memory, so that they outlive its process (docs/protocol.md).
 
 Each instrumented process keeps a ring file in ``/dev/shm``: a header, ``capacity`` fixed
-slots of 64 bytes (one record each, its fields in ``protocol.COLUMNS`` order and types,
-packed), the id shipped from each slot, and an append-only log of what its records refer to
-(call sites, groups, its identity). The hooks write a record's slot when the call starts and
-again when it ends (one ``struct.pack_into``: far cheaper than a message); the emitter notes
+slots of 64 bytes (one record each, the fields and types of ``protocol.COLUMNS``, packed
+widest first), the id shipped from each slot, and an append-only log of what its records refer to
+(call sites, groups, its identity). The hooks pack a record's slot when the call starts (one
+``struct.pack_into``) and store its ``t_end`` when it ends (one int64 store); the emitter notes
 in the file what it has shipped to the viewer. When the process dies, however it dies, the
 file is still there: the node's harvester (``commviz/launch/harvester.py``) reads it, sends
 what the viewer never got and removes it.
@@ -45,18 +45,27 @@ MAGIC = b"cvzring1"
 VERSION = 1
 CAPACITY = 8192        # records kept: the last few thousand ops, 512 KiB of slots
 META_BYTES = 1 << 20   # call sites, groups and identity: thousands of sites fit
-HEADER_BYTES = 256
+HEADER_BYTES = 256  # a multiple of 64: slots are 8-byte aligned
 
 _STRUCT_CODES = {"<i8": "q", "u1": "B", "<u4": "I", "<i4": "i"}
-SLOT = struct.Struct("<" + "".join(_STRUCT_CODES[dt] for dt in protocol.COLUMNS.values()))
+# a slot's fields: the columns, widest first, so that each 8-byte one is 8-byte aligned in the
+# file (slots start at HEADER_BYTES, a multiple of 64): an op's end is one int64 store of its
+# t_end through ``RingWriter.words``, its start one pack of these fields
+SLOT_FIELDS = tuple(sorted(protocol.COLUMNS, key=lambda n: -np.dtype(protocol.COLUMNS[n]).itemsize))
+SLOT = struct.Struct("<" + "".join(_STRUCT_CODES[protocol.COLUMNS[n]] for n in SLOT_FIELDS))
 SLOT_BYTES = 64
 assert SLOT.size == SLOT_BYTES, SLOT.size
-# the same layout for numpy: a slot array read back is the columns of an ``ops`` batch
 _offsets = [0]
-for _dt in protocol.COLUMNS.values():
-    _offsets.append(_offsets[-1] + np.dtype(_dt).itemsize)
-SLOT_DTYPE = np.dtype({"names": list(protocol.COLUMNS), "formats": list(protocol.COLUMNS.values()),
+for _name in SLOT_FIELDS:
+    _offsets.append(_offsets[-1] + np.dtype(protocol.COLUMNS[_name]).itemsize)
+# the same layout for numpy: a slot array read back is the columns of an ``ops`` batch
+SLOT_DTYPE = np.dtype({"names": list(SLOT_FIELDS),
+                       "formats": [protocol.COLUMNS[n] for n in SLOT_FIELDS],
                        "offsets": _offsets[:-1], "itemsize": SLOT_BYTES})
+WORDS_PER_SLOT = SLOT_BYTES // 8
+FIRST_WORD = HEADER_BYTES // 8  # slot 0's first int64 word in ``RingWriter.words``
+ID_WORD, T_END_WORD = SLOT_FIELDS.index("id"), SLOT_FIELDS.index("t_end")  # words in a slot
+assert _offsets[T_END_WORD] == 8 * T_END_WORD and _offsets[ID_WORD] == 0
 
 # header: magic, version, slot bytes, capacity, meta bytes, pid, inc, rank, world, how far
 # the emitter shipped (the last id it shipped, -1: none; records shipped in all), meta_used,
@@ -91,14 +100,10 @@ def _layout(capacity: int) -> tuple[int, int]:
     return shipped, shipped + capacity * 8
 
 
-def slot_id_index(record_id: int, mask: int) -> int:
-    """Where in ``RingWriter.ids`` the id of record ``record_id``'s slot is."""
-    return (HEADER_BYTES + (record_id & mask) * SLOT_BYTES) // 8
-
-
 class RingWriter:
     """The ring of this process: created, locked, mapped; ``buf`` is what the hooks pack
-    records into (at ``(id % capacity) * SLOT_BYTES + HEADER_BYTES``)."""
+    records into (``SLOT``, at ``HEADER_BYTES + (id % capacity) * SLOT_BYTES``), ``words``
+    the same bytes as int64 (an op's end: its ``T_END_WORD``)."""
 
     def __init__(self, tag: str, inc: int, directory: Path | None = None,
                  capacity: int = CAPACITY, meta: int = META_BYTES) -> None:
@@ -128,8 +133,8 @@ class RingWriter:
             self._meta_used = 0
             self.shipped_ids = np.frombuffer(self.buf, np.int64, capacity, self._shipped_at)
             self.shipped_ids.fill(-1)
-            # every slot's id, as int64 (slots are 8-byte aligned): ``ids[slot_id(i)]``
-            self.ids = memoryview(self.buf).cast("q")
+            # the file as int64 words: slot k's id is word FIRST_WORD + k * WORDS_PER_SLOT
+            self.words = memoryview(self.buf).cast("q")
             os.rename(hidden, self.path)
         except OSError as exc:
             os.close(fd)
@@ -197,7 +202,7 @@ class RingWriter:
 
     def _release(self) -> None:
         self.shipped_ids = None  # type: ignore[assignment]  # the views on buf first
-        self.ids.release()
+        self.words.release()
         try:
             self.buf.close()  # its own dup of the file goes with it
         except (BufferError, ValueError):
