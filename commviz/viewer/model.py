@@ -108,6 +108,7 @@ class RankState:
     last_seq: int = 0    # of last_op
     last_peer: int = -1  # of last_op: a send's or receive's peer, else -1
     last_end_ns: int = 0
+    last_site: int = -1  # of last_op: an index into Model.sites (site_of)
     job: int = 0  # the job generation of this incarnation (1, 2, ...); 0 before a heartbeat
     inc: int = 0  # its incarnation id (protocol ``inc``), 0 for a rank that sends none
     job_key: str = ""  # protocol ``job``: what the ranks of its job share
@@ -712,9 +713,9 @@ class Model:
         counts = np.diff(np.r_[starts, len(order)])
         sums_in = np.add.reduceat(rows["bytes_in"][order], starts)
         sums_out = np.add.reduceat(rows["bytes_out"][order], starts)
-        for r, n, b_in, b_out, op, seq, peer, t_end in zip(
+        for r, n, b_in, b_out, op, seq, peer, t_end, site in zip(
                 by_rank[starts].tolist(), counts.tolist(), sums_in.tolist(), sums_out.tolist(),
-                *(rows[k][last].tolist() for k in ("op", "seq", "peer", "t_end"))):
+                *(rows[k][last].tolist() for k in ("op", "seq", "peer", "t_end", "site"))):
             state = self._rank(r)
             state.ops += n
             state.bytes_in += b_in
@@ -722,6 +723,7 @@ class Model:
             if t_end >= state.last_end_ns:
                 state.last_op = protocol.OPS[op]
                 state.last_seq, state.last_peer, state.last_end_ns = seq, peer, t_end
+                state.last_site = site
 
     def _sizes(self, rows: dict[str, np.ndarray], n: np.ndarray) -> np.ndarray:
         op = rows["op"]
