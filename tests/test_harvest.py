@@ -83,6 +83,33 @@ def test_ranks_killed_inside_an_op_have_it_recovered_as_in_flight(procs, tmp_pat
     recovered = {(d["rank"], d["seq"]) for d in lines
                  if d.get("kind") == "running" and d["flags"] & RECOVERED}
     assert recovered == {(0, K + 1), (2, K + 1)}
+    # the account begins with rank 0, the first rank 1 killed, inside #138 (as torchrun's
+    # root cause says), then rank 2 in the same op
+    (account,) = [d for d in lines if d.get("kind") == "diag"
+                  and d["facts"].get("shape") == "first_end"]
+    assert account["message"].startswith(
+        f"rank 0 ended first (killed by SIGKILL) inside all_reduce #{K + 1} at killed_job.py:")
+    assert f"; rank 2 was in all_reduce #{K + 1} at killed_job.py:" in account["message"]
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(150)
+def test_a_mismatch_that_made_gloo_abort_is_found_from_the_recovered_records(procs, tmp_path):
+    rec = tmp_path / "run.jsonl"
+    proc = procs.start("-m", "commviz", "run", "--headless", "--record", str(rec), "--",
+                       *TORCHRUN[:-1], "4", str(JOBS / "mismatch_job.py"))
+    assert proc.finish(120) != 0, proc.stdout
+    lines = _lines(rec)
+    assert _rings_of(lines) == []
+    # gloo aborts at step 6: the ranks that abort send nothing of it; their rings do
+    assert any(d.get("kind") == "running" and d["seq"] == 6 and d["flags"] & RECOVERED
+               for d in lines)
+    (mismatch,) = [d for d in lines if d.get("kind") == "diag" and d["type"] == "mismatch"]
+    assert (mismatch["ranks"], mismatch["seq"]) == ([1], 6)
+    assert mismatch["message"].startswith(
+        "ranks disagree at #6 in group 0-3: rank 1 called all_reduce (256 B float32) at "
+        "mismatch_job.py:11, while ranks 0,2,3 called all_reduce (64 B float32) at "
+        "mismatch_job.py:11"), mismatch["message"]
 
 
 @pytest.mark.integration

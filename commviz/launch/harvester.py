@@ -118,7 +118,7 @@ class Harvester:
         self._scan()  # a ring made just before its process ended
         for w in list(self._watched.values()):
             if not _alive(w):
-                self._harvest(w)
+                self._harvest(w, time.time_ns())
             else:  # still running (not ours to stop): its own exit removes its ring
                 self._forget(w)
         self._sock.close(linger=EXIT_LINGER_MS)
@@ -134,11 +134,12 @@ class Harvester:
                     poller.register(w.pidfd, select.POLLIN)
                     by_fd[w.pidfd] = w
             ended = [by_fd.pop(fd) for fd, _ in poller.poll(self.scan_s * 1000)]
+            t_ns = time.time_ns()  # when they ended, give or take the wake-up: not the reading
             for w in ended:
                 poller.unregister(w.pidfd)
             ended += [w for w in self._watched.values() if w.pidfd is None and not _alive(w)]
             for w in ended:
-                self._harvest(w)
+                self._harvest(w, t_ns)
 
     def _scan(self) -> list[_Watched]:
         """Claim the rings of this harvester's processes that appeared since the last scan."""
@@ -162,11 +163,10 @@ class Harvester:
             new.append(w)
         return new
 
-    def _harvest(self, w: _Watched) -> None:
-        """``w``'s process has ended: send what its ring holds that the viewer lacks (none
-        when it exited cleanly, having removed its ring after its last records went out),
-        then how it ended."""
-        t_ns = time.time_ns()
+    def _harvest(self, w: _Watched, t_ns: int) -> None:
+        """``w``'s process ended at ``t_ns``: send what its ring holds that the viewer lacks
+        (none when it exited cleanly, having removed its ring after its last records went
+        out), then how it ended."""
         code = _exit_code(w)
         clean = ring.removed(w.lock_fd)
         try:

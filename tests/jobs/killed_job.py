@@ -1,7 +1,7 @@
 """A gloo job that knows nothing of commviz, whose rank 1 ends it with SIGKILL after its K-th
 all_reduce: ``self`` kills rank 1 alone, right after that op (its launcher then stops the
 others); ``all`` waits until the others are inside the next all_reduce, then kills them and
-itself, as the OOM killer or a scheduler would.
+itself, one by one, as the OOM killer or a scheduler would.
 
     python killed_job.py MODE K PIDDIR
 """
@@ -25,7 +25,8 @@ for i in range(1, 1_000_000):
     if rank == 1 and i == k:
         if mode == "all":
             time.sleep(0.3)  # the others are inside all_reduce #k+1 by now
-            for r in range(world):
+            for r in range(world):  # one by one, 50 ms apart: their order is known
                 if r != rank:
                     os.kill(int(open(os.path.join(piddir, f"{r}.pid")).read()), signal.SIGKILL)
+                    time.sleep(0.05)
         os.kill(os.getpid(), signal.SIGKILL)
