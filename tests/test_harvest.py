@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -71,6 +72,19 @@ def test_a_rank_that_sigkills_itself_after_op_k_leaves_exactly_k_records(procs, 
 
 @pytest.mark.integration
 @pytest.mark.timeout(150)
+def test_a_rank_that_leaves_by_os_exit_is_told_first_with_its_code(procs, tmp_path):
+    lines = _run_killed(procs, tmp_path, "exit")
+    done = _all_reduces(lines, "op")
+    assert sorted(d["seq"] for d in done[1]) == list(range(1, K + 1))  # no atexit, no loss
+    (account,) = [d for d in lines if d.get("kind") == "diag"
+                  and d["facts"].get("shape") == "first_end"]
+    assert account["ranks"] == [1]
+    assert re.match(rf"rank 1 ended first \(exit 17\) [\d.]+ ms after all_reduce #{K} at "
+                    r"killed_job\.py:\d+", account["message"]), account["message"]
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(150)
 def test_ranks_killed_inside_an_op_have_it_recovered_as_in_flight(procs, tmp_path):
     """The issue's case as the OOM killer makes it: no rank says anything after op 137, yet
     the recording holds exactly 137 all_reduces for every rank and the #138 that ranks 0
@@ -125,3 +139,18 @@ def test_a_rank_without_a_ring_says_so_once_and_still_reports(procs, tmp_path):
     ranks = {d["rank"] for d in _lines(rec) if d.get("kind") == "op"}
     assert ranks == {0, 1}
     assert not os.path.exists(tmp_path / "no-such-dir")
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(60)
+def test_a_ring_left_by_an_earlier_crashed_run_is_removed_at_the_next_start(procs, tmp_path):
+    stale = ring.RingWriter("0", inc=5, directory=tmp_path, capacity=8, meta=64)
+    stale.forget_after_fork()  # unlocked, left behind: as a process killed with no harvester
+    proc = procs.start("-m", "commviz", "run", "--headless", "--", PY, "-c", "pass",
+                       env={ring.ENV_DIR: str(tmp_path)})
+    assert proc.finish(30) == 0, proc.stderr
+    assert not stale.path.exists()
+    said = [line for line in proc.err if "ring(s) left in" in line]
+    assert said == [f"commviz: removed 1 shared-memory ring(s) left in {tmp_path} by processes "
+                    "of an earlier run that died"], proc.err
+    assert os.listdir(tmp_path) == []

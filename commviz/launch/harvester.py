@@ -24,6 +24,7 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -64,16 +65,19 @@ class _Watched:
 class Harvester:
     """Started by the constructor (a thread of its own); ``close()`` harvests what is left.
 
-    ``to``: where the node's ranks report (the viewer's address, or the node's relay); the
-    ranks' environment must have ``env()`` in it.
+    ``to``: where the node's ranks report (the viewer's address, or the node's relay);
+    ``environ``: the ranks' environment, whose keys (if any) it reports with, as they do; it
+    must have ``env()`` in it. Sends never wait: with no viewer to take them, a dead rank's
+    records are dropped and counted (``unsent``), as its own emitter would have.
     """
 
     def __init__(self, to: str, directory: Path | None = None, scan_s: float = SCAN_S,
-                 out=sys.stderr) -> None:
+                 out=sys.stderr, environ: Mapping[str, str] = os.environ) -> None:
         self.tag = uuid.uuid4().hex[:16]
         self.directory = ring.ring_dir() if directory is None else directory
         self.scan_s = scan_s
         self.deaths: list[Death] = []
+        self.unsent = 0  # messages no viewer took
         self.lock = threading.Lock()  # deaths are appended on the harvester's thread
         self._watched: dict[Path, _Watched] = {}
         self._out = out
@@ -87,8 +91,8 @@ class Harvester:
         self._sock.setsockopt(zmq.SNDHWM, 0)  # a death's records are few: never dropped
         self._sock.setsockopt(zmq.LINGER, EXIT_LINGER_MS)
         try:
-            keys = client_keys()
-        except KeysError:
+            keys = client_keys(environ)
+        except KeysError:  # the ranks say so themselves, and connect without
             keys = None
         if keys is not None:
             from commviz.wire.keys import secure_client
@@ -139,7 +143,14 @@ class Harvester:
                 poller.unregister(w.pidfd)
             ended += [w for w in self._watched.values() if w.pidfd is None and not _alive(w)]
             for w in ended:
-                self._harvest(w, t_ns)
+                try:
+                    self._harvest(w, t_ns)
+                except Exception as exc:  # one ring's trouble must not end the harvesting
+                    print(f"commviz: the ring of process {w.pid} could not be harvested "
+                          f"({type(exc).__name__}: {exc}), and is removed", file=self._out,
+                          flush=True)
+                    _unlink(w.path)
+                    self._forget(w)
 
     def _scan(self) -> list[_Watched]:
         """Claim the rings of this harvester's processes that appeared since the last scan."""
@@ -184,15 +195,15 @@ class Harvester:
             messages.append(protocol.encode_gone(got.rank, got.inc, w.pid, t_ns, order, code,
                                                  recovered, running))
             for data in messages:
-                self._sock.send(data)
+                try:
+                    self._sock.send(data, zmq.NOBLOCK)
+                except zmq.Again:  # no viewer connected
+                    self.unsent += 1
         with self.lock:
             self.deaths.append(Death(-1 if got is None else got.rank, w.pid, t_ns, order, code,
                                      recovered, running))
         if not clean:
-            try:
-                os.unlink(w.path)
-            except OSError:
-                pass
+            _unlink(w.path)
         self._forget(w)
 
     def _forget(self, w: _Watched) -> None:
@@ -231,6 +242,13 @@ def recovered_messages(got: ring.Ring, t_ns: int) -> tuple[list[bytes], int, int
         messages.append(protocol.encode_ops(got.rank, cols, [], sites, got.inc))
     running = int((recs["t_end"] < 0).sum())
     return messages, len(recs) - running, running
+
+
+def _unlink(path: Path) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
 
 
 def _pidfd(pid: int) -> int | None:

@@ -169,7 +169,8 @@ class Job:
         exe = resolve(self.cmd, self.env)
         self.tag = self.env[ENV_JOB]
         # what a rank of the job that dies had not sent, from its ring, to the same viewer
-        self.harvester = Harvester(self.env.get("COMMVIZ_ADDR") or DEFAULT_ADDR)
+        self.harvester = Harvester(self.env.get("COMMVIZ_ADDR") or DEFAULT_ADDR,
+                                   environ=self.env)
         self.env.update(self.harvester.env())
         self.stopped_by: int | None = None  # the signal that made commviz stop the job
         self.stop_reason = ""

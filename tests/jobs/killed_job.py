@@ -1,7 +1,8 @@
-"""A gloo job that knows nothing of commviz, whose rank 1 ends it with SIGKILL after its K-th
-all_reduce: ``self`` kills rank 1 alone, right after that op (its launcher then stops the
-others); ``all`` waits until the others are inside the next all_reduce, then kills them and
-itself, one by one, as the OOM killer or a scheduler would.
+"""A gloo job that knows nothing of commviz, whose rank 1 ends it after its K-th all_reduce:
+``self`` SIGKILLs rank 1 alone, right after that op (its launcher then stops the others);
+``exit`` leaves by ``os._exit(17)`` there (no atexit, no flush); ``all`` waits until the others
+are inside the next all_reduce, then SIGKILLs them and itself, one by one, as the OOM killer or
+a scheduler would.
 
     python killed_job.py MODE K PIDDIR
 """
@@ -29,4 +30,6 @@ for i in range(1, 1_000_000):
                 if r != rank:
                     os.kill(int(open(os.path.join(piddir, f"{r}.pid")).read()), signal.SIGKILL)
                     time.sleep(0.05)
+        if mode == "exit":
+            os._exit(17)
         os.kill(os.getpid(), signal.SIGKILL)
