@@ -56,6 +56,7 @@ _ARRAY_CODES = {"<i8": "q", "u1": "B", "<u4": "I", "<i4": "i"}
 _COLUMN_CODES = [(name, _ARRAY_CODES[dt]) for name, dt in protocol.COLUMNS.items()]
 _REPEAT_FROM = 64  # records in a batch from which _column_bytes looks for repeated values
 _GID_OF = operator.itemgetter(GID)
+_ID_OF = operator.itemgetter(ID)
 
 
 def encode_batch(rank: int, records: list[list], sites: Any, inc: int = 0, shift_ns: int = 0,
@@ -347,6 +348,7 @@ class Emitter:
             return
         done = [rec[T_END] >= 0 for rec in watching]  # read once: the rank may set t_end meanwhile
         ready = list(compress(watching, done))
+        completed = len(ready)  # ready[:completed] ended; snapshots of running ones follow
         if len(ready) == len(watching):
             self._watching = []
         else:
@@ -361,9 +363,8 @@ class Emitter:
             data = encode_batch(ident[0], chunk, self.sites, self._inc, self._shift)
             if self._try_send(sock, data):
                 self.sent += len(chunk)
-                if self.ring is not None:
-                    self.ring.mark_shipped([rec[ID] for rec in chunk if rec[T_END] >= 0],
-                                           self.sent)
+                if self.ring is not None and i < completed:
+                    self.ring.mark_shipped(list(map(_ID_OF, chunk[:completed - i])), self.sent)
             else:
                 self.dropped += len(chunk)
 

@@ -182,7 +182,7 @@ class RingWriter:
         """The completed records ``ids`` reached the socket (``shipped`` in all so far): a
         harvester sends them no more."""
         if ids:
-            arr = np.array(ids, np.int64)
+            arr = np.fromiter(ids, np.int64, len(ids))
             self.shipped_ids[arr & self.mask] = arr
             self._last = max(self._last, int(arr.max()))
             _SHIPPED.pack_into(self.buf, _SHIPPED_AT, self._last, shipped)
