@@ -91,8 +91,11 @@ def test_a_rank_that_ended_inside_an_op_is_said_to_have_ended_in_it():
                          "train.py:31")
 
 
-def test_no_account_without_the_harvesters_notices_or_when_the_first_left_cleanly():
+def test_no_account_without_the_harvesters_notices_or_when_the_first_said_goodbye():
     model, diag = _run()
     assert _account(diag) is None
     model, diag = _run(bye(0, T0_NS + 140 * MS), _gone(0, 140, 1, code=0), _gone(1, 150, 2))
+    assert _account(diag) is None
+    # nor after an error of its own: the findings of the op it failed in say it
+    model, diag = _run(bye(0, T0_NS + 140 * MS), _gone(0, 140, 1, code=1), _gone(1, 150, 2))
     assert _account(diag) is None

@@ -6,7 +6,8 @@ It reads the harvesters' ``gone`` notices (``Model.first_ended``: when and in wh
 processes ended, their exit codes where a harvester is their parent) and the records in flight
 at the end, those a harvester recovered from the dead processes' rings among them. Without
 notices (no harvester: a job started outside commviz) there is no account; nor when the first
-process to end left cleanly.
+process to end said goodbye first (it left cleanly, or after an error of its own: the
+findings of what it failed in say that already).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ def first_end(model: Model, now: float, wall: int) -> Finding | None:
     if not ended:
         return None
     first = ended[0]
-    if first.exited and not first.exit_code:
+    if first.exited:  # it said goodbye: what it failed in, if anything, is found already
         return None
     latest = _latest_in_flight(model)
     own = latest.pop(first.rank, None)
