@@ -5,11 +5,15 @@ exactly, so both use the same process, group and tensors), and each instrumented
 compared with its neighbouring raw block: the paired difference of their times per op
 cancels the drift of a noisy shared machine. Three settings: one rank (the hook's own cost,
 communication being nearly free), and two ranks with the viewer listening and with no
-viewer at all. Then a DDP training step, with DDP's own C++ reduction against commviz's
-comm hook that reproduces it and records every bucket, and against torch's own Python
-``allreduce_hook`` without commviz: the floor of any design that sees the buckets from Python.
+viewer at all. Each instrumented block runs with the process' shared-memory ring
+(``commviz/wire/ring.py``, the default) or, taking turns with it, without (the hooks' path
+before the ring): "ring added" is the paired difference of the two. Then a
+DDP training step, with DDP's own C++ reduction against commviz's comm hook that reproduces it
+and records every bucket, and against torch's own Python ``allreduce_hook`` without commviz:
+the floor of any design that sees the buckets from Python.
 
     python bench/overhead.py [--ops 300] [--rounds 60] [--size 4] [--ddp-rounds 40]
+    python bench/overhead.py --ddp-rounds 0 --rounds 200   # the ring's cost, side by side
     python bench/overhead.py --ddp-only --ddp-device cuda --hidden 4096 --batch 1024
 
 Wall-clock latency on a shared 2-core machine is noisy; CPU time per op is the steadier
@@ -49,7 +53,7 @@ def _rank(rank: int, world: int, port: int, addr: str, ops: int, rounds: int, si
     import torch.distributed as dist
 
     import commviz
-    from commviz.rank import hooks
+    from commviz.rank import hooks, records
 
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
                             world_size=world, timeout=datetime.timedelta(seconds=60))
@@ -59,12 +63,14 @@ def _rank(rank: int, world: int, port: int, addr: str, ops: int, rounds: int, si
     for _ in range(50):
         dist.all_reduce(t)
     clock = time.perf_counter_ns
+    modes = ("raw", "inst", "no_ring")
     blocks: dict[str, dict[str, list[float]]] = {
-        mode: {"wall": [], "thread_cpu": [], "process_cpu": []} for mode in ("raw", "inst")}
+        mode: {"wall": [], "thread_cpu": [], "process_cpu": []} for mode in modes}
     for r in range(rounds):
-        for mode in ("raw", "inst") if r % 2 == 0 else ("inst", "raw"):
-            if mode == "inst":
+        for mode in modes[r % 3:] + modes[:r % 3]:
+            if mode != "raw":
                 commviz.instrument(addr)
+                records.use_ring(hooks._EMITTER.ring if mode == "inst" else None)
             dist.barrier()
             t0, cpu0, proc0 = clock(), time.thread_time_ns(), time.process_time_ns()
             for _ in range(ops):
@@ -164,11 +170,12 @@ def _ddp_rank(rank: int, world: int, port: int, addr: str, steps: int, rounds: i
     hooks.flush_and_close()
 
 
-def hook_alone(calls: int = 200_000) -> tuple[float, float]:
-    """ns per call of the all_reduce hook around an op that does nothing (warm caches).
+def hook_alone(calls: int = 200_000) -> tuple[float, float, float]:
+    """ns per call of the all_reduce hook around an op that does nothing (warm caches):
+    the op alone, hooked without a ring, hooked with one.
 
     Runs in a forked 1-rank group with the emitter stopped, so it is the hot path alone:
-    the wrapper's own work, the record, the queue append.
+    the wrapper's own work, the record, the queue append, and the ring's two slot writes.
     """
     ctx = mp.get_context("fork")
     out = ctx.Queue()
@@ -182,6 +189,7 @@ def hook_alone(calls: int = 200_000) -> tuple[float, float]:
 
         import commviz
         from commviz.rank import hooks, records
+        from commviz.wire import ring
 
         dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0,
                                 world_size=1)
@@ -195,12 +203,19 @@ def hook_alone(calls: int = 200_000) -> tuple[float, float]:
             return None
 
         wrapped = hooks._api_hook("all_reduce", noop, depth=1)
+        writer = ring.RingWriter("bench", 1)  # the emitter's went with it
         t = torch.zeros(1)
-        best = {}
-        for name, fn in (("raw", noop), ("hooked", wrapped)):
-            best[name] = min(timeit.repeat(lambda fn=fn: fn(t), number=calls // 10, repeat=15,
-                                           timer=time.thread_time))  # CPU: preemption-proof
-        out.put((best["raw"] / (calls // 10) * 1e9, best["hooked"] / (calls // 10) * 1e9))
+        best: dict[str, float] = {}
+        for _ in range(15):  # the three take turns: drift hits them alike
+            for name, fn, use in (("raw", noop, None), ("hooked", wrapped, None),
+                                  ("ring", wrapped, writer)):
+                records.use_ring(use)
+                took = timeit.timeit(lambda fn=fn: fn(t), number=calls // 10,
+                                     timer=time.thread_time)  # CPU: preemption-proof
+                best[name] = min(best.get(name, took), took)
+        records.use_ring(None)
+        writer.remove()
+        out.put(tuple(best[name] / (calls // 10) * 1e9 for name in ("raw", "hooked", "ring")))
         out.close()
         out.join_thread()
         os._exit(0)
@@ -256,7 +271,14 @@ def measure(world: int, listening: bool, *args: Any, target: Any = _rank,
         stop.set()
         drainer.join()
         receiver.close()
-    return {mode: _compare(blocks["raw"], blocks[mode]) for mode in blocks if mode != "raw"}
+    result: dict[str, Any] = {mode: _compare(blocks["raw"], blocks[mode])
+                              for mode in blocks if mode != "raw"}
+    if "no_ring" in blocks:  # the ring's own cost: its blocks against their neighbours without
+        result["ring_added"] = {
+            metric: statistics.median(i - n for i, n in zip(blocks["inst"][metric],
+                                                            blocks["no_ring"][metric]))
+            for metric in ("wall", "thread_cpu", "process_cpu")}
+    return result
 
 
 def _compare(raw_blocks: dict[str, list[float]], blocks: dict[str, list[float]]) -> dict:
@@ -285,21 +307,28 @@ def _ratio_interval(raw: list[float], inst: list[float], resamples: int = 2000) 
 
 def _print_row(label: str, metric: str, row: tuple) -> None:
     raw, inst, ratio, interval, added = row
-    print(f"{label:<30} {metric:<12} {raw:>9.2f} {inst:>9.2f} {ratio:>7.3f} {interval:>13} "
+    print(f"{label:<34} {metric:<12} {raw:>9.2f} {inst:>9.2f} {ratio:>7.3f} {interval:>13} "
           f"{added:>9.2f}", flush=True)
 
 
 def all_reduce_cases(args: argparse.Namespace) -> None:
-    raw_ns, hooked_ns = hook_alone()
-    print(f"{'hook alone, no-op op':<30} {'thread_cpu':<12} {raw_ns / 1e3:>9.2f} "
-          f"{hooked_ns / 1e3:>9.2f} {'':>21} {(hooked_ns - raw_ns) / 1e3:>9.2f}", flush=True)
+    raw_ns, hooked_ns, ring_ns = hook_alone()
+    for label, ns in (("hook alone, no-op op, no ring", hooked_ns),
+                      ("hook alone, no-op op, ring", ring_ns)):
+        print(f"{label:<34} {'thread_cpu':<12} {raw_ns / 1e3:>9.2f} {ns / 1e3:>9.2f} "
+              f"{'':>21} {(ns - raw_ns) / 1e3:>9.2f}", flush=True)
     for label, world, listening in (("1 rank, viewer listening", 1, True),
                                     ("2 ranks, viewer listening", 2, True),
                                     ("2 ranks, no viewer", 2, False)):
-        result = measure(world, listening, args.ops, args.rounds, args.size)["inst"]
-        for metric, row in result.items():
-            _print_row(label, metric, row)
-            label = ""
+        result = measure(world, listening, args.ops, args.rounds, args.size)
+        for mode, suffix in (("inst", "ring"), ("no_ring", "no ring")):
+            shown = f"{label}, {suffix}"
+            for metric, row in result[mode].items():
+                _print_row(shown, metric, row)
+                shown = ""
+        for metric, row in result["ring_added"].items():
+            print(f"{'  ring added (paired)':<34} {metric:<12} {'':>9} {'':>9} {'':>7} "
+                  f"{'':>13} {row:>9.2f}", flush=True)
 
 
 def ddp_case(args: argparse.Namespace) -> None:
@@ -331,7 +360,8 @@ def ddp_case(args: argparse.Namespace) -> None:
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--ops", type=int, default=300, help="ops per block")
-    p.add_argument("--rounds", type=int, default=60, help="raw/instrumented block pairs")
+    p.add_argument("--rounds", type=int, default=60,
+                   help="rounds of raw, instrumented and instrumented-without-ring blocks")
     p.add_argument("--size", type=int, default=4, help="bytes per all_reduce")
     p.add_argument("--ddp-rounds", type=int, default=40, help="rounds of 3 DDP blocks (0: none)")
     p.add_argument("--ddp-steps", type=int, default=10, help="DDP training steps per block")
@@ -341,13 +371,13 @@ def main() -> None:
                    help="cuda: NCCL, one rank per GPU (at most 2)")
     p.add_argument("--ddp-only", action="store_true", help="run the DDP case alone")
     args = p.parse_args()
-    print(f"all_reduce of {args.size} B on gloo/CPU, {args.rounds} pairs of {args.ops}-op "
-          f"blocks, {os.cpu_count()} cores. Per op: wall = the block's time / ops (the emitter's "
-          "share of the CPU included); thread cpu = CPU of the calling thread (the hot "
-          "path); process cpu = all threads (emitter too). "
+    print(f"all_reduce of {args.size} B on gloo/CPU, {args.rounds} rounds of three "
+          f"{args.ops}-op blocks (raw, ring, no ring), {os.cpu_count()} cores. Per op: wall = "
+          "the block's time / ops (the emitter's share of the CPU included); thread cpu = "
+          "CPU of the calling thread (the hot path); process cpu = all threads (emitter too). "
           "95% = bootstrap interval of the ratio over block pairs; "
           "added = median of paired block differences.")
-    print(f"{'setting':<30} {'metric':<12} {'raw us':>9} {'instr us':>9} {'ratio':>7} "
+    print(f"{'setting':<34} {'metric':<12} {'raw us':>9} {'instr us':>9} {'ratio':>7} "
           f"{'95%':>13} {'added us':>9}")
     if not args.ddp_only:
         all_reduce_cases(args)

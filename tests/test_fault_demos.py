@@ -141,8 +141,13 @@ def test_crash_names_the_lost_rank(procs, tmp_path):
     assert rc == 1, out
     assert re.search(rf"^rank {victim} failed \(exit -9\): killed by SIGKILL, no error written$",
                      out, re.M), out
-    lost = _diags(lines, "lost_rank")
+    lost = [f for f in _diags(lines, "lost_rank") if f["facts"]["shape"] != "first_end"]
     assert [f["ranks"] for f in lost] == [[victim]], lines
+    # the run's end is told first: the victim, killed, after its last all_reduce (#3)
+    (first,) = [f for f in _diags(lines, "lost_rank") if f["facts"]["shape"] == "first_end"]
+    assert first["message"].startswith(
+        f"rank {victim} ended first (killed by SIGKILL) "), first["message"]
+    assert f"after all_reduce #3 at crash.py:{_line('crash', 'all_reduce')}" in first["message"]
     beats = [x["t_ns"] for x in lines if x.get("kind") == "tel" and x["rank"] == victim]
     detectable = max(beats) + diagnose.LOST_AFTER_S * S
     assert lost[0]["t_ns"] - detectable < 2 * S

@@ -273,6 +273,10 @@ class Emitter:
         self.sites: dict[int, tuple[str, int]] = {}
         self.pollers: list = []
         self.pushed: list[list] = []
+        self.ring = None  # no shared-memory ring: records go to the queue alone
+
+    def note_site(self, sid: int, key: tuple[str, int]) -> None:
+        self.sites[sid] = key
 
     def push(self, rec: list) -> None:
         self.pushed.append(rec)

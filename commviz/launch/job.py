@@ -29,6 +29,7 @@ from typing import BinaryIO, TextIO
 
 import psutil
 
+from commviz.launch.harvester import Harvester
 from commviz.launch.launcher import signal_name, telling_line
 from commviz.relay.relay import DEFAULT_ADDR, Relay
 from commviz.text import i18n
@@ -167,6 +168,10 @@ class Job:
         self.env = job_env(addr, env)
         exe = resolve(self.cmd, self.env)
         self.tag = self.env[ENV_JOB]
+        # what a rank of the job that dies had not sent, from its ring, to the same viewer
+        self.harvester = Harvester(self.env.get("COMMVIZ_ADDR") or DEFAULT_ADDR,
+                                   environ=self.env)
+        self.env.update(self.harvester.env())
         self.stopped_by: int | None = None  # the signal that made commviz stop the job
         self.stop_reason = ""
         self.output: OutputBuffer | None = None
@@ -197,6 +202,7 @@ class Job:
         except OSError as exc:
             if self._log_file is not None:
                 self._log_file.close()
+            self.harvester.close()
             self.cleanup()
             raise JobError(f"cannot run {self.cmd[0]}: {exc.strerror}") from None
         if capture or tee:
@@ -268,6 +274,7 @@ class Job:
             self._signal_all(self._members(), signal.SIGKILL)
             self._settle(TERM_GRACE_S)
         self.proc.wait()
+        self.harvester.close()  # every process of the job has ended: its rings are read
         for t in self._readers:
             t.join(2)
         if self._log_file is not None:

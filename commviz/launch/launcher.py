@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from importlib import metadata, resources
 from pathlib import Path
 
+from commviz.launch.harvester import Harvester
 from commviz.launch.runner import block_elements, elements
 from commviz.rank.nvml import Nvml
 from commviz.text import i18n
@@ -387,8 +388,11 @@ class Ranks:
         """``extra_env``: more variables for the ranks, e.g. a Controller's ``env()``."""
         self.logdir = Path(tempfile.mkdtemp(prefix="commviz-"))
         port = free_port()
+        # what a rank that dies had not sent, from its ring, to the same viewer
+        self.harvester = Harvester(viewer_addr)
         env = {**os.environ, "COMMVIZ_ADDR": viewer_addr, "PYTHONUNBUFFERED": "1",
-               "COMMVIZ_PARENT_PID": str(os.getpid()), **(extra_env or {})}
+               "COMMVIZ_PARENT_PID": str(os.getpid()), **self.harvester.env(),
+               **(extra_env or {})}
         self.procs: list[RankProcess] = []
         for rank in range(world):
             cmd = [*runner_command(), demo, "--rank", str(rank),
@@ -431,6 +435,7 @@ class Ranks:
         for rp in self.procs:
             rp.proc.wait()
         self.poll()
+        self.harvester.close()  # the rings of those that did not exit cleanly
 
     def cleanup_logs(self) -> None:
         shutil.rmtree(self.logdir, ignore_errors=True)

@@ -5,6 +5,10 @@ The hot path (``push``) only appends a record list to a deque. A daemon thread w
 in flight for a whole tick (so a hung op is visible), and sends on a ZeroMQ PUSH socket
 with NOBLOCK: when the viewer is absent, slow or gone, batches are dropped and counted,
 never queued without bound and never waited for.
+
+Each process also keeps its records in a shared-memory ring (``commviz/wire/ring.py``), which
+the hooks write and this emitter creates, notes what it shipped in and removes at a clean
+exit: what a process that dies had not shipped is still there for the node's harvester.
 """
 
 from __future__ import annotations
@@ -26,9 +30,10 @@ from typing import Any
 
 import zmq
 
+from commviz.rank import records
 from commviz.rank.records import GID, ID, SITE, T_END, T_START
 from commviz.rank.telemetry import TelemetrySampler
-from commviz.wire import clocksync, nodes, protocol
+from commviz.wire import clocksync, nodes, protocol, ring
 from commviz.wire.keys import KeysError, client_keys
 from commviz.wire.link import CONNECT_WAIT_S, KEYS_HINT, Link
 
@@ -44,12 +49,14 @@ EXIT_LINGER_MS = 1000  # bounded wait at exit so the last batch can reach a live
 PHASES_HELD = 65_536   # ended phases waiting to be sent; beyond this the oldest are dropped
 FIRST_CLOCK_S = 1.0    # the first heartbeat waits this long for a clock round trip
 TOPOLOGY_EVERY_S = 10.0  # the GPU topology is repeated so that a late viewer learns it
+_ring_refused = False  # a ring could not be made in this process: said once, not per emitter
 
 # A record (records.py) holds its fields in protocol.COLUMNS order: its n-th is the n-th column
 _ARRAY_CODES = {"<i8": "q", "u1": "B", "<u4": "I", "<i4": "i"}
 _COLUMN_CODES = [(name, _ARRAY_CODES[dt]) for name, dt in protocol.COLUMNS.items()]
 _REPEAT_FROM = 64  # records in a batch from which _column_bytes looks for repeated values
 _GID_OF = operator.itemgetter(GID)
+_ID_OF = operator.itemgetter(ID)
 
 
 def encode_batch(rank: int, records: list[list], sites: Any, inc: int = 0, shift_ns: int = 0,
@@ -134,6 +141,8 @@ class Emitter:
             maxlen=PHASES_HELD)
         self.groups: dict[int, tuple[str, list[int]]] = {}
         self.sites: dict[int, tuple[str, int]] = {}
+        self.ring: ring.RingWriter | None = None
+        self._ring_ident: tuple | None = None  # the identity last noted in the ring
         self.dropped = 0
         self.sent = 0
         # called on this thread before each flush (cuda_timing's GpuTimer.poll ends records)
@@ -162,8 +171,47 @@ class Emitter:
         # this process' incarnation id, sent in every message: rank numbers alone do not say
         # which of two jobs running at once into one viewer a message comes from
         self._inc = secrets.randbits(63) or 1
+        self._open_ring()
         self._thread = threading.Thread(target=self._run, name="commviz-emitter", daemon=True)
         self._thread.start()
+
+    def _open_ring(self) -> None:
+        """This process' ring, with what its records refer to so far; without one (no
+        /dev/shm, a full tmpfs, COMMVIZ_RING=0) records go as before, said once."""
+        global _ring_refused
+        if os.environ.get(ring.ENV_OFF) == "0":
+            return
+        directory = ring.ring_dir()
+        ring.sweep(directory)  # rings of an earlier run's dead processes go now
+        try:
+            self.ring = ring.RingWriter(os.environ.get(ring.ENV_TAG) or "0", self._inc,
+                                        directory)
+        except (ring.RingError, OSError) as exc:
+            if not _ring_refused:
+                _ring_refused = True
+                print(f"commviz: warning: no shared-memory ring for this process ({exc}); "
+                      "its records still go to the viewer, but those it has not sent when it "
+                      "dies are lost", file=sys.stderr, flush=True)
+            return
+        for sid, (file, line) in list(self.sites.items()):
+            self.ring.note_site(sid, file, line)
+        for gid, (name, ranks) in list(self.groups.items()):
+            self.ring.note_group(gid, name, ranks)
+        self._ring_ident = None
+        if records.emitter is self:
+            records.use_ring(self.ring)
+
+    def note_site(self, sid: int, key: tuple[str, int]) -> None:
+        """A call site records name (any thread): sent with the batches, kept in the ring."""
+        self.sites[sid] = key
+        if self.ring is not None:
+            self.ring.note_site(sid, *key)
+
+    def note_group(self, gid: int, name: str, ranks: list[int]) -> None:
+        """A process group records name (any thread): announced in ``grp``, kept in the ring."""
+        self.groups[gid] = (name, ranks)
+        if self.ring is not None:
+            self.ring.note_group(gid, name, ranks)
 
     def _finalize(self) -> None:
         # multiprocessing children (fork) leave through os._exit: atexit never runs there.
@@ -181,6 +229,9 @@ class Emitter:
         self._told, self._told_when = {}, (0.0, 0)
         self._topology_sent = None
         self.dropped = self.sent = 0
+        if self.ring is not None:  # the parent's: this process gets its own when it reports
+            self.ring.forget_after_fork()
+            self.ring = None
         self._wake_lock = threading.Lock()  # a new one: the parent's may have been held
         self._dormant = True
 
@@ -200,6 +251,11 @@ class Emitter:
         self._stop.set()
         self._thread.join(timeout=EXIT_LINGER_MS / 1000 + 1)
         atexit.unregister(self.close)
+        if self.ring is not None:  # a clean exit: the ring goes (what it held was sent)
+            if records.ring_buf is self.ring.buf:
+                records.use_ring(None)
+            self.ring.remove()
+            self.ring = None
 
     # ---- sender thread -------------------------------------------------------------
     def _run(self) -> None:
@@ -292,6 +348,7 @@ class Emitter:
             return
         done = [rec[T_END] >= 0 for rec in watching]  # read once: the rank may set t_end meanwhile
         ready = list(compress(watching, done))
+        completed = len(ready)  # ready[:completed] ended; snapshots of running ones follow
         if len(ready) == len(watching):
             self._watching = []
         else:
@@ -303,8 +360,13 @@ class Emitter:
         self._tell_groups(sock, ident[0], set(map(_GID_OF, ready)))
         for i in range(0, len(ready), protocol.MAX_BATCH):
             chunk = ready[i:i + protocol.MAX_BATCH]
-            self._send(sock, encode_batch(ident[0], chunk, self.sites, self._inc, self._shift),
-                       len(chunk))
+            data = encode_batch(ident[0], chunk, self.sites, self._inc, self._shift)
+            if self._try_send(sock, data):
+                self.sent += len(chunk)
+                if self.ring is not None and i < completed:
+                    self.ring.mark_shipped(list(map(_ID_OF, chunk[:completed - i])), self.sent)
+            else:
+                self.dropped += len(chunk)
 
     def _tell_groups(self, sock: zmq.Socket, rank: int, gids: Iterable[int]) -> None:
         """Announce the groups of ``gids`` not announced yet, before the batches naming them;
@@ -364,10 +426,18 @@ class Emitter:
                 self._clock.first.wait(FIRST_CLOCK_S)
                 self._clock_waited = True
             samples = self._clock.take()
-        self._send(sock, protocol.encode_heartbeat(
+        job = self._job()
+        beat = self._try_send(sock, protocol.encode_heartbeat(
             rank, world=world, host=nodes.hostname(), pid=self._pid, backend=backend,
             device=device, t_ns=time.time_ns() + self._shift, dropped=self.dropped, tel=tel,
-            inc=self._inc, job=self._job(), clk=samples), 0)
+            inc=self._inc, job=job, clk=samples))
+        if self.ring is not None:
+            noted = (*ident, job)
+            if noted != self._ring_ident:  # what a harvester needs to speak for this rank
+                self._ring_ident = noted
+                self.ring.note_identity(rank, world, backend, device, nodes.hostname(), job)
+            if beat:
+                self.ring.note_heartbeat()
         sent = self._topology_sent
         if sent is None or sent[0] != device or time.monotonic() - sent[1] >= TOPOLOGY_EVERY_S:
             self._send(sock, protocol.encode_topology(rank, nodes.hostname(),

@@ -54,14 +54,17 @@ from commviz.rank.records import (
     complete,
     finish,
     resolve_source,
+    ring_write,
     site_id,
     start,
     tls,
     track_async,
 )
-from commviz.wire import protocol
+from commviz.wire import protocol, ring
 from commviz.wire.protocol import OBJECT_OPS, OP_CODE
 
+# a ring slot's words (wire/ring.py): its id, its t_end
+_RING_ID, _RING_T_END = ring.FIRST_WORD + ring.ID_WORD, ring.FIRST_WORD + ring.T_END_WORD
 ENV_ADDR = "COMMVIZ_ADDR"
 # torch.distributed's own frames, and the decorators it wraps its API with (@deprecated)
 _TORCH_FILES = frozenset({c10d.__file__, c10d_logger.__file__, typing_extensions.__file__,
@@ -266,7 +269,7 @@ def _loopback_scope() -> str:
 def _announce_group(info: GroupInfo) -> None:
     _identity()  # learn who we are while the process group surely exists
     if _EMITTER is not None:
-        _EMITTER.groups[info.gid] = (info.name, list(info.ranks))
+        _EMITTER.note_group(info.gid, info.name, list(info.ranks))
 
 
 def _walk(frame: Any) -> tuple[list[Any], str | None, Any]:
@@ -389,6 +392,7 @@ def _api_hook(name: str, real: Any, depth: int) -> Any:
             if container:
                 rec[BYTES_IN], rec[BYTES_OUT] = tls.acc  # type: ignore[misc]
                 tls.acc, tls.site = saved
+                ring_write(rec)  # its bytes are known now
         if async_op and result is not None:
             return track_async(rec, result, info, op)
         if is_anysource_recv and peer < 0 and type(result) is int:
@@ -396,7 +400,15 @@ def _api_hook(name: str, real: Any, depth: int) -> Any:
         if rec[FLAGS] & _FLAG_GPU_TIME:
             complete(rec)
         else:
-            rec[T_END] = _time_ns()
+            t_end = rec[T_END] = _time_ns()
+            words = records.ring_words
+            if words is not None:  # records.ring_end, inlined: a call costs as much again
+                at = (rec[0] & records.ring_mask) << 3
+                try:
+                    if words[_RING_ID + at] == rec[0]:
+                        words[_RING_T_END + at] = t_end
+                except ValueError:  # the ring closed meanwhile
+                    pass
         return result
 
     return hook

@@ -3,7 +3,10 @@
 A record is a plain list with one field per column of an ``ops`` batch, in
 ``protocol.COLUMNS`` order: ``start`` makes it with one list display and queues it, its end
 is one store, and the emitter thread transposes a batch of records straight into columns.
-The order is checked against the protocol when this module is imported.
+The order is checked against the protocol when this module is imported. The same fields are
+packed into the record's slot of the process' shared-memory ring (``wire/ring.py``) when it
+starts and when it ends (one ``struct.pack_into`` each), so that a process killed before its
+emitter's next tick still leaves them for the node's harvester.
 
 The hooks (hooks.py, ddp.py, funcol.py) start and end records here. The state below is set
 by hooks.py as it instruments (``active``, the emitter) and by ``start`` itself (the device,
@@ -19,13 +22,15 @@ from __future__ import annotations
 import functools
 import importlib.util
 import itertools
+import operator
 import os
+import struct
 import threading
 import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from commviz.wire import protocol
+from commviz.wire import protocol, ring
 from commviz.wire.protocol import FLAG_ASYNC, FLAG_CUDA, FLAG_FAILED, FLAG_UNWAITED
 
 if TYPE_CHECKING:
@@ -62,6 +67,12 @@ _FLAG_GPU_TIME = protocol.FLAG_GPU_TIME
 _RECV_CODES = frozenset(protocol.OP_CODE[n] for n in protocol.RECVS)
 _time_ns = time.time_ns
 _get_ident = threading.get_ident
+_slot_pack = ring.SLOT.pack_into
+_slot_fields = operator.itemgetter(*(_INDEX[name] for name in ring.SLOT_FIELDS))
+_SLOTS_AT = ring.HEADER_BYTES
+_SLOT_SHIFT = ring.SLOT_BYTES.bit_length() - 1
+assert 1 << _SLOT_SHIFT == ring.SLOT_BYTES and ring.WORDS_PER_SLOT == 8
+_FIRST_WORD, _T_END_WORD = ring.FIRST_WORD, ring.FIRST_WORD + ring.T_END_WORD
 
 # ---- state, set by hooks.py ------------------------------------------------------------
 # Whether hooks are installed: what outlives an uninstrument() (a DDP comm hook, a function
@@ -73,6 +84,11 @@ device = "cpu"    # this rank's device, "cuda:N" from the first CUDA tensor on
 gpu_timer: Any = None  # cuda_timing.GpuTimer, once a CUDA tensor has gone through NCCL
 # threads running a DDP comm hook: what they communicate is flagged as DDP's
 in_ddp_hook: set[int] = set()
+# this process' shared-memory ring (wire/ring.py), set by its emitter: each record is packed
+# into its slot when it starts and when it ends, so that it outlives the process; None: none
+ring_buf: Any = None
+ring_mask = 0
+ring_words: Any = None  # the same ring as int64 words (RingWriter.words)
 
 
 class ThreadState(threading.local):
@@ -93,7 +109,8 @@ def attach(em: Emitter) -> None:
     global emitter, push
     emitter, push = em, em.queue.append
     for key, sid in _sites.items():
-        em.sites[sid] = key
+        em.note_site(sid, key)
+    use_ring(em.ring)
     if gpu_timer is not None:
         em.pollers.append(gpu_timer.poll)
 
@@ -102,11 +119,50 @@ def detach() -> None:
     """The emitter is closed: call sites found from now on wait for the next one."""
     global emitter
     emitter = None
+    use_ring(None)
+
+
+def use_ring(writer: Any) -> None:
+    """Pack records into ``writer``'s ring (a wire.ring.RingWriter) from now on; None: stop."""
+    global ring_buf, ring_mask, ring_words
+    ring_buf, ring_mask, ring_words = ((None, 0, None) if writer is None
+                                       else (writer.buf, writer.mask, writer.words))
+
+
+def ring_end(rec: list) -> None:
+    """``rec`` ended and only its t_end changed (the usual end): store that in its slot.
+    Not when a newer record has taken the slot (the ring went round while this op ran): the
+    newer one is what a harvester needs."""
+    words = ring_words
+    if words is not None:
+        at = (rec[0] & ring_mask) << 3
+        try:
+            if words[_FIRST_WORD + at] == rec[0]:
+                words[_T_END_WORD + at] = rec[T_END]
+        except (ValueError, TypeError):  # the ring closed meanwhile
+            pass
+
+
+def ring_write(rec: list) -> None:
+    """Pack all of ``rec`` into its slot again: more than its t_end changed (its flags, its
+    source, an object collective's bytes); as ``ring_end`` otherwise. Never raises into the
+    program: a ring being closed, or a value out of its type's range, leaves the slot as it
+    was."""
+    words = ring_words
+    if words is not None:
+        slot = rec[0] & ring_mask
+        try:
+            if words[_FIRST_WORD + (slot << 3)] == rec[0]:
+                _slot_pack(ring_buf, _SLOTS_AT + (slot << _SLOT_SHIFT), *_slot_fields(rec))
+        except (struct.error, ValueError, TypeError):
+            pass
 
 
 def _after_fork_in_child() -> None:
-    """A forked child's first record goes through Emitter.push, which starts its sender."""
+    """A forked child's first record goes through Emitter.push, which starts its sender
+    (and its own ring: the parent's mapping is shared, and not the child's to write)."""
     global push
+    use_ring(None)
     if emitter is not None:
         push = _push_after_fork
 
@@ -157,9 +213,17 @@ def start(op_code: int, kind: int, parent_code: int, info: GroupInfo, peer: int,
         if acc is not None:
             acc[0] += b_in
             acc[1] += b_out
-    rec = [next(_ids), op_code, parent_code, info.gid, seq, peer, b_in, b_out, dtype, flags,
-           _time_ns(), -1, site]
+    rid, t0 = next(_ids), _time_ns()
+    rec = [rid, op_code, parent_code, info.gid, seq, peer, b_in, b_out, dtype, flags, t0, -1,
+           site]
     push(rec)
+    buf = ring_buf
+    if buf is not None:  # its slot, in ring.SLOT_FIELDS order
+        try:
+            _slot_pack(buf, _SLOTS_AT + ((rid & ring_mask) << _SLOT_SHIFT), rid, seq, b_in,
+                       b_out, t0, -1, info.gid, peer, site, op_code, parent_code, dtype, flags)
+        except (struct.error, ValueError, TypeError):
+            pass
     return rec
 
 
@@ -187,21 +251,24 @@ def resolve_source(rec: list, source: int) -> None:
     if rec[PEER] < 0 and source >= 0:
         rec[PEER] = source
         rec[SEQ] = _p2p_received[source] = _p2p_received.get(source, 0) + 1
+        ring_write(rec)
 
 
 def complete(rec: list) -> None:
     """A successful end: ops on CUDA tensors through NCCL end when a CUDA event recorded now
     has run on the GPU (cuda_timing, t_end set later), others now."""
     if rec[FLAGS] & _FLAG_GPU_TIME and gpu_timer is not None:
-        gpu_timer.track(rec, _FLAG_GPU_TIME)
+        gpu_timer.track(rec, _FLAG_GPU_TIME)  # its ring slot stays in flight (see ring_write)
     else:
         rec[T_END] = _time_ns()
+        ring_end(rec)
 
 
 def finish(rec: list, failed: bool = False) -> None:
     if failed:
         rec[FLAGS] = (rec[FLAGS] | FLAG_FAILED) & ~_FLAG_GPU_TIME
         rec[T_END] = _time_ns()
+        ring_write(rec)
     else:
         complete(rec)
 
@@ -210,6 +277,7 @@ def unwaited(rec: list) -> None:
     """Async work dropped before anyone observed its end: it ends now, flagged so."""
     rec[FLAGS] = (rec[FLAGS] | FLAG_UNWAITED) & ~_FLAG_GPU_TIME
     rec[T_END] = _time_ns()
+    ring_write(rec)
 
 
 def _on_future(rec: list, fut: Any) -> None:
@@ -320,5 +388,5 @@ def _site_id_of(key: tuple[str, int]) -> int:
     if sid is None:
         sid = _sites[key] = len(_sites)
         if emitter is not None:
-            emitter.sites[sid] = key
+            emitter.note_site(sid, key)
     return sid

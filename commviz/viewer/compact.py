@@ -56,7 +56,7 @@ DTYPES = {name: np.dtype(dt) for name, dt in COLUMNS.items()}
 _BY_WHO = ("id", "seq")  # delta-coded from the same rank's previous record
 # lines of these kinds have string keys and lists only: they go to msgpack as they are;
 # the others pass through JSON first, so that they read back as JSON Lines would give them
-_PLAIN = frozenset({"rank", "tel", "bye", "phase", "topo"})
+_PLAIN = frozenset({"rank", "tel", "bye", "phase", "topo", "gone"})
 
 
 class CompactError(ValueError):

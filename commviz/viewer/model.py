@@ -127,6 +127,7 @@ class RankState:
     last_seq: int = 0    # of last_op
     last_peer: int = -1  # of last_op: a send's or receive's peer, else -1
     last_end_ns: int = 0
+    last_site: int = -1  # of last_op: an index into Model.sites (site_of)
     job: int = 0  # the job generation of this incarnation (1, 2, ...); 0 before a heartbeat
     inc: int = 0  # its incarnation id (protocol ``inc``), 0 for a rank that sends none
     job_key: str = ""  # protocol ``job``: what the ranks of its job share
@@ -135,6 +136,12 @@ class RankState:
     # its process's exit code as its launcher told (a negative signal number: killed), None
     # before: a rank that died without a goodbye is said dead rather than silent for ever
     exit_code: int | None = None
+    # what the node's harvester said of its process' end (protocol ``gone``): when (wall ns,
+    # the viewer's clock; 0: not said), its place among its node's ends (1: first), and the
+    # records it recovered from the process' ring
+    ended_ns: int = 0
+    end_order: int = 0
+    recovered: int = 0
     telemetry: collections.deque = field(
         default_factory=lambda: collections.deque(maxlen=TELEMETRY_MAX))
 
@@ -357,6 +364,10 @@ class Model:
                 spans.extend(msg.spans if not shift else (
                     protocol.PhaseSpan(p.name, p.depth, p.t_start - shift, p.t_end - shift)
                     for p in msg.spans))
+            elif isinstance(msg, protocol.Gone):
+                state = self._state_of(msg.rank, msg.inc)
+                if state is not None:
+                    self._gone(state, msg)
             elif isinstance(msg, protocol.GpuTopology):
                 if self.gpu_topology.get(msg.rank) != msg:  # repeated every 10 s, seldom new
                     self.gpu_topology[msg.rank] = msg
@@ -378,6 +389,21 @@ class Model:
             if len(rows["t_end"]):
                 self.newest_record_ns = max(self.newest_record_ns, int(rows["t_end"].max()))
             self._apply_rows(rows)
+
+    def _gone(self, state: RankState, msg: protocol.Gone) -> None:
+        """The harvester of its node saw ``state``'s process end: when, and how where it knows
+        (what the launcher says of it, ``process_ended``, stands)."""
+        state.ended_ns = msg.t_ns - self._offset_ns(state)
+        state.end_order = msg.order
+        state.recovered = msg.recovered + msg.running
+        if state.exit_code is None and msg.code is not None:
+            state.exit_code = msg.code
+
+    def first_ended(self) -> list[RankState]:
+        """The ranks whose end a harvester noted, the first to end first (by time; on one
+        node, by the harvester's order)."""
+        ended = [s for s in self.ranks.values() if s.ended_ns]
+        return sorted(ended, key=lambda s: (s.ended_ns, s.end_order))
 
     def process_ended(self, rank: int, code: int) -> None:
         """The launcher says rank ``rank``'s process ended with ``code`` (a demo's, or what a
@@ -845,9 +871,9 @@ class Model:
         counts = np.diff(np.r_[starts, len(order)])
         sums_in = np.add.reduceat(rows["bytes_in"][order], starts)
         sums_out = np.add.reduceat(rows["bytes_out"][order], starts)
-        for r, n, b_in, b_out, op, seq, peer, t_end in zip(
+        for r, n, b_in, b_out, op, seq, peer, t_end, site in zip(
                 by_rank[starts].tolist(), counts.tolist(), sums_in.tolist(), sums_out.tolist(),
-                *(rows[k][last].tolist() for k in ("op", "seq", "peer", "t_end"))):
+                *(rows[k][last].tolist() for k in ("op", "seq", "peer", "t_end", "site"))):
             state = self._rank(r)
             state.ops += n
             state.bytes_in += b_in
@@ -855,6 +881,7 @@ class Model:
             if t_end >= state.last_end_ns:
                 state.last_op = protocol.OPS[op]
                 state.last_seq, state.last_peer, state.last_end_ns = seq, peer, t_end
+                state.last_site = site
 
     def _sizes(self, rows: dict[str, np.ndarray], n: np.ndarray) -> np.ndarray:
         op = rows["op"]

@@ -284,7 +284,7 @@ def _dues(msg: protocol.Message | Records) -> np.ndarray:
     if isinstance(msg, protocol.OpBatch | Records):
         t_end, t_start = msg.cols["t_end"], msg.cols["t_start"]
         return np.where(t_end >= 0, t_end, t_start + _ANNOUNCE_NS).astype(np.int64)
-    if isinstance(msg, protocol.Heartbeat | protocol.Bye):
+    if isinstance(msg, protocol.Heartbeat | protocol.Bye | protocol.Gone):
         t = msg.t_ns if msg.t_ns > 0 else -1
     elif isinstance(msg, protocol.Phases):
         t = max(span.t_end for span in msg.spans)

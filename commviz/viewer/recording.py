@@ -87,6 +87,10 @@ class Recorder:
             elif isinstance(msg, protocol.Bye):
                 self._write({"kind": "bye", "rank": msg.rank, **_inc(msg.inc), "t_ns": msg.t_ns,
                              "dropped": msg.dropped})
+            elif isinstance(msg, protocol.Gone):
+                self._write({"kind": "gone", "rank": msg.rank, **_inc(msg.inc), "pid": msg.pid,
+                             "t_ns": msg.t_ns, "order": msg.order, "code": msg.code,
+                             "recovered": msg.recovered, "running": msg.running})
             elif isinstance(msg, protocol.Phases):
                 for span in msg.spans:
                     self._write({"kind": "phase", "rank": msg.rank, **_inc(msg.inc),
@@ -493,7 +497,7 @@ class _Reading:
                 yield from self.pending.full()
             return
         kind = obj.get("kind")
-        if kind in ("rank", "bye"):  # they begin and end incarnations: earlier ops first
+        if kind in ("rank", "bye", "gone"):  # they begin and end incarnations: earlier ops first
             yield from self.pending.all()
         if kind == "running" and playback:
             kind, obj = "op", {**obj, "t_end_ns": -1}
@@ -519,6 +523,10 @@ class _Reading:
                             _telemetry(obj) if playback else {})
         elif kind == "bye":  # the model's job generations end with their goodbyes
             yield protocol.Bye(obj["rank"], obj["t_ns"], obj["dropped"], obj.get("inc", 0))
+        elif kind == "gone":  # a harvester's notice: how the run ended is told from these
+            yield protocol.Gone(obj["rank"], obj["pid"], obj["t_ns"], obj["order"],
+                                obj.get("code"), obj["recovered"], obj["running"],
+                                obj.get("inc", 0))
         elif kind == "phase":
             yield protocol.Phases(obj["rank"], (protocol.PhaseSpan(
                 obj["name"], obj["depth"], obj["t_start_ns"], obj["t_end_ns"]),),

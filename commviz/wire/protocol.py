@@ -8,7 +8,10 @@ Every ZeroMQ message is one msgpack map with ``v`` (the version) and ``k`` (the 
 * ``ph``: compute phases the program marked with ``commviz.phase(name)``;
 * ``topo``: the local GPUs of the rank's host and their links (NVLink, PCIe), from NVML;
 * ``grp``: the members of the process groups an incarnation's batches name by id: sent once
-  when a group is first used and again every ``GROUPS_EVERY_S``, so a late viewer learns them.
+  when a group is first used and again every ``GROUPS_EVERY_S``, so a late viewer learns them;
+* ``gone``: sent by the node's harvester (not the rank) when a rank's process has ended: when,
+  in what order among the node's ranks, how if it knows, and how many records it recovered
+  from the process' shared-memory ring (``commviz/wire/ring.py``).
 
 Every message of a rank process may carry ``inc``, the process' incarnation id (random,
 fixed for its life), and its heartbeat ``job``, what the ranks of one job share (their
@@ -79,6 +82,7 @@ FLAG_CUDA = 4           # CUDA tensors: host times of the call, not of the GPU w
 FLAG_FAILED = 8         # the call raised, or its work completed with an error
 FLAG_DDP = 16           # issued by DistributedDataParallel (its gradient buckets, its broadcasts)
 FLAG_GPU_TIME = 32      # CUDA tensors through NCCL: t_end is when a CUDA event after the op ran
+FLAG_RECOVERED = 64     # sent by the harvester from a dead process' ring, not by the rank
 
 PHASE_NAME_MAX = 64     # characters of a phase's name
 GPUS_MAX = 64           # GPUs of one host in a ``topo`` message
@@ -288,7 +292,21 @@ class Groups:
     inc: int = 0
 
 
-Message = OpBatch | Heartbeat | Bye | Phases | GpuTopology | Groups
+@dataclass(frozen=True)
+class Gone:
+    """A rank's process ended, as the harvester of its node saw it (``gone``)."""
+
+    rank: int
+    pid: int
+    t_ns: int        # when it ended, on the harvester's wall clock (to the millisecond)
+    order: int       # 1 for the first of the node's processes to end, 2 for the next...
+    code: int | None  # exit code, negative: the signal that killed it; None: not known
+    recovered: int   # completed records it had not shipped, sent after its death
+    running: int     # records of ops it was inside when it ended, sent after its death
+    inc: int = 0
+
+
+Message = OpBatch | Heartbeat | Bye | Phases | GpuTopology | Groups | Gone
 
 TELEMETRY_KEYS = ("cpu_pct", "rss_bytes", "gpu_util_pct", "gpu_mem_used", "gpu_mem_total",
                    "gpu_power_w", "nvlink_tx_bps", "nvlink_rx_bps", "pcie_tx_bps",
@@ -395,8 +413,17 @@ class _WireGroups(_Wire, tag="grp"):
     groups: Annotated[list[GroupRow], Meta(min_length=1)]
 
 
+class _WireGone(_Wire, tag="gone"):
+    pid: U63
+    t_ns: U63
+    order: Annotated[int, Meta(ge=1, le=MAX_RANKS)]
+    code: Annotated[int, Meta(ge=-255, le=255)] | None = None
+    recovered: Annotated[int, Meta(ge=0)] = 0
+    running: Annotated[int, Meta(ge=0)] = 0
+
+
 _DECODER = msgspec.msgpack.Decoder(_WireOps | _WireHeartbeat | _WireBye | _WirePhases
-                                   | _WireTopology | _WireGroups)
+                                   | _WireTopology | _WireGroups | _WireGone)
 _VERSION_ONLY = msgspec.msgpack.Decoder(dict[str, Any])
 
 
@@ -495,8 +522,13 @@ def _groups_message(wire: _WireGroups) -> Groups:
     return Groups(wire.rank, _groups(wire.groups), wire.inc)
 
 
+def _gone(wire: _WireGone) -> Gone:
+    return Gone(wire.rank, wire.pid, wire.t_ns, wire.order, wire.code, wire.recovered,
+                wire.running, wire.inc)
+
+
 _CONVERT = {_WireHeartbeat: _heartbeat, _WireBye: _bye, _WirePhases: _phases,
-            _WireTopology: _topology, _WireGroups: _groups_message}
+            _WireTopology: _topology, _WireGroups: _groups_message, _WireGone: _gone}
 
 
 def check_columns(batches: list[OpBatch]) -> dict[int, str]:
@@ -580,4 +612,16 @@ def encode_topology(rank: int, host: str, topo: dict[str, Any], inc: int = 0) ->
     msg = {"v": VERSION, "k": "topo", "rank": rank, "host": host, **topo}
     if inc:
         msg["inc"] = inc
+    return pack(msg)
+
+
+def encode_gone(rank: int, inc: int, pid: int, t_ns: int, order: int, code: int | None,
+                recovered: int, running: int) -> bytes:
+    """Encode the harvester's notice that a rank's process ended (``code`` None: unknown)."""
+    msg = {"v": VERSION, "k": "gone", "rank": rank, "pid": pid, "t_ns": t_ns, "order": order,
+           "recovered": recovered, "running": running}
+    if inc:
+        msg["inc"] = inc
+    if code is not None:
+        msg["code"] = code
     return pack(msg)

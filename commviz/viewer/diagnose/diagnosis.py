@@ -17,6 +17,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from commviz.viewer.diagnose.ending import first_end
 from commviz.viewer.diagnose.finding import Finding, resolved
 from commviz.viewer.diagnose.hangs import Hangs
 from commviz.viewer.diagnose.lost import LostRanks
@@ -99,10 +100,15 @@ class Diagnosis:
         return events
 
     def finish(self, ended: Iterable[int]) -> list[Finding]:
-        """The job has ended (``ended``: its ranks): name those that left without a goodbye,
+        """The job has ended (``ended``: its ranks): how it ended, first (``ending``), where
+        the harvesters said when its processes ended; then those that left without a goodbye,
         but for those its launcher says it stopped (SIGTERM)."""
         now, wall = self.model.clock(), self.wall_ns()
         events = []
+        account = first_end(self.model, now, wall)  # how it ended, told first
+        if account is not None:
+            self.watch.active[account.key] = self._ended[account.key] = account
+            events.append(account)
         for r in sorted(set(ended)):
             f = self.lost.ended(r, now, wall)
             if f is not None:

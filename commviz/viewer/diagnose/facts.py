@@ -202,6 +202,35 @@ class LostNode:
 
 
 @dataclass(frozen=True)
+class Inside:
+    """Ranks that were inside one op (``call``, made at ``where``) when their processes
+    ended; ``stopped``: their launcher stopped them (SIGTERM), they did not fail of their own."""
+
+    shape: ClassVar[str] = "inside"
+    ranks: Ranks
+    call: Call
+    where: str | None
+    stopped: bool
+
+
+@dataclass(frozen=True)
+class FirstEnd:
+    """The first rank whose process ended, as its node's harvester saw it: how (``code``:
+    its exit code, negative the signal, None unknown), ``after_ms`` after the end of its last
+    op ``last`` (made at ``where``), or, ``during``, inside ``last``; then what the other ranks
+    were inside when they ended."""
+
+    shape: ClassVar[str] = "first_end"
+    rank: int
+    code: int | None
+    after_ms: float | None
+    last: Call | None
+    where: str | None
+    inside: tuple[Inside, ...]
+    during: bool = False
+
+
+@dataclass(frozen=True)
 class Replaced:
     """A rank's process replaced by another (a new job) with no goodbye."""
 
@@ -282,12 +311,12 @@ class Words:
 
 Facts = (Straggler | Hang | Failed | P2PWait | Deadlock | EndedUnheard | EndedNoGoodbye
          | LeftSilent | Lost | LostNode | Replaced | Mismatch | SlowPair | SlowGroup | Resolved
-         | Words)
+         | Words | FirstEnd)
 
 _SHAPES = {cls.shape: cls for cls in (
     Call, Doing, Signature, Straggler, Hang, Failed, P2PWait, Behind, Deadlock, EndedUnheard,
     EndedNoGoodbye, LeftSilent, Lost, LostNode, Replaced, Odd, Mismatch, SlowPair, SlowGroup,
-    Resolved, Words)}
+    Resolved, Words, Inside, FirstEnd)}
 
 
 def to_json(value: Any) -> Any:

@@ -85,6 +85,8 @@ def by_cause(findings: Iterable[Finding]) -> list[Finding]:
     """Findings in the order a reader should take them: causes before what they cause (see
     ``_CAUSES``), and among findings of one kind the newest first."""
     def kind(f: Finding) -> int:
+        if type(f.facts) is fx.FirstEnd:  # how the job ended: the account begins with it
+            return -1
         return _CAUSES.index("deadlock" if f.key[0] == "deadlock" else f.type)
     return sorted(findings, key=lambda f: (kind(f), -f.since))
 

@@ -249,10 +249,29 @@ def _words(f: fx.Words, w: _Words) -> str:
     return _QUANTITY.sub(lambda m: number(m.group(0), w.lang), recorded)
 
 
+def _first_end(f: fx.FirstEnd, w: _Words) -> str:
+    how = "" if f.code is None else w("first_end", "how", how=w.how(f.code))
+    if f.last is None:
+        after = w("first_end", "no_op")
+    elif f.during:
+        after = w("first_end", "during", call=w.call(f.last), at=w.at(f.where))
+    elif f.after_ms is None:
+        after = w("first_end", "after_untimed", call=w.call(f.last), at=w.at(f.where))
+    else:
+        after = w("first_end", "after", ms=w.num(f.after_ms, ".1f"), call=w.call(f.last),
+                  at=w.at(f.where))
+    inside = "".join(
+        w("first_end", "inside", ranks=w.ranks(i.ranks), call=w.call(i.call), at=w.at(i.where),
+          stopped=w("first_end", "stopped", ranks=w.ranks(i.ranks)) if i.stopped else "")
+        for i in f.inside)
+    return w("first_end", "line", rank=f.rank, how=how, after=after, inside=inside)
+
+
 _SAY: dict[type, Callable[[Any, _Words], str]] = {
     fx.Straggler: _straggler, fx.Hang: _hang, fx.Failed: _failed, fx.P2PWait: _p2p,
     fx.Deadlock: _deadlock, fx.EndedUnheard: _ended_unheard,
     fx.EndedNoGoodbye: _ended_no_goodbye, fx.LeftSilent: _left_silent, fx.Lost: _lost,
     fx.LostNode: _lost_node,
     fx.Replaced: _replaced, fx.Mismatch: _mismatch, fx.SlowPair: _slow_pair,
-    fx.SlowGroup: _slow_group, fx.Resolved: _resolved, fx.Words: _words}
+    fx.SlowGroup: _slow_group, fx.Resolved: _resolved, fx.Words: _words,
+    fx.FirstEnd: _first_end}
