@@ -116,17 +116,18 @@ OTHER_OP = {"all_reduce": "reduce_scatter_tensor", "all_gather_into_tensor": "al
 # ---- the job --------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Fault:
-    kind: str                  # straggler, stall, hang, dead-node, mismatch, slow-link
+    kind: str                  # straggler, stall, stalls, hang, dead-node, mismatch, slow-link
     a: int                     # the rank, or the node
     b: int = 0                 # straggler: ms late; slow-link: the other node
 
     @staticmethod
     def parse(text: str) -> Fault:
         kind, *args = text.split(":")
-        want = {"straggler": 2, "stall": 1, "hang": 1, "dead-node": 1, "mismatch": 1,
+        want = {"straggler": 2, "stall": 1, "stalls": 1, "hang": 1, "dead-node": 1, "mismatch": 1,
                 "slow-link": 2}
         if kind not in want or len(args) != want[kind] or not all(a.isdigit() for a in args):
-            raise ValueError(f"{text!r}: a fault is straggler:RANK:MS, stall:RANK, hang:RANK, "
+            raise ValueError(f"{text!r}: a fault is straggler:RANK:MS, stall:RANK, stalls:MS, "
+                             "hang:RANK, "
                              "dead-node:NODE, mismatch:RANK or slow-link:NODE:NODE")
         return Fault(kind, *map(int, args))
 
@@ -157,6 +158,8 @@ class Job:
         if self.ranks % self.pipeline_stages:
             raise ValueError("the pipeline's stages must divide the ranks")
         for f in self.faults:
+            if f.kind == "stalls":  # its number is a length, not a rank
+                continue
             top = self.nodes if f.kind in ("dead-node", "slow-link") else self.ranks
             if not (f.a < top and (f.kind != "slow-link" or f.b < top)):
                 raise ValueError(f"fault {f.kind}:{f.a}: no such rank or node")
@@ -351,6 +354,7 @@ class Plan:
         self.recvs: dict[tuple[int, int], np.ndarray] = {}
         self.late = {f.a: f.b * 1_000_000 for f in job.faults if f.kind == "straggler"}
         self.stalls = sorted(job.ranks_with("stall"))
+        self.random_stalls = [f.a for f in job.faults if f.kind == "stalls"]  # their ms
         self.hang = self._mask("hang")
         self.dead = self._mask("dead-node")
         self.mismatch = job.ranks_with("mismatch")
@@ -380,6 +384,8 @@ class Plan:
         t, step_ns = self.t_step, int(job.step_s * 1e9)
         stalls = {r: (rng.random() < STALL_P, rng.random() * 0.8,
                       int(rng.uniform(*STALL_MS) * 1e6)) for r in self.stalls}
+        for ms in self.random_stalls:  # a healthy job's hiccup: a random rank, each step
+            stalls[int(rng.integers(n))] = (True, rng.random() * 0.8, int(ms * 1e6))
         outs, stuck_after, last_end = [], np.zeros(n, bool), t
         for call, base in zip(self.calls, self.base):
             planned = t + int(call.at * step_ns)
@@ -1374,7 +1380,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="MiB of each bucket, unit or activation")
     p.add_argument("--stages", type=int, default=0, help="pipeline stages (default: nodes, <= 4)")
     p.add_argument("--fault", action="append", default=[], type=Fault.parse,
-                   help="straggler:RANK:MS, stall:RANK, hang:RANK, dead-node:NODE, "
+                   help="straggler:RANK:MS, stall:RANK, stalls:MS (a random rank each step), "
+                        "hang:RANK, dead-node:NODE, "
                         "mismatch:RANK, slow-link:NODE:NODE (repeatable)")
     p.add_argument("--fault-at", type=float, default=0.0, help="seconds from the start")
     p.add_argument("--procs", type=int, default=None,

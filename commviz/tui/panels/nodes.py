@@ -12,7 +12,7 @@ from rich.text import Text
 
 from commviz.text import i18n
 from commviz.text.i18n import N_
-from commviz.tui.node_facts import NodeRow, Spread, Worst
+from commviz.tui.node_facts import BROKEN, FLAGGED, HEALTHY, LATE, NodeRow, Spread, Worst
 from commviz.tui.panels.ranks import (
     _column_widths,
     _cut,
@@ -113,7 +113,7 @@ def nodes_table(rows: list[NodeRow], every: list[Entry], model: Model, now: floa
             shown.append(entry)
         else:
             row = by_host[entry.host]
-            _cells(out, widths, _node_cells(row, entry.host in opened, now, lang, widths),
+            _cells(out, widths, _node_cells(row, entry.host in opened, lang, widths),
                    mark)
             shown.append(entry)
             if entry.host in opened and _clock_line(row, room):  # its clock, said whole
@@ -186,10 +186,12 @@ def _cells(out: Text, widths: list[int], cells: list[Text], style: str = "") -> 
     out.append("\n")
 
 
-def _node_cells(row: NodeRow, opened: bool, now: float, lang: str,
-                widths: list[int]) -> list[Text]:
+def _node_cells(row: NodeRow, opened: bool, lang: str, widths: list[int]) -> list[Text]:
+    """A node's row: its name (▸ closed, ▾ opened), ranks, states, worst rank, GPUs, clock;
+    coloured by how bad it is (node_facts' severities, the worst first)."""
     state_w = widths[2] if len(widths) > 2 else NODE_COLUMNS[2][1]
-    style = {0: "bold red", 1: "bold red", 2: "yellow", 3: "green"}[row.severity]
+    style = {FLAGGED: "bold red", BROKEN: "bold red", LATE: "yellow", HEALTHY: "green"}[
+        row.severity]
     marker = OPEN if opened else CLOSED
     return [Text(f"{marker} {row.host}", style="bold cyan"),
             Text(i18n.rank_list(row.ranks)),
