@@ -3,8 +3,6 @@ each drawn step stands for, the hops inside and between nodes, and what building
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from commviz.knowledge import hierarchy, schedules
@@ -76,11 +74,10 @@ def test_every_collective_at_1024_ranks_fits_the_replay_and_is_cheap_to_build(op
         with pytest.raises(ValueError, match="only on gloo"):
             scaled(op, backend, FLEET, 8)
         return
-    started = time.perf_counter()
     s = scaled(op, backend, FLEET, 25 << 20, root=5)
-    took = time.perf_counter() - started
     assert 1 <= len(s.steps) <= DRAWN_STEPS_MAX and runs_cover_each_phase(s)
-    assert took < 0.1, took  # a few ms: no transfer per rank per real step
+    # cheap to build, by its size (no wall time in a test: the machine's load is not ours):
+    # no transfer per rank per real step
     hops = sum(len(step.within) + len(step.between) for step in s.steps)
     assert hops <= len(s.steps) * (8 * 8 + 128 * 128)  # nodes' and GPUs' pairs, not ranks'
     assert all(0 <= a < 128 and 0 <= b < 128 for step in s.steps for a, b in step.between)

@@ -13,7 +13,6 @@ import io
 import json
 import math
 import re
-import time
 from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
@@ -3073,9 +3072,7 @@ def test_the_inside_panel_of_a_large_group_shows_its_drawing_as_nodes_at_once() 
     drawn = inside(session.model, "en", None).plain  # the latest, a 4-rank one: its steps
     assert "step" in drawn
     session.model.recent.append(big)
-    started = time.perf_counter()
-    drawn = inside(session.model, "en", None).plain.splitlines()
-    assert time.perf_counter() - started < 0.5  # a full ring's schedule took 5 s
+    drawn = inside(session.model, "en", None).plain.splitlines()  # as nodes, not 2 M transfers
     # ranks 4.. never reported a host: one node, its phases only
     assert drawn[0].endswith("nccl ring over 1024 ranks · S = 25.0 MiB")
     assert "2046 real steps, drawn as 30" in drawn

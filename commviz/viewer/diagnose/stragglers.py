@@ -7,12 +7,13 @@ the op itself takes at least doubles its cost (twice the transfer time let a ran
 at every 15 ms all_reduce of a 1,024-rank job go unnamed). Named after it was late 3
 instances in a row of the same collective (group, op and size: a training step's first
 collective is where a slow rank shows, the next ones are on time as everyone leaves the late
-one together); a single late arrival is noise. Late instances whose waits overlap are one
-late episode, counted once: a rank that stalls once (a garbage collection, a data loader)
-arrives late at every bucket all_reduce of that step, and is no straggler for it. Once
-named, cleared only after 3 instances in a row of that collective on time, so a rank late
-most of the time does not flicker. What the others waited for it is the union of their waits
-(per waiting rank): DDP's bucket all_reduces overlap, and the same wait is not counted
+one together); a single late arrival is noise, and so is a stretch of them under a second:
+one stall of a rank delays every call of that stretch. Late instances whose waits overlap
+are one late episode, counted once: a rank that stalls once (a garbage collection, a data
+loader) arrives late at every bucket all_reduce of that step, and is no straggler for it.
+Once named, cleared only after 3 instances in a row of that collective on time, so a rank
+late most of the time does not flicker. What the others waited for it is the union of their
+waits (per waiting rank): DDP's bucket all_reduces overlap, and the same wait is not counted
 twice. It is said per waiting rank and summed as rank time: they wait at the same time, the
 sum is no wall time.
 
@@ -38,6 +39,10 @@ MIN_LATE_NS = 10_000_000
 LATE_DURATION_FACTOR = 1.0
 LATE_JITTER_FACTOR = 3.0
 STRAGGLER_AFTER = 3   # late instances in a row before a rank is named
+# ... over at least this long, from the first late arrival of the streak to its latest: one
+# stall of a rank (a garbage collection, a data loader) delays its calls of one stretch, a
+# step's bucket all_reduces one after the other; a straggler is late again and again
+STRAGGLER_SPAN_NS = 1_000_000_000
 STRAGGLER_CLEAR = 3   # on-time instances in a row that clear it
 WINDOW = 64           # instances kept per (group, op, size) for the thresholds
 
@@ -88,6 +93,7 @@ class _Streak:
     on_time: int = 0      # is the same episode (one stall delays a step's every bucket)
     lateness_ns: int = 0  # summed over episodes, each at its latest
     seq: int = 0
+    since_ns: int = 0     # when the others began waiting for it, in its first episode
     until_ns: int = 0     # when the others stopped waiting in its last episode
     worst_ns: int = 0     # its last episode's lateness
 
@@ -166,13 +172,13 @@ class Stragglers:
                                   zip(rows["rank"][sl].tolist(), t0[sl].tolist()))
 
     def find(self, now: float, wall: int) -> list[Finding]:
-        """The ranks late STRAGGLER_AFTER times in a row, each at its longest streak per
-        group."""
+        """The ranks late STRAGGLER_AFTER times in a row (over STRAGGLER_SPAN_NS), each at
+        its longest streak per group."""
         model = self.watch.model
         named: dict[tuple[int, int], tuple[str, _Streak]] = {}  # (group, rank) -> longest
         for (gkey, op, _), s in self._streaks.items():
             late = model.ranks.get(s.rank)
-            if s.late < STRAGGLER_AFTER or (late is not None and late.job
+            if not named_yet(s) or (late is not None and late.job
                                             and late.job != model.job_of(gkey)):
                 continue  # not yet named, or that rank is now another job's process
             best = named.get((gkey, s.rank))
@@ -217,7 +223,7 @@ class Stragglers:
         if lateness <= threshold:  # on time: breaks a streak; clears a named one after 3
             if s is not None:
                 s.on_time += 1
-                if s.late < STRAGGLER_AFTER or s.on_time >= STRAGGLER_CLEAR:
+                if not named_yet(s) or s.on_time >= STRAGGLER_CLEAR:
                     self._end_streak(key)
             return
         if s is None or s.rank != last:
@@ -235,6 +241,7 @@ class Stragglers:
             s.late += 1
             s.lateness_ns += lateness
             s.worst_ns = lateness
+            s.since_ns = s.since_ns or start
         s.until_ns = max(s.until_ns, arrivals[last])
         s.on_time = 0
         s.seq = seq
@@ -248,6 +255,12 @@ class Stragglers:
         s = self._streaks.pop(key)
         if not any(k[0] == key[0] and o.rank == s.rank for k, o in self._streaks.items()):
             self._waits.pop((key[0], s.rank), None)
+
+
+def named_yet(s: _Streak) -> bool:
+    """Whether a streak makes its rank a straggler: STRAGGLER_AFTER late episodes in a row,
+    over STRAGGLER_SPAN_NS at least."""
+    return s.late >= STRAGGLER_AFTER and s.until_ns - s.since_ns >= STRAGGLER_SPAN_NS
 
 
 def _late_threshold(durations: Iterable[int]) -> float:
