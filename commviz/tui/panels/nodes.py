@@ -81,7 +81,7 @@ def nodes_table(rows: list[NodeRow], every: list[Entry], model: Model, now: floa
     choose, as a GPU's links under its rank). Only the lines shown are built."""
     ui = functools.partial(i18n.ui, lang=lang)
     by_host = {row.host: row for row in rows}
-    widths = _widths(width)
+    widths = _column_widths(width, [w for _, w in NODE_COLUMNS])
     out = Text(no_wrap=True, overflow="crop")
     _cells(out, widths, [Text(ui(title), style="bold") for title, _ in NODE_COLUMNS])
     room = None if lines is None else max(1, lines - 1)
@@ -161,18 +161,6 @@ def _first(every: list[Entry], cursor: int, room: int, model: Model,
         first -= 1
         used += heights[first]
     return first
-
-
-def _widths(width: int | None) -> list[int]:
-    """The node columns that fit ``width`` (None: all), the last perhaps cut."""
-    widths, left = [], width
-    for _, column in NODE_COLUMNS:
-        if left is not None and left < min(column, 8):
-            break
-        shown = column if left is None else min(column, left)
-        widths.append(shown)
-        left = None if left is None else left - shown - 1
-    return widths
 
 
 def _cells(out: Text, widths: list[int], cells: list[Text], style: str = "") -> None:

@@ -225,10 +225,12 @@ def link_rates(tel: dict[str, float | None]) -> str:
 MIN_CUT_COLUMN = 8  # a column cut narrower than this is left out rather than shown in part
 
 
-def _column_widths(width: int | None) -> list[int]:
-    """The ranks panel's columns that fit ``width`` (None: all), the last perhaps cut."""
+def _column_widths(width: int | None,
+                   columns: Sequence[int] = tuple(w for _, w, _ in RANK_COLUMNS)) -> list[int]:
+    """The columns (their widths: the ranks panel's by default) that fit ``width`` (None:
+    all), the last perhaps cut."""
     widths, left = [], width
-    for _, column, _ in RANK_COLUMNS:
+    for column in columns:
         if left is not None and left < min(column, MIN_CUT_COLUMN):
             break
         shown = column if left is None else min(column, left)
