@@ -72,9 +72,6 @@ def test_a_rank_that_sigkills_itself_after_op_k_leaves_exactly_k_records(procs, 
 
 @pytest.mark.integration
 @pytest.mark.timeout(150)
-@pytest.mark.xfail(strict=False, reason="known bug (issue 20): a rank leaving by os._exit lost "
-                   "its last 10 records once in 4 clean CI runs; the ring or the harvester "
-                   "misses a batch shipped as the process ends")
 def test_a_rank_that_leaves_by_os_exit_is_told_first_with_its_code(procs, tmp_path):
     lines = _run_killed(procs, tmp_path, "exit")
     done = _all_reduces(lines, "op")

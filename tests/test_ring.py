@@ -86,10 +86,11 @@ def test_what_the_emitter_shipped_is_not_sent_again_but_an_op_in_flight_always_i
     recs = _start(6)
     for i in (0, 1, 3, 4, 5):
         records.complete(recs[i])
-    writer.mark_shipped([0, 1, 3], shipped=3)
+    writer.mark_shipped([0, 1, 3], batch=1)
     got = ring.read(writer.path)
-    assert (got.last_shipped, got.shipped) == (3, 3)
+    assert (got.last_shipped, got.last_batch) == (3, 1)
     assert got.records["id"][got.unshipped].tolist() == [2, 4, 5]
+    assert got.shipped_in.tolist() == [1, 1, 0, 1, 0, 0]
     # a slot reused by a newer record does not inherit the shipped mark of its old one
     for rec in _start(6):
         records.complete(rec)
@@ -152,32 +153,53 @@ def test_the_harvesters_messages_are_the_unshipped_records_flagged_recovered(wri
     recs = _start(5, site=4)
     for rec in recs[:4]:
         records.complete(rec)
-    writer.mark_shipped([0, 1], shipped=2)
+    writer.mark_shipped([0, 1], batch=1)
     got = ring.read(writer.path)
     t = time.time_ns()
     messages, recovered, running = recovered_messages(got, t)
     assert (recovered, running) == (2, 1)
     decoded = [protocol.decode(m) for m in messages]
     kinds = [type(m).__name__ for m in decoded]
-    assert kinds == ["Heartbeat", "Groups", "OpBatch"]  # it never sent a heartbeat itself
-    hb, grp, ops = decoded
+    assert kinds == ["Heartbeat", "Groups", "OpBatch", "OpBatch"]  # it never sent a heartbeat
+    hb, grp, again, ops = decoded
     assert (hb.rank, hb.world, hb.inc, hb.pid, hb.t_ns) == (1, 3, 77, os.getpid(), t)
     assert grp.groups == {0: ("0", (0, 1, 2))}
-    assert (ops.rank, ops.inc) == (1, 77)
+    # its last batch again, under its number (it may have died in the socket), then the rest
+    assert (again.rank, again.inc, again.n, again.cols["id"].tolist()) == (1, 77, 1, [0, 1])
+    assert (ops.rank, ops.inc, ops.n) == (1, 77, 0)
     assert ops.cols["id"].tolist() == [2, 3, 4]
     assert ops.cols["t_end"].tolist() == [recs[2][records.T_END], recs[3][records.T_END], -1]
-    assert (ops.cols["flags"] & F).all()
+    assert (ops.cols["flags"] & F).all() and (again.cols["flags"] & F).all()
     assert ops.sites == {4: ("train.py", 31)}
     writer.note_heartbeat()  # once its emitter has sent one, no heartbeat is made for it
     messages, _, _ = recovered_messages(ring.read(writer.path), t)
-    assert [type(protocol.decode(m)).__name__ for m in messages] == ["Groups", "OpBatch"]
+    assert [type(protocol.decode(m)).__name__ for m in messages] == ["Groups", "OpBatch",
+                                                                      "OpBatch"]
 
 
-def test_nothing_unshipped_makes_no_message(writer):
-    (rec,) = _start(1)
-    records.complete(rec)
-    writer.mark_shipped([0], shipped=1)
+def test_nothing_in_the_ring_makes_no_message(writer):
     assert recovered_messages(ring.read(writer.path), 0) == ([], 0, 0)
+
+
+def test_only_the_last_batches_are_sent_again_each_under_its_number(writer, monkeypatch):
+    monkeypatch.setattr(ring, "RESEND_BATCHES", 2)
+    writer.note_identity(1, 3, "gloo", "cpu", "node-a", "job")
+    for n, rec in enumerate(_start(5), 1):  # a batch a record: 1..5
+        records.complete(rec)
+        writer.mark_shipped([rec[records.ID]], batch=n)
+    messages, recovered, running = recovered_messages(ring.read(writer.path), 0)
+    batches = [m for m in map(protocol.decode, messages) if type(m) is protocol.OpBatch]
+    assert [(b.n, b.cols["id"].tolist()) for b in batches] == [(4, [3]), (5, [4])]
+    assert (recovered, running) == (0, 0)  # none that had not been shipped
+
+
+def test_a_batch_that_could_not_be_sent_leaves_its_records_unshipped(writer):
+    recs = _start(2)
+    for rec in recs:
+        records.complete(rec)
+    writer.mark_shipped([0, 1], batch=1)
+    writer.unmark([0, 1])  # the send failed (no viewer): the next batch 1 ships them
+    assert ring.read(writer.path).unshipped.all()
 
 
 def test_the_gone_notice_round_trips_and_is_checked():

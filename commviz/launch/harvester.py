@@ -7,8 +7,9 @@ finds each new ring, shares its lock (so no sweep removes it), and watches its p
 pidfd where the kernel has them (readable the moment the process ends, zombie or not), else
 by polling. When a process ends, the harvester notes when (its wall clock, to the
 millisecond) and in what order, reads the ring, and sends to the viewer, as the rank would
-have, what the viewer had not received: the completed records the emitter never shipped and
-the ops the process was inside, all flagged ``FLAG_RECOVERED``; then a ``gone`` message;
+have, what the viewer had not received: the completed records the emitter never shipped,
+its last batches again (ZeroMQ may not have sent them yet when the process died) and the ops
+the process was inside, all flagged ``FLAG_RECOVERED``; then a ``gone`` message;
 then it removes the ring. It sends over ZeroMQ like a rank, so a viewer in this process
 records them as it records any message, and a relay forwards them.
 
@@ -218,12 +219,17 @@ class Harvester:
 
 def recovered_messages(got: ring.Ring, t_ns: int) -> tuple[list[bytes], int, int]:
     """The messages that give the viewer what a dead process had not sent: its identity if
-    it never sent a heartbeat, the groups its records name, and its records not shipped, all
-    flagged recovered. Returns them with the counts of completed and running records."""
-    recs = got.records[got.unshipped]
+    it never sent a heartbeat, the groups its records name, its last batches again (under
+    their numbers: they may have died in its socket with it, and the viewer keeps the first
+    copy of each, ``viewer/batch_numbers.py``), then its records never shipped, all flagged
+    recovered. Returns them with the counts of completed records never shipped and of
+    running ones."""
+    resent = got.maybe_lost()
+    recs = got.records[resent | got.unshipped]
     if not len(recs):
         return [], 0, 0
     recs["flags"] |= protocol.FLAG_RECOVERED
+    batch = got.shipped_in[resent | got.unshipped]
     messages = []
     if not got.heartbeat_sent and got.identity is not None:
         rank, world, backend, device, host, job = got.identity
@@ -234,14 +240,20 @@ def recovered_messages(got: ring.Ring, t_ns: int) -> tuple[list[bytes], int, int
             if gid in got.groups]
     if rows:
         messages.append(protocol.encode_groups(got.rank, rows, got.inc))
-    for i in range(0, len(recs), protocol.MAX_BATCH):
-        chunk = recs[i:i + protocol.MAX_BATCH]
-        cols = {name: np.ascontiguousarray(chunk[name]).tobytes() for name in protocol.COLUMNS}
-        sites = [[sid, *got.sites.get(sid, UNKNOWN_SITE)]
-                 for sid in sorted(set(chunk["site"].tolist()))]
-        messages.append(protocol.encode_ops(got.rank, cols, [], sites, got.inc))
-    running = int((recs["t_end"] < 0).sum())
-    return messages, len(recs) - running, running
+    for n in sorted(set(batch.tolist()) - {0}) + [0]:  # in the order they were shipped
+        of_n = recs[batch == n]
+        for i in range(0, len(of_n), protocol.MAX_BATCH):
+            messages.append(_ops(got, of_n[i:i + protocol.MAX_BATCH], n))
+    never = recs[batch == 0]
+    running = int((never["t_end"] < 0).sum())
+    return messages, len(never) - running, running
+
+
+def _ops(got: ring.Ring, chunk: np.ndarray, n: int) -> bytes:
+    cols = {name: np.ascontiguousarray(chunk[name]).tobytes() for name in protocol.COLUMNS}
+    sites = [[sid, *got.sites.get(sid, UNKNOWN_SITE)]
+             for sid in sorted(set(chunk["site"].tolist()))]
+    return protocol.encode_ops(got.rank, cols, [], sites, got.inc, n)
 
 
 def _unlink(path: Path) -> None:

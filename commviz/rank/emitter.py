@@ -60,14 +60,14 @@ _ID_OF = operator.itemgetter(ID)
 
 
 def encode_batch(rank: int, records: list[list], sites: Any, inc: int = 0, shift_ns: int = 0,
-                 groups: Any = None) -> bytes:
+                 groups: Any = None, n: int = 0) -> bytes:
     """Records -> one ``ops`` message, with the rows of the sites they name.
 
     ``sites[sid]`` is (file, line): a dict or a list indexed by id. The batch names its groups
     by id, announced apart (``encode_groups``); ``groups`` (gid -> (name, ranks)) puts their
     rows in the batch instead, as ranks before ``grp`` did. ``shift_ns`` moves the times
-    (test-only: see commviz/wire/nodes.py). The records are transposed into columns in one
-    C-level pass: this runs on the rank's GIL.
+    (test-only: see commviz/wire/nodes.py); ``n``: the batch's number (``OpBatch.n``). The
+    records are transposed into columns in one C-level pass: this runs on the rank's GIL.
     """
     columns = list(zip(*records))
     if shift_ns:
@@ -76,7 +76,7 @@ def encode_batch(rank: int, records: list[list], sites: Any, inc: int = 0, shift
     cols = {name: _column_bytes(code, col) for (name, code), col in zip(_COLUMN_CODES, columns)}
     rows = [] if groups is None else [[gid, *groups[gid]] for gid in set(columns[GID])]
     return protocol.encode_ops(rank, cols, rows, [[sid, *sites[sid]] for sid in set(columns[SITE])],
-                               inc)
+                               inc, n)
 
 
 def encode_groups(rank: int, groups: Any, gids: Iterable[int], inc: int = 0) -> list[bytes]:
@@ -145,6 +145,7 @@ class Emitter:
         self._ring_ident: tuple | None = None  # the identity last noted in the ring
         self.dropped = 0
         self.sent = 0
+        self.batches = 0  # ops batches sent: the last one's number (OpBatch.n)
         # called on this thread before each flush (cuda_timing's GpuTimer.poll ends records)
         self.pollers: list[Callable[[], object]] = []
         self._watching: list[list] = []
@@ -228,7 +229,7 @@ class Emitter:
         self._watching, self._announced = [], set()
         self._told, self._told_when = {}, (0.0, 0)
         self._topology_sent = None
-        self.dropped = self.sent = 0
+        self.dropped = self.sent = self.batches = 0
         if self.ring is not None:  # the parent's: this process gets its own when it reports
             self.ring.forget_after_fork()
             self.ring = None
@@ -358,15 +359,21 @@ class Emitter:
         if self._announced:  # completed records need no more announcing
             self._announced.difference_update(rec[ID] for rec in ready if rec[T_END] >= 0)
         self._tell_groups(sock, ident[0], set(map(_GID_OF, ready)))
+        ring_ = self.ring
         for i in range(0, len(ready), protocol.MAX_BATCH):
             chunk = ready[i:i + protocol.MAX_BATCH]
-            data = encode_batch(ident[0], chunk, self.sites, self._inc, self._shift)
+            n = self.batches + 1
+            data = encode_batch(ident[0], chunk, self.sites, self._inc, self._shift, n=n)
+            ids = list(map(_ID_OF, chunk[:completed - i])) if ring_ is not None else []
+            if ids:  # before the send: a process that dies between has them sent again
+                ring_.mark_shipped(ids, n)
             if self._try_send(sock, data):
                 self.sent += len(chunk)
-                if self.ring is not None and i < completed:
-                    self.ring.mark_shipped(list(map(_ID_OF, chunk[:completed - i])), self.sent)
+                self.batches = n
             else:
                 self.dropped += len(chunk)
+                if ids:
+                    ring_.unmark(ids)
 
     def _tell_groups(self, sock: zmq.Socket, rank: int, gids: Iterable[int]) -> None:
         """Announce the groups of ``gids`` not announced yet, before the batches naming them;

@@ -86,7 +86,7 @@ class GroupTables:
         if table is None or not gids <= table.keys():
             return None
         return protocol.OpBatch(batch.rank, batch.cols, {g: table[g] for g in gids},
-                                batch.sites, batch.inc)
+                                batch.sites, batch.inc, batch.n)
 
     def _learn(self, msg: protocol.Groups) -> None:
         peer = (msg.rank, msg.inc)

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import zmq
 
+from commviz.viewer.batch_numbers import BatchNumbers
 from commviz.viewer.groups import GroupTables
 from commviz.viewer.shedding import shed
 from commviz.wire import keys as keys_
@@ -82,6 +83,7 @@ class Receiver:
         self.rejected = 0
         self.reject_reasons: Counter[str] = Counter()
         self.groups = GroupTables(self._reject)
+        self.batch_numbers = BatchNumbers()  # a dead process' last batches, sent again
         self.shed: Counter[str] = Counter()  # what it let go of when behind (shedding.KINDS)
         self.behind_rounds = 0
         self.backlogged = False  # the last drain left messages on the socket
@@ -142,7 +144,7 @@ class Receiver:
         if self.backlogged:
             self.behind_rounds += 1
             out = shed(out, self.shed)
-        return self.groups.resolve(out)
+        return self.groups.resolve(self.batch_numbers.taken(out))
 
     def _reject(self, reason: str, messages: int) -> None:
         self.rejected += messages

@@ -151,16 +151,18 @@ def unpack_small(data: bytes, max_bytes: int, max_str_len: int) -> dict | None:
 
 
 def encode_ops(rank: int, columns: dict[str, bytes], groups: list[list[Any]],
-               sites: list[list[Any]], inc: int = 0) -> bytes:
+               sites: list[list[Any]], inc: int = 0, n: int = 0) -> bytes:
     """Encode one batch. ``groups`` rows: [gid, name, [ranks]], none for the groups announced
     in ``grp`` messages; ``sites``: [sid, file, line]; ``inc``: the sender's incarnation id
-    (0: none sent)."""
+    (0: none sent); ``n``: the batch's number among its process' batches (0: none)."""
     msg = {"v": VERSION, "k": "ops", "rank": rank, "cols": columns}
     if groups:
         msg["groups"] = groups
     msg["sites"] = sites
     if inc:
         msg["inc"] = inc
+    if n:
+        msg["n"] = n
     return pack(msg)
 
 
@@ -223,6 +225,10 @@ class OpBatch:
     groups: dict[int, tuple[str, tuple[int, ...]]]
     sites: dict[int, tuple[str, int]]
     inc: int = 0  # the sending process' incarnation id, 0 if it sent none
+    # its number among the process' batches, 1, 2, ... (0: none): a dead process' harvester
+    # sends its last batches again under their numbers (they may have died in its socket),
+    # and the viewer keeps the first copy it gets (``viewer/batch_numbers.py``)
+    n: int = 0
 
     def __len__(self) -> int:
         return len(self.cols["id"])
@@ -354,6 +360,7 @@ class _WireOps(_Wire, tag="ops"):
     cols: _WireCols
     groups: list[GroupRow] = []
     sites: list[tuple[Id, str, int]] = []
+    n: U63 = 0
 
 
 class _WireTelemetry(msgspec.Struct):
@@ -484,7 +491,7 @@ def _ops(wire: _WireOps, columns: bool = True) -> OpBatch:
     # a batch carries all its groups (as older ranks send) or none (announced in ``grp``)
     if groups and not set(cols["gid"].tolist()) <= groups.keys():
         raise ProtocolError("op refers to a group missing from the batch")
-    return OpBatch(wire.rank, cols, groups, sites, wire.inc)
+    return OpBatch(wire.rank, cols, groups, sites, wire.inc, wire.n)
 
 
 def _heartbeat(wire: _WireHeartbeat) -> Heartbeat:

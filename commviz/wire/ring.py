@@ -2,12 +2,13 @@
 
 Each instrumented process keeps a ring file in ``/dev/shm``: a header, ``capacity`` fixed
 slots of 64 bytes (one record each, the fields and types of ``protocol.COLUMNS``, packed
-widest first), the id shipped from each slot, and an append-only log of what its records refer to
-(call sites, groups, its identity). The hooks pack a record's slot when the call starts (one
-``struct.pack_into``) and store its ``t_end`` when it ends (one int64 store); the emitter notes
-in the file what it has shipped to the viewer. When the process dies, however it dies, the
-file is still there: the node's harvester (``commviz/launch/harvester.py``) reads it, sends
-what the viewer never got and removes it.
+widest first), the id shipped from each slot and the batch that shipped it, and an
+append-only log of what its records refer to (call sites, groups, its identity). The hooks
+pack a record's slot when the call starts (one ``struct.pack_into``) and store its ``t_end``
+when it ends (one int64 store); the emitter notes in the file which of its numbered batches
+shipped each record. When the process dies, however it dies, the file is still there: the
+node's harvester (``commviz/launch/harvester.py``) reads it, sends what the viewer may not
+have got and removes it.
 
 The slot of record ``id`` is ``id % capacity``: a slot is valid when the id it holds maps to
 it and is among the last ``capacity`` ids. Liveness is an ``flock``: the process holds a
@@ -42,8 +43,12 @@ DEFAULT_DIR = "/dev/shm"
 PREFIX = "commviz-ring-"
 SUFFIX = ".ring"
 MAGIC = b"cvzring1"
-VERSION = 1
+VERSION = 2  # 2: the batch that shipped each slot
 CAPACITY = 8192        # records kept: the last few thousand ops, 512 KiB of slots
+# a dead process' last batches sent again (viewer/batch_numbers.py): ZeroMQ sends a batch a
+# moment after the emitter hands it over, so a process that dies takes the last few along;
+# 64 are more than 3 s of ticks, far more than ever wait in a live viewer's direction
+RESEND_BATCHES = 64
 META_BYTES = 1 << 20   # call sites, groups and identity: thousands of sites fit
 HEADER_BYTES = 256  # a multiple of 64: slots are 8-byte aligned
 
@@ -68,7 +73,7 @@ ID_WORD, T_END_WORD = SLOT_FIELDS.index("id"), SLOT_FIELDS.index("t_end")  # wor
 assert _offsets[T_END_WORD] == 8 * T_END_WORD and _offsets[ID_WORD] == 0
 
 # header: magic, version, slot bytes, capacity, meta bytes, pid, inc, rank, world, how far
-# the emitter shipped (the last id it shipped, -1: none; records shipped in all), meta_used,
+# the emitter shipped (the last id it shipped, -1: none; the number of its last batch), meta_used,
 # heartbeat_sent, created_ns
 HEADER = struct.Struct("<8sIIIIqQiiqQIIq")
 _PID_AT, _INC_AT = 24, 32
@@ -91,13 +96,13 @@ def ring_dir(environ: Any = os.environ) -> Path:
 
 
 def file_bytes(capacity: int = CAPACITY, meta: int = META_BYTES) -> int:
-    return HEADER_BYTES + capacity * (SLOT_BYTES + 8) + meta
+    return HEADER_BYTES + capacity * (SLOT_BYTES + 16) + meta
 
 
-def _layout(capacity: int) -> tuple[int, int]:
-    """Offsets of the shipped ids and of the meta log."""
+def _layout(capacity: int) -> tuple[int, int, int]:
+    """Offsets of the shipped ids, of the batches that shipped them and of the meta log."""
     shipped = HEADER_BYTES + capacity * SLOT_BYTES
-    return shipped, shipped + capacity * 8
+    return shipped, shipped + capacity * 8, shipped + capacity * 16
 
 
 class RingWriter:
@@ -128,11 +133,12 @@ class RingWriter:
             self.buf = mmap.mmap(fd, size)
             HEADER.pack_into(self.buf, 0, MAGIC, VERSION, SLOT_BYTES, capacity, meta,
                              self.pid, inc, -1, 0, -1, 0, 0, 0, time.time_ns())
-            self._shipped_at, self._meta_at = _layout(capacity)
+            shipped_at, batches_at, self._meta_at = _layout(capacity)
             self._meta_size = meta
             self._meta_used = 0
-            self.shipped_ids = np.frombuffer(self.buf, np.int64, capacity, self._shipped_at)
+            self.shipped_ids = np.frombuffer(self.buf, np.int64, capacity, shipped_at)
             self.shipped_ids.fill(-1)
+            self.shipped_in = np.frombuffer(self.buf, np.int64, capacity, batches_at)
             # the file as int64 words: slot k's id is word FIRST_WORD + k * WORDS_PER_SLOT
             self.words = memoryview(self.buf).cast("q")
             os.rename(hidden, self.path)
@@ -178,14 +184,21 @@ class RingWriter:
     def note_heartbeat(self) -> None:
         _U4.pack_into(self.buf, _BEAT_AT, 1)
 
-    def mark_shipped(self, ids: list[int], shipped: int) -> None:
-        """The completed records ``ids`` reached the socket (``shipped`` in all so far): a
-        harvester sends them no more."""
+    def mark_shipped(self, ids: list[int], batch: int) -> None:
+        """The completed records ``ids`` go to the socket in batch number ``batch``: marked
+        before the send (a process that dies in between has them sent again, as one whose
+        batch died in its socket), unmarked (``unmark``) if the send fails."""
         if ids:
             arr = np.fromiter(ids, np.int64, len(ids))
             self.shipped_ids[arr & self.mask] = arr
+            self.shipped_in[arr & self.mask] = batch
             self._last = max(self._last, int(arr.max()))
-            _SHIPPED.pack_into(self.buf, _SHIPPED_AT, self._last, shipped)
+            _SHIPPED.pack_into(self.buf, _SHIPPED_AT, self._last, batch)
+
+    def unmark(self, ids: list[int]) -> None:
+        """The batch that was to ship ``ids`` could not be sent: they are unshipped again."""
+        if ids:
+            self.shipped_ids[np.fromiter(ids, np.int64, len(ids)) & self.mask] = -1
 
     def remove(self) -> None:
         """The process leaves cleanly: nothing of its ring is left."""
@@ -201,7 +214,7 @@ class RingWriter:
         self._release()
 
     def _release(self) -> None:
-        self.shipped_ids = None  # type: ignore[assignment]  # the views on buf first
+        self.shipped_ids = self.shipped_in = None  # type: ignore[assignment]  # views on buf first
         self.words.release()
         try:
             self.buf.close()  # its own dup of the file goes with it
@@ -224,13 +237,25 @@ class Ring:
     world: int
     created_ns: int
     last_shipped: int                # the highest id the emitter shipped, -1: none
-    shipped: int
+    last_batch: int                  # the number of the last batch it shipped records in
     heartbeat_sent: bool
     records: np.ndarray              # SLOT_DTYPE, valid slots in id order
-    unshipped: np.ndarray            # bool per record: the viewer never got it complete
+    # per record, the number of the batch that shipped it complete, 0: none (still running,
+    # or ended after the last batch)
+    shipped_in: np.ndarray
     sites: dict[int, tuple[str, int]] = field(default_factory=dict)
     groups: dict[int, tuple[str, list[int]]] = field(default_factory=dict)
     identity: tuple | None = None    # (rank, world, backend, device, host, job)
+
+    @property
+    def unshipped(self) -> np.ndarray:
+        """Bool per record: the viewer never got it complete."""
+        return self.shipped_in == 0
+
+    def maybe_lost(self) -> np.ndarray:
+        """Bool per record: shipped in one of the last ``RESEND_BATCHES`` batches, which may
+        have died in the process' socket with it."""
+        return self.shipped_in > max(self.shipped_in.max(initial=0) - RESEND_BATCHES, 0)
 
 
 def read(path: Path) -> Ring:
@@ -264,15 +289,16 @@ def removed(fd: int) -> bool:
 def parse(data: bytes, path: Path = Path("?")) -> Ring:
     if len(data) < HEADER_BYTES:
         raise RingError(0, f"{path}: not a commviz ring (too short)")
-    (magic, version, slot_bytes, capacity, meta, pid, inc, rank, world, last, shipped,
+    (magic, version, slot_bytes, capacity, meta, pid, inc, rank, world, last, last_batch,
      meta_used, beat, created) = HEADER.unpack_from(data, 0)
     if magic != MAGIC or version != VERSION or slot_bytes != SLOT_BYTES:
         raise RingError(0, f"{path}: not a commviz ring of version {VERSION}")
     if len(data) < file_bytes(capacity, meta) or meta_used > meta or capacity & (capacity - 1):
         raise RingError(0, f"{path}: a ring cut short or damaged")
-    shipped_at, meta_at = _layout(capacity)
+    shipped_at, batches_at, meta_at = _layout(capacity)
     slots = np.frombuffer(data, SLOT_DTYPE, capacity, HEADER_BYTES)
     shipped_ids = np.frombuffer(data, np.int64, capacity, shipped_at)
+    shipped_in = np.frombuffer(data, np.int64, capacity, batches_at)
     ids = slots["id"]
     used = (slots["t_start"] > 0) & ((ids & (capacity - 1)) == np.arange(capacity))
     if used.any():
@@ -280,10 +306,11 @@ def parse(data: bytes, path: Path = Path("?")) -> Ring:
         used &= ids > head - capacity  # an older record's late end over a newer one's slot
     order = np.argsort(ids[used], kind="stable")
     records = slots[used][order].copy()
-    # in flight at the end: sent again whatever was announced of it (it never ended)
-    unshipped = (shipped_ids[used][order] != records["id"]) | (records["t_end"] < 0)
-    ring = Ring(path, pid, inc, rank, world, created, last, shipped, bool(beat), records,
-                unshipped)
+    # a slot's mark is its record's only if the id matches (a newer record took the slot);
+    # in flight at the end: never shipped, whatever was announced of it (it never ended)
+    shipped = (shipped_ids[used][order] == records["id"]) & (records["t_end"] >= 0)
+    ring = Ring(path, pid, inc, rank, world, created, last, last_batch, bool(beat), records,
+                np.where(shipped, shipped_in[used][order], 0))
     for entry in _entries(data, meta_at, meta_used):
         kind = entry[0] if isinstance(entry, list) and entry else None
         if kind == "s" and len(entry) == 4:
