@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from procs import PY
 
+from commviz.launch.launcher import free_port
 from commviz.wire import protocol, ring
 
 JOBS = Path(__file__).resolve().parent / "jobs"
@@ -154,3 +155,30 @@ def test_a_ring_left_by_an_earlier_crashed_run_is_removed_at_the_next_start(proc
     assert said == [f"commviz: removed 1 shared-memory ring(s) left in {tmp_path} by processes "
                     "of an earlier run that died"], proc.err
     assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(150)
+def test_a_rank_killed_under_multiprocessing_spawn_loses_nothing_and_is_told_first(procs,
+                                                                                   tmp_path):
+    """torch.multiprocessing.spawn's ranks are its children, not commviz's: their rings are
+    harvested all the same (the harvester's tag is in their environment), though their exit
+    codes are their parent's to read, so the account says "ended", not how."""
+    rec = tmp_path / "run.jsonl"
+    proc = procs.start("-m", "commviz", "run", "--headless", "--record", str(rec), "--",
+                       PY, str(JOBS / "spawn_killed_job.py"), str(K), str(free_port()))
+    assert proc.finish(120) != 0, proc.stdout
+    lines = _lines(rec)
+    assert _rings_of(lines) == []
+    done = _all_reduces(lines, "op")
+    for r in (0, 1, 2):
+        ok = [d["seq"] for d in done[r] if not d["flags"] & protocol.FLAG_FAILED]
+        assert sorted(ok) == list(range(1, K + 1)), r
+    (account,) = [d for d in lines if d.get("kind") == "diag"
+                  and d["facts"].get("shape") == "first_end"]
+    assert re.match(rf"rank 1 ended first [\d.]+ ms after all_reduce #{K} at "
+                    r"spawn_killed_job\.py:\d+", account["message"]), account["message"]
+    # the others, stopped by spawn or failed on their own, are no lost ranks of their own
+    lost = [d for d in lines if d.get("kind") == "diag" and d["type"] == "lost_rank"]
+    assert lost == [account], lost
+    assert "terminated with signal SIGKILL" in proc.stdout
