@@ -17,11 +17,11 @@ network or its relay), not one per rank.
 from __future__ import annotations
 
 import signal
-from typing import Any
 
 from commviz.viewer.diagnose import facts as fx
 from commviz.viewer.diagnose import watch as w
 from commviz.viewer.diagnose.finding import Finding
+from commviz.viewer.inflight import InFlight
 from commviz.wire.protocol import HEARTBEAT_S
 
 LOST_AFTER_S = 2 * HEARTBEAT_S
@@ -48,6 +48,7 @@ class LostRanks:
         out = []
         latest = max((s.last_seen for s in model.ranks.values()), default=0.0)
         exited: dict[int, tuple[int, ...]] = {}  # job -> its ranks gone with a goodbye
+        stuck: list[tuple[int, InFlight, fx.Call]] | None = None  # (``_stuck``)
 
         def left_of(job: int) -> tuple[int, ...]:
             """Once a pass and a job (not once a rank: a thousand ranks' scans of a thousand
@@ -79,19 +80,26 @@ class LostRanks:
                 continue
             if watch.job_end(s.job, now, (r,)) < now:  # its job is over: the silence as found
                 silent = self._left_silent.setdefault(r, silent)
-            stuck = sorted((f for f in model.inflight.values()
-                            if f.rank != r and not watch.exited(f.rank)), key=lambda f: f.seen)
-            by_rank: dict[int, Any] = {}
-            for f in stuck:
-                by_rank.setdefault(f.rank, f)
-            shared = next((f for f in by_rank.values() if r in f.group or f.peer == r), None)
+            if stuck is None:
+                stuck = self._stuck()
+            # the others' (a record in flight of the lost rank's own is none of theirs)
+            shared = next((f for q, f, _ in stuck if q != r and (r in f.group or f.peer == r)),
+                          None)
             out.append(Finding(
                 "lost_rank", (r,), shared.group if shared else None,
                 shared.seq if shared else None,
-                fx.Lost(r, silent, last, tuple((q, fx.Call(f.op, f.peer, f.seq))
-                                               for q, f in by_rank.items())),
-                ("lost_rank", r), now, wall, links=tuple((q, r) for q in by_rank)))
+                fx.Lost(r, silent, last, tuple((q, call) for q, _, call in stuck if q != r)),
+                ("lost_rank", r), now, wall, links=tuple((q, r) for q, _, _ in stuck if q != r)))
         return self._by_node(out, now, wall) if out else out
+
+    def _stuck(self) -> list[tuple[int, InFlight, fx.Call]]:
+        """Each rank still in an op (but those that said goodbye) with the op it has been in
+        longest, the longest first: once a pass, for every rank lost in it."""
+        flying, exited = self.model.flying, self.watch.exited
+        firsts = [f for f in map(flying.first_of, flying.by_rank) if f is not None
+                  and not exited(f.rank)]
+        firsts.sort(key=lambda f: (f.seen, f.noted))  # (the order they came, of equal ones)
+        return [(f.rank, f, fx.Call(f.op, f.peer, f.seq)) for f in firsts]
 
     def _by_node(self, found: list[Finding], now: float, wall: int) -> list[Finding]:
         """The ranks of one node lost together, in a job of several nodes, as one finding
