@@ -94,11 +94,7 @@ class Flying:
         if inst is None or inst.get(f.rank) is not f:
             return
         del inst[f.rank]
-        kinds = self.kinds[ikey]
-        kind = kind_of(f)
-        kinds[kind] -= 1
-        if not kinds[kind]:
-            del kinds[kind]
+        _uncount(self.kinds[ikey], f)
         for other in reversed(self.by_rank.get(f.rank, {}).values()):
             if other is not f and other.op not in protocol.P2P and (other.gkey, other.seq) == ikey:
                 self._enter(other)
@@ -107,16 +103,16 @@ class Flying:
             del self.instances[ikey], self.kinds[ikey]
 
     def _enter(self, f: InFlight) -> None:
-        """``f`` stands for its rank in its instance (another record of the rank may have)."""
+        """``f`` stands for its rank in its instance, unless a record of the rank that came
+        later does (of two, the later stands: as a scan in the order they came would say)."""
         ikey = (f.gkey, f.seq)
         inst = self.instances.setdefault(ikey, {})
         kinds = self.kinds.setdefault(ikey, {})
         old = inst.get(f.rank)
         if old is not None:
-            kind = kind_of(old)
-            kinds[kind] -= 1
-            if not kinds[kind]:
-                del kinds[kind]
+            if old.noted > f.noted:
+                return
+            _uncount(kinds, old)
         inst[f.rank] = f
         kind = kind_of(f)
         kinds[kind] = kinds.get(kind, 0) + 1
@@ -126,6 +122,13 @@ def kind_of(f: InFlight) -> tuple:
     """(op, dtype, size): what ``kinds`` counts (records that agree on it agree on all that
     the diagnosis compares)."""
     return (f.op, f.dtype, f.size)
+
+
+def _uncount(kinds: dict[tuple, int], f: InFlight) -> None:
+    kind = kind_of(f)
+    kinds[kind] -= 1
+    if not kinds[kind]:
+        del kinds[kind]
 
 
 def _seen(f: InFlight) -> float:
