@@ -863,6 +863,77 @@ def test_a_hang_that_completes_as_its_job_ends_is_resolved():
     assert end.message.startswith("resolved after 6.5 s: broadcast #1")
 
 
+def test_queued_hangs_are_one_finding_and_the_next_is_named_once_the_first_completes():
+    """DDP's later buckets: ranks 0-2 enter all_reduce #1, #2 and #3, rank 3 none of them: one
+    hang, on #1, counting the two behind it. Rank 3 makes #1: it is resolved, and #2 named on
+    its own, with the one behind it."""
+    clock, model, diag = _setup()
+    model.apply([_in_flight(r, seq, 10 * seq) for seq in (1, 2, 3) for r in range(3)])
+    _tick(clock, model, 1.1)
+    (f,) = diag.update()
+    assert _types([f]) == [("hang", (3,), (0, 1, 2, 3), 1)] and f.facts.later == 2
+    assert f.message.endswith("; 2 later calls of the group wait behind it")
+    _tick(clock, model, 0.5)
+    model.apply([op_batch(r, [_rec(1, 10 if r < 3 else 1500, 1501)], G4) for r in range(4)])
+    new, done = diag.update()
+    assert _types([new]) == [("hang", (3,), (0, 1, 2, 3), 2)] and new.facts.later == 1
+    assert (done.type, done.seq, done.about) == ("resolved", 1, "hang")
+    assert _types(diag.findings()) == [("hang", (3,), (0, 1, 2, 3), 2)]
+
+
+def test_queued_instances_missing_other_ranks_are_other_hangs():
+    """Rank 3 is missing from #1 and #2; rank 2, stuck in #1, from #2 and #3 too: the group's
+    first hang with rank 3 missing, and its first with ranks 2 and 3 missing, each with what
+    queues behind it."""
+    clock, model, diag = _setup()
+    model.apply([_in_flight(r, 1, 10) for r in range(3)]
+                + [_in_flight(r, seq, 10 * seq) for seq in (2, 3) for r in range(2)])
+    _tick(clock, model, 1.1)
+    found = diag.update()
+    assert _types(found) == [("hang", (3,), (0, 1, 2, 3), 1), ("hang", (2, 3), (0, 1, 2, 3), 2)]
+    assert [f.facts.later for f in found] == [0, 1]
+    assert found[0].facts.inside == (0, 1, 2) and found[1].facts.inside == (0, 1)
+
+
+def test_hangs_in_two_groups_are_named_and_resolved_each_on_its_own():
+    groups = {0: ("0", (0, 1)), 1: ("1", (2, 3))}
+    clock, model, diag = _setup()
+
+    def inside(rank, seq, gid):
+        return op_batch(rank, [_rec(seq, 10 * seq, -1, gid=gid)], groups)
+
+    model.apply([inside(0, 1, 0), inside(0, 2, 0), inside(2, 1, 1)])
+    _tick(clock, model, 1.1)
+    found = diag.update()
+    assert _types(found) == [("hang", (1,), (0, 1), 1), ("hang", (3,), (2, 3), 1)]
+    assert [f.facts.later for f in found] == [1, 0]
+    _tick(clock, model, 0.5)
+    model.apply([op_batch(r, [_rec(1, 10, 1600, gid=1)], groups) for r in (2, 3)])
+    (done,) = diag.update()
+    assert (done.type, done.ranks, done.group) == ("resolved", (3,), (2, 3))
+    assert _types(diag.findings()) == [("hang", (1,), (0, 1), 1)]
+
+
+def test_a_failed_wait_counts_from_when_an_update_saw_it_in_flight():
+    """Rank 0 waits in #1, seen so by an update, and fails 0.8 s later: named 1 s after it
+    was first seen, not 1 s after it failed. A wait no update saw in flight counts from the
+    first update that sees it ended (its in-flight record may come after it)."""
+    g2 = {0: ("0", (0, 1))}
+    for seen in (True, False):
+        clock, model, diag = _setup(world=2)
+        model.apply([op_batch(0, [_rec(1, 0, -1)], g2)])
+        if seen:
+            assert diag.update() == []
+        _tick(clock, model, 0.8, ranks=(0, 1))
+        model.apply([op_batch(0, [_rec(1, 0, 800, flags=8)], g2)])
+        assert diag.update() == []
+        _tick(clock, model, 0.3, ranks=(0, 1))
+        assert _types(diag.update()) == ([("failed", (1,), (0, 1), 1)] if seen else [])
+        if not seen:
+            _tick(clock, model, 0.8, ranks=(0, 1))
+            assert _types(diag.update()) == [("failed", (1,), (0, 1), 1)]
+
+
 # ---- mismatch ------------------------------------------------------------------------------
 
 def test_mismatched_op_named_from_in_flight_records_before_anything_completes():

@@ -46,6 +46,7 @@ import numpy as np
 
 from commviz.knowledge import bandwidth, group_shapes
 from commviz.viewer.groups import GroupNumbers
+from commviz.viewer.inflight import Flying, InFlight
 from commviz.wire import nodes, protocol
 from commviz.wire.clocksync import WINDOW, Offset, Sample, estimate
 
@@ -144,23 +145,6 @@ class RankState:
     recovered: int = 0
     telemetry: collections.deque = field(
         default_factory=lambda: collections.deque(maxlen=TELEMETRY_MAX))
-
-
-@dataclass(frozen=True)
-class InFlight:
-    rank: int
-    op: str
-    group: tuple[int, ...]
-    seq: int
-    peer: int
-    t_start: int
-    # what the diagnosis compares across ranks (defaults: unknown)
-    gkey: int = -1          # index into Model.groups
-    size: int = 0           # nccl-tests' S of this rank's record
-    dtype: str | None = None
-    op_id: int = -1
-    seen: float = 0.0       # model clock when the viewer learned of it
-    site: tuple[str, int] | None = None  # the program's file and line that made the call
 
 
 @dataclass(frozen=True)
@@ -286,7 +270,10 @@ class Model:
         self.replacements = 0  # ever appended to ``replaced``
         self.sites: list[tuple[str, int]] = []
         self._site_keys: dict[tuple[str, int], int] = {}
-        self.inflight: dict[tuple[int, int], InFlight] = {}
+        # the records in flight, as they came (``flying.records``), and as the diagnosis
+        # reads them (``flying``'s indexes)
+        self.flying = Flying()
+        self.inflight: dict[tuple[int, int], InFlight] = self.flying.records
         self.recent: collections.deque[Instance] = collections.deque(maxlen=RECENT_MAX)
         self.first_transfer_ns: dict[tuple[int, int], int] = {}  # (src, dst): its time
         self.new_instances: list[Instance] | None = None  # set to [] to collect every instance
@@ -323,6 +310,8 @@ class Model:
         self.on_collectives: Callable[[dict[str, np.ndarray], np.ndarray], None] | None = None
         self.on_transfers: Callable[[dict[str, np.ndarray], dict[str, np.ndarray]],
                                     None] | None = None
+        # and of the records in flight whose op just ended (as they were in flight)
+        self.on_landed: Callable[[list[InFlight]], None] | None = None
 
     # ---- messages -------------------------------------------------------------------
     def apply(self, messages: Iterable[protocol.Message | Records],
@@ -672,8 +661,8 @@ class Model:
             old.superseded = True
             self.replaced.append(old)
             self.replacements += 1
-            for k in [k for k in self.inflight if k[0] == rank and k[1] >> ID_JOB_SHIFT == job]:
-                del self.inflight[k]
+            for i in [i for i in self.flying.by_rank.get(rank, ()) if i >> ID_JOB_SHIFT == job]:
+                self.flying.pop((rank, i))
 
     def _show_live(self, state: RankState) -> None:
         """After ``state`` left: show the newest live incarnation of its rank number instead,
@@ -834,8 +823,11 @@ class Model:
             self._note_inflight(_take(rows, ~done))
             rows = _take(rows, done)
         if self.inflight:
-            for r, i in zip(rows["rank"].tolist(), rows["id"].tolist()):
-                self.inflight.pop((r, i), None)
+            records = self.inflight
+            ended = [k for k in zip(rows["rank"].tolist(), rows["id"].tolist()) if k in records]
+            landed = [f for f in map(self.flying.pop, ended) if f is not None]
+            if landed and self.on_landed is not None:
+                self.on_landed(landed)
         if not len(rows["rank"]):
             return
         self.records += len(rows["rank"])
@@ -852,13 +844,14 @@ class Model:
     def _note_inflight(self, rows: dict[str, np.ndarray]) -> None:
         sizes = self.sizes_of(rows)
         now = self.clock()
+        flying = self.flying
         for r, i, op, g, seq, peer, t0, size, dt, site in zip(*(rows[k].tolist() for k in (
                 "rank", "id", "op", "gkey", "seq", "peer", "t_start")), sizes.tolist(),
                 rows["dtype"].tolist(), rows["site"].tolist()):
-            self.inflight[(r, i)] = InFlight(
+            flying.add(InFlight(
                 r, protocol.OPS[op], self.groups[g][1], seq, peer, t0, g, size,
                 None if dt == protocol.NO_CODE else protocol.DTYPES[dt], i, now,
-                self.site_of(site))
+                self.site_of(site), flying.noted))
 
     def _count_per_rank(self, rows: dict[str, np.ndarray]) -> None:
         """Each rank's counters and its latest op, from one sort of the round's rows."""

@@ -36,8 +36,9 @@ class Diagnosis:
 
     Pure like the model it watches: no Textual, no sockets, both clocks injected. The model
     calls back with the rows of every matching round (arrivals per rank, for stragglers and
-    slow links); ``update()``, run a few times a second even when no event arrives (a hang
-    sends none), looks at what is still pending or in flight."""
+    slow links) and with the in-flight records whose op ended (``Watch.landed``); ``update()``,
+    run a few times a second even when no event arrives (a hang sends none), looks at what is
+    still pending or in flight."""
 
     def __init__(self, model: Model, wall_ns: Callable[[], int] = time.time_ns) -> None:
         self.model = model
@@ -53,6 +54,7 @@ class Diagnosis:
         self._jobs: dict[tuple, set[int]] = {}  # finding key -> the jobs of its ranks
         model.on_collectives = self._collectives
         model.on_transfers = self._transfers
+        model.on_landed = self.watch.landed
 
     # ---- API ------------------------------------------------------------------------------
     def findings(self) -> list[Finding]:

@@ -18,8 +18,9 @@
 
 from __future__ import annotations
 
-import dataclasses
+import itertools
 from collections.abc import Container, Iterable
+from operator import itemgetter
 from typing import NamedTuple
 
 import numpy as np
@@ -43,12 +44,51 @@ class _Wait(NamedTuple):
     took: float | None
 
 
+class _WaitGraph:
+    """Who waits on whom (``on``: rank -> the ranks it waits on), for deadlock cycles, and in
+    which op. The op is looked up only for the ranks of a cycle and those behind it: a hang of
+    a thousand ranks in ten queued instances would make ten thousand, each update, for none."""
+
+    def __init__(self) -> None:
+        self.on: dict[int, set[int]] = {}
+        self._instances: list[w.Unmatched] = []  # the hung collectives, in the order found
+        self._transfers: dict[int, _Wait] = {}
+        self._counted: dict[tuple[int, ...], set[int]] = {}  # missing ranks -> ranks on them
+
+    def collective(self, u: w.Unmatched, missing: tuple[int, ...]) -> None:
+        """Its ranks that wait or failed wait on ``missing`` (once for the queued instances
+        that miss the same ranks)."""
+        counted = self._counted.setdefault(missing, set())
+        new = u.waiting() - counted
+        counted |= new
+        on = self.on
+        for r in new:
+            on.setdefault(r, set()).update(missing)
+        self._instances.append(u)
+
+    def transfer(self, rank: int, peer: int, wait: _Wait) -> None:
+        self.on.setdefault(rank, set()).add(peer)
+        self._transfers.setdefault(rank, wait)
+
+    def waiting_in(self, rank: int) -> _Wait:
+        """The op ``rank`` waits in: its first hung collective, else its first transfer."""
+        for u in self._instances:
+            f = u.flying.get(rank)
+            if f is not None:
+                return _Wait(f.op, -1, u.seq, None)
+            e = u.pending.get(rank)
+            if e is not None and e.failed:
+                return _Wait(e.op, -1, u.seq, e.took)
+        return self._transfers[rank]
+
+
 class Hangs:
     def __init__(self, watch: w.Watch) -> None:
         self.watch = watch
         self.model = watch.model
         # hang key -> what its missing ranks did while it hung, as its failure will say
         self._hung: dict[tuple, tuple[tuple[int, fx.Doing], ...] | fx.Doing] = {}
+        self._witness: dict[tuple[int, int], int] = {}  # (gkey, seq) -> rank (``_known``)
 
     def completed(self, gkeys: np.ndarray, seqs: np.ndarray, failed: np.ndarray) -> None:
         """Collective instances just matched: a hang among them is resolved, not unresolved
@@ -71,67 +111,89 @@ class Hangs:
         """Forget what hung for the keys that no longer hold."""
         self._hung = {k: v for k, v in self._hung.items() if k in current}
 
-    def find(self, now: float, wall: int, unmatched: dict[tuple[int, int], dict[int, w.Entry]],
+    def find(self, now: float, wall: int, unmatched: dict[tuple[int, int], w.Unmatched],
              lost: set[int]) -> list[Finding]:
         """``lost``: ranks found lost in this update."""
         watch, model = self.watch, self.model
         out: list[Finding] = []
-        hangs: list[Finding] = []
-        waits: dict[int, set[int]] = {}  # rank -> ranks it waits on, for deadlock cycles
-        waiting_in: dict[int, _Wait] = {}  # rank -> the op it waits in, for a deadlock's facts
-        for (gkey, seq), entries in unmatched.items():
+        graph = _WaitGraph()
+        # (group, missing) -> its hung instances in flight: (seq, place found, instance, until
+        # when it counts): one finding each, its first's (``_first_of_each``)
+        hung: dict[tuple, list[tuple[int, int, w.Unmatched, float]]] = {}
+        for place, ((gkey, seq), u) in enumerate(unmatched.items()):
             group, job = model.groups[gkey][1], model.job_of(gkey)
             # a rank never heard from is not missing: its reports are (a viewer started late,
             # a first connection still under way); only ranks whose reports are current are,
             # and only in their own job (a rank number of a later job is another process)
-            missing = tuple(r for r in group if r not in entries and r in model.ranks
-                            and model.ranks[r].job in (0, job))
-            if not missing or not any(e.waiting or e.failed for e in entries.values()):
-                continue
-            inside = tuple(sorted(entries))
+            absent, ranks_of = set(group).difference(u.flying, u.pending), model.ranks
+            missing = tuple(r for r in group if r in absent and r in ranks_of
+                            and ranks_of[r].job in (0, job)) if absent else ()
             # a rank that said goodbye inside it (stopped there) waits no more: with others
             # failed in it, it is a failed op
-            failing = any(e.failed for e in entries.values())
-            live = any(e.waiting and not (failing and watch.exited(r))
-                       for r, e in entries.items())
+            failing = u.failed()
+            if not missing or not (u.flying or failing):
+                continue
+            live = any(not watch.exited(r) for r in u.flying) if failing else True
             gone = all(watch.gone(m, lost) for m in missing)
             # < now: they all said goodbye, or their whole job is gone
             end = watch.job_end(job, now, lost)
-            until = min(watch.until(inside + missing, now), end)
-            age = max(0.0, max(e.age for e in entries.values()) - (now - until))
-            # a new hang once a rank in it was heard from after it waited that long: one that
-            # died waiting, or a job that is gone (nobody is left to wait), makes none
-            known = max((e.age - (now - watch.heard(r, job, now)) for r, e in entries.items()
-                         if e.waiting), default=0.0)
+            until = min(watch.until(itertools.chain(u.flying, u.pending, missing), now), end)
             key = ("hang", gkey, seq)
-            if key not in watch.active and (
-                    known < HANG_AFTER_S or end < now if live else
-                    age < HANG_AFTER_S and not gone):
+            if key not in watch.active and not (
+                    end >= now and self._known(gkey, u, job, now) if live else
+                    _age(u, now, until) >= HANG_AFTER_S or gone):
                 continue
-            op = w.majority(entries)[0]
-            for r, e in entries.items():
-                if e.waiting or e.failed:
-                    waits.setdefault(r, set()).update(missing)
-                    waiting_in.setdefault(r, _Wait(e.op, -1, seq, None if e.waiting else e.took))
-            why = tuple((m, self._doing(m, wall, lost)) for m in missing)
-            links = tuple((r, m) for r in inside for m in missing)
+            graph.collective(u, missing)
             if not live:
-                out.append(self._failed(gkey, seq, op, group, entries, missing, why, now, wall,
-                                        links))
+                out.append(self._failed(gkey, seq, group, u.entries(now), missing, now, wall,
+                                        lost))
                 continue
+            hung.setdefault((gkey, missing), []).append((seq, place, u, until))
+        self._witness = {k: r for k, r in self._witness.items() if k in unmatched}
+        out += self._first_of_each(hung, now, wall, lost)
+        out += self._p2p_hangs(now, wall, graph, lost)
+        out += self._deadlocks(now, wall, graph, lost)
+        return out
+
+    def _known(self, gkey: int, u: w.Unmatched, job: int, now: float) -> bool:
+        """Whether a rank in ``u`` was heard from after it had waited HANG_AFTER_S: a new
+        hang. One that died waiting, or a job that is gone (nobody is left to wait), makes
+        none. The rank found so is asked first next time (it stays so while it waits: a
+        queued instance, never named, is asked each update)."""
+        heard, key = self.watch.heard, (gkey, u.seq)
+        witness = self._witness.get(key)
+        order = itertools.chain((witness,), u.flying) if witness in u.flying else u.flying
+        for r in order:
+            if w.flying_age(u.flying[r].seen, now) - (now - heard(r, job, now)) >= HANG_AFTER_S:
+                self._witness[key] = r
+                return True
+        return False
+
+    def _first_of_each(self, hung: dict[tuple, list[tuple[int, int, w.Unmatched, float]]],
+                       now: float, wall: int, lost: set[int]) -> list[Finding]:
+        """One hang per group and missing ranks: its first instance, saying how many later ones
+        hang behind it (DDP's bucket all_reduces go on being called, each one more hung
+        instance, one cause). Once the first completes, the next is named on its own. Only
+        the first's finding is made: a thousand ranks' links and facts, once."""
+        firsts = sorted((min(found, key=itemgetter(0)), len(found) - 1, key)
+                        for key, found in hung.items())
+        out = []
+        for (seq, _, u, until), later, (gkey, missing) in firsts:
+            group = self.model.groups[gkey][1]
+            inside = tuple(sorted(u.ranks()))
+            key = ("hang", gkey, seq)
             # what the missing did while it hung; once one is in no op any more (the timeout
             # ended its side first), what was found before stays
-            if watch.in_ops(missing) or key not in self._hung:
+            if self.watch.in_ops(missing) or key not in self._hung:
                 self._hung[key] = tuple((m, self._doing(m, wall, lost, timed=False))
                                         for m in missing)
-            hangs.append(Finding(
+            op = u.op()
+            why = tuple((m, self._doing(m, wall, lost)) for m in missing)
+            out.append(Finding(
                 "hang", missing, group, seq,
-                fx.Hang(op, seq, w.where(entries, inside), group, age, until < now, inside,
-                        missing, why, self._nodes(missing)),
-                key, now, wall, links=links, op=op))
-        out += _first_of_each(hangs)
-        out += self._p2p_hangs(now, wall, waits, waiting_in, lost)
-        out += self._deadlocks(now, wall, waits, waiting_in, lost)
+                fx.Hang(op, seq, u.where(inside), group, _age(u, now, until), until < now, inside,
+                        missing, why, self._nodes(missing), later),
+                key, now, wall, links=tuple((r, m) for r in inside for m in missing), op=op))
         return out
 
     def _nodes(self, ranks: Iterable[int]) -> tuple[str, ...]:
@@ -142,13 +204,14 @@ class Hangs:
             return ()
         return tuple(hosts)
 
-    def _failed(self, gkey: int, seq: int, op: str, group: tuple[int, ...],
-                entries: dict[int, w.Entry], missing: tuple[int, ...],
-                why: tuple[tuple[int, fx.Doing], ...], now: float, wall: int,
-                links: tuple) -> Finding:
+    def _failed(self, gkey: int, seq: int, group: tuple[int, ...], entries: dict[int, w.Entry],
+                missing: tuple[int, ...], now: float, wall: int, lost: set[int]) -> Finding:
         """A collective that no rank waits in any more, some failed in, others sent no record
         of: they never came, or died inside it before their record left (the emitter sends
         every 50 ms), so the facts claim neither."""
+        op = w.majority(entries)[0]
+        why = tuple((m, self._doing(m, wall, lost)) for m in missing)
+        links = tuple((r, m) for r in sorted(entries) for m in missing)
         failed = tuple(sorted(r for r, e in entries.items() if e.failed))
         took = max(entries[r].took for r in failed)
         at = w.where(entries, failed)
@@ -172,8 +235,8 @@ class Hangs:
                 return tuple(sorted(key[1]))  # a cycle: two ranks at least
         return ()
 
-    def _p2p_hangs(self, now: float, wall: int, waits: dict[int, set[int]],
-                   waiting_in: dict[int, _Wait], lost: set[int]) -> list[Finding]:
+    def _p2p_hangs(self, now: float, wall: int, graph: _WaitGraph,
+                   lost: set[int]) -> list[Finding]:
         """Sends and receives that wait, or failed waiting, for a counterpart with no record."""
         watch, model = self.watch, self.model
         rows = model.pending()[1]
@@ -181,8 +244,8 @@ class Hangs:
         job_of = model.job_of
         # (rank, op, peer, seq, seconds waited, seconds in it before failing or None if live,
         # job)
-        waiters = [(f.rank, f.op, f.peer, f.seq, watch.age(f.rank, f.op_id, now, f.seen), None,
-                    job_of(f.gkey)) for f in model.inflight.values() if f.op in protocol.P2P]
+        waiters = [(f.rank, f.op, f.peer, f.seq, w.flying_age(f.seen, now), None,
+                    job_of(f.gkey)) for f in model.flying.transfers.values()]
         waiters += [(r, protocol.OPS[op], peer, seq, watch.age(r, i, now), (t1 - t0) / 1e9,
                      job_of(g))
                     for r, op, peer, seq, i, t0, t1, g in zip(*(rows[k][failed].tolist() for k in (
@@ -211,8 +274,7 @@ class Hangs:
             if (peer, not sending, rank, seq, job) in posted:
                 continue  # the other side is there: data is moving, however slowly
             src, dst = (rank, peer) if sending else (peer, rank)
-            waits.setdefault(rank, set()).add(peer)
-            waiting_in.setdefault(rank, _Wait(op, peer, seq, took))
+            graph.transfer(rank, peer, _Wait(op, peer, seq, took))
             key = _p2p_key((rank, op, peer, seq))
             hung = self._hung.get(key) if took is not None else None
             # the timeout ended a hang: what it found, not what the peer did since (exited)
@@ -236,26 +298,27 @@ class Hangs:
                                op="recv" if sending else "send", hung=hung is not None))
         return out
 
-    def _deadlocks(self, now: float, wall: int, waits: dict[int, set[int]],
-                   waiting_in: dict[int, _Wait], lost: set[int]) -> list[Finding]:
+    def _deadlocks(self, now: float, wall: int, graph: _WaitGraph,
+                   lost: set[int]) -> list[Finding]:
         """Cycles of waits, with the ranks that wait on them. Once the timeout has failed
         every wait of a cycle, it is a failed finding, as its hangs are; once its ranks are
         gone, it says it lasted until then."""
         out = []
-        for cycle in dict.fromkeys(_cycles(waits)):
-            behind = _behind(waits, cycle)
-            took = [waiting_in[r].took for r in cycle]
+        waiting_in = graph.waiting_in
+        for cycle in dict.fromkeys(_cycles(graph.on)):
+            behind = _behind(graph.on, cycle)
+            took = [waiting_in(r).took for r in cycle]
             over = None not in took
             job = self.model.ranks[cycle[0]].job if cycle[0] in self.model.ranks else 0
             ended = min(self.watch.until(cycle, now), self.watch.job_end(job, now, lost)) < now
             alike: dict[tuple, list[int]] = {}  # the waiters in the same op on the same ranks
             for r, on in behind.items():
-                alike.setdefault((tuple(sorted(on)), waiting_in[r][:3]), []).append(r)
+                alike.setdefault((tuple(sorted(on)), waiting_in(r)[:3]), []).append(r)
             links = tuple(zip(cycle, cycle[1:] + cycle[:1])) + tuple(
                 (r, q) for r, on in behind.items() for q in sorted(on))
             out.append(Finding(
                 "failed" if over else "hang", cycle + tuple(sorted(behind)), None, None,
-                fx.Deadlock(cycle, tuple(fx.Call(*waiting_in[r][:3]) for r in cycle),
+                fx.Deadlock(cycle, tuple(fx.Call(*waiting_in(r)[:3]) for r in cycle),
                             tuple(fx.Behind(tuple(ranks), fx.Call(*call), on)
                                   for (on, call), ranks in alike.items()),
                             "timeout" if over else "waited" if ended else "waits",
@@ -280,10 +343,9 @@ class Hangs:
         silent = watch.job_end(s.job, now) - s.last_seen  # stops where its job ended
         if silent > LOST_AFTER_S:  # no goodbye: what it did last is not known
             return fx.Doing("silent", silent, last=last)
-        mine = [f for f in model.inflight.values() if f.rank == rank]
-        if mine:
-            f = min(mine, key=lambda f: f.seen)
-            secs = watch.age(f.rank, f.op_id, model.clock(), f.seen)
+        f = model.flying.first_of(rank)
+        if f is not None:
+            secs = w.flying_age(f.seen, model.clock())
             return fx.Doing("in_op", secs if timed else None, fx.Call(f.op, f.peer, f.seq))
         if s.last_op is None:
             return fx.Doing("no_op")
@@ -292,20 +354,9 @@ class Hangs:
         return fx.Doing("idle", (wall - s.last_end_ns) / 1e9, last_op=s.last_op)
 
 
-def _first_of_each(hangs: list[Finding]) -> list[Finding]:
-    """One hang per group and missing ranks: its first instance, saying how many later ones
-    hang behind it (DDP's bucket all_reduces go on being called, each one more hung
-    instance, one cause). Once the first completes, the next is named on its own."""
-    first: dict[tuple, Finding] = {}
-    later: dict[tuple, int] = {}
-    for f in sorted(hangs, key=lambda f: f.seq):
-        key = (f.key[1], f.ranks)
-        if key in first:
-            later[key] += 1
-        else:
-            first[key], later[key] = f, 0
-    return [dataclasses.replace(f, facts=dataclasses.replace(f.facts, later=later[k]))
-            if later[k] else f for k, f in first.items()]
+def _age(u: w.Unmatched, now: float, until: float) -> float:
+    """How long ``u`` has hung: since its first rank entered, until ``until``."""
+    return max(0.0, u.age(now) - (now - until))
 
 
 def _p2p_key(waiter: tuple) -> tuple:

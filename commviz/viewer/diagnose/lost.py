@@ -16,17 +16,27 @@ network or its relay), not one per rank.
 
 from __future__ import annotations
 
+import itertools
 import signal
-from typing import Any
+from typing import NamedTuple
 
 from commviz.viewer.diagnose import facts as fx
 from commviz.viewer.diagnose import watch as w
 from commviz.viewer.diagnose.finding import Finding
+from commviz.viewer.inflight import InFlight
 from commviz.wire.protocol import HEARTBEAT_S
 
 LOST_AFTER_S = 2 * HEARTBEAT_S
 LOST_CONFIRM_S = 0.2
 NODE_QUIET_S = HEARTBEAT_S  # a node-mate quiet this long is taken as going the same way
+
+
+class _Lost(NamedTuple):
+    """A rank found lost, its finding not made yet (its node's may stand for it)."""
+
+    rank: int
+    silent: float
+    last: fx.Call | None
 
 
 class LostRanks:
@@ -36,6 +46,7 @@ class LostRanks:
         self._quiet: dict[int, float] = {}  # rank -> when it first looked lost
         self._left_silent: dict[int, float] = {}  # rank lost as its job ended -> silence then
         self._replacements = 0  # of the model's replaced incarnations, those looked at
+        self._stuck_now: list[tuple[int, InFlight, fx.Call]] | None = None  # (``_stuck``)
 
     def silent(self) -> list[int]:
         """Ranks neither gone with a goodbye nor heard from for LOST_AFTER_S."""
@@ -45,7 +56,7 @@ class LostRanks:
 
     def find(self, now: float, wall: int) -> list[Finding]:
         model, watch = self.model, self.watch
-        out = []
+        out: list[Finding | _Lost] = []
         latest = max((s.last_seen for s in model.ranks.values()), default=0.0)
         exited: dict[int, tuple[int, ...]] = {}  # job -> its ranks gone with a goodbye
 
@@ -79,32 +90,50 @@ class LostRanks:
                 continue
             if watch.job_end(s.job, now, (r,)) < now:  # its job is over: the silence as found
                 silent = self._left_silent.setdefault(r, silent)
-            stuck = sorted((f for f in model.inflight.values()
-                            if f.rank != r and not watch.exited(f.rank)), key=lambda f: f.seen)
-            by_rank: dict[int, Any] = {}
-            for f in stuck:
-                by_rank.setdefault(f.rank, f)
-            shared = next((f for f in by_rank.values() if r in f.group or f.peer == r), None)
-            out.append(Finding(
-                "lost_rank", (r,), shared.group if shared else None,
-                shared.seq if shared else None,
-                fx.Lost(r, silent, last, tuple((q, fx.Call(f.op, f.peer, f.seq))
-                                               for q, f in by_rank.items())),
-                ("lost_rank", r), now, wall, links=tuple((q, r) for q in by_rank)))
-        return self._by_node(out, now, wall) if out else out
+            out.append(_Lost(r, silent, last))
+        found = self._by_node(out, now, wall) if out else []
+        self._stuck_now = None  # (this pass's)
+        return found
 
-    def _by_node(self, found: list[Finding], now: float, wall: int) -> list[Finding]:
+    def _stuck(self) -> list[tuple[int, InFlight, fx.Call]]:
+        """Each rank still in an op (but those that said goodbye) with the op it has been in
+        longest, the longest first: made once a pass, for every rank lost in it."""
+        if self._stuck_now is None:
+            flying, exited = self.model.flying, self.watch.exited
+            firsts = [f for f in map(flying.first_of, flying.by_rank) if f is not None
+                      and not exited(f.rank)]
+            firsts.sort(key=lambda f: (f.seen, f.noted))  # (the order they came, of equal ones)
+            self._stuck_now = [(f.rank, f, fx.Call(f.op, f.peer, f.seq)) for f in firsts]
+        return self._stuck_now
+
+    def _shared(self, rank: int) -> InFlight | None:
+        """The op stuck longest that waits on ``rank`` (others', not its own)."""
+        return next((f for q, f, _ in self._stuck() if q != rank
+                     and (rank in f.group or f.peer == rank)), None)
+
+    def _lost(self, x: _Lost, now: float, wall: int) -> Finding:
+        """A rank lost alone, with the op each other rank is stuck in."""
+        r, stuck, shared = x.rank, self._stuck(), self._shared(x.rank)
+        return Finding("lost_rank", (r,), shared.group if shared else None,
+                       shared.seq if shared else None,
+                       fx.Lost(r, x.silent, x.last, tuple((q, c) for q, _, c in stuck if q != r)),
+                       ("lost_rank", r), now, wall, links=tuple((q, r) for q, _, _ in stuck
+                                                                if q != r))
+
+    def _by_node(self, found: list[Finding | _Lost], now: float, wall: int) -> list[Finding]:
         """The ranks of one node lost together, in a job of several nodes, as one finding
-        that names the node (``lost_node``): not 8 findings for a dead node. Its ranks found
-        lost while its other ranks have been quiet NODE_QUIET_S wait for them (half a
-        heartbeat or so): a node's ranks fall silent a few ms apart."""
+        that names the node (``lost_node``): not 8 findings for a dead node (nor 8 made to be
+        merged: each names the op every other rank is stuck in). Its ranks found lost while
+        its other ranks have been quiet NODE_QUIET_S wait for them (half a heartbeat or so):
+        a node's ranks fall silent a few ms apart."""
         nodes = self.model.nodes()
         nodes.pop("?", None)  # ranks not heard from by heartbeat: no host to name
-        lost = {f.ranks[0]: f for f in found if type(f.facts) is fx.Lost}
+        lost = {x.rank: x for x in found if isinstance(x, _Lost)}
         if len(nodes) < 2 or not lost:
-            return found
+            return [self._lost(x, now, wall) if isinstance(x, _Lost) else x for x in found]
         host_of = {r: h for h, ranks in nodes.items() for r in ranks}
-        out, taken = [f for f in found if type(f.facts) is not fx.Lost], set()
+        out = [f for f in found if isinstance(f, Finding)]
+        taken: set[int] = set()
         for host in dict.fromkeys(host_of.get(r) for r in lost):
             ranks = nodes.get(host, ())  # type: ignore[call-overload]
             if len(ranks) < 2:
@@ -115,19 +144,21 @@ class LostRanks:
             elif all(r in lost or now - self.model.ranks[r].last_seen > NODE_QUIET_S
                      for r in ranks):
                 taken.update(ranks)  # the rest of the node is going quiet too: next pass
-        return out + [f for r, f in lost.items() if r not in taken]
+        return out + [self._lost(x, now, wall) for r, x in lost.items() if r not in taken]
 
-    @staticmethod
-    def _node(host: str, ranks: list[int], found: list[Finding], now: float,
+    def _node(self, host: str, ranks: list[int], each: list[_Lost], now: float,
               wall: int) -> Finding:
+        """What its ranks' own findings would say together: the ops the others are stuck in,
+        each rank of theirs linked to each of the node."""
         mine = set(ranks)
-        each: list[fx.Lost] = [f.facts for f in found]  # type: ignore[misc]  # (_by_node)
-        stuck = {q: c for lost in each for q, c in lost.stuck if q not in mine}
-        facts = fx.LostNode(host, tuple(ranks), max(lost.silent_s for lost in each),
-                            each[0].last, tuple(sorted(stuck.items())))
-        links = tuple(sorted({link for f in found for link in f.links if link[0] not in mine}))
-        return Finding("lost_rank", tuple(ranks), found[0].group, found[0].seq, facts,
-                       ("lost_node", host), now, wall, links=links)
+        stuck = sorted((q, c) for q, _, c in self._stuck() if q not in mine)
+        facts = fx.LostNode(host, tuple(ranks), max(x.silent for x in each), each[0].last,
+                            tuple(stuck))
+        shared = self._shared(ranks[0])
+        links = tuple(itertools.product([q for q, _ in stuck], sorted(ranks)))
+        return Finding("lost_rank", tuple(ranks), shared.group if shared else None,
+                       shared.seq if shared else None, facts, ("lost_node", host), now, wall,
+                       links=links)
 
     def replaced(self, now: float, wall: int) -> list[Finding]:
         """Incarnations replaced by another process of the same rank number (a new job)

@@ -40,13 +40,15 @@ class Mismatches:
                 self._held[(gkey, seq)] = (f, now + MISMATCH_HOLD_S)
 
     def find(self, now: float, wall: int,
-             unmatched: dict[tuple[int, int], dict[int, w.Entry]]) -> list[Finding]:
+             unmatched: dict[tuple[int, int], w.Unmatched]) -> list[Finding]:
         out = []
-        for (gkey, seq), entries in unmatched.items():
-            if (len(entries) < len(self.watch.model.groups[gkey][1])
-                    and max(e.age for e in entries.values()) < MISMATCH_WAIT_S):
+        for (gkey, seq), u in unmatched.items():
+            if u.uniform():
+                continue  # (a hung instance's thousand records, each update)
+            if (u.count() < len(self.watch.model.groups[gkey][1])
+                    and u.age(now) < MISMATCH_WAIT_S):
                 continue  # the others' records are on their way: name every side at once
-            f = self._finding(gkey, seq, entries, now, wall)
+            f = self._finding(gkey, seq, u.entries(now), now, wall)
             if f is not None:
                 out.append(f)
         for key, (f, until) in list(self._held.items()):
