@@ -5,11 +5,9 @@ temporary folder, messages decoded as the viewer decodes them, no socket."""
 
 from __future__ import annotations
 
-import itertools
-
 import numpy as np
 import pytest
-from test_ring import GROUP
+from test_ring import GROUP, writer  # noqa: F401  (the fixture: a ring of 8 slots)
 
 from commviz.launch.harvester import recovered_messages
 from commviz.rank import records
@@ -51,35 +49,23 @@ def test_unnumbered_batches_and_other_processes_pass_untouched():
     assert seen.dropped == 0
 
 
-@pytest.fixture
-def writer(tmp_path, monkeypatch):
-    w = ring.RingWriter("t", inc=77, directory=tmp_path, capacity=64, meta=4096)
-    for name, value in (("push", [].append), ("_ids", itertools.count()), ("emitter", None),
-                        ("gpu_timer", None), ("in_ddp_hook", set())):
-        monkeypatch.setattr(records, name, value)
-    w.note_site(0, "train.py", 31)
-    w.note_group(0, "0", [0, 1, 2])
-    w.note_identity(1, 3, "gloo", "cpu", "node-a", "job")
-    records.use_ring(w)
-    yield w
-    records.use_ring(None)
-    w.remove()
-
-
 @pytest.mark.parametrize("got_last", [True, False], ids=["it-arrived", "it-died-in-the-socket"])
-def test_every_record_of_a_process_that_died_after_a_send_is_taken_exactly_once(writer,
-                                                                              got_last):
-    """The emitter's way: 3 batches of 4 records shipped, 2 records ended after; the process
+def test_every_record_of_a_process_that_died_after_a_send_is_taken_exactly_once(
+        writer, got_last):  # noqa: F811  (test_ring's fixture)
+    """The emitter's way: 3 batches of 2 records shipped, 2 records ended after; the process
     dies with batch 3 handed to its socket. Whether or not batch 3 reached the viewer, the
-    viewer ends with each of the 14 records once."""
+    viewer ends with each of the 8 records once."""
+    writer.note_site(0, "train.py", 31)
+    writer.note_group(0, "0", [0, 1, 2])
+    writer.note_identity(1, 3, "gloo", "cpu", "node-a", "job")
     recs = [records.start(protocol.OP_CODE["all_reduce"], records.COLLECTIVE,
                           protocol.NO_CODE, GROUP, -1, 16, 16, None, False, 0)
-            for _ in range(14)]
+            for _ in range(8)]
     for rec in recs:
         records.complete(rec)
     sent = []
     for n in (1, 2, 3):
-        chunk = recs[4 * (n - 1):4 * n]
+        chunk = recs[2 * (n - 1):2 * n]
         writer.mark_shipped([r[records.ID] for r in chunk], n)
         sent.append(encode_batch(1, chunk, {0: ("train.py", 31)}, 77, n=n))
     viewer = BatchNumbers()
@@ -87,5 +73,5 @@ def test_every_record_of_a_process_that_died_after_a_send_is_taken_exactly_once(
     took = viewer.taken([protocol.decode(d) for d in arrived])
     messages, recovered, running = recovered_messages(ring.read(writer.path), 0)
     took += viewer.taken([protocol.decode(d) for d in messages])
-    assert sorted(_ids(took)) == list(range(14))
+    assert sorted(_ids(took)) == list(range(8))
     assert (recovered, running) == (2, 0)
