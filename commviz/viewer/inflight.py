@@ -10,8 +10,14 @@ queued behind it, is ten thousand records, and the diagnosis looks at them four 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from operator import attrgetter
 
 from commviz.wire import protocol
+
+_P2P = protocol.P2P
+# a record's (op, dtype, size), or a completed one's (the diagnosis' Entry): what ``kinds``
+# counts; records that agree on it agree on all the diagnosis compares
+kind_of = attrgetter("op", "dtype", "size")
 
 
 @dataclass(frozen=True)
@@ -58,8 +64,11 @@ class Flying:
             f = replace(f, seen=old.seen, noted=old.noted)
             self._unindex(old)
         self.records[key] = f
-        self.by_rank.setdefault(f.rank, {})[f.op_id] = f
-        if f.op in protocol.P2P:
+        mine = self.by_rank.get(f.rank)
+        if mine is None:
+            mine = self.by_rank[f.rank] = {}
+        mine[f.op_id] = f
+        if f.op in _P2P:
             self.transfers[key] = f
         elif f.gkey >= 0:
             self._enter(f)
@@ -86,7 +95,7 @@ class Flying:
     def _unindex(self, f: InFlight) -> None:
         """Take ``f`` out of ``transfers`` or ``instances``; another record of its rank in the
         same instance, if there is one, stands for the rank there."""
-        if f.op in protocol.P2P:
+        if f.op in _P2P:
             self.transfers.pop((f.rank, f.op_id), None)
             return
         ikey = (f.gkey, f.seq)
@@ -96,7 +105,8 @@ class Flying:
         del inst[f.rank]
         _uncount(self.kinds[ikey], f)
         for other in reversed(self.by_rank.get(f.rank, {}).values()):
-            if other is not f and other.op not in protocol.P2P and (other.gkey, other.seq) == ikey:
+            if other.seq == f.seq and other.gkey == f.gkey and other is not f \
+                    and other.op not in _P2P:
                 self._enter(other)
                 break
         if not inst:
@@ -106,28 +116,27 @@ class Flying:
         """``f`` stands for its rank in its instance, unless a record of the rank that came
         later does (of two, the later stands: as a scan in the order they came would say)."""
         ikey = (f.gkey, f.seq)
-        inst = self.instances.setdefault(ikey, {})
-        kinds = self.kinds.setdefault(ikey, {})
-        old = inst.get(f.rank)
-        if old is not None:
-            if old.noted > f.noted:
-                return
-            _uncount(kinds, old)
+        inst = self.instances.get(ikey)
+        if inst is None:
+            inst, kinds = self.instances[ikey], self.kinds[ikey] = {}, {}
+        else:
+            kinds = self.kinds[ikey]
+            old = inst.get(f.rank)
+            if old is not None:
+                if old.noted > f.noted:
+                    return
+                _uncount(kinds, old)
         inst[f.rank] = f
         kind = kind_of(f)
         kinds[kind] = kinds.get(kind, 0) + 1
 
 
-def kind_of(f: InFlight) -> tuple:
-    """(op, dtype, size): what ``kinds`` counts (records that agree on it agree on all that
-    the diagnosis compares)."""
-    return (f.op, f.dtype, f.size)
-
-
 def _uncount(kinds: dict[tuple, int], f: InFlight) -> None:
     kind = kind_of(f)
-    kinds[kind] -= 1
-    if not kinds[kind]:
+    n = kinds[kind] - 1
+    if n:
+        kinds[kind] = n
+    else:
         del kinds[kind]
 
 

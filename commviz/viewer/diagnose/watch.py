@@ -25,7 +25,7 @@ import numpy as np
 
 from commviz.viewer.diagnose import facts as fx
 from commviz.viewer.diagnose.finding import Finding
-from commviz.viewer.inflight import InFlight
+from commviz.viewer.inflight import InFlight, kind_of
 from commviz.viewer.model import Model
 from commviz.wire import protocol
 from commviz.wire.protocol import ANNOUNCE_S
@@ -86,7 +86,7 @@ class Unmatched:
 
     def uniform(self) -> bool:
         """Whether all its records agree on op, dtype and size (then nothing can differ)."""
-        return len(self.kinds.keys() | set(map(_SIG, self.pending.values()))) < 2
+        return len(self.kinds.keys() | set(map(kind_of, self.pending.values()))) < 2
 
     def op(self) -> str:
         """The op most of its ranks called (``majority``)."""
@@ -108,7 +108,6 @@ class Unmatched:
 
 
 _SEEN = attrgetter("seen")
-_SIG = attrgetter("op", "dtype", "size")
 
 
 def flying_age(seen: float, now: float) -> float:
