@@ -10,7 +10,7 @@ import time
 import torch
 import torch.distributed as dist
 
-LATE_S = 0.2  # how long the slow rank "works" before each all_reduce
+LATE_S = 0.3  # how long the slow rank "works" before each all_reduce
 
 
 def main(ctx):

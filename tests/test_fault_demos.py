@@ -90,8 +90,8 @@ def test_straggler_named_within_five_instances(procs, tmp_path):
     assert rc == 0, out
     (f,) = _diags(lines)  # nothing else: no hang, no lost rank
     assert (f["type"], f["ranks"], f["group"]) == ("straggler", [WORLD - 1], GROUP)
-    assert f["seq"] <= 5
-    assert re.search(r"on average (19\d|2\d\d) ms after the others, who waited "
+    assert f["seq"] <= 5  # 3 late episodes over a second: 4 of 0.3 s, 5 with a slow start
+    assert re.search(r"on average (29\d|3\d\d) ms after the others, who waited "
                      r"[\d.]+ s each for it in all \([\d.]+ s of rank time\)", f["message"]), f
     detectable = max(op["t_end_ns"] for op in _ops(lines, f["seq"]))
     assert 0 <= f["t_ns"] - detectable < 2 * S
