@@ -272,3 +272,18 @@ def test_nccl_only_tips_are_marked_in_the_data():
     for lang in i18n.LANGS:
         recv = ex.explain("recv", lang)
         assert len(recv.nccl_tips) == 2 and recv.nccl_tips < set(recv.tips)
+
+
+def test_every_language_is_packaged():
+    """A language's folders hold no code, so setuptools packages them only where
+    pyproject.toml lists them with their files: a language added without its entries would
+    work from a checkout and be missing from every installed wheel."""
+    import tomllib
+
+    config = tomllib.loads((HERE.parent.parent / "pyproject.toml").read_text())["tool"]
+    packages, data = config["setuptools"]["packages"], config["setuptools"]["package-data"]
+    for lang in i18n.LANGS:
+        for package, files in ((f"commviz.text.{lang}", ["ui.po", "ui.mo", "*.toml"]),
+                               (f"commviz.text.{lang}.explain", ["*.toml"])):
+            assert package in packages, package
+            assert data.get(package) == files, package
