@@ -69,9 +69,8 @@ def test_the_first_rank_to_end_is_told_with_how_after_what_and_where_the_others_
     assert f.text("es").startswith("el rank 1 terminó primero (matado por SIGKILL) 0,4 ms")
     # recorded as facts, read back the same
     assert fx.from_json(json.loads(json.dumps(fx.to_json(f.facts)))) == f.facts
-    # and told first among what still holds at the end, before rank 1's own lost finding
-    held = by_cause(diag.findings())
-    assert len(held) > 1 and held[0] == f
+    # and it stands for rank 1's own lost finding; ranks 0 and 2, stopped, are no lost ranks
+    assert by_cause(diag.findings()) == [f]
 
 
 def test_how_is_the_harvesters_code_when_no_launcher_said_and_left_out_when_unknown():
@@ -99,3 +98,34 @@ def test_no_account_without_the_harvesters_notices_or_when_the_first_said_goodby
     # nor after an error of its own: the findings of the op it failed in say it
     model, diag = _run(bye(0, T0_NS + 140 * MS), _gone(0, 140, 1, code=1), _gone(1, 150, 2))
     assert _account(diag) is None
+
+
+def test_the_account_is_told_live_the_moment_a_harvester_says_and_again_with_more():
+    """The viewer need not wait a second of silence to call rank 1 lost: its harvester said
+    how it ended, so the next pass tells the account, and no silence makes another finding
+    of it. What the launcher says afterwards (the others stopped) is told again."""
+    model, diag = _run(
+        op_batch(0, [_rec(138, 137.2, None, flags=protocol.FLAG_RECOVERED)], G3, SITES),
+        op_batch(2, [_rec(138, 137.3, None, flags=protocol.FLAG_RECOVERED)], G3, SITES),
+        _gone(1, 137.4, 1, code=-9))
+    first = diag.update()
+    (f,) = [f for f in first if f.type == "lost_rank"]
+    assert f.message == ("rank 1 ended first (killed by SIGKILL) 0.4 ms after all_reduce #137 "
+                         "at train.py:31; ranks 0,2 were in all_reduce #138 at train.py:31")
+    model.clock.advance(5.0)  # silent long since: still the account alone
+    later = diag.update()
+    assert [x for x in later if x.type == "lost_rank"] == []
+    model.apply([heartbeat(0, 3), heartbeat(2, 3)])  # the others are heard from, waiting
+    # what they hang in without it says how it ended, not how long it has been quiet
+    (hang,) = [x for x in first + later + diag.update() if x.type == "hang"]
+    assert "(1: ended (killed by SIGKILL); its last record: all_reduce #137)" in hang.message
+    assert "(1: terminou (morto por SIGKILL);" in hang.text("pt")
+    model.process_ended(0, -15)
+    model.process_ended(2, -15)
+    model.apply([_gone(0, 160, 2), _gone(2, 161, 3)])
+    (again,) = [x for x in diag.update() if x.type == "lost_rank"]
+    assert again.key == f.key and again.since == f.since
+    assert again.message.endswith("and were stopped by the launcher")
+    assert [x for x in diag.finish((0, 1, 2)) if x.type == "lost_rank"] == []  # nothing new
+    # (and ranks 0 and 2 hung in #138 without it, as they did)
+    assert [x for x in by_cause(diag.findings()) if x.type == "lost_rank"] == [again]

@@ -248,6 +248,7 @@ class Model:
         self._offsets: dict[str, Offset] = {}
         self.ranks: dict[int, RankState] = {}
         self.exit_codes: dict[int, int] = {}  # how ranks never heard from ended, as launched
+        self._ended: list[RankState] = []  # those a harvester said ended (``first_ended``)
         self.groups: list[tuple[str, tuple[int, ...]]] = []
         self._group_keys = GroupNumbers()  # by (job, name) and ranks: indexes into groups
         self._group_sizes = np.zeros(0, dtype=np.int64)
@@ -382,6 +383,8 @@ class Model:
     def _gone(self, state: RankState, msg: protocol.Gone) -> None:
         """The harvester of its node saw ``state``'s process end: when, and how where it knows
         (what the launcher says of it, ``process_ended``, stands)."""
+        if not state.ended_ns:
+            self._ended.append(state)
         state.ended_ns = msg.t_ns - self._offset_ns(state)
         state.end_order = msg.order
         state.recovered = msg.recovered + msg.running
@@ -390,9 +393,11 @@ class Model:
 
     def first_ended(self) -> list[RankState]:
         """The ranks whose end a harvester noted, the first to end first (by time; on one
-        node, by the harvester's order)."""
-        ended = [s for s in self.ranks.values() if s.ended_ns]
-        return sorted(ended, key=lambda s: (s.ended_ns, s.end_order))
+        node, by the harvester's order): read by every diagnosis pass once one has, so kept
+        as they come rather than found among a thousand ranks."""
+        ranks = self.ranks
+        self._ended = [s for s in self._ended if ranks.get(s.rank) is s]  # (not replaced)
+        return sorted(self._ended, key=lambda s: (s.ended_ns, s.end_order))
 
     def process_ended(self, rank: int, code: int) -> None:
         """The launcher says rank ``rank``'s process ended with ``code`` (a demo's, or what a

@@ -52,6 +52,7 @@ class Diagnosis:
         self.history: collections.deque[Finding] = collections.deque(maxlen=HISTORY)
         self._ended: dict[tuple, Finding] = {}  # found by finish(): they hold from then on
         self._jobs: dict[tuple, set[int]] = {}  # finding key -> the jobs of its ranks
+        self._held: dict[tuple, dict] = {}  # first_end's: where ranks were as one ended
         model.on_collectives = self._collectives
         model.on_transfers = self._transfers
         model.on_landed = self.watch.landed
@@ -68,7 +69,13 @@ class Diagnosis:
         watch.begin()
         unmatched = watch.unmatched(now)
         current: dict[tuple, Finding] = dict(self._ended)
-        lost = self.lost.find(now, wall)
+        # how a rank's process ended, the moment its node's harvester says: it stands for
+        # the lost rank a silence would make of it a second later
+        account = first_end(model, now, wall, self._held)
+        told = account.ranks if account is not None else ()
+        if account is not None:
+            current.setdefault(account.key, account)
+        lost = self.lost.find(now, wall, told)
         gone = {r for f in lost for r in f.ranks}
         # a lost rank before what it leaves its peers in (a hang, a failed op)
         for found in (self.stragglers.find(now, wall), lost,
@@ -82,6 +89,9 @@ class Diagnosis:
             if old is None or old.type != f.type:  # new, or a hang that ended in failure
                 events.append(f)
                 self._jobs[key] = {model.ranks[r].job for r in f.ranks if r in model.ranks}
+            elif key[0] == "first_end" and old.facts != f.facts:  # more to tell: told again
+                current[key] = replace(f, since=old.since)
+                events.append(current[key])
             elif f.type == "failed":  # over: it says what each rank did when it was found
                 current[key] = old
             else:
@@ -107,12 +117,19 @@ class Diagnosis:
         but for those its launcher says it stopped (SIGTERM)."""
         now, wall = self.model.clock(), self.wall_ns()
         events = []
-        account = first_end(self.model, now, wall)  # how it ended, told first
+        account = first_end(self.model, now, wall, self._held)  # how it ended, told first
         if account is not None:
+            old = self.watch.active.get(account.key)
+            same = old is not None and old.facts == account.facts  # (told live already)
+            if old is not None:
+                account = replace(account, since=old.since,
+                                  t_ns=old.t_ns if same else account.t_ns)
             self.watch.active[account.key] = self._ended[account.key] = account
-            events.append(account)
+            if not same:
+                events.append(account)
+        told = account.ranks if account is not None else ()
         for r in sorted(set(ended)):
-            f = self.lost.ended(r, now, wall)
+            f = self.lost.ended(r, now, wall, told)
             if f is not None:
                 self.watch.active[f.key] = self._ended[f.key] = f
                 events.append(f)

@@ -1,6 +1,7 @@
 """How a failed run ended, told first: the first rank whose process ended, how and after
-what, then the op each other rank was inside when its own process ended and whether its
-launcher stopped it.
+what, then the op each other rank was inside as it ended and whether its launcher stopped
+it. Told live, the moment a harvester says a process ended (its records recovered first),
+and again at the job's end where there is more to say.
 
 It reads the harvesters' ``gone`` notices (``Model.first_ended``: when and in what order the
 processes ended, their exit codes where a harvester is their parent) and the records in flight
@@ -24,15 +25,26 @@ from commviz.viewer.model import InFlight, Model
 STOPPED_CODES = frozenset({-signal.SIGTERM, 128 + signal.SIGTERM})
 
 
-def first_end(model: Model, now: float, wall: int) -> Finding | None:
-    """The account of how the run ended, as a finding of its first rank (see the module)."""
+def first_end(model: Model, now: float, wall: int,
+              held: dict[tuple, dict[int, InFlight]] | None = None) -> Finding | None:
+    """The account of how the run ended, as a finding of its first rank (see the module).
+    ``held``: per account, the op each rank was inside as it was first seen ending; kept
+    across calls (the live diagnosis makes the account the moment a harvester says, and the
+    others then fail in that op or leave it), so that it says where they were, not where
+    they are."""
     ended = model.first_ended()
     if not ended:
         return None
     first = ended[0]
     if first.exited:  # it said goodbye: what it failed in, if anything, is found already
         return None
+    key = ("first_end", first.rank, first.job)
     latest = _latest_in_flight(model)
+    if held is not None:
+        kept = held.setdefault(key, {})
+        for r, f in latest.items():
+            kept.setdefault(r, f)
+        latest = dict(kept)
     own = latest.pop(first.rank, None)
     if own is not None and own.t_start > first.last_end_ns:  # it ended inside an op
         last, where, after, during = _call(own), _where(own.site), None, True
@@ -50,7 +62,7 @@ def first_end(model: Model, now: float, wall: int) -> Finding | None:
                    for (call, at, stopped), ranks in groups.items())
     return Finding("lost_rank", (first.rank,), None, None,
                    fx.FirstEnd(first.rank, first.exit_code, after, last, where, inside, during),
-                   ("first_end", first.rank, first.job), now, wall)
+                   key, now, wall)
 
 
 def _latest_in_flight(model: Model) -> dict[int, InFlight]:

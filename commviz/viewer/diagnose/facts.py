@@ -29,10 +29,12 @@ class Call:
 @dataclass(frozen=True)
 class Doing:
     """What a rank does instead of being in the op the others wait in. ``state``:
-    ``never_reported``, ``exited``, ``lost``, ``silent``, ``in_op``, ``no_op`` or ``idle``;
-    ``secs``: for how long (silent, in_op) or since when (idle), None where the words are
-    kept once the wait is over; ``call``: the op it is in (in_op); ``last_op``: its last
-    op's name (idle); ``last``: its last record (lost, silent)."""
+    ``never_reported``, ``exited``, ``ended`` (its harvester saw its process end), ``lost``,
+    ``silent``, ``in_op``, ``no_op`` or ``idle``; ``secs``: for how long (silent, in_op) or
+    since when (idle), None where the words are kept once the wait is over; ``call``: the op
+    it is in (in_op); ``last_op``: its last op's name (idle); ``last``: its last record
+    (ended, lost, silent); ``code``: how it ended where known (ended: exit code, negative the
+    signal)."""
 
     shape: ClassVar[str] = "doing"
     state: str
@@ -40,6 +42,7 @@ class Doing:
     call: Call | None = None
     last_op: str | None = None
     last: Call | None = None
+    code: int | None = None
 
 
 @dataclass(frozen=True)

@@ -337,6 +337,8 @@ class Hangs:
         if s.exited:
             return fx.Doing("exited")
         last = w.last_record(s)
+        if s.ended_ns:  # its node's harvester saw its process end: no silence to judge
+            return fx.Doing("ended", last=last, code=s.exit_code)
         if rank in lost or watch.found_lost(rank):
             return fx.Doing("lost", last=last)
         now = model.clock()

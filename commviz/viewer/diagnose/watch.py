@@ -30,6 +30,9 @@ from commviz.viewer.model import Model
 from commviz.wire import protocol
 from commviz.wire.protocol import ANNOUNCE_S
 
+# a rank told to have ended (``ending``'s account) is taken as never coming, by a wait that
+# misses it, this long after: its peers' backends fail their op within milliseconds of its end
+ENDED_GRACE_S = 1.0
 KEYS_MAX = 4096  # (group, op, size) windows, (op, size) pair tables and ranks kept at most
 # ops whose nccl-tests size must agree on every rank (object and all-to-all sizes may differ)
 SIZED = frozenset({"all_reduce", "broadcast", "reduce", "all_gather", "all_gather_into_tensor",
@@ -157,9 +160,11 @@ class Watch:
         return flying_age(self._seen.setdefault(key, now), now)
 
     def found_lost(self, rank: int) -> bool:
-        """Found lost alone, or with its node (a ``lost_node`` finding)."""
+        """Found lost alone, or with its node (a ``lost_node`` finding), or told to have
+        ended first (``ending``'s account)."""
         return ("lost_rank", rank) in self.active or any(
-            key[0] == "lost_node" and rank in f.ranks for key, f in self.active.items())
+            key[0] in ("lost_node", "first_end") and rank in f.ranks
+            for key, f in self.active.items())
 
     def exited(self, rank: int) -> bool:
         s = self.model.ranks.get(rank)
@@ -167,8 +172,15 @@ class Watch:
 
     def gone(self, rank: int, lost: Container[int]) -> bool:
         """Whether ``rank`` will not come: it said goodbye, or it is found lost (before, or
-        in ``lost``: this update)."""
-        return self.exited(rank) or rank in lost or self.found_lost(rank)
+        in ``lost``: this update), or it was told to have ended ENDED_GRACE_S ago: the
+        others' backends notice a dead peer within milliseconds and fail their op (still
+        inside after that, they hang)."""
+        if self.exited(rank) or rank in lost or ("lost_rank", rank) in self.active:
+            return True
+        now = self.model.clock()
+        return any(rank in f.ranks and (key[0] == "lost_node" or key[0] == "first_end"
+                                        and now - f.since >= ENDED_GRACE_S)
+                   for key, f in self.active.items())
 
     def in_ops(self, ranks: Iterable[int]) -> bool:
         """Whether each of ``ranks`` is inside an op now."""

@@ -101,6 +101,9 @@ class _Words:
         if d.state == "in_op":
             name = "in_op" if d.secs is not None else "in_op_untimed"
             return self("doing", name, call=self.call(d.call), secs=self._secs(d))
+        if d.state == "ended":
+            how = "" if d.code is None else self("first_end", "how", how=self.how(d.code))
+            return self("doing", "ended", how=how, last=self.last(d.last))
         if d.state == "idle":
             name = "idle" if d.secs is not None else "idle_untimed"
             return self("doing", name, op=d.last_op, secs=self._secs(d))
