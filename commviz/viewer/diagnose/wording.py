@@ -261,7 +261,7 @@ def _first_end(f: fx.FirstEnd, w: _Words) -> str:
     elif f.after_ms is None:
         after = w("first_end", "after_untimed", call=w.call(f.last), at=w.at(f.where))
     else:
-        after = w("first_end", "after", ms=w.num(f.after_ms, ".1f"), call=w.call(f.last),
+        after = w("first_end", "after", took=w.took(f.after_ms / 1e3), call=w.call(f.last),
                   at=w.at(f.where))
     inside = "".join(
         w("first_end", "inside", ranks=w.ranks(i.ranks), call=w.call(i.call), at=w.at(i.where),
