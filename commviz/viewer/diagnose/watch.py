@@ -172,15 +172,17 @@ class Watch:
 
     def gone(self, rank: int, lost: Container[int]) -> bool:
         """Whether ``rank`` will not come: it said goodbye, or it is found lost (before, or
-        in ``lost``: this update), or it was told to have ended ENDED_GRACE_S ago: the
-        others' backends notice a dead peer within milliseconds and fail their op (still
-        inside after that, they hang)."""
+        in ``lost``: this update), or its process ended ENDED_GRACE_S ago, as its harvester
+        said: the others' backends notice a dead peer within milliseconds and fail their op
+        (still inside after that, they hang). Timed from the harvester's own time of the end,
+        not from when a pass first told it, so that a recording played back decides alike."""
         if self.exited(rank) or rank in lost or ("lost_rank", rank) in self.active:
             return True
-        now = self.model.clock()
-        return any(rank in f.ranks and (key[0] == "lost_node" or key[0] == "first_end"
-                                        and now - f.since >= ENDED_GRACE_S)
-                   for key, f in self.active.items())
+        if any(key[0] == "lost_node" and rank in f.ranks for key, f in self.active.items()):
+            return True
+        s = self.model.ranks.get(rank)
+        return s is not None and s.ended_ns > 0 and \
+            self.wall_ns() - s.ended_ns >= ENDED_GRACE_S * 1e9
 
     def in_ops(self, ranks: Iterable[int]) -> bool:
         """Whether each of ``ranks`` is inside an op now."""
