@@ -24,6 +24,7 @@ from commviz.tui.timeline import (
     NODE,
     RANK,
     SOLID,
+    ZOOMS_S,
     Timeline,
     group_lanes,
     lane_runs,
@@ -119,7 +120,9 @@ def test_the_lanes_are_by_group_where_a_lane_per_rank_does_not_fit() -> None:
     lanes = _join(_all_reduce({0: 0, 1: 0, 2: 6 * MS, 3: 0}, gkey=0),
                   _all_reduce({4: 0, 5: MS, 6: 0, 7: 0}, gkey=1),
                   _all_reduce({0: 0, 4: 2 * MS}, gkey=2, t=40 * MS))
-    groups = group_lanes(GROUPS, [0, 1, 2], {})
+    groups = group_lanes(GROUPS, [1, 2, 0], {})  # in any order: the smaller first, then by rank
+    assert [tuple(m) for m in groups.members] == [(0, 4), (0, 1, 2, 3), (4, 5, 6, 7)]
+    assert groups.lane_of.tolist() == [1, 2, 0]
     nodes = {"a": [0, 1, 2, 3], "b": [4, 5, 6, 7]}
     args = ([], T0_NS, T0_NS + 100 * MS, 60)
     assert lanes_by(lanes, {}, None, nodes, groups, 9) == RANK  # 8 lanes and the axis fit
@@ -205,12 +208,14 @@ def test_at_1024_ranks_the_stragglers_groups_come_first_and_name_it(fleet) -> No
     model, now = fleet.model, fleet.clock.t_ns
     groups = _groups_of(model)
     assert len(groups.members) == 136  # 128 tensor-parallel groups, 8 data-parallel
-    text = _text(lane_runs(model.lanes(now - 2 * S, now, groups=True),
-                           list(model.inflight.values()), now - 2 * S, now, 94, height=8,
-                           nodes=model.nodes(), groups=groups))
-    assert len(text) == 8 and all(len(line) <= 94 for line in text)
-    assert _named(text[:2]) == STRAGGLERS and all(" r5 +" in line for line in text[:2])
-    assert text[-2].split()[:2] == [str(136 - 6), "groups"]
+    lanes = model.lanes(now - 2 * S, now, groups=True)
+    for width, height in ((94, 8), (78, 6)):  # 160x48, and 80x24's replay view
+        text = _text(lane_runs(lanes, list(model.inflight.values()), now - 2 * S, now, width,
+                               height=height, nodes=model.nodes(), groups=groups))
+        assert len(text) == height and all(len(line) <= width for line in text)
+        assert _named(text[:2]) == STRAGGLERS and all(" r5 +" in line for line in text[:2])
+        assert text[-2].split()[:2] == [str(136 - (height - 2)), "groups"]
+        assert text[-1].rstrip().endswith("now")
 
 
 def _app(fleet):
@@ -244,6 +249,15 @@ async def test_g_shows_the_timeline_by_group_at_1024_ranks_and_back(fleet) -> No
         assert all("-r" in line.split()[1] for line in body[2:-2])  # ranges, never lists
         assert body[-2].split()[:2] == [str(136 - (len(body) - 2)), "groups"]
         assert body[-1].rstrip().endswith("now")
+        for _ in range(len(ZOOMS_S)):  # zoomed in as far as it goes: the 5 ms floor
+            await pilot.press("z")
+        await _settle(pilot)
+        lines = panel(app, "#timeline").splitlines()
+        assert "zoom: 5 ms" in lines[-1] and app.query_one(Timeline).by_group
+        body = [line.strip("│") for line in lines[1:-1]]
+        assert all(line.split()[0] in ("TP?", "DP?") for line in body[:-2])  # still groups
+        assert body[-2].split()[1] == "groups" and "-1ms" in body[-1]  # in 5 ms
+        assert body[-1].rstrip().endswith(("now", "latest"))
         await pilot.press("g")
         await _settle(pilot)
         assert app.query_one(Timeline).by_node

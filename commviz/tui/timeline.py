@@ -7,7 +7,9 @@ for is the one whose bars are nearly all solid while the others' start pale.
 Where a lane per rank does not fit the panel and the ranks are on several nodes (a thousand
 ranks), the lanes are by node (``node_runs``): each collective from the first to the last
 arrival of the node's ranks, its last rank marked and named, the worst nodes first, the rest
-in one summary lane.
+in one summary lane. By group (`g`: ``group_runs``), the same with a lane per process group of
+the job, each of its collectives from its first to its last arrival, named by its ranks and
+its layout (``shape_words.group_label``).
 
 ``render_lanes`` is a pure function of copied model data (testable without an app); the
 ``Timeline`` widget only copies that data under the session lock and draws it with the line
@@ -239,7 +241,10 @@ class GroupLanes:
 
 def group_lanes(groups: Sequence[tuple[str, Sequence[int]]], shown: Sequence[int],
                 guessed: Mapping[group_shapes.Shape, str]) -> GroupLanes:
-    """``GroupLanes`` of the model's ``groups`` (by gkey), a lane for each of ``shown``."""
+    """``GroupLanes`` of the model's ``groups`` (by gkey), a lane for each of ``shown``, the
+    smaller groups first, then by their lowest rank: the order the lanes with nothing in view
+    keep, the same every frame (the groups came in any order)."""
+    shown = sorted(shown, key=lambda k: (len(groups[k][1]), min(groups[k][1])))
     lane_of = np.full(len(groups), -1, np.int64)
     lane_of[np.asarray(shown, np.int64)] = np.arange(len(shown))
     return GroupLanes(lane_of, [groups[k][1] for k in shown], guessed)
