@@ -129,6 +129,9 @@ def test_the_lanes_are_by_group_where_a_lane_per_rank_does_not_fit() -> None:
     assert lanes_by(lanes, {}, None, nodes, None, 4) == NODE
     assert lanes_by(lanes, {}, None, nodes, groups, 4) == GROUP
     assert lanes_by(lanes, {}, None, {"a": list(range(8))}, groups, 4) == GROUP
+    none_yet = group_lanes(GROUPS, [], {})  # no group of two ranks known yet: by node
+    assert lanes_by(lanes, {}, None, nodes, none_yet, 4) == NODE
+    assert _text(lane_runs(lanes, *args, height=4, nodes=nodes, groups=none_yet))[0][0] == "a"
     by_rank = _text(lane_runs(lanes, *args, height=9, nodes=nodes, groups=groups))
     assert [line.split()[0] for line in by_rank[:8]] == [f"r{r}" for r in range(8)]
     text = _text(lane_runs(lanes, *args, height=5, nodes=nodes, groups=groups))
@@ -281,9 +284,11 @@ async def test_g_says_the_lanes_are_per_rank_where_they_fit() -> None:
 
 
 @sync
-async def test_help_lists_g() -> None:
+async def test_help_and_the_palette_list_g() -> None:
     app = make_app(FakeSession(), lang="pt")
     async with app.run_test(size=(160, 48)) as pilot:
+        titles = {c.title for c in app.get_system_commands(app.screen)}
+        assert i18n.ui("key group_lanes", "pt") in titles
         await pilot.press("question_mark")
         await pilot.pause()
         shown = "\n".join(strip.text for strip in app.screen.query_one(Static).render_lines(

@@ -197,11 +197,12 @@ def lanes_by(segments_by_rank: Mapping[int, object], running: Mapping[int, objec
              nodes: Mapping[str, Sequence[int]] | None, groups: GroupLanes | None,
              height: int | None) -> str:
     """What the lanes are of: ranks (RANK) where theirs fit ``height``; else groups (GROUP)
-    where ``groups`` are given, nodes (NODE) where the ranks are on two or more (on one, a
-    lane per node would say nothing), ranks again otherwise, with a line for the rest."""
+    where ``groups`` are given and some are known, nodes (NODE) where the ranks are on two or
+    more (on one, a lane per node would say nothing), ranks again otherwise, with a line for
+    the rest."""
     if height is None or rank_rows(segments_by_rank, running, phases) <= height:
         return RANK
-    if groups is not None:
+    if groups is not None and len(groups.members):
         return GROUP
     return NODE if nodes is not None and len(nodes) > 1 else RANK
 
