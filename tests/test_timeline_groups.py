@@ -234,10 +234,16 @@ async def _settle(pilot) -> None:
         await frame(pilot)
 
 
+@pytest.mark.parametrize("size, keys", [((160, 48), ()), ((80, 24), ("v",))],
+                         ids=["160x48", "80x24"])
 @sync
-async def test_g_shows_the_timeline_by_group_at_1024_ranks_and_back(fleet) -> None:
+async def test_g_shows_the_timeline_by_group_at_1024_ranks_and_back(fleet, size, keys) -> None:
+    """On a wide screen, and on a narrow one in its replay view (``v``)."""
     app = _app(fleet)
-    async with app.run_test(size=(160, 48)) as pilot:
+    async with app.run_test(size=size) as pilot:
+        await _settle(pilot)
+        for key in keys:
+            await pilot.press(key)
         await _settle(pilot)
         assert app.query_one(Timeline).by_node
         await pilot.press("g")
@@ -259,12 +265,13 @@ async def test_g_shows_the_timeline_by_group_at_1024_ranks_and_back(fleet) -> No
         assert "zoom: 5 ms" in lines[-1] and app.query_one(Timeline).by_group
         body = [line.strip("│") for line in lines[1:-1]]
         assert all(line.split()[0] in ("TP?", "DP?") for line in body[:-2])  # still groups
-        assert body[-2].split()[1] == "groups" and "-1ms" in body[-1]  # in 5 ms
+        assert body[-2].split()[1] == "groups" and "-2ms" in body[-1]  # in 5 ms
         assert body[-1].rstrip().endswith(("now", "latest"))
         await pilot.press("g")
         await _settle(pilot)
         assert app.query_one(Timeline).by_node
-        assert panel(app, "#timeline").startswith("╭─ Timeline by node")
+        assert panel(app, "#timeline").split()[1] == "Timeline"
+        assert panel(app, "#timeline").splitlines()[1].strip("│ ").startswith("node")
 
 
 @sync
