@@ -113,7 +113,7 @@ def test_history_is_bounded_and_keeps_the_newest_per_rank(
         starts = [(s.t_start - T0_NS) // 10 for s in m.timeline(T0_NS)[1]]
         assert 5 <= len(starts) <= 10 and starts == list(range(k + 1 - len(starts), k + 1))
         assert m.lane_horizon[1] == T0_NS + (starts[0] - 1) * 10 + 5
-    assert m._lanes[0][0].shape == (10, 4)
+    assert m._lanes[0][0].shape == (10, model_mod.LANE_COLUMNS)
 
 
 def test_a_lane_grows_with_use() -> None:

@@ -116,7 +116,7 @@ class CommvizApp(App):
         self._view = self.NARROW_VIEWS[0]
         self._narrow = False  # below the width breakpoint, as of the last resize
         self._width = 0  # the screen's width, as of the last resize
-        self._titled_by_node = False  # the timeline's title is that of lanes by node
+        self._titled_by = (False, False)  # the timeline's title is that of lanes by node, group
         self._title = title if callable(title) else lambda lang: title
         self._clock, self._wall_ns = clock, wall_ns
         self._shown = 0
@@ -207,8 +207,8 @@ class CommvizApp(App):
         self.query_one("#topology").border_title = \
             whole if layout.fits(whole, room) else i18n.ui("replay short", self.lang)
         timeline = self.query_one(Timeline)
-        self._titled_by_node = timeline.by_node
-        timeline.border_title = title(self.lang, room, timeline.by_node)
+        self._titled_by = (timeline.by_node, timeline.by_group)
+        timeline.border_title = title(self.lang, room, *self._titled_by)
 
     def _label_keys(self) -> None:
         """The footer's keys and descriptions (Textual's palette's too), in the language;
@@ -252,7 +252,8 @@ class CommvizApp(App):
                 # says how far behind), rather than draw seconds of nothing
                 timeline.update_from(model, self._wall_ns() - int(model.behind_s * 1e9),
                                      paused, self._held())
-                if timeline.by_node != self._titled_by_node:  # its last frame's lanes changed
+                # its last frame's lanes changed
+                if (timeline.by_node, timeline.by_group) != self._titled_by:
                     self._fit_titles()
             if part in (None, 1):
                 self._refresh_ranks(model, now)
@@ -638,7 +639,7 @@ class CommvizApp(App):
             return self._restart is not None and not self._recording
         if action == "next_view":
             return self._narrow
-        if action in ("zoom_in", "zoom_out"):  # where the timeline is on screen
+        if action in ("zoom_in", "zoom_out", "group_lanes"):  # where the timeline is on screen
             return not self._narrow or self._view == "replay"
         if action == "find":  # the ranks panel by node
             return self.query_one("#ranks", RanksPanel).can_focus
@@ -731,6 +732,16 @@ class CommvizApp(App):
 
     def action_zoom_out(self) -> None:
         self._zoom(self.query_one(Timeline).zoom_out())
+
+    def action_group_lanes(self) -> None:
+        """The timeline by group, or back by node, where a lane per rank does not fit; where
+        it does, it says so."""
+        timeline = self.query_one(Timeline)
+        if timeline.ranks_fit:
+            self.notify(i18n.ui("lanes per rank", self.lang), timeout=4)
+            return
+        timeline.group_lanes = not timeline.group_lanes
+        self.refresh_view(0)
 
     def _zoom(self, zoom_s: float | None) -> None:
         """The timeline's new window: in its subtitle from the next frame on."""

@@ -54,6 +54,9 @@ KEYS = (
         N_("key replay_pause short"), more=N_("help replay_pause")),
     Key("zoom_in", "z", "zoom_in", "Zoom", N_("key zoom_in"), more=N_("help zoom_in")),
     Key("zoom_out", "Z", "zoom_out", "Zoom out", N_("key zoom_out"), footer=False),
+    # where a lane per rank does not fit: the timeline by node, or by process group
+    Key("group_lanes", "g", "group_lanes", "Timeline by node / by group", N_("key group_lanes"),
+        footer=False, more=N_("help group_lanes")),
     Key("restart", "r", "restart", "Restart", N_("key restart"), checked=True),
     # a recording's clock: the viewer panel's playback line says them
     Key("play_faster", "right_square_bracket", "play_faster", "Faster playback",
@@ -73,12 +76,13 @@ KEYS = (
 BY_ID = {key.id: key for key in KEYS}
 # The help screen's rows, in its order: each lists these keys' ids, one row for a pair
 HELP = (("pause",), ("step",), ("next_finding",), ("play_faster", "play_slower"),
-        ("faster", "slower"), ("replay_pause",), ("zoom_in", "zoom_out"), ("restart",),
+        ("faster", "slower"), ("replay_pause",), ("zoom_in", "zoom_out"), ("group_lanes",),
+        ("restart",),
         ("read",), ("find",), ("lang",), ("view",), ("quit",), ("help",))
 # The command palette's own entries, in its order
 PALETTE = ("pause", "step", "next_finding", "play_faster", "play_slower", "faster", "slower",
-           "replay_pause", "zoom_in", "zoom_out", "restart", "read", "find", "lang", "view",
-           "help")
+           "replay_pause", "zoom_in", "zoom_out", "group_lanes", "restart", "read", "find",
+           "lang", "view", "help")
 # What keys do when a recording is played back, where it differs: n steps from one operation
 # to the next; p holds the replay while the recording plays on
 PLAYBACK_WORDS = {"key step": N_("key step op"), "key step short": N_("key step op short"),

@@ -7,7 +7,9 @@ for is the one whose bars are nearly all solid while the others' start pale.
 Where a lane per rank does not fit the panel and the ranks are on several nodes (a thousand
 ranks), the lanes are by node (``node_runs``): each collective from the first to the last
 arrival of the node's ranks, its last rank marked and named, the worst nodes first, the rest
-in one summary lane.
+in one summary lane. By group (`g`: ``group_runs``), the same with a lane per process group of
+the job, each of its collectives from its first to its last arrival, named by its ranks and
+its layout (``shape_words.group_label``).
 
 ``render_lanes`` is a pure function of copied model data (testable without an app); the
 ``Timeline`` widget only copies that data under the session lock and draws it with the line
@@ -19,7 +21,7 @@ from __future__ import annotations
 import functools
 import itertools
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -31,16 +33,17 @@ from textual.reactive import reactive
 from textual.strip import Strip
 from textual.widget import Widget
 
+from commviz.knowledge import group_shapes
 from commviz.text import i18n
 from commviz.text.i18n import N_
-from commviz.viewer import arrivals
+from commviz.viewer import arrivals, shape_words
 from commviz.viewer.diagnose import Finding
 from commviz.viewer.model import InFlight, Instance, Model, Segment
 from commviz.viewer.plain_text import (
     MICROSECONDS,
     TIME_UNITS,
     duration,
-    rank_labels,
+    ranks_label,
 )
 from commviz.wire import protocol
 from commviz.wire.protocol import PhaseSpan
@@ -49,16 +52,19 @@ WAIT, SOLID, UNKNOWN = "░", "█", "╌"
 ARRIVE, MARK = "▒", "┃"  # lanes by node: its ranks still arriving; its last rank's arrival
 
 
-def title(lang: str = "en", room: int | None = None, by_node: bool = False) -> str:
+def title(lang: str = "en", room: int | None = None, by_node: bool = False,
+          by_group: bool = False) -> str:
     """The panel's title: its name, then what the lanes' characters mean, in ``lang``, in
     shorter words where the whole does not fit ``room`` cells. No separator glyph in it: a
     "·" between name and legend reads as a status, not a key. ``by_node``: the lanes are
     nodes' (``node_runs``): their own glyphs, and no dropped history to speak of; shorter,
-    the plain name, then no mark's entry (the lanes name their last ranks)."""
+    the plain name, then no mark's entry (the lanes name their last ranks). ``by_group``:
+    the same, the lanes groups' (``group_runs``)."""
     ui = functools.partial(i18n.ui, lang=lang)
+    spans = by_node or by_group
 
     def legend(waiting: str, name: str = N_("timeline"), mark: bool = True) -> str:
-        if by_node:
+        if spans:
             return (f"{ui(name)}  {ARRIVE} {ui('legend arriving')}  "
                     + (f"{MARK} {ui('legend last rank')}  " if mark else "")
                     + f"{WAIT} {ui(waiting)}  {SOLID} {ui('legend transferring')}")
@@ -68,9 +74,10 @@ def title(lang: str = "en", room: int | None = None, by_node: bool = False) -> s
 
     short = N_("legend waiting short")
     forms = [legend(N_("legend waiting")), legend(short)]
-    if by_node:
-        forms = [legend(N_("legend waiting"), N_("timeline by node")),
-                 legend(short, N_("timeline by node")), legend(short), legend(short, mark=False)]
+    if spans:
+        named = N_("timeline by group") if by_group else N_("timeline by node")
+        forms = [legend(N_("legend waiting"), named), legend(short, named), legend(short),
+                 legend(short, mark=False)]
     return next((form for form in forms if room is None or len(form) <= room), forms[-1])
 
 
@@ -121,20 +128,26 @@ def lane_runs(segments_by_rank: Mapping[int, Lane], inflight: Iterable[InFlight]
               lang: str = "en", right: str = "now",
               exits: Mapping[int, int] | None = None,
               height: int | None = None,
-              nodes: Mapping[str, Sequence[int]] | None = None) -> list[list[tuple[str, str]]]:
+              nodes: Mapping[str, Sequence[int]] | None = None,
+              groups: GroupLanes | None = None) -> list[list[tuple[str, str]]]:
     """``render_lanes`` as runs of (characters, style name), each line at most ``width``:
     what the widget turns into segments without building rich Text. A rank with compute
     phases (``commviz.phase``) gets a line of them under its lane, on the same time axis.
     ``right``: what t1_ns is, for the axis' right end (a UI string: "now", "timeline end",
     "latest"). ``exits``: when ranks that left said goodbye; an op they left inside is drawn
     up to then, not up to now. In fewer lines than that (``height``), the lanes are by node
-    where the ranks are on two ``nodes`` or more (``node_runs``); on one, the last ranks'
-    lanes give way to a line that names them, above the axis."""
+    where the ranks are on two ``nodes`` or more (``node_runs``), or by group where
+    ``groups`` are given (``group_runs``: the person chose them, `g`); otherwise the last
+    ranks' lanes give way to a line that names them, above the axis."""
     running: dict[int, list[InFlight]] = {}
     for op in inflight:
         running.setdefault(op.rank, []).append(op)
     ranks = sorted(set(segments_by_rank) | set(running))
-    if by_node(segments_by_rank, running, phases, nodes, height):
+    by = lanes_by(segments_by_rank, running, phases, nodes, groups, height)
+    if by == GROUP and groups is not None and height is not None:
+        return group_runs(segments_by_rank, running, groups, t0_ns, t1_ns, width, height,
+                          lang, right, exits)
+    if by == NODE and nodes is not None and height is not None:
         return node_runs(segments_by_rank, running, nodes, t0_ns, t1_ns, width, height, lang,
                          right, exits)
     label_w = max((len(f"r{r}") for r in ranks), default=0) + 1
@@ -176,23 +189,22 @@ def rank_rows(segments_by_rank: Mapping[int, object], running: Mapping[int, obje
     return len(ranks) + with_phases + 1 + (with_phases > 0)
 
 
-def by_node(segments_by_rank: Mapping[int, object], running: Mapping[int, object],
-            phases: Mapping[int, Sequence[PhaseSpan]] | None,
-            nodes: Mapping[str, Sequence[int]] | None, height: int | None) -> bool:
-    """Whether the lanes are by node: the ranks' lanes do not fit ``height`` and the ranks
-    are on two nodes or more (on one, a lane per node would say nothing)."""
-    return height is not None and nodes is not None and len(nodes) > 1 \
-        and rank_rows(segments_by_rank, running, phases) > height
+RANK, NODE, GROUP = "rank", "node", "group"  # what the lanes are of (``lanes_by``)
 
 
-def ranks_label(ranks: list[int]) -> str:
-    """Ranks as the lanes name them: ``r5,r6``, ``r5-r7`` (``rank_labels``), and a long list
-    compressed as ``i18n.rank_list`` does (``r0-r23,r32-r1023``), never one that runs off the
-    line."""
-    if len(ranks) <= i18n.LISTED_RANKS:
-        return rank_labels(ranks)
-    return ",".join("-".join(f"r{r}" for r in run.split("-"))
-                    for run in i18n.rank_list(ranks).split(","))
+def lanes_by(segments_by_rank: Mapping[int, object], running: Mapping[int, object],
+             phases: Mapping[int, Sequence[PhaseSpan]] | None,
+             nodes: Mapping[str, Sequence[int]] | None, groups: GroupLanes | None,
+             height: int | None) -> str:
+    """What the lanes are of: ranks (RANK) where theirs fit ``height``; else groups (GROUP)
+    where ``groups`` are given and some are known, nodes (NODE) where the ranks are on two or
+    more (on one, a lane per node would say nothing), ranks again otherwise, with a line for
+    the rest."""
+    if height is None or rank_rows(segments_by_rank, running, phases) <= height:
+        return RANK
+    if groups is not None and len(groups.members):
+        return GROUP
+    return NODE if nodes is not None and len(nodes) > 1 else RANK
 
 
 NODE_LABEL_MAX = 12  # cells of a node's name in its lane's label; longer names are cut
@@ -208,22 +220,81 @@ def node_runs(segments_by_rank: Mapping[int, Lane], running: Mapping[int, Sequen
     nodes, then transferring; the last rank of its worst instance marked (MARK) and named on
     the right with how late it came after the instance's first arrival (``arrivals``). The
     nodes that do not fit share one summary lane: how many, and the latest of them."""
-    t1_ns = max(t1_ns, t0_ns + 1)
     names, members = list(nodes), list(nodes.values())
     rows = {rank: _rows(lane) for rank, lane in segments_by_rank.items()}
-    by_node = arrivals.spans(rows, members)
-    ranked = arrivals.worst_first(by_node, len(members))
+    node_of = {rank: i for i, ranks in enumerate(members) for rank in ranks}
+    return _span_runs(arrivals.spans(rows, members), len(members),
+                      lambda i: _node_label(names[i]), N_("timeline other nodes"),
+                      lambda op: node_of.get(op.rank, -1), running, t0_ns, t1_ns, width,
+                      height, lang, right, exits)
+
+
+@dataclass(frozen=True)
+class GroupLanes:
+    """The process groups a timeline by group may draw a lane each: ``lane_of`` each gkey's
+    lane (-1: none), ``members`` each lane's ranks, ``guessed`` what each shape's groups are
+    likely for (``shape_words.guesses``), for their labels."""
+
+    lane_of: np.ndarray
+    members: Sequence[Sequence[int]]
+    guessed: Mapping[group_shapes.Shape, str]
+
+
+def group_lanes(groups: Sequence[tuple[str, Sequence[int]]], shown: Sequence[int],
+                guessed: Mapping[group_shapes.Shape, str]) -> GroupLanes:
+    """``GroupLanes`` of the model's ``groups`` (by gkey), a lane for each of ``shown``, the
+    smaller groups first, then by their lowest rank: the order the lanes with nothing in view
+    keep, the same every frame (the groups came in any order)."""
+    shown = sorted(shown, key=lambda k: (len(groups[k][1]), min(groups[k][1])))
+    lane_of = np.full(len(groups), -1, np.int64)
+    lane_of[np.asarray(shown, np.int64)] = np.arange(len(shown))
+    return GroupLanes(lane_of, [groups[k][1] for k in shown], guessed)
+
+
+def group_runs(segments_by_rank: Mapping[int, Lane], running: Mapping[int, Sequence[InFlight]],
+               groups: GroupLanes, t0_ns: int, t1_ns: int, width: int, height: int,
+               lang: str = "en", right: str = "now",
+               exits: Mapping[int, int] | None = None) -> list[list[tuple[str, str]]]:
+    """``node_runs`` with a lane per process group (``arrivals.group_spans``): each of its
+    collectives from its first to its last arrival, its last rank marked and named, the worst
+    groups first, each named by its ranks and layout (``shape_words.group_label``), the rest
+    in one summary lane. Transfers are in no group's lane."""
+    lane_of = groups.lane_of
+
+    def lane_of_op(op: InFlight) -> int:
+        return int(lane_of[op.gkey]) if 0 <= op.gkey < len(lane_of) \
+            and op.op not in protocol.P2P else -1
+
+    rows = {rank: _rows(lane) for rank, lane in segments_by_rank.items()}
+    return _span_runs(arrivals.group_spans(rows, lane_of, len(groups.members)),
+                      len(groups.members),
+                      lambda i: shape_words.group_label(groups.members[i], groups.guessed, lang),
+                      N_("timeline other groups"), lane_of_op, running, t0_ns, t1_ns, width,
+                      height, lang, right, exits)
+
+
+def _span_runs(spans: arrivals.Spans, n_lanes: int, label_of: Callable[[int], str],
+               others: str, lane_of_op: Callable[[InFlight], int],
+               running: Mapping[int, Sequence[InFlight]], t0_ns: int, t1_ns: int, width: int,
+               height: int, lang: str, right: str,
+               exits: Mapping[int, int] | None) -> list[list[tuple[str, str]]]:
+    """Lanes of ``spans`` (``n_lanes`` of them: nodes, groups), worst first, in ``height``
+    lines with the axis; each named by ``label_of`` its index, the rest in one lane that says
+    how many (``others``, a UI string of a count) and the latest of them. An op in flight is
+    drawn in the lane ``lane_of_op`` says (-1: none)."""
+    t1_ns = max(t1_ns, t0_ns + 1)
+    ranked = arrivals.worst_first(spans, n_lanes)
     room = max(1, height - 1)
     shown, rest = (ranked, []) if len(ranked) <= room else \
         (ranked[:max(1, room - 1)], ranked[max(1, room - 1):])
-    drawn = np.full(len(members), len(shown) if rest else -1)  # each node's lane drawn
+    drawn = np.full(n_lanes, len(shown) if rest else -1)  # each lane's line drawn
     drawn[[w.lane for w in shown]] = np.arange(len(shown))
     n_drawn = len(shown) + bool(rest)
-    labels = [_node_label(names[w.lane]) for w in shown]
+    labels = [label_of(w.lane) for w in shown]
     notes = [f"{ranks_label([w.last_rank])} +{_late(w.late_ns, lang)}" if w.late_ns >= 0
              else "" for w in shown]
     if rest:
-        labels.append(i18n.ui_n("timeline other nodes", len(rest), lang))
+        labels.append(i18n.ui_n(others, len(rest), lang))
         worst = max(w.late_ns for w in rest)
         notes.append(f"≤ +{_late(worst, lang)}" if worst >= 0 else "")
     label_w = max(map(len, labels)) + 1
@@ -233,15 +304,18 @@ def node_runs(segments_by_rank: Mapping[int, Lane], running: Mapping[int, Sequen
     lane_w = max(0, width - label_w - note_w)
     lines = []
     if lane_w:
-        s = by_node.regroup(drawn, n_drawn)
+        s = spans.regroup(drawn, n_drawn)
         order = np.argsort(s.lane, kind="stable")
         cuts = np.searchsorted(s.lane[order], np.arange(1, n_drawn))
         lanes = np.split(np.stack([s.op, s.last, s.ready, s.end], axis=1)[order], cuts)
         arriving = np.split(np.stack([s.op, s.first, s.last], axis=1)[order], cuts)
         marks = [w.at_ns if w.late_ns >= 0 else None for w in shown]
-        node_of = {rank: i for i, ranks in enumerate(members) for rank in ranks}
-        flying = _earliest(running, {rank: int(drawn[i]) for rank, i in node_of.items()},
-                           n_drawn)
+
+        def drawn_of(op: InFlight) -> int:
+            lane = lane_of_op(op)
+            return int(drawn[lane]) if lane >= 0 else -1
+
+        flying = _earliest(running, drawn_of, n_drawn)
         cells = _lanes(lanes, flying, t0_ns, t1_ns, lane_w, [None] * n_drawn, exits or {},
                        arriving, marks)
     else:
@@ -268,14 +342,16 @@ def _late(ns: int, lang: str) -> str:
     return i18n.number(duration(ns), lang)
 
 
-def _earliest(running: Mapping[int, Sequence[InFlight]], lane_of: Mapping[int, int],
+def _earliest(running: Mapping[int, Sequence[InFlight]], lane_of: Callable[[InFlight], int],
               n_lanes: int) -> list[list[InFlight]]:
-    """Each lane's ops in flight (its ranks' by ``lane_of``), each instance once, at its
+    """Each lane's ops in flight (by ``lane_of``; -1: none), each instance once, at its
     earliest start: a node's lane shows how long its first rank has been inside."""
     first: list[dict[tuple[int, int, str], InFlight]] = [{} for _ in range(n_lanes)]
-    for rank, ops in running.items():
-        lane = lane_of.get(rank, -1)
-        for op in ops if lane >= 0 else ():
+    for ops in running.values():
+        for op in ops:
+            lane = lane_of(op)
+            if lane < 0:
+                continue
             key, seen = (op.gkey, op.seq, op.op), first[lane]
             if key not in seen or op.t_start < seen[key].t_start:
                 seen[key] = op
@@ -353,7 +429,7 @@ def _lanes(lanes: list[np.ndarray], running: list[Sequence[InFlight]], t0: int, 
     waiting does, and a ``marks`` column each (a time, None: none) for its last rank.
     """
     n = len(lanes)
-    rows = np.concatenate([np.zeros((0, 4), np.int64), *lanes])
+    rows = np.concatenate([np.zeros((0, 4), np.int64), *(lane[:, :4] for lane in lanes)])
     of_rank = np.repeat(np.arange(n), [len(lane) for lane in lanes])
     arrive = np.concatenate([np.zeros((0, 3), np.int64), *(arriving or ())])
     # op codes are small: a lookup table numbers those present, in code order
@@ -364,7 +440,7 @@ def _lanes(lanes: list[np.ndarray], running: list[Sequence[InFlight]], t0: int, 
     # coverage per rank, op and column: waiting and transferring
     lane_of = of_rank * n_codes + number[rows[:, 0]]
     scale = width / (t1 - t0)
-    x = np.clip((rows[:, 1:] - t0) * scale, 0, width)  # start, ready, end as columns
+    x = np.clip((rows[:, 1:4] - t0) * scale, 0, width)  # start, ready, end as columns
     wait = _coverage(x[:, 0], x[:, 1], width, lane_of, n * n_codes)
     xfer = _coverage(x[:, 1], x[:, 2], width, lane_of, n * n_codes)
     wait, xfer = wait.reshape(n, n_codes, width), xfer.reshape(n, n_codes, width)
@@ -512,6 +588,7 @@ class _Frame:
     right: str  # what t1_ns is: "now", "timeline end" (every rank is gone), "latest" (zoom)
     exits: dict[int, int]  # when the ranks that said goodbye did
     nodes: dict[str, list[int]]  # hosts -> their ranks, for lanes by node
+    groups: GroupLanes | None  # the groups, for lanes by group (`g`); None: by node
 
 
 class Timeline(Widget):
@@ -539,6 +616,9 @@ class Timeline(Widget):
         self.zoom_s: float | None = None  # the window zoomed to; None: paced_window_s
         self._paced_s = self.window_s  # the window paced_window_s gave the last frame
         self.by_node = False  # the lanes drawn last were by node (node_runs): for the title
+        self.by_group = False  # ... by group (group_runs)
+        self.ranks_fit = True  # ... per rank, because theirs fit: `g` has nothing to change
+        self.group_lanes = False  # lanes by group where a lane per rank does not fit (`g`)
 
     def zoom_in(self) -> float | None:
         """A shorter window: the next zoom below the one shown; returns the new zoom."""
@@ -586,9 +666,13 @@ class Timeline(Widget):
                 now_ns, right = latest + window_ns // END_MARGIN, N_("latest")
         since = now_ns - window_ns
         rows = self._rows()
-        self._frame = _Frame(model.lanes(since, now_ns), inflight, dict(model.lane_horizon),
-                             since, now_ns, model.phases(since, now_ns), right, exits,
-                             model.nodes())
+        groups = None
+        if self.group_lanes:  # the groups of the job shown, each shape's guess for its name
+            guessed = shape_words.guesses(model.group_families()[0])
+            groups = group_lanes(model.groups, model.shown_groups(), guessed)
+        self._frame = _Frame(model.lanes(since, now_ns, groups=self.group_lanes), inflight,
+                             dict(model.lane_horizon), since, now_ns,
+                             model.phases(since, now_ns), right, exits, model.nodes(), groups)
         self._version += 1
         self.refresh(layout=self._rows() != rows)
 
@@ -615,9 +699,11 @@ class Timeline(Widget):
         if self._cached is None or self._cached[0] != key:
             f, height = self._frame, self.size.height or None
             lines = lane_runs(f.segments, f.inflight, f.t0_ns, f.t1_ns, width, f.horizon,
-                              f.phases, self.lang, f.right, f.exits, height, f.nodes)
-            self.by_node = by_node(f.segments, {op.rank: op for op in f.inflight}, f.phases,
-                                   f.nodes, height)
+                              f.phases, self.lang, f.right, f.exits, height, f.nodes, f.groups)
+            running = {op.rank: op for op in f.inflight}
+            by = lanes_by(f.segments, running, f.phases, f.nodes, f.groups, height)
+            self.by_node, self.by_group = by == NODE, by == GROUP
+            self.ranks_fit = height is None or rank_rows(f.segments, running, f.phases) <= height
             base = self.rich_style
             strips = [Strip([RichSegment(chars, _style(base, name)) for chars, name in runs])
                       .extend_cell_length(width, base) for runs in lines]

@@ -1,15 +1,19 @@
-"""Who arrives last, by node: the timeline's lanes when there are more ranks than lanes.
+"""Who arrives last, by node or by group: the timeline's lanes when there are more ranks
+than lanes.
 
 A collective waits for its last rank. At a thousand ranks a lane per rank cannot be drawn, but
 a lane per node can: for each collective instance, the span from the first to the last arrival
 of the node's ranks, and who that last rank was. The node whose last rank came latest after
 the instance's first arrival anywhere is the one the others waited for, whether one of its
-ranks straggles or the whole node is slow.
+ranks straggles or the whole node is slow. By group (``group_spans``) a lane is one process
+group, each row in its own group's lane: the group whose last rank came latest after its own
+first is the one whose collectives waited longest.
 
 Pure: it reads the model's lane rows (``Model.lanes``: op code, t_start, t_ready, t_end per
-rank) and a partition of the ranks (``Model.nodes``), and costs a few sorts of the rows in
-view, without a Python loop over ranks or ops. An instance is told by its op and its t_ready
-(every member's is the instance's last arrival): no other column of the lanes names it.
+rank, and the row's group for lanes by group) and a partition of the ranks (``Model.nodes``)
+or of the groups, and costs a few sorts of the rows in view, without a Python loop over ranks
+or ops. An instance is told by its op and its t_ready (every member's is the instance's last
+arrival), and by its group's lane where lanes are groups: no other column names it.
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+
+from commviz.wire import protocol
 
 
 @dataclass(frozen=True)
@@ -72,25 +78,60 @@ class Lateness:
 def spans(lanes: Mapping[int, np.ndarray], members: Sequence[Sequence[int]]) -> Spans:
     """Each lane's (``members[i]``: its ranks) spans of each instance in ``lanes``. Ranks in
     no lane are left out, also from the instances' first and last arrivals."""
+    rank, rows = _flat(lanes)
+    lane = _lane_of(members, int(rank.max(initial=-1)) + 1)[rank]
+    return _spans(rank, rows, lane, len(members), by_lane=False)
+
+
+def group_spans(lanes: Mapping[int, np.ndarray], lane_of_group: np.ndarray,
+                n_lanes: int) -> Spans:
+    """Each group's spans of each of its collective instances in ``lanes``, rows with their
+    group (``Model.lanes(groups=True)``): a row is in lane ``lane_of_group[gkey]`` (-1: none).
+    Transfers are left out: a pair's send and receive are no collective of their group. An
+    instance is its group's alone, so ``late`` is its own spread; it is told by its lane too,
+    since two groups' collectives can have the same last arrival (a simulator's do)."""
+    rank, rows = _flat(lanes)
+    gkey = rows[:, 4] if rows.shape[1] > 4 else np.full(len(rows), -1, np.int64)
+    known = (gkey >= 0) & (gkey < len(lane_of_group))
+    lane = np.full(len(rows), -1, np.int64)
+    lane[known] = lane_of_group[gkey[known]]
+    lane[_TRANSFER_CODES[rows[:, 0]]] = -1
+    return _spans(rank, rows, lane, n_lanes, by_lane=True)
+
+
+_TRANSFER_CODES = np.array([op in protocol.P2P for op in protocol.OPS])
+
+
+def _flat(lanes: Mapping[int, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Every rank's rows as one array, and each row's rank."""
     ranks = np.fromiter(lanes.keys(), np.int64, len(lanes))
     counts = np.fromiter(map(len, lanes.values()), np.int64, len(lanes))
-    rows = np.concatenate([np.zeros((0, 4), np.int64), *lanes.values()])
-    rank = np.repeat(ranks, counts)
-    lane = _lane_of(members, int(rank.max(initial=-1)) + 1)[rank]
+    width = max((lane.shape[1] for lane in lanes.values()), default=4)
+    rows = np.concatenate([np.zeros((0, width), np.int64), *lanes.values()])
+    return np.repeat(ranks, counts), rows
+
+
+def _spans(rank: np.ndarray, rows: np.ndarray, lane: np.ndarray, n_lanes: int,
+           by_lane: bool) -> Spans:
+    """The spans of rows in lanes (``lane``: each row's, -1 left out). An instance is told by
+    its op and its t_ready, and by its lane where ``by_lane``."""
     if not (lane >= 0).all():
         keep = lane >= 0
         rows, rank, lane = rows[keep], rank[keep], lane[keep]
-    op, start, ready, end = rows.T
-    # instances: by (op, ready); each one's first arrival among all its rows
-    order = np.lexsort((op, ready))
-    new = np.r_[len(order) > 0,
-                (op[order][1:] != op[order][:-1]) | (ready[order][1:] != ready[order][:-1])]
+    op, start, ready, end = rows[:, :4].T
+    # instances: by (op, ready[, lane]); each one's first arrival among all its rows
+    keys = (lane, op, ready) if by_lane else (op, ready)
+    order = np.lexsort(keys)
+    new = np.zeros(len(order), bool)
+    new[:1] = True
+    for key in keys:
+        new[1:] |= key[order][1:] != key[order][:-1]
     instance = np.empty(len(order), np.int64)
     instance[order] = np.cumsum(new) - 1
     heads = np.flatnonzero(new)
     first = np.minimum.reduceat(start[order], heads) if len(heads) else start[:0]
     each = Spans(lane, instance, op, start, start, ready, end, rank, start - first[instance])
-    return each.regroup(np.arange(len(members)), len(members))  # a row per rank: per lane
+    return each.regroup(np.arange(n_lanes), n_lanes)  # a row per rank: per lane
 
 
 def worst_first(s: Spans, n_lanes: int) -> list[Lateness]:

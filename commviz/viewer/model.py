@@ -67,6 +67,7 @@ PENDING_MAX = 1_000_000
 UNHEARD_MAX = 100_000  # records held for incarnations not heard by heartbeat yet
 RECENT_MAX = 2_000
 SEGMENTS_MAX = 2_000  # completed ops kept per rank for the timeline
+LANE_COLUMNS = 5  # a lane's row: op code, t_start, t_ready, t_end, gkey
 SAMPLES_MAX = 100_000
 PHASES_MAX = 2_000  # compute phases kept per rank
 TELEMETRY_MAX = 240
@@ -297,7 +298,7 @@ class Model:
         self._coll = _empty_rows()  # sorted by (group, seq): see _match_collectives
         self._coll_key = np.zeros(0, np.int64)
         self._p2p = _empty_rows()
-        # per rank: rows of op code, t_start, t_ready, t_end (int64) and how many are used
+        # per rank: rows of op code, t_start, t_ready, t_end, gkey (int64) and how many are used
         self._lanes: dict[int, tuple[np.ndarray, int]] = {}
         # per rank: the latest t_end of a segment dropped from its lane (older is not shown)
         self.lane_horizon: dict[int, int] = {}
@@ -439,6 +440,13 @@ class Model:
         """The job generation a group belongs to (1, 2, ...; 0 for no group, gkey -1)."""
         return int(self._group_jobs[gkey]) if 0 <= gkey < len(self._group_jobs) else 0
 
+    def shown_groups(self) -> list[int]:
+        """The gkeys of the groups of two ranks or more of the jobs ``shown_ranks`` belong
+        to, in the order the groups came: the timeline's lanes by group."""
+        jobs = list({s.job for s in self.shown_ranks().values()})
+        return np.flatnonzero(np.isin(self._group_jobs, jobs)
+                              & (self._group_sizes >= 2)).tolist()
+
     def shown_ranks(self) -> dict[int, RankState]:
         """``ranks`` but the retired ones, whose last process belongs to a job that is over
         and that a later job without their rank number followed (``commviz watch``: a 3-rank
@@ -537,14 +545,17 @@ class Model:
                                *lane[:, 1:].T.tolist()))
                 for rank, lane in self.lanes(since_ns, until_ns).items()}
 
-    def lanes(self, since_ns: int, until_ns: int | None = None) -> dict[int, np.ndarray]:
+    def lanes(self, since_ns: int, until_ns: int | None = None,
+              groups: bool = False) -> dict[int, np.ndarray]:
         """``timeline`` as copied (n, 4) int64 arrays of op code, t_start, t_ready, t_end:
-        cheap enough to take under the session lock at a frame rate."""
+        cheap enough to take under the session lock at a frame rate. ``groups``: (n, 5),
+        each row's group too (its gkey, an index into ``groups``), for lanes by group."""
         out: dict[int, np.ndarray] = {}
         retired = self.ranks.keys() - self.shown_ranks().keys()  # (a later job has none)
+        columns = LANE_COLUMNS if groups else LANE_COLUMNS - 1
         for rank in sorted((self.ranks.keys() | self._lanes.keys()) - retired):
-            lane, n = self._lanes.get(rank, (np.zeros((0, 4), np.int64), 0))
-            lane = lane[:n]
+            lane, n = self._lanes.get(rank, (np.zeros((0, LANE_COLUMNS), np.int64), 0))
+            lane = lane[:n, :columns]
             keep = lane[:, 3] >= since_ns
             if until_ns is not None:
                 keep &= lane[:, 1] <= until_ns
@@ -841,7 +852,7 @@ class Model:
         if failed.any():
             self._note_segments(rows["rank"][failed], rows["op"][failed],
                                 rows["t_start"][failed], rows["t_end"][failed],
-                                rows["t_end"][failed])
+                                rows["t_end"][failed], rows["gkey"][failed])
         p2p = _P2P_CODES[rows["op"]]
         self._p2p = self._match_p2p(_concat(self._p2p, _take(rows, p2p)))
         self._match_collectives(_take(rows, ~p2p))
@@ -943,7 +954,7 @@ class Model:
         ready = np.where(np.repeat(wrong, counts), rows["t_end"], np.repeat(last_all, counts))
         noted = member & ~_failed(rows)
         self._note_segments(rows["rank"][noted], rows["op"][noted], rows["t_start"][noted],
-                            ready[noted], rows["t_end"][noted])
+                            ready[noted], rows["t_end"][noted], rows["gkey"][noted])
         if wrong.any():
             self.failed += int(wrong.sum())
             complete = complete & ~wrong
@@ -1003,7 +1014,7 @@ class Model:
             keep = ~_failed(rows)[both]
             both = both[keep]
             self._note_segments(rows["rank"][both], rows["op"][both], rows["t_start"][both],
-                                ready[keep], rows["t_end"][both])
+                                ready[keep], rows["t_end"][both], rows["gkey"][both])
         keep = np.repeat(~complete, counts)
         return self._bounded(_take(rows, keep))
 
@@ -1071,7 +1082,7 @@ class Model:
         return keys[inverse]
 
     def _note_segments(self, ranks: np.ndarray, ops: np.ndarray, t_start: np.ndarray,
-                       ready: np.ndarray, t_end: np.ndarray) -> None:
+                       ready: np.ndarray, t_end: np.ndarray, gkeys: np.ndarray) -> None:
         """Append matched rows to their ranks' lanes, at the cost of a copy per row.
 
         A lane keeps the last SEGMENTS_MAX to 2 x SEGMENTS_MAX rows appended (matching
@@ -1080,16 +1091,16 @@ class Model:
         if not len(ranks):
             return
         ready = np.minimum(np.maximum(ready, t_start), t_end)
-        segs = np.stack([ops.astype(np.int64), t_start, ready, t_end], axis=1)
+        segs = np.stack([ops.astype(np.int64), t_start, ready, t_end, gkeys], axis=1)
         for rank, idx in _positions_by_value(ranks):
             if len(idx) > SEGMENTS_MAX:
                 self._drop(rank, t_end[idx[:-SEGMENTS_MAX]])
                 idx = idx[-SEGMENTS_MAX:]
-            lane, n = self._lanes.get(rank, (np.empty((0, 4), np.int64), 0))
+            lane, n = self._lanes.get(rank, (np.empty((0, LANE_COLUMNS), np.int64), 0))
             m = len(idx)
             if n + m > len(lane) and len(lane) < 2 * SEGMENTS_MAX:  # grow: small jobs stay small
                 size = min(2 * SEGMENTS_MAX, max(64, 2 * (n + m)))
-                lane = np.concatenate([lane[:n], np.empty((size - n, 4), np.int64)])
+                lane = np.concatenate([lane[:n], np.empty((size - n, LANE_COLUMNS), np.int64)])
             if n + m > len(lane):  # full: keep the last rows
                 keep = SEGMENTS_MAX - m
                 self._drop(rank, lane[:n - keep, 3])

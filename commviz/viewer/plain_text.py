@@ -41,6 +41,16 @@ def rank_labels(ranks: list[int]) -> str:
     return ",".join(f"r{r}" for r in ranks)
 
 
+def ranks_label(ranks: list[int]) -> str:
+    """Ranks as the lanes name them: ``r5,r6``, ``r5-r7`` (``rank_labels``), and a long list
+    compressed as ``i18n.rank_list`` does (``r0-r23,r32-r1023``), never one that runs off the
+    line."""
+    if len(ranks) <= i18n.LISTED_RANKS:
+        return rank_labels(ranks)
+    return ",".join("-".join(f"r{r}" for r in run.split("-"))
+                    for run in i18n.rank_list(ranks).split(","))
+
+
 ANSI_ESCAPE = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|.)")
 UNSURE_WIDTH = "�"  # stands for a character terminals draw at widths of their own
 

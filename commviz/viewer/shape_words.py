@@ -1,8 +1,11 @@
 """A group family's layout in words (``knowledge/group_shapes``), for the statistics panel
 and ``commviz stats``: the layout as a fact, what it is likely for as a question
-("128 groups of 8 consecutive ranks (within a node: tensor parallel?)")."""
+("128 groups of 8 consecutive ranks (within a node: tensor parallel?)"); and one group's, for
+its lane in the timeline by group ("TP? r8-r15")."""
 
 from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
 
 from commviz.knowledge import group_shapes as gs
 from commviz.text import i18n
@@ -20,6 +23,37 @@ _WHERE = {gs.WITHIN: N_("where within"), gs.ACROSS: N_("where across"),
           gs.SPANNING: N_("where spanning")}
 _GUESS = {gs.TENSOR: N_("guess tensor"), gs.DATA: N_("guess data"),
           gs.PIPELINE: N_("guess pipeline"), gs.STAGE: N_("guess stage")}
+
+
+# a guess's few letters, before a single group's ranks (a lane of the timeline by group)
+_GUESS_SHORT = {gs.TENSOR: N_("guess tensor short"), gs.DATA: N_("guess data short"),
+                gs.PIPELINE: N_("guess pipeline short"), gs.STAGE: N_("guess stage short")}
+GROUP_LABEL_MAX = 24  # cells of a group's name in its lane; an irregular list is cut
+
+
+def group_label(members: Sequence[int], guessed: Mapping[gs.Shape, str] | None = None,
+                lang: str = "en") -> str:
+    """One group as its lane in the timeline names it: its ranks by its layout, compressed
+    (``r8-r15``; ``r5-r1021 stride 8``; neither: as ``ranks_label`` lists them, cut to
+    GROUP_LABEL_MAX), after what its shape's groups are likely for (``guessed``, of
+    ``guesses``) in a few letters (``TP? r8-r15``)."""
+    ranks = sorted(set(members))
+    shape = gs.shape_of(ranks)
+    guess = (guessed or {}).get(shape, "")
+    if shape.kind == gs.STRIDED and shape.size > 2:  # (two ranks read better listed)
+        said = i18n.ui("group strided", lang).format(first=ranks[0], last=ranks[-1],
+                                                      stride=shape.stride)
+    else:
+        said = plain_text.ranks_label(ranks)
+    if guess in _GUESS_SHORT:
+        said = f"{i18n.ui(_GUESS_SHORT[guess], lang)} {said}"
+    return said if len(said) <= GROUP_LABEL_MAX else said[:GROUP_LABEL_MAX - 1] + "…"
+
+
+def guesses(families: Sequence[gs.Family]) -> dict[gs.Shape, str]:
+    """What each shape's groups are likely for, by their family (``Model.group_families``),
+    where there is a guess: the lanes by group say it of each group."""
+    return {f.shape: f.guess for f in families if f.guess}
 
 
 def family_label(family: gs.Family, lang: str = "en", room: int | None = None) -> str:
