@@ -549,8 +549,11 @@ def _export(args: argparse.Namespace) -> int:
     if fmt == "trace":
         print(f"commviz: wrote {out} (trace: {written.events:,} events, {written.slices:,} op "
               f"slices of {len(written.ranks)} ranks, {written.transfer_flows:,} transfer and "
-              f"{written.collective_flows:,} collective flows; {out.stat().st_size:,} bytes); "
-              "open it in https://ui.perfetto.dev or chrome://tracing")
+              f"{written.collective_flows:,} collective flows"
+              + (f", {written.never_ended:,} ops running when it ended" if written.never_ended
+                 else "")
+              + f"; {out.stat().st_size:,} bytes); open it in https://ui.perfetto.dev or "
+              "chrome://tracing")
     else:
         print(f"commviz: wrote {out} ({fmt}, {out.stat().st_size:,} bytes; "
               f"{src.stat().st_size:,} before)")

@@ -19,6 +19,7 @@ from fakes import (
     bye,
     gpu_heartbeat,
     heartbeat,
+    inflight,
     op_batch,
     scripted_all_reduce,
     scripted_send_recv,
@@ -105,7 +106,8 @@ def _by(trace: dict, *phases: str, cat: str | None = None) -> list[dict]:
 
 def _ops(trace: dict) -> list[dict]:
     """The events that stand for op records: slices, or the ``b`` of an async pair."""
-    return [e for e in _by(trace, *SLICE_PHASES) if e.get("cat") in ("collective", "p2p")]
+    return [e for e in _by(trace, *SLICE_PHASES) if e.get("cat") in ("collective", "p2p")
+            and "never_ended" not in e["args"]]
 
 
 def _clocked(msg: protocol.Heartbeat) -> protocol.Heartbeat:
@@ -132,8 +134,8 @@ def _messages() -> list[list[protocol.Message]]:
     """A 4-rank run, a round a write (times from T0 in ms): all_reduces at 0, 1 and 2, sends
     from even to odd ranks at 5, 6 and 7, three DDP buckets from 15 that overlap (each begun
     before the last ended), five async all_reduces from 16 that cross each other (one more
-    than a rank's async lanes), phases and GPU telemetry on rank 1, and rank 3 on another
-    host whose clock runs OFFSET_NS ahead."""
+    than a rank's async lanes), a barrier rank 2 was in when the recording ended, phases and
+    GPU telemetry on rank 1, and rank 3 on another host whose clock runs OFFSET_NS ahead."""
     heartbeats = [heartbeat(0, 4), gpu_heartbeat(1, 4), heartbeat(2, 4), _clocked(heartbeat(3, 4))]
     ar = _ops_of(scripted_all_reduce(world=4, steps=3))
     p2p = _ops_of(scripted_send_recv(world=4, steps=3, t0_ns=T0_NS + 5 * STEP_NS))
@@ -148,7 +150,9 @@ def _messages() -> list[list[protocol.Message]]:
     phases = [protocol.Phases(1, (protocol.PhaseSpan("forward", 0, T0_NS, T0_NS + 400_000),
                                   protocol.PhaseSpan("attention", 1, T0_NS + 10,
                                                      T0_NS + 200_000)))]
-    return [heartbeats, ar, p2p + phases, ddp, [bye(r, t + 2 * STEP_NS) for r in range(4)]]
+    hung = inflight(2, "barrier", 1, t + 1_500_000, op_id=300)  # its record never comes
+    return [heartbeats, ar, p2p + phases, ddp + [hung],
+            [bye(r, t + 2 * STEP_NS) for r in range(4)]]
 
 
 @dataclasses.dataclass
@@ -254,6 +258,9 @@ def test_processes_lanes_phases_counters_and_findings(rec, tmp_path):
     assert finding["args"]["facts"] == {"shape": "straggler", "rank": 3}
     assert finding["ts"] == 3 * STEP_NS / 1e3
     assert sorted(e["pid"] for e in _by(trace, "i") if e["name"] == "bye") == [0, 1, 2, 3]
+    (hung,) = [e for e in _by(trace, "X") if "never_ended" in e.get("args", {})]
+    assert (hung["pid"], hung["tid"], hung["name"], hung["ts"], hung["dur"]) == \
+        (2, trace_export.COLLECTIVES, "barrier", 16_500.0, 500.0)  # to the last goodbye
 
 
 def test_another_hosts_clock_is_corrected(rec, tmp_path):
@@ -261,7 +268,7 @@ def test_another_hosts_clock_is_corrected(rec, tmp_path):
     rank 2's, as they did (``scripted_collective``), not 5 ms after."""
     trace = _export(rec, tmp_path / "t.json")
     starts = {(e["pid"], e["args"]["seq"]): e["ts"] for e in _by(trace, "X", cat="collective")
-              if e["args"]["pg"] == "0" and e["args"]["seq"] < 3}
+              if e["name"] == "all_reduce" and e["args"]["seq"] < 3}
     assert min(e["ts"] for e in _ops(trace)) == 0.0
     assert [round(starts[(3, s)] - starts[(2, s)], 3) for s in range(3)] == [10.0] * 3
 

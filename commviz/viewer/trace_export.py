@@ -3,14 +3,16 @@ chrome://tracing open: the timeline users of torch.profiler, HTA and NCCL's prof
 read.
 
 One process per rank (``pid`` = rank), with a thread per lane: its collectives, its
-point-to-point ops, its async ops, its compute phases. Each op record is a complete slice
-(``X``) on its lane; an op that would cross another there without nesting (async ops, DDP's
-buckets, isend/irecv, two jobs' ranks of one number) goes to the next free async lane, or
-past the last one becomes an async event pair (``b``/``e``), so that the slices of every
-thread nest. GPU utilization, memory and power are counters (``C``); findings, goodbyes and
-ended processes instants (``i``). Flow arrows (``s``/``f``) join each send to its matched
-receive and, for each collective instance, the last rank to arrive to each other rank, at
-the moment the last one arrived (the data could move from then).
+point-to-point ops, its compute phases, its async ops (``async_op=True``, isend/irecv, DDP's
+buckets, which overlap each other: up to ``ASYNC_LANES`` lanes). Each op record is a
+complete slice (``X``) on its lane (an async one on the first async lane where it nests);
+one that would cross another there without nesting becomes an async event pair
+(``b``/``e``), so that the slices of every thread nest. An op seen running whose record
+never came (a hang) is a slice to the recording's end. GPU utilization, memory and power
+are counters (``C``); findings, goodbyes and ended processes instants (``i``). Flow arrows
+(``s``/``f``) join each send to its matched receive and, for each collective instance, the
+last rank to arrive to each other rank, at the moment the last one arrived (the data could
+move from then).
 
 Times are µs from the recording's first time, other hosts' clocks corrected as the viewer's
 model does: by ``clocksync.estimate`` over each host's latest clock round trips, as each
@@ -69,6 +71,7 @@ class Written:
     phases: int = 0
     counters: int = 0
     instants: int = 0
+    never_ended: int = 0
     transfer_flows: int = 0
     collective_flows: int = 0
     unmatched: int = 0
@@ -154,12 +157,13 @@ def _clocked(lines: Iterator[dict], local_host: str | None,
 
 @dataclass
 class _Survey:
-    """What the first reading of a recording learns: its first time on the viewer's clock,
-    each rank's process name (its last ``rank`` line's host and device; a rank with none,
-    ``?``), and each incarnation's host and job key (a rank's first records may come before
-    its ``rank`` line, which waits for a clock round trip)."""
+    """What the first reading of a recording learns: its first and last times on the
+    viewer's clock, each rank's process name (its last ``rank`` line's host and device; a
+    rank with none, ``?``), and each incarnation's host and job key (a rank's first records
+    may come before its ``rank`` line, which waits for a clock round trip)."""
 
     first_ns: int = 0
+    last_ns: int = 0
     names: dict[int, str] = field(default_factory=dict)
     hosts: dict[tuple[int, int], str] = field(default_factory=dict)
     jobs: dict[tuple[int, int], str] = field(default_factory=dict)
@@ -177,18 +181,23 @@ def _survey(src: str | Path) -> _Survey:
         t = _first_time(line, clocks)
         if t is not None and (first is None or t < first):
             first = t
-        if kind in ("op", "phase", "tel") and line["rank"] not in survey.names:
+        if kind in ("op", "phase"):
+            t = line["t_end_ns"] - clocks.offset(line)
+        elif kind == "tel":  # a hung rank's heartbeats go on
+            t = line["t_ns"] - clocks.offset(line)
+        if t is not None:
+            survey.last_ns = max(survey.last_ns, t)
+        if kind in ("op", "running", "phase", "tel") and line["rank"] not in survey.names:
             survey.names[line["rank"]] = f"rank {line['rank']} (?, ?)"
     survey.first_ns = first or 0
+    survey.last_ns = max(survey.last_ns, survey.first_ns)
     return survey
 
 
 def _first_time(line: dict, clocks: _Clocks) -> int | None:
     """The earliest time a line puts in the trace, on the viewer's clock."""
     kind = line.get("kind")
-    if kind == "op":
-        return line["t_start_ns"] - clocks.offset(line)
-    if kind == "phase":
+    if kind in ("op", "running", "phase"):
         return line["t_start_ns"] - clocks.offset(line)
     if kind == "tel" and any(_number(line.get(key)) for key, *_ in COUNTERS):
         return line["t_ns"] - clocks.offset(line)
@@ -231,6 +240,7 @@ class _Trace:
         self._recvs: dict[tuple, tuple] = {}
         self._open: dict[tuple, list[tuple]] = {}  # collective members, by (job, g, seq)
         self._held = 0  # members in ``_open``
+        self._running: dict[tuple, tuple[dict, int]] = {}  # ops seen running, by (rank, inc, id)
         self._ids = 0
         self.written = Written()
 
@@ -250,6 +260,8 @@ class _Trace:
                          "args": {"sort_index": rank}})
         for line, clocks in _clocked(lines, header.get("host"), self._survey.hosts):
             self._line(line, clocks)
+        for line, offset in self._running.values():  # what a hang leaves: they never ended
+            self._op({**line, "t_end_ns": self._survey.last_ns + offset}, offset, ended=False)
         self.written.unmatched = len(self._sends) + len(self._recvs)
         self._out.write("\n]}\n")
         return self.written
@@ -278,7 +290,13 @@ class _Trace:
         if kind == "group":
             self._groups[line["g"]] = len(line["ranks"])
         elif kind == "op":
+            self._running.pop((line["rank"], line.get("inc", 0), line["id"]), None)
             self._op(line, clocks.offset(line))
+        elif kind == "running":
+            self._running[(line["rank"], line.get("inc", 0), line["id"])] = \
+                (line, clocks.offset(line))
+            if len(self._running) > PENDING_MAX:
+                del self._running[next(iter(self._running))]
         elif kind == "phase":
             self._phase(line, clocks.offset(line))
         elif kind == "tel" and type(line.get("t_ns")) is int:
@@ -288,7 +306,9 @@ class _Trace:
         elif kind in ("bye", "gone"):
             self._ended(line, clocks.offset(line))
 
-    def _op(self, line: dict, offset: int) -> None:
+    def _op(self, line: dict, offset: int, ended: bool = True) -> None:
+        """An op record's slice and its flows; not ``ended``: an op seen running whose record
+        never came, a slice to the recording's end, with no flow."""
         rank, start, end = line["rank"], line["t_start_ns"] - offset, line["t_end_ns"] - offset
         end = max(end, start)
         p2p = line["op"] in protocol.P2P
@@ -300,9 +320,16 @@ class _Trace:
             args = {k: line[k] for k in ("pg", "seq", "peer", "bytes_in", "bytes_out", "dtype",
                                          "parent", "flags") if line.get(k) is not None}
             args["at"] = f"{line['file']}:{line['line']}"
+            if not ended:
+                args["never_ended"] = "running when the recording ended"
             tid = self._slice(rank, lane, line["op"], "p2p" if p2p else "collective", start,
                               end, args)
-            self.written.slices += 1
+            if ended:
+                self.written.slices += 1
+            else:
+                self.written.never_ended += 1
+        if not ended:
+            return
         job = self._survey.jobs.get((rank, line.get("inc", 0)), "")
         here = (rank, start, end, tid)
         if p2p:
