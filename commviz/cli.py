@@ -548,10 +548,11 @@ def _export(args: argparse.Namespace) -> int:
         print(f"commviz: note: {recording.cut_note(args.file, cut_short)}", file=sys.stderr)
     if fmt == "trace":
         print(f"commviz: wrote {out} (trace: {written.events:,} events, {written.slices:,} op "
-              f"slices of {len(written.ranks)} ranks, {written.transfer_flows:,} transfer and "
+              f"slices of {len(written.ranks)} ranks ({written.async_events:,} of them async "
+              f"pairs), {written.transfer_flows:,} transfer and "
               f"{written.collective_flows:,} collective flows"
-              + (f", {written.never_ended:,} ops running when it ended" if written.never_ended
-                 else "")
+              + (f", {written.never_ended:,} {'op' if written.never_ended == 1 else 'ops'} "
+                 "running when it ended" if written.never_ended else "")
               + f"; {out.stat().st_size:,} bytes); open it in https://ui.perfetto.dev or "
               "chrome://tracing")
     else:

@@ -362,8 +362,9 @@ def test_a_trace_is_inferred_from_its_name_and_replaces_with_force(rec, tmp_path
     assert cli.main(["export", str(rec), "-o", str(out), "--force"]) == 0
     assert problems(json.loads(out.read_text())) == []
     said = capsys.readouterr().out
-    assert re.search(r"wrote .*t\.json \(trace: [\d,]+ events, 56 op slices of 4 ranks, 6 "
-                     r"transfer and 30 collective flows", said), said
+    assert re.search(r"wrote .*t\.json \(trace: [\d,]+ events, 56 op slices of 4 ranks \(4 "
+                     r"of them async pairs\), 6 transfer and 30 collective flows, 1 op running "
+                     r"when it ended;", said), said
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r.jsonl", "t.json"]
 
 

@@ -28,7 +28,6 @@ import collections
 import json
 import math
 import os
-import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -63,14 +62,12 @@ class Cut:
 @dataclass
 class Written:
     """What an export wrote: the trace's events, op slices (``async_events`` of them as
-    ``b``/``e`` pairs), flows, and sends or receives left without their match."""
+    ``b``/``e`` pairs), slices of ops that never ended, flows, and sends or receives left
+    without their match."""
 
     events: int = 0
     slices: int = 0
     async_events: int = 0
-    phases: int = 0
-    counters: int = 0
-    instants: int = 0
     never_ended: int = 0
     transfer_flows: int = 0
     collective_flows: int = 0
@@ -98,12 +95,13 @@ def export(src: str | Path, dst: str | Path, cut: Cut = Cut(),
     written beside it, then moved there). Where ``src`` was cut short (a killed viewer) goes
     to ``cut_short``, as ``recording.lines``' ``cut``."""
     dst = Path(dst)
+    part = dst.with_name(f".{dst.name}.{os.getpid()}.part")
     try:
-        fd, part = tempfile.mkstemp(prefix=f".{dst.name}.", suffix=".part", dir=dst.parent or ".")
+        out = open(part, "x", encoding="utf-8")  # noqa: SIM115
     except OSError as exc:
         raise recording.RecordingError(f"cannot write {dst}: {exc.strerror}") from None
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
+        with out:
             survey = _survey(src)
             written = _Trace(out, survey, cut).write(recording.lines(src, cut_short))
         os.replace(part, dst)
@@ -212,15 +210,23 @@ def _number(value: Any) -> bool:
     return type(value) in (int, float) and value >= 0
 
 
+_encode = json.JSONEncoder(separators=(",", ":")).encode
+
+
 class _Lane:
     """A lane's latest slices, to tell whether one more would cross them."""
 
     def __init__(self) -> None:
         self.recent: collections.deque[tuple[int, int]] = collections.deque(maxlen=RECENT_SLICES)
+        self.latest_end = -1  # of every slice placed: one begun after it crosses none
+
+    def add(self, start: int, end: int) -> None:
+        self.recent.append((start, end))
+        self.latest_end = max(self.latest_end, end)
 
     def fits(self, start: int, end: int) -> bool:
         """Whether [start, end] nests with (inside, around or apart from) each slice here."""
-        return all(end <= s or e <= start or (s <= start and end <= e)
+        return start >= self.latest_end or all(end <= s or e <= start or (s <= start and end <= e)
                    or (start <= s and e <= end) for s, e in self.recent)
 
 
@@ -267,7 +273,7 @@ class _Trace:
         return self.written
 
     def _event(self, event: dict) -> None:
-        self._out.write(self._sep + json.dumps(event, separators=(",", ":")))
+        self._out.write(self._sep + _encode(event))
         self._sep = ",\n"
         self.written.events += 1
 
@@ -326,6 +332,7 @@ class _Trace:
                               end, args)
             if ended:
                 self.written.slices += 1
+                self.written.async_events += tid is None
             else:
                 self.written.never_ended += 1
         if not ended:
@@ -353,7 +360,7 @@ class _Trace:
                 self._event({"ph": "M", "name": "thread_sort_index", "pid": rank, "tid": tid,
                              "args": {"sort_index": tid}})
             if held.fits(start, end):
-                held.recent.append((start, end))
+                held.add(start, end)
                 self._event({"ph": "X", "name": name, "cat": cat, "pid": rank, "tid": tid,
                              "ts": self._us(start),
                              "dur": round(self._us(end) - self._us(start), 3), "args": args})
@@ -362,7 +369,6 @@ class _Trace:
         base = {"name": name, "cat": cat, "id": ident, "pid": rank, "tid": lanes[0]}
         self._event({**base, "ph": "b", "ts": self._us(start), "args": args})
         self._event({**base, "ph": "e", "ts": self._us(end)})
-        self.written.async_events += 1
         return None
 
     def _transfer(self, line: dict, job: str, here: tuple) -> None:
@@ -421,7 +427,6 @@ class _Trace:
         if self._shows(line["rank"]) and self._within(start, end):
             self._slice(line["rank"], PHASES, line["name"], "phase", start, end,
                         {"depth": line["depth"]})
-            self.written.phases += 1
 
     def _counters(self, line: dict, offset: int) -> None:
         t = line["t_ns"] - offset
@@ -432,7 +437,6 @@ class _Trace:
             if _number(value):  # CPU ranks have none
                 self._event({"ph": "C", "name": name, "pid": line["rank"], "ts": self._us(t),
                              "args": {unit: round(value * scale, 3)}})
-                self.written.counters += 1
 
     def _finding(self, line: dict) -> None:
         """A finding of the live diagnosis: on its rank's process when it names one, else
@@ -448,7 +452,6 @@ class _Trace:
         if len(ranks) == 1:
             event.update(s="p", pid=ranks[0])
         self._event(event)
-        self.written.instants += 1
 
     def _ended(self, line: dict, offset: int) -> None:
         """A goodbye, or a harvester's word that a rank's process ended."""
@@ -462,4 +465,3 @@ class _Trace:
                                                                     "recovered")}
         self._event({"ph": "i", "name": name, "cat": "rank", "pid": line["rank"], "s": "p",
                      "ts": self._us(t), "args": args})
-        self.written.instants += 1
