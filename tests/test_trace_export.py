@@ -324,7 +324,8 @@ def test_unmatched_state_stays_bounded(tmp_path, monkeypatch):
          "t_start": T0_NS + k * STEP_NS} for k in range(50) for op in ("send", "all_reduce")])])
     rec.close({})
     with open(tmp_path / "t.json", "w") as out:
-        trace = trace_export._Trace(out, trace_export._survey(tmp_path / "r.jsonl"),
+        trace = trace_export._Trace(tmp_path / "r.jsonl", out,
+                                    trace_export._survey(tmp_path / "r.jsonl"),
                                     trace_export.Cut())
         written = trace.write(recording.lines(tmp_path / "r.jsonl"))
     assert written.slices == 100 and written.unmatched == 10
@@ -340,6 +341,8 @@ def test_unmatched_state_stays_bounded(tmp_path, monkeypatch):
     (["r.jsonl", "--format", "cvz", "--from", "1"], "needs --format trace"),
     (["bad.jsonl", "-o", "x.json"], "bad.jsonl:3: not JSON"),
     (["foreign.jsonl", "-o", "x.json"], "not a commviz recording"),
+    (["no_end.jsonl", "-o", "x.json"], "no_end.jsonl:4: malformed line (KeyError('t_end_ns'))"),
+    (["no_seq.jsonl", "-o", "x.json"], "no_seq.jsonl:5: malformed line (KeyError('seq'))"),
     (["r.jsonl", "-o", "no/such/dir/x.json"], "cannot write"),
 ])
 def test_export_errors_are_one_line_and_write_nothing(rec, tmp_path, monkeypatch, capsys, args,
@@ -349,6 +352,12 @@ def test_export_errors_are_one_line_and_write_nothing(rec, tmp_path, monkeypatch
     lines = rec.read_text().splitlines(keepends=True)
     (tmp_path / "bad.jsonl").write_text(lines[0] + lines[1] + "{oops\n" + "".join(lines[2:]))
     (tmp_path / "foreign.jsonl").write_text('{"traceEvents": []}\n')
+    ops = [i for i, line in enumerate(lines) if '"kind":"op"' in line]
+    for name, at, field in (("no_end", 3, "t_end_ns"), ("no_seq", 4, "seq")):  # 0-based
+        broken = dict(json.loads(lines[ops[0]]))
+        del broken[field]
+        (tmp_path / f"{name}.jsonl").write_text("".join(
+            lines[:at] + [json.dumps(broken) + "\n"] + lines[at:ops[0]] + lines[ops[0] + 1:]))
     before = sorted(p.name for p in tmp_path.iterdir())
     assert cli.main(["export", *args]) == 2
     err = capsys.readouterr().err

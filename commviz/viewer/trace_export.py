@@ -44,6 +44,7 @@ ASYNC_LANES = 4  # async lanes a rank may use before crossing ops become async e
 LANE_NAMES = {COLLECTIVES: "collectives", P2P: "p2p", PHASES: "phases"}
 RECENT_SLICES = 64  # of a lane, checked for crossing: ops a rank overlaps are close in order
 PENDING_MAX = 100_000  # unmatched sends and receives, and members of open collectives, kept
+OP_ARGS = ("pg", "seq", "peer", "bytes_in", "bytes_out", "dtype", "parent", "flags")
 COUNTERS = (("gpu_util_pct", "GPU utilization", "%", 1.0),
             ("gpu_mem_used", "GPU memory", "GB", 1e-9),
             ("gpu_power_w", "GPU power", "W", 1.0))
@@ -103,7 +104,7 @@ def export(src: str | Path, dst: str | Path, cut: Cut = Cut(),
     try:
         with out:
             survey = _survey(src)
-            written = _Trace(out, survey, cut).write(recording.lines(src, cut_short))
+            written = _Trace(src, out, survey, cut).write(recording.lines(src, cut_short))
         os.replace(part, dst)
     except BaseException:
         Path(part).unlink(missing_ok=True)
@@ -122,12 +123,16 @@ class _Clocks:
         self._samples: dict[str, collections.deque] = {}
         self._offsets: dict[str, int] = {}
 
-    def rank(self, line: dict) -> None:
-        self._hosts[(line["rank"], line.get("inc", 0))] = line["host"]
-
-    def tel(self, line: dict) -> None:
+    def take(self, line: dict) -> None:
+        """What a line tells: a rank's host, or its host's clock round trips."""
+        kind = line.get("kind")
+        if kind == "rank":
+            self._hosts[(line["rank"], line.get("inc", 0))] = line["host"]
+            return
+        if kind != "tel" or not line.get("clk"):
+            return
         host = self._hosts.get((line["rank"], line.get("inc", 0)))
-        if host is None or host == self._local or not line.get("clk"):
+        if host is None or host == self._local:
             return
         samples = self._samples.setdefault(host, collections.deque(maxlen=WINDOW))
         samples.extend(Sample(*row) for row in line["clk"])
@@ -140,17 +145,13 @@ class _Clocks:
         return 0 if host is None or host == self._local else self._offsets.get(host, 0)
 
 
-def _clocked(lines: Iterator[dict], local_host: str | None,
-             hosts: dict[tuple[int, int], str]) -> Iterator[tuple[dict, _Clocks]]:
-    """The lines of a recording after its header, with the clocks as of each."""
-    clocks = _Clocks(local_host, hosts)
-    for line in lines:
-        kind = line.get("kind")
-        if kind == "rank":
-            clocks.rank(line)
-        elif kind == "tel" and type(line.get("t_ns")) is int:
-            clocks.tel(line)
-        yield line, clocks
+def _malformed(src: str | Path, at: int, exc: Exception) -> recording.RecordingError:
+    """What a line whose fields are not those of its kind is: a RecordingError naming it by
+    its number in the recording as JSON Lines (of a compact one, in its ``commviz export
+    --format jsonl``)."""
+    if isinstance(exc, recording.RecordingError):
+        return exc
+    return recording.RecordingError(f"{src}:{at}: malformed line ({exc!r})")
 
 
 @dataclass
@@ -168,25 +169,32 @@ class _Survey:
 
 
 def _survey(src: str | Path) -> _Survey:
-    survey, first = _Survey(), None
+    """What the first reading of ``src`` learns."""
+    survey, first, at = _Survey(), None, 1
     lines = recording.lines(src)
-    for line, clocks in _clocked(lines, next(lines).get("host"), {}):
-        kind = line.get("kind")
-        if kind == "rank":
-            survey.names[line["rank"]] = f"rank {line['rank']} ({line['host']}, {line['device']})"
-            who = (line["rank"], line.get("inc", 0))
-            survey.hosts[who], survey.jobs[who] = line["host"], line.get("job", "")
-        t = _first_time(line, clocks)
-        if t is not None and (first is None or t < first):
-            first = t
-        if kind in ("op", "phase"):
-            t = line["t_end_ns"] - clocks.offset(line)
-        elif kind == "tel":  # a hung rank's heartbeats go on
-            t = line["t_ns"] - clocks.offset(line)
-        if t is not None:
-            survey.last_ns = max(survey.last_ns, t)
-        if kind in ("op", "running", "phase", "tel") and line["rank"] not in survey.names:
-            survey.names[line["rank"]] = f"rank {line['rank']} (?, ?)"
+    clocks = _Clocks(next(lines).get("host"), {})
+    try:
+        for at, line in enumerate(lines, start=2):  # noqa: B007 (said where one fails)
+            clocks.take(line)
+            kind = line.get("kind")
+            if kind == "rank":
+                survey.names[line["rank"]] = \
+                    f"rank {line['rank']} ({line['host']}, {line['device']})"
+                who = (line["rank"], line.get("inc", 0))
+                survey.hosts[who], survey.jobs[who] = line["host"], line.get("job", "")
+            t = _first_time(line, clocks)
+            if t is not None and (first is None or t < first):
+                first = t
+            if kind in ("op", "phase"):
+                t = line["t_end_ns"] - clocks.offset(line)
+            elif kind == "tel":  # a hung rank's heartbeats go on
+                t = line["t_ns"] - clocks.offset(line)
+            if t is not None:
+                survey.last_ns = max(survey.last_ns, t)
+            if kind in ("op", "running", "phase", "tel") and line["rank"] not in survey.names:
+                survey.names[line["rank"]] = f"rank {line['rank']} (?, ?)"
+    except (KeyError, TypeError, ValueError) as exc:
+        raise _malformed(src, at, exc) from None
     survey.first_ns = first or 0
     survey.last_ns = max(survey.last_ns, survey.first_ns)
     return survey
@@ -233,7 +241,8 @@ class _Lane:
 class _Trace:
     """The trace's events, written as the recording's lines come."""
 
-    def __init__(self, out: IO[str], survey: _Survey, cut: Cut) -> None:
+    def __init__(self, src: str | Path, out: IO[str], survey: _Survey, cut: Cut) -> None:
+        self._src = src
         self._out = out
         self._survey = survey
         first_ns = self._first = survey.first_ns
@@ -264,8 +273,13 @@ class _Trace:
                          "args": {"name": names[rank]}})
             self._event({"ph": "M", "name": "process_sort_index", "pid": rank,
                          "args": {"sort_index": rank}})
-        for line, clocks in _clocked(lines, header.get("host"), self._survey.hosts):
-            self._line(line, clocks)
+        clocks, at = _Clocks(header.get("host"), self._survey.hosts), 1
+        try:
+            for at, line in enumerate(lines, start=2):  # noqa: B007 (said where one fails)  # noqa: B007 (said where one fails)
+                clocks.take(line)
+                self._line(line, clocks)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise _malformed(self._src, at, exc) from None
         for line, offset in self._running.values():  # what a hang leaves: they never ended
             self._op({**line, "t_end_ns": self._survey.last_ns + offset}, offset, ended=False)
         self.written.unmatched = len(self._sends) + len(self._recvs)
@@ -318,14 +332,15 @@ class _Trace:
         rank, start, end = line["rank"], line["t_start_ns"] - offset, line["t_end_ns"] - offset
         end = max(end, start)
         p2p = line["op"] in protocol.P2P
+        fields = [(k, line[k]) for k in OP_ARGS]  # every one, or the line is malformed
+        at = f"{line['file']}:{line['line']}"
         tid = None
         if self._shows(rank) and self._within(start, end):
             lane = P2P if p2p else COLLECTIVES
             if line["flags"] & protocol.FLAG_ASYNC:
                 lane = ASYNC
-            args = {k: line[k] for k in ("pg", "seq", "peer", "bytes_in", "bytes_out", "dtype",
-                                         "parent", "flags") if line.get(k) is not None}
-            args["at"] = f"{line['file']}:{line['line']}"
+            args = {k: v for k, v in fields if v is not None}
+            args["at"] = at
             if not ended:
                 args["never_ended"] = "running when the recording ended"
             tid = self._slice(rank, lane, line["op"], "p2p" if p2p else "collective", start,
