@@ -132,13 +132,19 @@ def _ops_of(messages: list[protocol.Message]) -> list[protocol.OpBatch]:
 
 def _messages() -> list[list[protocol.Message]]:
     """A 4-rank run, a round a write (times from T0 in ms): all_reduces at 0, 1 and 2, sends
-    from even to odd ranks at 5, 6 and 7, three DDP buckets from 15 that overlap (each begun
-    before the last ended), five async all_reduces from 16 that cross each other (one more
-    than a rank's async lanes), a barrier rank 2 was in when the recording ended, phases and
-    GPU telemetry on rank 1, and rank 3 on another host whose clock runs OFFSET_NS ahead."""
+    from even to odd ranks at 5, 6 and 7, an isend and its irecv at 8, three DDP buckets from
+    15 that overlap (each begun before the last ended), five async all_reduces from 16 that
+    cross each other (one more than a rank's async lanes), a barrier rank 2 was in when the
+    recording ended, phases and GPU telemetry on rank 1, and rank 3 on another host whose
+    clock runs OFFSET_NS ahead."""
     heartbeats = [heartbeat(0, 4), gpu_heartbeat(1, 4), heartbeat(2, 4), _clocked(heartbeat(3, 4))]
     ar = _ops_of(scripted_all_reduce(world=4, steps=3))
     p2p = _ops_of(scripted_send_recv(world=4, steps=3, t0_ns=T0_NS + 5 * STEP_NS))
+    at = T0_NS + 8 * STEP_NS  # an isend and its irecv: async, each the 4th of its pair
+    p2p += [op_batch(0, [{"id": 40, "op": "isend", "seq": 4, "peer": 1, "t_start": at,
+                          "flags": protocol.FLAG_ASYNC}]),
+            op_batch(1, [{"id": 40, "op": "irecv", "seq": 4, "peer": 0, "t_start": at + 5_000,
+                          "flags": protocol.FLAG_ASYNC}])]
     t = T0_NS + 15 * STEP_NS
     ddp = _ops_of([op_batch(r, [
         {"id": 50 + k, "op": "all_reduce", "seq": 3 + k, "t_start": t + k * 100_000,
@@ -222,9 +228,13 @@ def test_the_trace_keeps_the_rules_and_the_recordings_counts(rec, tmp_path):
     assert problems(trace) == []
     lines = list(recording.lines(rec))
     ops = [line for line in lines if line.get("kind") == "op"]
-    assert len(_ops(trace)) == len(ops) == 3 * 4 + 3 * 4 + 8 * 4
+    assert len(_ops(trace)) == len(ops) == 3 * 4 + 3 * 4 + 2 + 8 * 4
     model = _model(rec)
-    assert len(_by(trace, "s", cat="transfer")) == model.transfers == 6
+    assert len(_by(trace, "s", cat="transfer")) == model.transfers == 7
+    # the isend's arrow, from rank 0's async lane to rank 1's, when the irecv was called
+    ends = [(e["ph"], e["pid"], e["tid"]) for e in _by(trace, "s", "f", cat="transfer")
+            if e["ts"] == 8_005.0]
+    assert ends == [("s", 0, trace_export.ASYNC), ("f", 1, trace_export.ASYNC)]
     # every instance of the 4-rank group: an arrow from its last rank to each other one, but
     # where an end is an async pair (no thread slice a flow could bind to)
     bound = {(e["pid"], e["args"]["seq"]) for e in _by(trace, "X", cat="collective")}
@@ -371,8 +381,8 @@ def test_a_trace_is_inferred_from_its_name_and_replaces_with_force(rec, tmp_path
     assert cli.main(["export", str(rec), "-o", str(out), "--force"]) == 0
     assert problems(json.loads(out.read_text())) == []
     said = capsys.readouterr().out
-    assert re.search(r"wrote .*t\.json \(trace: [\d,]+ events, 56 op slices of 4 ranks \(4 "
-                     r"of them async pairs\), 6 transfer and 30 collective flows, 1 op running "
+    assert re.search(r"wrote .*t\.json \(trace: [\d,]+ events, 58 op slices of 4 ranks \(4 "
+                     r"of them async pairs\), 7 transfer and 30 collective flows, 1 op running "
                      r"when it ended;", said), said
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r.jsonl", "t.json"]
 
