@@ -388,9 +388,13 @@ def test_a_trace_is_inferred_from_its_name_and_replaces_with_force(rec, tmp_path
 
 
 @pytest.mark.integration
-def test_a_real_demos_trace(procs, tmp_path):
-    record = tmp_path / "ar.jsonl"
-    run = procs.commviz("demo", "all_reduce", "--ranks", "4", "--headless", "--iters", "3",
+@pytest.mark.parametrize("demo", ["all_reduce", "isend_irecv", "ddp"])
+def test_a_real_demos_trace(procs, tmp_path, demo):
+    """A real 4-rank demo, recorded, exported through the CLI: the rules kept, one slice per
+    op record, as many arrows as ``commviz stats`` (the viewer's model) counts transfers and
+    collective instances (one per other member)."""
+    record = tmp_path / f"{demo}.jsonl"
+    run = procs.commviz("demo", demo, "--ranks", "4", "--headless", "--iters", "3",
                         "--record", str(record), timeout=120)
     kept = re.search(r"^rank logs kept in (\S+)$", run.stdout, re.M)
     if kept and Path(kept.group(1)).name.startswith("commviz-"):
@@ -400,14 +404,19 @@ def test_a_real_demos_trace(procs, tmp_path):
     assert exported.returncode == 0 and "Traceback" not in exported.stderr, exported.stderr
     trace = json.loads((tmp_path / "t.json").read_text(encoding="utf-8"))
     assert problems(trace) == []
+    stats = procs.commviz("stats", "--json", str(record))
+    counts = json.loads(stats.stdout)
     lines = list(recording.lines(record))
     ops = [line for line in lines if line.get("kind") == "op"]
     sizes = {line["g"]: len(line["ranks"]) for line in lines if line.get("kind") == "group"}
     members = collections.Counter((op["g"], op["seq"]) for op in ops
                                   if op["op"] not in protocol.P2P)
-    assert len(_ops(trace)) == len(ops) >= 12
-    assert len(_by(trace, "s", cat="collective")) == sum(
-        n - 1 for (g, _), n in members.items() if n == sizes[g])
+    whole = [(g, n) for (g, _), n in members.items() if n == sizes[g]]
+    assert len(_ops(trace)) == len(ops) == counts["records"] >= 12
+    assert len(_by(trace, "s", cat="transfer")) == counts["transfers"]
+    assert len(whole) == counts["instances"]
+    assert len(_by(trace, "s", cat="collective")) == sum(n - 1 for _, n in whole)
+    assert counts["transfers"] + counts["instances"] > 0
     names = sorted(e["args"]["name"] for e in _by(trace, "M") if e["name"] == "process_name")
     assert len(names) == 4 and all(re.fullmatch(r"rank \d \(.+, cpu\)", n) for n in names)
     assert not procs.ranks_left(), "rank processes outlived the demo"
