@@ -353,6 +353,7 @@ def test_unmatched_state_stays_bounded(tmp_path, monkeypatch):
     (["foreign.jsonl", "-o", "x.json"], "not a commviz recording"),
     (["no_end.jsonl", "-o", "x.json"], "no_end.jsonl:4: malformed line (KeyError('t_end_ns'))"),
     (["no_seq.jsonl", "-o", "x.json"], "no_seq.jsonl:5: malformed line (KeyError('seq'))"),
+    (["hung_nowhere.jsonl", "-o", "x.json"], ": malformed line (KeyError('file'))"),
     (["r.jsonl", "-o", "no/such/dir/x.json"], "cannot write"),
 ])
 def test_export_errors_are_one_line_and_write_nothing(rec, tmp_path, monkeypatch, capsys, args,
@@ -368,6 +369,12 @@ def test_export_errors_are_one_line_and_write_nothing(rec, tmp_path, monkeypatch
         del broken[field]
         (tmp_path / f"{name}.jsonl").write_text("".join(
             lines[:at] + [json.dumps(broken) + "\n"] + lines[at:ops[0]] + lines[ops[0] + 1:]))
+    hung = [json.loads(line) if '"kind":"running"' in line else None for line in lines]
+    (at,) = [i for i, line in enumerate(hung) if line and line["op"] == "barrier"]
+    del hung[at]["file"]
+    (tmp_path / "hung_nowhere.jsonl").write_text("".join(
+        json.dumps(hung[i]) + "\n" if i == at else line for i, line in enumerate(lines)))
+    says = says if not says.startswith(":") else f"hung_nowhere.jsonl:{at + 1}{says}"
     before = sorted(p.name for p in tmp_path.iterdir())
     assert cli.main(["export", *args]) == 2
     err = capsys.readouterr().err

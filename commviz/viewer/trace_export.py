@@ -45,6 +45,7 @@ LANE_NAMES = {COLLECTIVES: "collectives", P2P: "p2p", PHASES: "phases"}
 RECENT_SLICES = 64  # of a lane, checked for crossing: ops a rank overlaps are close in order
 PENDING_MAX = 100_000  # unmatched sends and receives, and members of open collectives, kept
 OP_ARGS = ("pg", "seq", "peer", "bytes_in", "bytes_out", "dtype", "parent", "flags")
+OP_FIELDS = (*OP_ARGS, "rank", "id", "op", "g", "t_start_ns", "file", "line")  # an op's slice
 COUNTERS = (("gpu_util_pct", "GPU utilization", "%", 1.0),
             ("gpu_mem_used", "GPU memory", "GB", 1e-9),
             ("gpu_power_w", "GPU power", "W", 1.0))
@@ -275,7 +276,7 @@ class _Trace:
                          "args": {"sort_index": rank}})
         clocks, at = _Clocks(header.get("host"), self._survey.hosts), 1
         try:
-            for at, line in enumerate(lines, start=2):  # noqa: B007 (said where one fails)  # noqa: B007 (said where one fails)
+            for at, line in enumerate(lines, start=2):  # noqa: B007 (said where one fails)
                 clocks.take(line)
                 self._line(line, clocks)
         except (KeyError, TypeError, ValueError) as exc:
@@ -313,8 +314,9 @@ class _Trace:
             self._running.pop((line["rank"], line.get("inc", 0), line["id"]), None)
             self._op(line, clocks.offset(line))
         elif kind == "running":
-            self._running[(line["rank"], line.get("inc", 0), line["id"])] = \
-                (line, clocks.offset(line))
+            kept = {k: line[k] for k in OP_FIELDS}  # what the end reads (malformed: said now)
+            kept["inc"] = line.get("inc", 0)
+            self._running[(line["rank"], kept["inc"], line["id"])] = (kept, clocks.offset(line))
             if len(self._running) > PENDING_MAX:
                 del self._running[next(iter(self._running))]
         elif kind == "phase":
