@@ -17,7 +17,8 @@ BIG_RECORDING_BYTES = 20_000_000  # commviz play says it is reading one larger t
 STATS_ROUND_RECORDS = 65_536  # commviz stats applies up to this many op records a round
 RECORD_HELP = ("write every event to FILE: JSON Lines, or the compact format (some 20 times "
                "smaller, for large jobs) when FILE ends in .cvz")
-FORMATS = {"jsonl": ".jsonl", "cvz": ".cvz"}  # commviz export --format: the suffix it writes
+# commviz export --format: the suffix it writes (trace: a Chrome trace, for Perfetto)
+FORMATS = {"jsonl": ".jsonl", "cvz": ".cvz", "trace": ".json"}
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -117,13 +118,22 @@ def _parser() -> argparse.ArgumentParser:
                    "locale; --json is always English)")
 
     e = sub.add_parser("export", help="write a recording again in the other format "
-                       "(JSON Lines or compact .cvz)")
+                       "(JSON Lines or compact .cvz), or as a Chrome trace for Perfetto")
     e.add_argument("file", help="a recording: JSON Lines or compact (.cvz)")
-    e.add_argument("--format", required=True, choices=tuple(FORMATS),
-                   help="jsonl: JSON Lines, one line per event; cvz: compact")
+    e.add_argument("--format", choices=tuple(FORMATS), default=None,
+                   help="jsonl: JSON Lines, one line per event; cvz: compact; trace: Chrome "
+                   "trace event JSON, which Perfetto and chrome://tracing open (docs/export.md)"
+                   "; default: trace when OUT ends in .json")
     e.add_argument("-o", "--output", metavar="OUT", default=None,
                    help="where to write it (default: FILE with the format's suffix)")
     e.add_argument("--force", action="store_true", help="replace OUT if it exists")
+    e.add_argument("--from", dest="start", type=float, default=None, metavar="SECONDS",
+                   help="trace: leave out what ended before this many seconds from the "
+                   "recording's first time")
+    e.add_argument("--to", dest="end", type=float, default=None, metavar="SECONDS",
+                   help="trace: leave out what began after this many seconds from it")
+    e.add_argument("--ranks", default=None, metavar="LIST",
+                   help="trace: only these ranks, e.g. 0-7 or 0,4,8-11")
     return p
 
 
@@ -507,22 +517,72 @@ def _export(args: argparse.Namespace) -> int:
 
     from commviz.viewer import recording
 
-    src, suffix = Path(args.file), FORMATS[args.format]
+    fmt = args.format
+    if fmt is None:
+        if not (args.output and args.output.lower().endswith(FORMATS["trace"])):
+            raise recording.RecordingError(
+                "name the format: --format jsonl, cvz or trace (or -o a name ending in "
+                f"{FORMATS['trace']}, for a trace)")
+        fmt = "trace"
+    src, suffix = Path(args.file), FORMATS[fmt]
     out = Path(args.output) if args.output else src.with_suffix(suffix)
-    if (out.suffix.lower() == FORMATS["cvz"]) != (args.format == "cvz"):
+    if (out.suffix.lower() == FORMATS["cvz"]) != (fmt == "cvz"):
         raise recording.RecordingError(
             f"{out}: a recording is compact when its name ends in {FORMATS['cvz']}, and only "
-            f"then: --format {args.format} writes {suffix} (or -o another name)")
+            f"then: --format {fmt} writes {suffix} (or -o another name)")
+    cut = _trace_cut(args, fmt)
     if out.exists() and src.exists() and out.resolve() == src.resolve():
         raise recording.RecordingError(f"{out} is the recording itself: name another output")
     if out.exists() and not args.force:
         raise recording.RecordingError(f"{out} exists: --force replaces it")
-    cut = _read_recording(args.file, lambda: recording.export(src, out, args.format == "cvz"))
-    if cut:
-        print(f"commviz: note: {recording.cut_note(args.file, cut)}", file=sys.stderr)
-    print(f"commviz: wrote {out} ({args.format}, {out.stat().st_size:,} bytes; "
-          f"{src.stat().st_size:,} before)")
+    cut_short: list[int] = []
+    if fmt == "trace":
+        from commviz.viewer import trace_export
+
+        written = _read_recording(args.file, lambda: trace_export.export(src, out, cut,
+                                                                         cut_short))
+    else:
+        cut_short = _read_recording(args.file,
+                                    lambda: recording.export(src, out, fmt == "cvz"))
+    if cut_short:
+        print(f"commviz: note: {recording.cut_note(args.file, cut_short)}", file=sys.stderr)
+    if fmt == "trace":
+        print(f"commviz: wrote {out} (trace: {written.events:,} events, {written.slices:,} op "
+              f"slices of {len(written.ranks)} ranks ({written.async_events:,} of them async "
+              f"pairs), {written.transfer_flows:,} transfer and "
+              f"{written.collective_flows:,} collective flows"
+              + (f", {written.never_ended:,} {'op' if written.never_ended == 1 else 'ops'} "
+                 "running when it ended" if written.never_ended else "")
+              + f"; {out.stat().st_size:,} bytes); open it in https://ui.perfetto.dev or "
+              "chrome://tracing")
+    else:
+        print(f"commviz: wrote {out} ({fmt}, {out.stat().st_size:,} bytes; "
+              f"{src.stat().st_size:,} before)")
     return 0
+
+
+def _trace_cut(args: argparse.Namespace, fmt: str):
+    """What of the recording a trace holds (``--from``, ``--to``, ``--ranks``), checked;
+    None for the other formats, which take none of them."""
+    from commviz.viewer import trace_export
+    from commviz.viewer.recording import RecordingError
+
+    given = [name for name, value in (("--from", args.start), ("--to", args.end),
+                                      ("--ranks", args.ranks)) if value is not None]
+    if fmt != "trace":
+        if given:
+            raise RecordingError(f"{given[0]} cuts a trace: it needs --format trace")
+        return None
+    start = 0.0 if args.start is None else args.start
+    end = float("inf") if args.end is None else args.end
+    if not 0 <= start < end:
+        raise RecordingError(f"--from {start:g} --to {end:g}: they must be seconds with "
+                             "0 <= --from < --to")
+    try:
+        ranks = None if args.ranks is None else trace_export.parse_ranks(args.ranks)
+    except ValueError as exc:
+        raise RecordingError(str(exc)) from None
+    return trace_export.Cut(start, end, ranks)
 
 
 def _rounds(messages, records: int = STATS_ROUND_RECORDS, size: int = 4096):

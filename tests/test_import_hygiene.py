@@ -9,6 +9,7 @@ pytestmark = pytest.mark.integration  # real ranks, sockets or apps
 
 CORE = ["commviz", "commviz.wire.protocol", "commviz.knowledge.bandwidth",
         "commviz.knowledge.nccl_log", "commviz.knowledge.schedules", "commviz.viewer.recording",
+        "commviz.viewer.trace_export",
         "commviz.viewer.model", "commviz.viewer.diagnose", "commviz.viewer.findings_text",
         "commviz.viewer.transport", "commviz.viewer.session",
         "commviz.headless", "commviz.launch.launcher", "commviz.launch.job"]
