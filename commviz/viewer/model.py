@@ -48,7 +48,7 @@ from commviz.knowledge import bandwidth, group_shapes
 from commviz.viewer.groups import GroupNumbers
 from commviz.viewer.inflight import Flying, InFlight
 from commviz.wire import nodes, protocol
-from commviz.wire.clocksync import WINDOW, Offset, Sample, estimate
+from commviz.wire.clocksync import Offset, Sample, Window
 
 
 def _by_code(flags: list[bool]) -> np.ndarray:
@@ -244,7 +244,7 @@ class Model:
                  local_host: str | None = None) -> None:
         self.clock = clock
         self.local_host = nodes.hostname() if local_host is None else local_host
-        self._clock_samples: dict[str, collections.deque[Sample]] = {}
+        self._clock_samples: dict[str, Window] = {}  # per host, its round trips
         self._offsets: dict[str, Offset] = {}
         self.ranks: dict[int, RankState] = {}
         self.exit_codes: dict[int, int] = {}  # how ranks never heard from ended, as launched
@@ -608,6 +608,14 @@ class Model:
         A message without ``inc`` (an older rank) is taken as from its rank number's."""
         return self._incs.get((rank, inc)) if inc else self._rank(rank)
 
+    def _hold_records(self, msg: Records, mine: np.ndarray) -> None:
+        """Hold the records ``mine`` picks of ``msg`` (one process's) as its batch."""
+        rank, inc = msg.whos[int(msg.who[np.argmax(mine)])]
+        cols = {c: v[mine] for c, v in msg.cols.items()}
+        self._hold(protocol.OpBatch(
+            rank, cols, {g: msg.groups[g] for g in _in_order(cols["gid"])},
+            {s: msg.sites[s] for s in _in_order(cols["site"])}, inc))
+
     def _hold(self, batch: protocol.OpBatch) -> None:
         """Keep a batch until its incarnation's heartbeat says which job it belongs to."""
         if self._unheard_records + len(batch) > UNHEARD_MAX:
@@ -636,11 +644,12 @@ class Model:
         s.backend, s.device = hb.backend, hb.device
         s.dropped, s.last_seen, s.exited = hb.dropped, now, False
         if hb.clock and hb.host != self.local_host:  # ranks of one host share its clock
-            samples = self._clock_samples.get(hb.host)
-            if samples is None:
-                samples = self._clock_samples[hb.host] = collections.deque(maxlen=WINDOW)
-            samples.extend(Sample(*row) for row in hb.clock)
-            est = estimate(samples)
+            window = self._clock_samples.get(hb.host)
+            if window is None:
+                window = self._clock_samples[hb.host] = Window()
+            for row in hb.clock:
+                window.add(Sample(*row))
+            est = window.estimate()
             if est is not None:
                 self._offsets[hb.host] = est
         if hb.t_ns > 0 and (hb.host == self.local_host or hb.host in self._offsets):
@@ -762,26 +771,24 @@ class Model:
         present, first = np.unique(who, return_index=True)
         present = present[np.argsort(first)].tolist()  # the processes' order: their batches'
         now, newest = self.clock(), max(len(self.jobs), 1)
-        ranks, jobs, shifts, heard = [], [], [], []
-        for w in present:
-            rank, inc = msg.whos[w]
-            state = self._incs.get((rank, inc)) if inc else self._rank(rank)  # _state_of
-            if state is None:
-                mine = who == w
-                cols = {c: v[mine] for c, v in msg.cols.items()}
-                self._hold(protocol.OpBatch(
-                    rank, cols, {g: msg.groups[g] for g in _in_order(cols["gid"])},
-                    {s: msg.sites[s] for s in _in_order(cols["site"])}, inc))
-                ranks.append(-1)
-                jobs.append(0)
-                shifts.append(0)
-                heard.append(False)
-                continue
+        # each process's incarnation (as _state_of), in comprehensions rather than a loop
+        # with calls: at 1,024 ranks a message of MAX_BATCH records has 1,024 of them
+        incs, whos = self._incs, msg.whos
+        states = [incs.get(key) if key[1] else self._rank(key[0])
+                  for key in (whos[w] for w in present)]
+        if None in states:  # not heard by heartbeat yet: held, as a batch of its own
+            for w, state in zip(present, states):
+                if state is None:
+                    self._hold_records(msg, who == w)
+        heard = [s is not None for s in states]
+        live = [s for s in states if s is not None]
+        for state in live:
             state.last_seen = now
-            ranks.append(rank)
-            jobs.append(state.job or newest)  # as _arrived
-            shifts.append(self._offset_ns(state))
-            heard.append(True)
+        shift_by_host = {host: est.offset_ns for host, est in self._offsets.items()}
+        shift_by_host[self.local_host] = 0  # as _offset_ns
+        ranks = [s.rank if s is not None else -1 for s in states]
+        jobs = [(s.job or newest) if s is not None else 0 for s in states]  # as _arrived
+        shifts = [shift_by_host.get(s.host, 0) if s is not None else 0 for s in states]
         size = len(msg.whos)
         place = np.zeros(size, np.int64)
         place[present] = np.arange(len(present))
