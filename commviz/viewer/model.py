@@ -901,7 +901,7 @@ class Model:
         they complete.
 
         What waits is kept sorted by (group, seq), in arrival order within each: a round
-        sorts only its own rows and inserts them, and only the instances it touched can have
+        sorts only its own rows and merges them in, and only the instances it touched can have
         completed, so it costs a pass over what waits rather than a sort of it (at a thousand
         ranks, a hundred thousand rows wait for the slowest rank).
         """
@@ -909,33 +909,45 @@ class Model:
             return
         new_key = (new["gkey"] << 40) | new["seq"]  # seq < 2**40, groups < 2**23
         order = np.argsort(new_key, kind="stable")
-        new, new_key = _take(new, order), new_key[order]
-        if len(self._coll_key):
-            at = np.searchsorted(self._coll_key, new_key, side="right")
-            rows = {k: np.insert(v, at, new[k]) for k, v in self._coll.items()}
-            key = np.insert(self._coll_key, at, new_key)
+        new_key = new_key[order]
+        # where each row of (waiting, new) goes among them merged, as indexes into both
+        # one after the other: the key is merged, and every other column taken once for the
+        # instances and once for what still waits, rather than inserted into first
+        waiting, old_key = self._coll, self._coll_key
+        if len(old_key):
+            at = np.searchsorted(old_key, new_key, side="right") + np.arange(len(new_key))
+            merged = np.empty(len(old_key) + len(new_key), np.int64)
+            merged[at] = order + len(old_key)
+            is_old = np.ones(len(merged), bool)
+            is_old[at] = False
+            merged[is_old] = np.arange(len(old_key))
+            key = np.empty(len(merged), np.int64)
+            key[at], key[is_old] = new_key, old_key
+            columns = {k: np.concatenate([waiting[k], v]) for k, v in new.items()}
         else:
-            rows, key = new, new_key
-        touched = np.unique(new_key)
+            merged, key, columns = order, new_key, new
+        touched = new_key[np.r_[True, new_key[1:] != new_key[:-1]]]
         lo = np.searchsorted(key, touched, side="left")
         counts = np.searchsorted(key, touched, side="right") - lo
         n = self._group_sizes[touched >> 40]
         complete = counts >= n
+        kept = merged
         if complete.any():
             counts, n = counts[complete], n[complete]
             members = np.repeat(lo[complete] - np.r_[0, np.cumsum(counts)[:-1]], counts) \
                 + np.arange(int(counts.sum()))
-            self._emit_instances(_take(rows, members), np.r_[0, np.cumsum(counts)[:-1]],
-                                 counts, np.ones(len(counts), bool), n)
-            keep = np.ones(len(key), bool)
-            keep[members] = False
-            rows, key = _take(rows, keep), key[keep]
+            self._emit_instances({k: v[merged[members]] for k, v in columns.items()},
+                                 np.r_[0, np.cumsum(counts)[:-1]], counts,
+                                 np.ones(len(counts), bool), n)
+            rest = np.ones(len(key), bool)
+            rest[members] = False
+            kept, key = merged[rest], key[rest]
         extra = len(key) - PENDING_MAX
         if extra > 0:
             self.evicted += extra
-            kept = np.sort(np.argsort(rows["t_end"], kind="stable")[extra:])
-            rows, key = _take(rows, kept), key[kept]
-        self._coll, self._coll_key = rows, key
+            newest = np.sort(np.argsort(columns["t_end"][kept], kind="stable")[extra:])
+            kept, key = kept[newest], key[newest]
+        self._coll, self._coll_key = {k: v[kept] for k, v in columns.items()}, key
 
     def _emit_instances(self, rows: dict[str, np.ndarray], starts: np.ndarray,
                         counts: np.ndarray, complete: np.ndarray, n: np.ndarray) -> None:
