@@ -99,6 +99,53 @@ class Records:
         return len(self.who)
 
 
+class _Whos:
+    """The incarnations of a ``Records`` table's processes (``whos``), kept while messages
+    come with the same table (a compact recording's reader grows one table chunk by chunk):
+    a (rank, inc) heard by heartbeat is that incarnation for good (``Model._incs`` never
+    changes an entry), so it is looked up once, not in every message of MAX_BATCH records
+    (at 1,024 ranks, 1,024 of them a message). Per process: its state, rank number, job and
+    host (an index into ``hosts``), ``heard`` where kept."""
+
+    def __init__(self, whos: Sequence[tuple[int, int]]) -> None:
+        self.whos = whos
+        self.states: list[RankState | None] = []
+        self.rank = np.zeros(0, np.int64)
+        self.job = np.zeros(0, np.int64)
+        self.host = np.zeros(0, np.int64)
+        self.heard = np.zeros(0, bool)
+        self.hosts: list[str] = []
+        self._host_numbers: dict[str, int] = {}
+        self._hosts_version = 0
+
+    def grow(self, hosts_version: int) -> None:
+        """Room for every process of the table as it is now; the hosts again if a rank's host
+        changed (``Model.hosts_version``)."""
+        more = len(self.whos) - len(self.states)
+        if more > 0:
+            self.states += [None] * more
+            self.rank, self.job, self.host = (np.r_[a, np.zeros(more, np.int64)]
+                                              for a in (self.rank, self.job, self.host))
+            self.heard = np.r_[self.heard, np.zeros(more, bool)]
+        if hosts_version != self._hosts_version:
+            self._hosts_version = hosts_version
+            for w in np.flatnonzero(self.heard).tolist():
+                self.host[w] = self.host_number(self.states[w].host)  # type: ignore[union-attr]
+
+    def keep(self, w: int, state: RankState) -> None:
+        self.states[w] = state
+        self.rank[w], self.job[w] = state.rank, state.job
+        self.host[w] = self.host_number(state.host)
+        self.heard[w] = True
+
+    def host_number(self, host: str) -> int:
+        number = self._host_numbers.get(host)
+        if number is None:
+            number = self._host_numbers[host] = len(self.hosts)
+            self.hosts.append(host)
+        return number
+
+
 class _Arrived(NamedTuple):
     """A batch, with what was true of its process when it came (Model._arrived)."""
 
@@ -262,6 +309,7 @@ class Model:
         # per job generation (job n at index n - 1): its incarnations by rank number
         self.jobs: list[dict[int, RankState]] = []
         self._incs: dict[tuple[int, int], RankState] = {}  # by (rank, inc), inc != 0
+        self._whos: _Whos | None = None  # the incarnations of the latest Records' table
         # op batches of incarnations not heard by heartbeat yet, and how many records
         self._unheard: dict[tuple[int, int], list[protocol.OpBatch]] = {}
         self._unheard_records = 0
@@ -771,33 +819,40 @@ class Model:
         present, first = np.unique(who, return_index=True)
         present = present[np.argsort(first)].tolist()  # the processes' order: their batches'
         now, newest = self.clock(), max(len(self.jobs), 1)
-        # each process's incarnation (as _state_of), in comprehensions rather than a loop
-        # with calls: at 1,024 ranks a message of MAX_BATCH records has 1,024 of them
-        incs, whos = self._incs, msg.whos
-        states = [incs.get(key) if key[1] else self._rank(key[0])
-                  for key in (whos[w] for w in present)]
-        if None in states:  # not heard by heartbeat yet: held, as a batch of its own
-            for w, state in zip(present, states):
-                if state is None:
-                    self._hold_records(msg, who == w)
-        heard = [s is not None for s in states]
-        live = [s for s in states if s is not None]
+        known = self._whos
+        if known is None or known.whos is not msg.whos:
+            known = self._whos = _Whos(msg.whos)
+        known.grow(self.hosts_version)
+        size = len(msg.whos)
+        rank_of, job_of, host_of = known.rank.copy(), known.job.copy(), known.host.copy()
+        heard_of = known.heard.copy()
+        live = [known.states[w] for w in present] if heard_of[present].all() else \
+            [known.states[w] for w in present if heard_of[w]]
+        # the others (as _state_of): heard from since the last message, rank numbers
+        # without ``inc`` (whose incarnation may change), or not heard by heartbeat yet
+        for w in [w for w in present if not heard_of[w]]:
+            rank, inc = msg.whos[w]
+            state = self._incs.get((rank, inc)) if inc else self._rank(rank)
+            if state is None:  # held, as a batch of its own
+                self._hold_records(msg, who == w)
+                continue
+            if inc:  # this (rank, inc)'s for good: _incs never changes an entry
+                known.keep(w, state)
+            live.append(state)
+            heard_of[w] = True
+            rank_of[w], job_of[w] = rank, state.job or newest  # as _arrived
+            host_of[w] = known.host_number(state.host)
         for state in live:
             state.last_seen = now
         shift_by_host = {host: est.offset_ns for host, est in self._offsets.items()}
         shift_by_host[self.local_host] = 0  # as _offset_ns
-        ranks = [s.rank if s is not None else -1 for s in states]
-        jobs = [(s.job or newest) if s is not None else 0 for s in states]  # as _arrived
-        shifts = [shift_by_host.get(s.host, 0) if s is not None else 0 for s in states]
-        size = len(msg.whos)
+        shift_of = np.array([shift_by_host.get(h, 0) for h in known.hosts] or [0],
+                            np.int64)[host_of]  # (the rows of processes not heard: dropped)
         place = np.zeros(size, np.int64)
         place[present] = np.arange(len(present))
-        rank_of, job_of, shift_of = (np.zeros(size, np.int64) for _ in range(3))
-        rank_of[present], job_of[present], shift_of[present] = ranks, jobs, shifts
-        heard_of = np.zeros(size, bool)
-        heard_of[present] = heard
+        heard = heard_of[present]
         order = np.argsort(place[who], kind="stable")
-        if not all(heard):
+        if not heard.all():
             order = order[heard_of[who[order]]]
         if not len(order):
             return None
@@ -1184,6 +1239,9 @@ def _keyed(job: np.ndarray, code: np.ndarray, key: Callable[[int, int], int]) ->
     """Each row's model key of its (job, code): ``key(job, code)`` called once a pair, in the
     order the pairs first come."""
     pair = job << 32 | code
+    if len(pair) and pair.min() == pair.max():  # the usual message: one group, one site
+        p = int(pair[0])
+        return np.full(len(pair), key(p >> 32, p & 0xFFFFFFFF), np.int64)
     uniq, first, inverse = np.unique(pair, return_index=True, return_inverse=True)
     keys = np.empty(len(uniq), np.int64)
     for i in np.argsort(first).tolist():
