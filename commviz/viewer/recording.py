@@ -542,7 +542,7 @@ class _Reading:
         elif (kind == "tel" and (playback or obj.get("clk"))
               and (obj["rank"], obj.get("inc", 0)) in self.ranks):
             yield _identity(self.ranks[(obj["rank"], obj.get("inc", 0))], obj["t_ns"],
-                            obj["dropped"], tuple(tuple(row) for row in obj.get("clk", ())),
+                            obj["dropped"], tuple(map(tuple, obj.get("clk", ()))),
                             _telemetry(obj) if playback else {})
         elif kind == "bye":  # the model's job generations end with their goodbyes
             yield protocol.Bye(obj["rank"], obj["t_ns"], obj["dropped"], obj.get("inc", 0))
