@@ -520,6 +520,16 @@ class _Reading:
                 yield from self.pending.full()
             return
         kind = obj.get("kind")
+        if kind == "tel":  # the most common line by far (at 1,024 ranks, 2,000 a second)
+            ident = self.ranks.get((obj["rank"], obj.get("inc", 0))) \
+                if playback or obj.get("clk") else None
+            if ident is not None:
+                yield _identity(ident, obj["t_ns"], obj["dropped"],
+                                tuple(map(tuple, obj.get("clk", ()))),
+                                _telemetry(obj) if playback else {})
+            elif self.lines is not None and kind in self.lines:
+                self.lines[kind].append({k: v for k, v in obj.items() if k != "kind"})
+            return
         if kind in ("rank", "bye", "gone"):  # they begin and end incarnations: earlier ops first
             yield from self.pending.all()
         if kind == "running" and playback:
@@ -539,11 +549,6 @@ class _Reading:
         elif kind == "rank":
             self.ranks[(obj["rank"], obj.get("inc", 0))] = obj
             yield _identity(obj, 0, 0, ())
-        elif (kind == "tel" and (playback or obj.get("clk"))
-              and (obj["rank"], obj.get("inc", 0)) in self.ranks):
-            yield _identity(self.ranks[(obj["rank"], obj.get("inc", 0))], obj["t_ns"],
-                            obj["dropped"], tuple(map(tuple, obj.get("clk", ()))),
-                            _telemetry(obj) if playback else {})
         elif kind == "bye":  # the model's job generations end with their goodbyes
             yield protocol.Bye(obj["rank"], obj["t_ns"], obj["dropped"], obj.get("inc", 0))
         elif kind == "gone":  # a harvester's notice: how the run ended is told from these

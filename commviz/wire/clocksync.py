@@ -117,15 +117,19 @@ class Window:
         samples = self.samples
         gone = samples[0] if len(samples) == samples.maxlen else None
         samples.append(sample)
-        valid = _valid(sample)
-        self._valid += valid - (gone is not None and _valid(gone))
+        if gone is not None and _valid(gone):
+            self._valid -= 1
+        t1, t2, t3, t4 = sample
+        delay = (t4 - t1) - (t3 - t2)
+        valid = delay >= 0 and t4 >= t1  # as estimate counts it
+        self._valid += valid
         if gone is not None and gone is self._best:  # the narrowest left: the next narrowest
             self._best = None
             for s in samples:
                 if _valid(s) and (self._best is None or _delay(s) < self._least):
                     self._best, self._least = s, _delay(s)
-        elif valid and (self._best is None or _delay(sample) < self._least):
-            self._best, self._least = sample, _delay(sample)
+        elif valid and (self._best is None or delay < self._least):
+            self._best, self._least = sample, delay
 
     def estimate(self) -> Offset | None:
         """``estimate(self.samples)``."""
