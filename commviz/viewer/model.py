@@ -75,6 +75,7 @@ TELEMETRY_MAX = 240
 # waits) must not take a later job's op for an earlier job's
 ID_JOB_SHIFT = 48
 
+_NO_LANE = (np.empty((0, 4), np.int64), 0)  # a rank's lane before its first row (never written)
 _ROW_FIELDS = ("rank", "id", "op", "parent", "gkey", "seq", "peer", "bytes_in", "bytes_out",
                "dtype", "flags", "t_start", "t_end", "site")
 _COLUMNS = tuple(protocol.COLUMNS)
@@ -1155,13 +1156,20 @@ class Model:
         if not len(ranks):
             return
         ready = np.minimum(np.maximum(ready, t_start), t_end)
-        segs = np.stack([ops.astype(np.int64), t_start, ready, t_end], axis=1)
-        for rank, idx in _positions_by_value(ranks):
-            if len(idx) > SEGMENTS_MAX:
-                self._drop(rank, t_end[idx[:-SEGMENTS_MAX]])
-                idx = idx[-SEGMENTS_MAX:]
-            lane, n = self._lanes.get(rank, (np.empty((0, 4), np.int64), 0))
-            m = len(idx)
+        # by rank, each rank's rows in their order: a slice of them a lane
+        order = np.argsort(ranks, kind="stable")
+        segs = np.stack([ops.astype(np.int64), t_start, ready, t_end], axis=1)[order]
+        counts = np.bincount(ranks)
+        present = np.flatnonzero(counts)
+        ends = np.cumsum(counts)[present]
+        lanes = self._lanes
+        for rank, lo, hi in zip(present.tolist(), (ends - counts[present]).tolist(),
+                                ends.tolist()):
+            if hi - lo > SEGMENTS_MAX:
+                self._drop(rank, segs[lo:hi - SEGMENTS_MAX, 3])
+                lo = hi - SEGMENTS_MAX
+            lane, n = lanes.get(rank, _NO_LANE)
+            m = hi - lo
             if n + m > len(lane) and len(lane) < 2 * SEGMENTS_MAX:  # grow: small jobs stay small
                 size = min(2 * SEGMENTS_MAX, max(64, 2 * (n + m)))
                 lane = np.concatenate([lane[:n], np.empty((size - n, 4), np.int64)])
@@ -1170,9 +1178,8 @@ class Model:
                 self._drop(rank, lane[:n - keep, 3])
                 lane[:keep] = lane[n - keep:n]
                 n = keep
-            # "clip" lets take write straight into the lane (the indexes are all valid)
-            np.take(segs, idx, axis=0, out=lane[n:n + m], mode="clip")
-            self._lanes[rank] = (lane, n + m)
+            lane[n:n + m] = segs[lo:hi]
+            lanes[rank] = (lane, n + m)
 
     def _drop(self, rank: int, t_end: np.ndarray) -> None:
         """Note that a rank's lane no longer shows anything that ended by these t_end."""
@@ -1248,12 +1255,3 @@ def _keyed(job: np.ndarray, code: np.ndarray, key: Callable[[int, int], int]) ->
         p = int(uniq[i])
         keys[i] = key(p >> 32, p & 0xFFFFFFFF)
     return keys[inverse.reshape(-1)]
-
-
-def _positions_by_value(values: np.ndarray) -> list[tuple[int, np.ndarray]]:
-    """(value, positions) per distinct non-negative value: masks for a few, one sort for many."""
-    present = np.flatnonzero(np.bincount(values)).tolist()
-    if len(present) <= 16:
-        return [(v, np.flatnonzero(values == v)) for v in present]
-    order = np.argsort(values, kind="stable")
-    return list(zip(present, np.split(order, np.flatnonzero(np.diff(values[order])) + 1)))
