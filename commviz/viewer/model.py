@@ -383,9 +383,10 @@ class Model:
                     self._hold(msg)
             elif isinstance(msg, protocol.Heartbeat):
                 state = self._heartbeat(msg, now)
-                held = self._unheard.pop((msg.rank, msg.inc), [])
-                self._unheard_records -= sum(map(len, held))
-                batches += [self._arrived(b, state, now) for b in held]
+                if self._unheard:  # (seldom: a viewer started while the job ran)
+                    held = self._unheard.pop((msg.rank, msg.inc), [])
+                    self._unheard_records -= sum(map(len, held))
+                    batches += [self._arrived(b, state, now) for b in held]
             elif isinstance(msg, protocol.Bye):
                 state = self._state_of(msg.rank, msg.inc)
                 if state is not None:  # a goodbye of a process never heard says nothing
@@ -701,10 +702,13 @@ class Model:
             est = window.estimate()
             if est is not None:
                 self._offsets[hb.host] = est
-        if hb.t_ns > 0 and (hb.host == self.local_host or hb.host in self._offsets):
+        if hb.t_ns > 0:
             # when it left its rank, on the viewer's clock (a host's of unknown offset: not
             # known; its clock may be seconds off)
-            self.newest_sent_ns = max(self.newest_sent_ns, hb.t_ns - self._offset_ns(s))
+            est = None if hb.host == self.local_host else self._offsets.get(hb.host)
+            if est is not None or hb.host == self.local_host:
+                shift = 0 if est is None else est.offset_ns  # as _offset_ns(s)
+                self.newest_sent_ns = max(self.newest_sent_ns, hb.t_ns - shift)
         if hb.telemetry:  # none in an identity read back from a recording's `rank` line
             s.telemetry.append((hb.t_ns - self._offset_ns(s), hb.telemetry))
         return s

@@ -112,6 +112,8 @@ class Window:
         self._best: Sample | None = None  # the first of the narrowest valid samples
         self._least = 0  # its delay
         self._valid = 0
+        self._offset: Offset | None = None  # the estimate, kept until best or valid change
+        self._offset_of: Sample | None = None  # the best it was made of
 
     def add(self, sample: Sample) -> None:
         samples = self.samples
@@ -130,14 +132,20 @@ class Window:
                     self._best, self._least = s, _delay(s)
         elif valid and (self._best is None or delay < self._least):
             self._best, self._least = sample, delay
+        if self._offset is not None and (self._best is not self._offset_of
+                                         or self._valid != self._offset.samples):
+            self._offset = None  # made again when asked
 
     def estimate(self) -> Offset | None:
         """``estimate(self.samples)``."""
         best = self._best
         if best is None:
             return None
-        lo, hi = best.t1 - best.t2, best.t4 - best.t3
-        return Offset((lo + hi) // 2, (hi - lo + 1) // 2, self._valid)
+        if self._offset is None:
+            lo, hi = best.t1 - best.t2, best.t4 - best.t3
+            self._offset = Offset((lo + hi) // 2, (hi - lo + 1) // 2, self._valid)
+            self._offset_of = best
+        return self._offset
 
 
 def clock_addr(events_addr: str) -> str | None:
