@@ -37,8 +37,9 @@ from commviz.viewer.playback import Playback, PlaybackControl
 
 def _stats(path: str, before: bool) -> tuple[dict, float, float]:
     """The model's counters after reading ``path`` as stats does (``before``: did), and the
-    wall and CPU seconds it took."""
-    model = Model()
+    wall and CPU seconds it took. The model is the one this checkout's stats reads into
+    (``--against`` runs this with another's)."""
+    model = getattr(cli, "stats_model", Model)()
     diagnosis = Diagnosis(model)
     wall, cpu = time.perf_counter(), time.process_time()
     messages = recording.read(path, records=not before)

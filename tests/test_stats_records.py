@@ -94,10 +94,10 @@ def path(request, tmp_path, monkeypatch):
     return path
 
 
-def _state(messages: list) -> dict:
+def _state(messages: list, lanes: bool = True) -> dict:
     """Everything ``commviz stats`` prints and more, of a model fed ``messages`` in one
     round."""
-    model = Model(clock=lambda: 0.0)
+    model = Model(clock=lambda: 0.0, lanes=lanes)
     diagnosis = Diagnosis(model)
     model.apply(messages)
     coll, p2p = model.pending()
@@ -129,6 +129,17 @@ def test_records_leave_the_model_as_the_batches_they_stand_for(path):
     assert state["transfers"] == 4 * STEPS and state["instances"] == 2 * STEPS
     assert _state(list(recording.read(path, playback=True, records=True)))["inflight"]
     assert any(c.offset_ns for c in state["clocks"].values())
+
+
+def test_the_model_stats_reads_into_keeps_no_lanes_and_all_else(path):
+    """``commviz stats`` shows no timeline: its model keeps no lanes, and is otherwise the
+    same."""
+    assert not cli.stats_model().keeps_lanes
+    for playback in (False, True):
+        messages = list(recording.read(path, playback=playback, records=True))
+        kept, none = _state(messages), _state(messages, lanes=False)
+        assert any(kept.pop("lanes").values()) and not any(none.pop("lanes").values())
+        assert none == kept
 
 
 def test_stats_prints_what_it_printed_from_the_batches(path, capsys, monkeypatch):

@@ -289,8 +289,11 @@ class Model:
     """Everything the views need, updated from decoded protocol messages."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic,
-                 local_host: str | None = None) -> None:
+                 local_host: str | None = None, lanes: bool = True) -> None:
+        """``lanes``: keep each rank's completed ops for the timeline (``lanes()``); a model
+        nothing draws (``commviz stats``) needs none."""
         self.clock = clock
+        self.keeps_lanes = lanes
         self.local_host = nodes.hostname() if local_host is None else local_host
         self._clock_samples: dict[str, Window] = {}  # per host, its round trips
         self._offsets: dict[str, Offset] = {}
@@ -1157,7 +1160,7 @@ class Model:
         A lane keeps the last SEGMENTS_MAX to 2 x SEGMENTS_MAX rows appended (matching
         rounds come in time order); what it drops moves the rank's horizon.
         """
-        if not len(ranks):
+        if not len(ranks) or not self.keeps_lanes:
             return
         ready = np.minimum(np.maximum(ready, t_start), t_end)
         # by rank, each rank's rows in their order: a slice of them a lane
