@@ -834,11 +834,12 @@ class Model:
         size = len(msg.whos)
         rank_of, job_of, host_of = known.rank.copy(), known.job.copy(), known.host.copy()
         heard_of = known.heard.copy()
-        live = [known.states[w] for w in present] if heard_of[present].all() else \
-            [known.states[w] for w in present if heard_of[w]]
+        states = known.states
+        live = [states[w] for w in present if states[w] is not None]
         # the others (as _state_of): heard from since the last message, rank numbers
         # without ``inc`` (whose incarnation may change), or not heard by heartbeat yet
-        for w in [w for w in present if not heard_of[w]]:
+        at = np.asarray(present, np.int64)
+        for w in at[~heard_of[at]].tolist():
             rank, inc = msg.whos[w]
             state = self._incs.get((rank, inc)) if inc else self._rank(rank)
             if state is None:  # held, as a batch of its own
