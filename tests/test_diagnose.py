@@ -8,12 +8,13 @@ record arrived, how long a wait lasted); its wall_ns stamps the findings. Record
 import json
 from dataclasses import replace
 
+import numpy as np
 import pytest
 from fakes import T0_NS, FakeClock, bye, heartbeat, op_batch
 
 from commviz.viewer import diagnose, recording
 from commviz.viewer import plain_text as text
-from commviz.viewer.diagnose import Diagnosis, recorded_facts, recorded_text
+from commviz.viewer.diagnose import Diagnosis, recorded_facts, recorded_text, stragglers
 from commviz.viewer.diagnose.facts import Words
 from commviz.viewer.diagnose.finding import resolved
 from commviz.viewer.findings_text import advice
@@ -1314,3 +1315,17 @@ def test_one_rank_lost_on_a_node_whose_others_report_is_named_alone():
         model.apply(beats([r for r in range(16) if r != 9]))
         found += diag.update()
     assert [(f.ranks, f.key) for f in found] == [((9,), ("lost_rank", 9))]
+
+
+def test_the_last_two_arrivals_of_each_instance_are_those_a_stable_sort_gives():
+    """Of equal start times the later row counts as the later arrival, as the sort by arrival
+    had it; an instance of one row has that row for both."""
+    rng = np.random.default_rng(11)
+    counts = rng.integers(1, 9, 400)
+    starts = np.r_[0, np.cumsum(counts)[:-1]]
+    t0 = T0_NS + rng.integers(0, 6, int(counts.sum()))  # many ties
+    order = np.lexsort((t0, np.repeat(np.arange(len(counts)), counts)))
+    ends = starts + counts - 1
+    last, second = stragglers.last_two(t0, starts, counts)
+    assert last.tolist() == order[ends].tolist()
+    assert second.tolist() == order[np.maximum(ends - 1, starts)].tolist()

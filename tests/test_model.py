@@ -110,6 +110,25 @@ def test_per_rank_counters_and_last_op():
     assert (s.ops, s.bytes_in, s.bytes_out, s.last_op) == (2, 16, 8, "broadcast")
 
 
+def test_last_op_is_the_latest_to_end_and_of_equal_ends_the_first_come():
+    """Counted per rank number in a round of several ranks (the 3rd rank has none): the
+    latest t_end wins, of equal ones the earliest row, and an earlier round's later end
+    stands."""
+    m = Model(FakeClock())
+    m.apply([op_batch(3, [_coll(3, 1, end=50, nbytes=4), _coll(3, 2, end=90, nbytes=4),
+                          _coll(3, 3, op="broadcast", end=90, nbytes=4, out=0),
+                          _coll(3, 4, end=70, nbytes=4)], G4),
+             op_batch(0, [_coll(0, 1, end=10, nbytes=2, out=1)], G4),
+             op_batch(1, [_coll(1, 7, op="broadcast", end=200, nbytes=8, out=0)], G4)])
+    three, zero = m.ranks[3], m.ranks[0]
+    assert (three.ops, three.bytes_in, three.bytes_out) == (4, 16, 12)
+    assert (three.last_op, three.last_seq, three.last_end_ns) == ("all_reduce", 2, T0_NS + 90)
+    assert (zero.ops, zero.bytes_in, zero.bytes_out, zero.last_seq) == (1, 2, 1, 1)
+    assert (m.ranks[1].last_op, m.ranks[1].last_seq) == ("broadcast", 7)
+    m.apply([op_batch(3, [_coll(3, 5, op="broadcast", end=80, nbytes=4, out=0)], G4)])
+    assert (three.last_op, three.last_seq, three.ops) == ("all_reduce", 2, 5)
+
+
 @pytest.mark.parametrize("op,n,b_in,b_out,size", [
     ("all_reduce", 4, 100, 100, 100),
     ("all_gather", 4, 25, 100, 100),

@@ -4,6 +4,7 @@ on the machine's own non-loopback address with CURVE keys, peers without keys re
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import multiprocessing as mp
 import re
@@ -13,6 +14,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import psutil
 import pytest
 import zmq
@@ -69,6 +71,22 @@ def test_estimate_bounds_the_offset_with_the_narrowest_round_trip():
     assert est.offset_ns == theta + (60_000 - 40_000) // 2  # asymmetric: inside the bound
     bad = clocksync.Sample(10, 5, 100, 11)  # the viewer "took" longer than the round trip
     assert clocksync.estimate([bad]) is None
+
+
+def test_a_window_keeps_the_estimate_of_its_last_samples():
+    """Kept as samples come (the narrowest pushed out, ties, invalid ones), it is always
+    ``estimate`` of the last WINDOW samples."""
+    rng = np.random.default_rng(5)
+    for size in (1, 2, 5, clocksync.WINDOW):
+        window, last = clocksync.Window(size), collections.deque(maxlen=size)
+        for _ in range(400):
+            t1, t2 = (int(v) for v in rng.integers(0, 50, 2))
+            sample = clocksync.Sample(t1, t2, t2 + int(rng.integers(-3, 10)),
+                                      t1 + int(rng.integers(-5, 30)))  # some invalid
+            window.add(sample)
+            last.append(sample)
+            assert window.estimate() == clocksync.estimate(last)
+            assert list(window.samples) == list(last)
 
 
 def _hb(rank: int, host: str, clk: list[list[int]]) -> protocol.Heartbeat:

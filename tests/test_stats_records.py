@@ -94,10 +94,10 @@ def path(request, tmp_path, monkeypatch):
     return path
 
 
-def _state(messages: list) -> dict:
+def _state(messages: list, lanes: bool = True) -> dict:
     """Everything ``commviz stats`` prints and more, of a model fed ``messages`` in one
     round."""
-    model = Model(clock=lambda: 0.0)
+    model = Model(clock=lambda: 0.0, lanes=lanes)
     diagnosis = Diagnosis(model)
     model.apply(messages)
     coll, p2p = model.pending()
@@ -131,6 +131,17 @@ def test_records_leave_the_model_as_the_batches_they_stand_for(path):
     assert any(c.offset_ns for c in state["clocks"].values())
 
 
+def test_the_model_stats_reads_into_keeps_no_lanes_and_all_else(path):
+    """``commviz stats`` shows no timeline: its model keeps no lanes, and is otherwise the
+    same."""
+    assert not cli.stats_model().keeps_lanes
+    for playback in (False, True):
+        messages = list(recording.read(path, playback=playback, records=True))
+        kept, none = _state(messages), _state(messages, lanes=False)
+        assert any(kept.pop("lanes").values()) and not any(none.pop("lanes").values())
+        assert none == kept
+
+
 def test_stats_prints_what_it_printed_from_the_batches(path, capsys, monkeypatch):
     assert cli.main(["stats", "--json", str(path)]) == 0
     now = json.loads(capsys.readouterr().out)
@@ -141,3 +152,54 @@ def test_stats_prints_what_it_printed_from_the_batches(path, capsys, monkeypatch
     before = json.loads(capsys.readouterr().out)
     assert now == before
     assert now["late_arrivals"] and now["transfers"]
+
+
+def _hb(rank: int, host: str, inc: int, pid: int, offset_ns: int, t_ns: int) -> protocol.Heartbeat:
+    return protocol.Heartbeat(rank, 4, host, pid, "nccl", "cuda:0", t_ns + offset_ns, 0, {},
+                              ((t_ns + offset_ns, t_ns, t_ns + 10, t_ns + offset_ns + 1000),),
+                              inc, "tcp://a:29500")
+
+
+def _records(whos: list, batches: list[protocol.OpBatch]) -> Records:
+    """One ``Records`` of ``batches`` (processes ``whos`` indexes, in order) on the table
+    ``whos``: the very list each message shares, as a compact recording's reader gives it."""
+    cols = protocol.join_columns([b.cols for b in batches], protocol.COLUMNS)
+    who = np.concatenate([np.full(len(b), whos.index((b.rank, b.inc))) for b in batches])
+    return Records(whos, who, cols, {0: ("0", (0, 1, 2, 3))}, {0: ("train.py", 10)})
+
+
+def test_records_of_one_table_follow_hosts_and_incarnations_as_batches_do():
+    """Messages on one growing table (its processes' incarnations kept from one to the
+    next): a rank moved to another host (another clock) in between, a rank number without
+    ``inc`` whose process changed, and a process heard only after its first records."""
+    whos: list[tuple[int, int]] = [(0, 7), (1, 8), (2, 0)]
+    group = {0: ("0", (0, 1, 2, 3))}
+
+    def ops(rank: int, inc: int, seq: int, t_ns: int) -> protocol.OpBatch:
+        batch = op_batch(rank, [{"id": seq, "op": "all_reduce", "seq": seq, "bytes_in": 64,
+                                 "t_start": t_ns, "t_end": t_ns + 1_000_000}], group,
+                         {0: ("train.py", 10)})
+        return dataclasses.replace(batch, inc=inc)
+
+    t = T0_NS
+    script: list[list] = [  # each: heartbeats, or the batches of one Records
+        [_hb(0, "a", 7, 10, 0, t), _hb(1, "b", 8, 11, 5_000_000, t), _hb(2, "a", 0, 12, 0, t)],
+        [ops(1, 8, 1, t + 5_000_000), ops(0, 7, 1, t), ops(2, 0, 1, t)],
+        [_hb(1, "c", 8, 11, -3_000_000, t + 1), _hb(2, "a", 0, 13, 0, t + 1)],
+    ]
+    whos.append((3, 9))  # the same table, grown
+    script += [[ops(0, 7, 2, t + 2), ops(3, 9, 1, t + 2), ops(1, 8, 2, t - 3_000_000),
+                ops(2, 0, 2, t + 2)],
+               [_hb(3, "c", 9, 14, -3_000_000, t + 3)],
+               [ops(3, 9, 2, t - 2_999_000), ops(0, 7, 3, t + 3), ops(1, 8, 3, t + 3),
+                ops(2, 0, 3, t + 3)]]
+    as_records = [m for step in script for m in (
+        [_records(whos, step)] if isinstance(step[0], protocol.OpBatch) else step)]
+    as_batches = [m for step in script for m in step]
+    assert _state(as_records) == _state(as_batches)
+    state = _state(as_records)
+    assert state["ranks"][3][0] == 2 and state["ranks"][2][5] == 2  # held, then applied;
+    # a new process of rank 2, in a job of its own; rank 1's times on host b's clock, then c's
+    coll = state["pending"][0]
+    assert sorted(t for r, t in zip(coll["rank"], coll["t_start"]) if r == 1) == \
+        [t - 495, t - 495, t + 3 + 2_999_505]

@@ -48,7 +48,7 @@ from commviz.knowledge import bandwidth, group_shapes
 from commviz.viewer.groups import GroupNumbers
 from commviz.viewer.inflight import Flying, InFlight
 from commviz.wire import nodes, protocol
-from commviz.wire.clocksync import WINDOW, Offset, Sample, estimate
+from commviz.wire.clocksync import Offset, Sample, Window
 
 
 def _by_code(flags: list[bool]) -> np.ndarray:
@@ -76,6 +76,8 @@ TELEMETRY_MAX = 240
 # waits) must not take a later job's op for an earlier job's
 ID_JOB_SHIFT = 48
 
+# a rank's lane before its first row (never written)
+_NO_LANE = (np.empty((0, LANE_COLUMNS), np.int64), 0)
 _ROW_FIELDS = ("rank", "id", "op", "parent", "gkey", "seq", "peer", "bytes_in", "bytes_out",
                "dtype", "flags", "t_start", "t_end", "site")
 _COLUMNS = tuple(protocol.COLUMNS)
@@ -98,6 +100,53 @@ class Records:
 
     def __len__(self) -> int:
         return len(self.who)
+
+
+class _Whos:
+    """The incarnations of a ``Records`` table's processes (``whos``), kept while messages
+    come with the same table (a compact recording's reader grows one table chunk by chunk):
+    a (rank, inc) heard by heartbeat is that incarnation for good (``Model._incs`` never
+    changes an entry), so it is looked up once, not in every message of MAX_BATCH records
+    (at 1,024 ranks, 1,024 of them a message). Per process: its state, rank number, job and
+    host (an index into ``hosts``), ``heard`` where kept."""
+
+    def __init__(self, whos: Sequence[tuple[int, int]]) -> None:
+        self.whos = whos
+        self.states: list[RankState | None] = []
+        self.rank = np.zeros(0, np.int64)
+        self.job = np.zeros(0, np.int64)
+        self.host = np.zeros(0, np.int64)
+        self.heard = np.zeros(0, bool)
+        self.hosts: list[str] = []
+        self._host_numbers: dict[str, int] = {}
+        self._hosts_version = 0
+
+    def grow(self, hosts_version: int) -> None:
+        """Room for every process of the table as it is now; the hosts again if a rank's host
+        changed (``Model.hosts_version``)."""
+        more = len(self.whos) - len(self.states)
+        if more > 0:
+            self.states += [None] * more
+            self.rank, self.job, self.host = (np.r_[a, np.zeros(more, np.int64)]
+                                              for a in (self.rank, self.job, self.host))
+            self.heard = np.r_[self.heard, np.zeros(more, bool)]
+        if hosts_version != self._hosts_version:
+            self._hosts_version = hosts_version
+            for w in np.flatnonzero(self.heard).tolist():
+                self.host[w] = self.host_number(self.states[w].host)  # type: ignore[union-attr]
+
+    def keep(self, w: int, state: RankState) -> None:
+        self.states[w] = state
+        self.rank[w], self.job[w] = state.rank, state.job
+        self.host[w] = self.host_number(state.host)
+        self.heard[w] = True
+
+    def host_number(self, host: str) -> int:
+        number = self._host_numbers.get(host)
+        if number is None:
+            number = self._host_numbers[host] = len(self.hosts)
+            self.hosts.append(host)
+        return number
 
 
 class _Arrived(NamedTuple):
@@ -242,10 +291,13 @@ class Model:
     """Everything the views need, updated from decoded protocol messages."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic,
-                 local_host: str | None = None) -> None:
+                 local_host: str | None = None, lanes: bool = True) -> None:
+        """``lanes``: keep each rank's completed ops for the timeline (``lanes()``); a model
+        nothing draws (``commviz stats``) needs none."""
         self.clock = clock
+        self.keeps_lanes = lanes
         self.local_host = nodes.hostname() if local_host is None else local_host
-        self._clock_samples: dict[str, collections.deque[Sample]] = {}
+        self._clock_samples: dict[str, Window] = {}  # per host, its round trips
         self._offsets: dict[str, Offset] = {}
         self.ranks: dict[int, RankState] = {}
         self.exit_codes: dict[int, int] = {}  # how ranks never heard from ended, as launched
@@ -264,6 +316,7 @@ class Model:
         # per job generation (job n at index n - 1): its incarnations by rank number
         self.jobs: list[dict[int, RankState]] = []
         self._incs: dict[tuple[int, int], RankState] = {}  # by (rank, inc), inc != 0
+        self._whos: _Whos | None = None  # the incarnations of the latest Records' table
         # op batches of incarnations not heard by heartbeat yet, and how many records
         self._unheard: dict[tuple[int, int], list[protocol.OpBatch]] = {}
         self._unheard_records = 0
@@ -336,9 +389,10 @@ class Model:
                     self._hold(msg)
             elif isinstance(msg, protocol.Heartbeat):
                 state = self._heartbeat(msg, now)
-                held = self._unheard.pop((msg.rank, msg.inc), [])
-                self._unheard_records -= sum(map(len, held))
-                batches += [self._arrived(b, state, now) for b in held]
+                if self._unheard:  # (seldom: a viewer started while the job ran)
+                    held = self._unheard.pop((msg.rank, msg.inc), [])
+                    self._unheard_records -= sum(map(len, held))
+                    batches += [self._arrived(b, state, now) for b in held]
             elif isinstance(msg, protocol.Bye):
                 state = self._state_of(msg.rank, msg.inc)
                 if state is not None:  # a goodbye of a process never heard says nothing
@@ -624,6 +678,14 @@ class Model:
         A message without ``inc`` (an older rank) is taken as from its rank number's."""
         return self._incs.get((rank, inc)) if inc else self._rank(rank)
 
+    def _hold_records(self, msg: Records, mine: np.ndarray) -> None:
+        """Hold the records ``mine`` picks of ``msg`` (one process's) as its batch."""
+        rank, inc = msg.whos[int(msg.who[np.argmax(mine)])]
+        cols = {c: v[mine] for c, v in msg.cols.items()}
+        self._hold(protocol.OpBatch(
+            rank, cols, {g: msg.groups[g] for g in _in_order(cols["gid"])},
+            {s: msg.sites[s] for s in _in_order(cols["site"])}, inc))
+
     def _hold(self, batch: protocol.OpBatch) -> None:
         """Keep a batch until its incarnation's heartbeat says which job it belongs to."""
         if self._unheard_records + len(batch) > UNHEARD_MAX:
@@ -652,17 +714,21 @@ class Model:
         s.backend, s.device = hb.backend, hb.device
         s.dropped, s.last_seen, s.exited = hb.dropped, now, False
         if hb.clock and hb.host != self.local_host:  # ranks of one host share its clock
-            samples = self._clock_samples.get(hb.host)
-            if samples is None:
-                samples = self._clock_samples[hb.host] = collections.deque(maxlen=WINDOW)
-            samples.extend(Sample(*row) for row in hb.clock)
-            est = estimate(samples)
+            window = self._clock_samples.get(hb.host)
+            if window is None:
+                window = self._clock_samples[hb.host] = Window()
+            for row in hb.clock:
+                window.add(Sample(*row))
+            est = window.estimate()
             if est is not None:
                 self._offsets[hb.host] = est
-        if hb.t_ns > 0 and (hb.host == self.local_host or hb.host in self._offsets):
+        if hb.t_ns > 0:
             # when it left its rank, on the viewer's clock (a host's of unknown offset: not
             # known; its clock may be seconds off)
-            self.newest_sent_ns = max(self.newest_sent_ns, hb.t_ns - self._offset_ns(s))
+            est = None if hb.host == self.local_host else self._offsets.get(hb.host)
+            if est is not None or hb.host == self.local_host:
+                shift = 0 if est is None else est.offset_ns  # as _offset_ns(s)
+                self.newest_sent_ns = max(self.newest_sent_ns, hb.t_ns - shift)
         if hb.telemetry:  # none in an identity read back from a recording's `rank` line
             s.telemetry.append((hb.t_ns - self._offset_ns(s), hb.telemetry))
         return s
@@ -778,35 +844,41 @@ class Model:
         present, first = np.unique(who, return_index=True)
         present = present[np.argsort(first)].tolist()  # the processes' order: their batches'
         now, newest = self.clock(), max(len(self.jobs), 1)
-        ranks, jobs, shifts, heard = [], [], [], []
-        for w in present:
-            rank, inc = msg.whos[w]
-            state = self._incs.get((rank, inc)) if inc else self._rank(rank)  # _state_of
-            if state is None:
-                mine = who == w
-                cols = {c: v[mine] for c, v in msg.cols.items()}
-                self._hold(protocol.OpBatch(
-                    rank, cols, {g: msg.groups[g] for g in _in_order(cols["gid"])},
-                    {s: msg.sites[s] for s in _in_order(cols["site"])}, inc))
-                ranks.append(-1)
-                jobs.append(0)
-                shifts.append(0)
-                heard.append(False)
-                continue
-            state.last_seen = now
-            ranks.append(rank)
-            jobs.append(state.job or newest)  # as _arrived
-            shifts.append(self._offset_ns(state))
-            heard.append(True)
+        known = self._whos
+        if known is None or known.whos is not msg.whos:
+            known = self._whos = _Whos(msg.whos)
+        known.grow(self.hosts_version)
         size = len(msg.whos)
+        rank_of, job_of, host_of = known.rank.copy(), known.job.copy(), known.host.copy()
+        heard_of = known.heard.copy()
+        states = known.states
+        live = [states[w] for w in present if states[w] is not None]
+        # the others (as _state_of): heard from since the last message, rank numbers
+        # without ``inc`` (whose incarnation may change), or not heard by heartbeat yet
+        at = np.asarray(present, np.int64)
+        for w in at[~heard_of[at]].tolist():
+            rank, inc = msg.whos[w]
+            state = self._incs.get((rank, inc)) if inc else self._rank(rank)
+            if state is None:  # held, as a batch of its own
+                self._hold_records(msg, who == w)
+                continue
+            if inc:  # this (rank, inc)'s for good: _incs never changes an entry
+                known.keep(w, state)
+            live.append(state)
+            heard_of[w] = True
+            rank_of[w], job_of[w] = rank, state.job or newest  # as _arrived
+            host_of[w] = known.host_number(state.host)
+        for state in live:
+            state.last_seen = now
+        shift_by_host = {host: est.offset_ns for host, est in self._offsets.items()}
+        shift_by_host[self.local_host] = 0  # as _offset_ns
+        shift_of = np.array([shift_by_host.get(h, 0) for h in known.hosts] or [0],
+                            np.int64)[host_of]  # (the rows of processes not heard: dropped)
         place = np.zeros(size, np.int64)
         place[present] = np.arange(len(present))
-        rank_of, job_of, shift_of = (np.zeros(size, np.int64) for _ in range(3))
-        rank_of[present], job_of[present], shift_of[present] = ranks, jobs, shifts
-        heard_of = np.zeros(size, bool)
-        heard_of[present] = heard
+        heard = heard_of[present]
         order = np.argsort(place[who], kind="stable")
-        if not all(heard):
+        if not heard.all():
             order = order[heard_of[who[order]]]
         if not len(order):
             return None
@@ -870,18 +942,24 @@ class Model:
                 self.site_of(site), flying.noted))
 
     def _count_per_rank(self, rows: dict[str, np.ndarray]) -> None:
-        """Each rank's counters and its latest op, from one sort of the round's rows."""
+        """Each rank's counters and its latest op (the latest t_end; of equal ones the
+        earliest row), counted per rank number rather than sorted (a round of 65,536 rows
+        of 1,024 ranks: a sort by three keys cost 40 times as much)."""
         ranks = rows["rank"]
-        # by rank, then t_end; of equal t_end the earliest row last: argmax's choice
-        order = np.lexsort((-np.arange(len(ranks)), rows["t_end"], ranks))
-        by_rank = ranks[order]
-        starts = np.flatnonzero(np.r_[True, by_rank[1:] != by_rank[:-1]])
-        last = order[np.r_[starts[1:], len(order)] - 1]
-        counts = np.diff(np.r_[starts, len(order)])
-        sums_in = np.add.reduceat(rows["bytes_in"][order], starts)
-        sums_out = np.add.reduceat(rows["bytes_out"][order], starts)
+        size = int(ranks.max()) + 1
+        counts = np.bincount(ranks, minlength=size)
+        present = np.flatnonzero(counts)
+        sums_in, sums_out = np.zeros(size, np.int64), np.zeros(size, np.int64)
+        np.add.at(sums_in, ranks, rows["bytes_in"])
+        np.add.at(sums_out, ranks, rows["bytes_out"])
+        latest = np.full(size, np.iinfo(np.int64).min)
+        np.maximum.at(latest, ranks, rows["t_end"])
+        at_latest = np.flatnonzero(rows["t_end"] == latest[ranks])  # ascending
+        _, first = np.unique(ranks[at_latest], return_index=True)
+        last = at_latest[first]
         for r, n, b_in, b_out, op, seq, peer, t_end, site in zip(
-                by_rank[starts].tolist(), counts.tolist(), sums_in.tolist(), sums_out.tolist(),
+                present.tolist(), counts[present].tolist(), sums_in[present].tolist(),
+                sums_out[present].tolist(),
                 *(rows[k][last].tolist() for k in ("op", "seq", "peer", "t_end", "site"))):
             state = self._rank(r)
             state.ops += n
@@ -904,7 +982,7 @@ class Model:
         they complete.
 
         What waits is kept sorted by (group, seq), in arrival order within each: a round
-        sorts only its own rows and inserts them, and only the instances it touched can have
+        sorts only its own rows and merges them in, and only the instances it touched can have
         completed, so it costs a pass over what waits rather than a sort of it (at a thousand
         ranks, a hundred thousand rows wait for the slowest rank).
         """
@@ -912,33 +990,45 @@ class Model:
             return
         new_key = (new["gkey"] << 40) | new["seq"]  # seq < 2**40, groups < 2**23
         order = np.argsort(new_key, kind="stable")
-        new, new_key = _take(new, order), new_key[order]
-        if len(self._coll_key):
-            at = np.searchsorted(self._coll_key, new_key, side="right")
-            rows = {k: np.insert(v, at, new[k]) for k, v in self._coll.items()}
-            key = np.insert(self._coll_key, at, new_key)
+        new_key = new_key[order]
+        # where each row of (waiting, new) goes among them merged, as indexes into both
+        # one after the other: the key is merged, and every other column taken once for the
+        # instances and once for what still waits, rather than inserted into first
+        waiting, old_key = self._coll, self._coll_key
+        if len(old_key):
+            at = np.searchsorted(old_key, new_key, side="right") + np.arange(len(new_key))
+            merged = np.empty(len(old_key) + len(new_key), np.int64)
+            merged[at] = order + len(old_key)
+            is_old = np.ones(len(merged), bool)
+            is_old[at] = False
+            merged[is_old] = np.arange(len(old_key))
+            key = np.empty(len(merged), np.int64)
+            key[at], key[is_old] = new_key, old_key
+            columns = {k: np.concatenate([waiting[k], v]) for k, v in new.items()}
         else:
-            rows, key = new, new_key
-        touched = np.unique(new_key)
+            merged, key, columns = order, new_key, new
+        touched = new_key[np.r_[True, new_key[1:] != new_key[:-1]]]
         lo = np.searchsorted(key, touched, side="left")
         counts = np.searchsorted(key, touched, side="right") - lo
         n = self._group_sizes[touched >> 40]
         complete = counts >= n
+        kept = merged
         if complete.any():
             counts, n = counts[complete], n[complete]
             members = np.repeat(lo[complete] - np.r_[0, np.cumsum(counts)[:-1]], counts) \
                 + np.arange(int(counts.sum()))
-            self._emit_instances(_take(rows, members), np.r_[0, np.cumsum(counts)[:-1]],
-                                 counts, np.ones(len(counts), bool), n)
-            keep = np.ones(len(key), bool)
-            keep[members] = False
-            rows, key = _take(rows, keep), key[keep]
+            self._emit_instances({k: v[merged[members]] for k, v in columns.items()},
+                                 np.r_[0, np.cumsum(counts)[:-1]], counts,
+                                 np.ones(len(counts), bool), n)
+            rest = np.ones(len(key), bool)
+            rest[members] = False
+            kept, key = merged[rest], key[rest]
         extra = len(key) - PENDING_MAX
         if extra > 0:
             self.evicted += extra
-            kept = np.sort(np.argsort(rows["t_end"], kind="stable")[extra:])
-            rows, key = _take(rows, kept), key[kept]
-        self._coll, self._coll_key = rows, key
+            newest = np.sort(np.argsort(columns["t_end"][kept], kind="stable")[extra:])
+            kept, key = kept[newest], key[newest]
+        self._coll, self._coll_key = {k: v[kept] for k, v in columns.items()}, key
 
     def _emit_instances(self, rows: dict[str, np.ndarray], starts: np.ndarray,
                         counts: np.ndarray, complete: np.ndarray, n: np.ndarray) -> None:
@@ -1088,16 +1178,23 @@ class Model:
         A lane keeps the last SEGMENTS_MAX to 2 x SEGMENTS_MAX rows appended (matching
         rounds come in time order); what it drops moves the rank's horizon.
         """
-        if not len(ranks):
+        if not len(ranks) or not self.keeps_lanes:
             return
         ready = np.minimum(np.maximum(ready, t_start), t_end)
-        segs = np.stack([ops.astype(np.int64), t_start, ready, t_end, gkeys], axis=1)
-        for rank, idx in _positions_by_value(ranks):
-            if len(idx) > SEGMENTS_MAX:
-                self._drop(rank, t_end[idx[:-SEGMENTS_MAX]])
-                idx = idx[-SEGMENTS_MAX:]
-            lane, n = self._lanes.get(rank, (np.empty((0, LANE_COLUMNS), np.int64), 0))
-            m = len(idx)
+        # by rank, each rank's rows in their order: a slice of them a lane
+        order = np.argsort(ranks, kind="stable")
+        segs = np.stack([ops.astype(np.int64), t_start, ready, t_end, gkeys], axis=1)[order]
+        counts = np.bincount(ranks)
+        present = np.flatnonzero(counts)
+        ends = np.cumsum(counts)[present]
+        lanes = self._lanes
+        for rank, lo, hi in zip(present.tolist(), (ends - counts[present]).tolist(),
+                                ends.tolist()):
+            if hi - lo > SEGMENTS_MAX:
+                self._drop(rank, segs[lo:hi - SEGMENTS_MAX, 3])
+                lo = hi - SEGMENTS_MAX
+            lane, n = lanes.get(rank, _NO_LANE)
+            m = hi - lo
             if n + m > len(lane) and len(lane) < 2 * SEGMENTS_MAX:  # grow: small jobs stay small
                 size = min(2 * SEGMENTS_MAX, max(64, 2 * (n + m)))
                 lane = np.concatenate([lane[:n], np.empty((size - n, LANE_COLUMNS), np.int64)])
@@ -1106,9 +1203,8 @@ class Model:
                 self._drop(rank, lane[:n - keep, 3])
                 lane[:keep] = lane[n - keep:n]
                 n = keep
-            # "clip" lets take write straight into the lane (the indexes are all valid)
-            np.take(segs, idx, axis=0, out=lane[n:n + m], mode="clip")
-            self._lanes[rank] = (lane, n + m)
+            lane[n:n + m] = segs[lo:hi]
+            lanes[rank] = (lane, n + m)
 
     def _drop(self, rank: int, t_end: np.ndarray) -> None:
         """Note that a rank's lane no longer shows anything that ended by these t_end."""
@@ -1175,18 +1271,12 @@ def _keyed(job: np.ndarray, code: np.ndarray, key: Callable[[int, int], int]) ->
     """Each row's model key of its (job, code): ``key(job, code)`` called once a pair, in the
     order the pairs first come."""
     pair = job << 32 | code
+    if len(pair) and pair.min() == pair.max():  # the usual message: one group, one site
+        p = int(pair[0])
+        return np.full(len(pair), key(p >> 32, p & 0xFFFFFFFF), np.int64)
     uniq, first, inverse = np.unique(pair, return_index=True, return_inverse=True)
     keys = np.empty(len(uniq), np.int64)
     for i in np.argsort(first).tolist():
         p = int(uniq[i])
         keys[i] = key(p >> 32, p & 0xFFFFFFFF)
     return keys[inverse.reshape(-1)]
-
-
-def _positions_by_value(values: np.ndarray) -> list[tuple[int, np.ndarray]]:
-    """(value, positions) per distinct non-negative value: masks for a few, one sort for many."""
-    present = np.flatnonzero(np.bincount(values)).tolist()
-    if len(present) <= 16:
-        return [(v, np.flatnonzero(values == v)) for v in present]
-    order = np.argsort(values, kind="stable")
-    return list(zip(present, np.split(order, np.flatnonzero(np.diff(values[order])) + 1)))

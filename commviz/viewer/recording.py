@@ -372,18 +372,42 @@ class _Tables:
 
 
 class _Ops:
-    """A run of op records of a compact recording (``compact.COLUMNS``, numbered by the
-    reader's ``_Tables``)."""
+    """A run of op records of a compact recording: rows ``lo:hi`` of its chunk's columns
+    (``compact.COLUMNS``, numbered by the reader's ``_Tables``), sliced only when read (a
+    chunk of a 1,024-rank recording has thousands of runs between its heartbeats)."""
+
+    def __init__(self, chunk: _ChunkColumns, lo: int = 0, hi: int | None = None) -> None:
+        self.chunk, self.lo = chunk, lo
+        self.hi = chunk.size if hi is None else hi
+
+    @property
+    def cols(self) -> dict[str, np.ndarray]:
+        if self.lo == 0 and self.hi == self.chunk.size:
+            return self.chunk.cols
+        return {k: v[self.lo:self.hi] for k, v in self.chunk.cols.items()}
+
+    def __len__(self) -> int:
+        return self.hi - self.lo
+
+    def completed(self) -> _Ops:
+        done = self.chunk.done_before
+        if done is None or done[self.hi] - done[self.lo] == self.hi - self.lo:
+            return self
+        cols = self.cols
+        kept = cols["t_end"] >= 0
+        return _Ops(_ChunkColumns({k: v[kept] for k, v in cols.items()}))
+
+
+class _ChunkColumns:
+    """A chunk's op records in columns, and how many of them had ended before each row
+    (None: all of them)."""
 
     def __init__(self, cols: dict[str, np.ndarray]) -> None:
         self.cols = cols
-
-    def __len__(self) -> int:
-        return len(self.cols["id"])
-
-    def completed(self) -> _Ops:
-        done = self.cols["t_end"] >= 0
-        return self if done.all() else _Ops({k: v[done] for k, v in self.cols.items()})
+        self.size = len(cols["id"])
+        ended = cols["t_end"] >= 0
+        self.done_before: list[int] | None = None if ended.all() else \
+            np.r_[0, np.cumsum(ended)].tolist()
 
 
 def _compact_items(path: str | Path, cut: list[int] | None,
@@ -402,10 +426,10 @@ def _chunk_items(path: str | Path, chunk: compact.Chunk, tables: _Tables, first:
     """The lines of one chunk (``first``: the recording's first, whose first line is the
     header), each with where it is; its op records as runs of columns."""
     where = f"{path}: chunk at byte {chunk.offset}"
-    cols, at = tables.take(chunk), 0
+    cols, at = _ChunkColumns(tables.take(chunk)), 0
     for item in chunk.lines[1:] if first else chunk.lines:
-        if isinstance(item, int):
-            yield where, _Ops({c: v[at:at + item] for c, v in cols.items()})
+        if type(item) is int:
+            yield where, _Ops(cols, at, at + item)
             at += item
         elif item.get("kind") in ("op", "running", "group"):
             raise RecordingError(f"{where}: an {item.get('kind')} line among the "
@@ -488,15 +512,24 @@ class _Reading:
                 self.pending = _ColumnPending(tables, self.records)
             run = obj if playback else obj.completed()
             if len(run):
-                who = run.cols["who"]
                 if len(self._with_ops) < len(tables.who):
                     self._with_ops = np.r_[self._with_ops,
                                            np.zeros(len(tables.who) - len(self._with_ops), bool)]
-                self._with_ops[who] = True
+                self._with_ops[run.chunk.cols["who"][run.lo:run.hi]] = True
                 self.pending.add(run)
                 yield from self.pending.full()
             return
         kind = obj.get("kind")
+        if kind == "tel":  # the most common line by far (at 1,024 ranks, 2,000 a second)
+            ident = self.ranks.get((obj["rank"], obj.get("inc", 0))) \
+                if playback or obj.get("clk") else None
+            if ident is not None:
+                yield _identity(ident, obj["t_ns"], obj["dropped"],
+                                tuple(map(tuple, obj.get("clk", ()))),
+                                _telemetry(obj) if playback else {})
+            elif self.lines is not None and kind in self.lines:
+                self.lines[kind].append({k: v for k, v in obj.items() if k != "kind"})
+            return
         if kind in ("rank", "bye", "gone"):  # they begin and end incarnations: earlier ops first
             yield from self.pending.all()
         if kind == "running" and playback:
@@ -516,11 +549,6 @@ class _Reading:
         elif kind == "rank":
             self.ranks[(obj["rank"], obj.get("inc", 0))] = obj
             yield _identity(obj, 0, 0, ())
-        elif (kind == "tel" and (playback or obj.get("clk"))
-              and (obj["rank"], obj.get("inc", 0)) in self.ranks):
-            yield _identity(self.ranks[(obj["rank"], obj.get("inc", 0))], obj["t_ns"],
-                            obj["dropped"], tuple(tuple(row) for row in obj.get("clk", ())),
-                            _telemetry(obj) if playback else {})
         elif kind == "bye":  # the model's job generations end with their goodbyes
             yield protocol.Bye(obj["rank"], obj["t_ns"], obj["dropped"], obj.get("inc", 0))
         elif kind == "gone":  # a harvester's notice: how the run ended is told from these
@@ -761,18 +789,22 @@ class _ColumnPending:
     def __init__(self, tables: _Tables, records: bool = False) -> None:
         self._tables = tables
         self._cut = _records if records else _split
-        self._runs: list[dict[str, np.ndarray]] = []
+        self._runs: list[_Ops] = []
         self._n = 0
 
     def add(self, run: _Ops) -> None:
-        self._runs.append(run.cols)
+        runs = self._runs
+        if runs and runs[-1].chunk is run.chunk and runs[-1].hi == run.lo:
+            runs[-1] = _Ops(run.chunk, runs[-1].lo, run.hi)  # the next rows: one slice
+        else:
+            runs.append(run)
         self._n += len(run)
 
     def full(self) -> Iterator[protocol.OpBatch]:
         while self._n >= protocol.MAX_BATCH:
             cols = self._joined()
             rest = {k: v[protocol.MAX_BATCH:] for k, v in cols.items()}
-            self._runs, self._n = [rest], self._n - protocol.MAX_BATCH
+            self._runs, self._n = [_Ops(_ChunkColumns(rest))], self._n - protocol.MAX_BATCH
             yield from self._cut({k: v[:protocol.MAX_BATCH] for k, v in cols.items()},
                                  self._tables)
 
@@ -784,8 +816,9 @@ class _ColumnPending:
 
     def _joined(self) -> dict[str, np.ndarray]:
         if len(self._runs) == 1:
-            return self._runs[0]
-        return {k: np.concatenate([r[k] for r in self._runs]) for k in self._runs[0]}
+            return self._runs[0].cols
+        runs = [r.cols for r in self._runs]
+        return {k: np.concatenate([r[k] for r in runs]) for k in runs[0]}
 
 
 def _split(cols: dict[str, np.ndarray], tables: _Tables) -> Iterator[protocol.OpBatch]:

@@ -92,6 +92,62 @@ def estimate(samples: Iterable[Sample]) -> Offset | None:
     return Offset((lo + hi) // 2, (hi - lo + 1) // 2, valid)
 
 
+def _delay(s: Sample) -> int:
+    return (s[3] - s[0]) - (s[2] - s[1])
+
+
+def _valid(s: Sample) -> bool:
+    """Whether a round trip bounds the offset (as ``estimate`` counts it)."""
+    return s[3] - s[0] >= s[2] - s[1] and s[3] >= s[0]
+
+
+class Window:
+    """The last ``WINDOW`` samples of a host and their ``estimate``, kept as samples come:
+    the viewer estimates at every heartbeat with round trips (at 1,024 ranks, 2,000 a
+    second; ``commviz stats`` at every one a recording holds), and a new sample changes the
+    narrowest bound only if it is narrower, or if it pushes the narrowest out."""
+
+    def __init__(self, size: int = WINDOW) -> None:
+        self.samples: collections.deque[Sample] = collections.deque(maxlen=size)
+        self._best: Sample | None = None  # the first of the narrowest valid samples
+        self._least = 0  # its delay
+        self._valid = 0
+        self._offset: Offset | None = None  # the estimate, kept until best or valid change
+        self._offset_of: Sample | None = None  # the best it was made of
+
+    def add(self, sample: Sample) -> None:
+        samples = self.samples
+        gone = samples[0] if len(samples) == samples.maxlen else None
+        samples.append(sample)
+        if gone is not None and _valid(gone):
+            self._valid -= 1
+        t1, t2, t3, t4 = sample
+        delay = (t4 - t1) - (t3 - t2)
+        valid = delay >= 0 and t4 >= t1  # as estimate counts it
+        self._valid += valid
+        if gone is not None and gone is self._best:  # the narrowest left: the next narrowest
+            self._best = None
+            for s in samples:
+                if _valid(s) and (self._best is None or _delay(s) < self._least):
+                    self._best, self._least = s, _delay(s)
+        elif valid and (self._best is None or delay < self._least):
+            self._best, self._least = sample, delay
+        if self._offset is not None and (self._best is not self._offset_of
+                                         or self._valid != self._offset.samples):
+            self._offset = None  # made again when asked
+
+    def estimate(self) -> Offset | None:
+        """``estimate(self.samples)``."""
+        best = self._best
+        if best is None:
+            return None
+        if self._offset is None:
+            lo, hi = best.t1 - best.t2, best.t4 - best.t3
+            self._offset = Offset((lo + hi) // 2, (hi - lo + 1) // 2, self._valid)
+            self._offset_of = best
+        return self._offset
+
+
 def clock_addr(events_addr: str) -> str | None:
     """The clock channel of a viewer (or a relay) whose events go to ``events_addr``: port + 1
     on tcp, the path with ``.clock`` added on ipc (a relay's ranks may connect there)."""

@@ -130,11 +130,8 @@ class Stragglers:
                  counts: np.ndarray, failed: np.ndarray) -> None:
         """The instances just matched (``Model.on_collectives``), with their rows' sizes and
         whether a rank failed in each."""
-        run = np.repeat(np.arange(len(starts)), counts)
         t0 = rows["t_start"]
-        order = np.lexsort((t0, run))  # within each instance, by arrival
-        ends = starts + counts - 1
-        last_i, second_i = order[ends], order[np.maximum(ends - 1, starts)]
+        last_i, second_i = last_two(t0, starts, counts)
         lateness = t0[last_i] - t0[second_i]
         transfer = np.maximum.reduceat(rows["t_end"], starts) - t0[last_i]
         sizes = row_sizes[starts]
@@ -261,6 +258,23 @@ def named_yet(s: _Streak) -> bool:
     """Whether a streak makes its rank a straggler: STRAGGLER_AFTER late episodes in a row,
     over STRAGGLER_SPAN_NS at least."""
     return s.late >= STRAGGLER_AFTER and s.until_ns - s.since_ns >= STRAGGLER_SPAN_NS
+
+
+def last_two(t0: np.ndarray, starts: np.ndarray, counts: np.ndarray
+             ) -> tuple[np.ndarray, np.ndarray]:
+    """Per instance (rows ``starts[i]`` on, ``counts[i]`` of them), its last arrival and the
+    one before (the same row for an instance of one), as a stable sort by ``t0`` within
+    each would order them (of equal times the later row last), without the sort."""
+    at = np.arange(len(t0))
+
+    def latest(times: np.ndarray) -> np.ndarray:  # each instance's last row of its latest time
+        top = np.repeat(np.maximum.reduceat(times, starts), counts)
+        return np.maximum.reduceat(np.where(times == top, at, -1), starts)
+
+    last = latest(t0)
+    rest = t0.copy()
+    rest[last] = np.iinfo(np.int64).min
+    return last, latest(rest)
 
 
 def _late_threshold(durations: Iterable[int]) -> float:
