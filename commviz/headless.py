@@ -209,8 +209,16 @@ class _Printer:
             nccl = self.session.nccl.init_summary()
             if nccl is not None:
                 print(nccl, file=self.out)
+                self._fabric()
                 self.nccl_said = True
         self.out.flush()
+
+    def _fabric(self) -> None:
+        """After NCCL's init line: the wires it named (InfiniBand or RoCE, GPUDirect RDMA)."""
+        fabric = self.session.nccl.fabric()
+        if fabric is not None:
+            print(f"{i18n.ui('fabric', self.lang)}: {text.fabric_line(fabric, self.lang)}",
+                  file=self.out)
 
     def findings_held(self) -> None:
         """The findings that still held at the end, causes first: a job's own output (a
@@ -228,6 +236,7 @@ class _Printer:
         nccl = None if self.nccl_said else self.session.nccl.init_summary(final=True)
         if nccl is not None:
             print(nccl, file=self.out)
+            self._fabric()
         print(file=self.out)
         model = self.session.model
         clocks = model.clock_offsets()

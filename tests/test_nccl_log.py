@@ -135,3 +135,30 @@ def test_garbled_lines_never_break_it():
     ("SHM/direct/direct", "SHM"), ("NET/IB/0/GDRDMA", "NET/IB"), ("NET/Socket/3", "NET/Socket")])
 def test_transport_kind(via, kind):
     assert transport_kind(via) == kind
+
+
+def test_the_fabric_from_nccls_own_words():
+    """InfiniBand or RoCE per NIC (their link-layer tag: both are NCCL's IB transport),
+    GPUDirect RDMA, PXN, sockets, and a job within one node, as the views word them."""
+    from commviz.viewer.plain_text import fabric_line
+
+    ib = _read("two_nodes_ib.log").fabric()
+    assert (ib.inter, ib.intra, ib.gdr, ib.pxn) == (("NET/IB",), ("P2P/IPC", "SHM"), True, False)
+    assert ib.layers() == {"IB": ["mlx5_0", "mlx5_1"]}
+    assert fabric_line(ib) == ("inter-node: InfiniBand (mlx5_0, mlx5_1) · GPUDirect RDMA · "
+                               "NET/IB · intra-node: P2P/IPC, SHM")
+    roce = _read("two_nodes_roce_pxn.log").fabric()
+    assert roce.layers() == {"RoCE": ["mlx5_10", "mlx5_11"]} and roce.gdr and roce.pxn
+    assert fabric_line(roce) == ("inter-node: RoCE (mlx5_10, mlx5_11) · GPUDirect RDMA · "
+                                 "PXN (through a node-mate's NIC) · NET/IB · "
+                                 "intra-node: P2P/CUMEM")
+    assert fabric_line(roce, "pt").startswith("entre nós: RoCE (mlx5_10, mlx5_11)")
+    sock = _read("two_nodes_socket.log").fabric()
+    assert (sock.inter, sock.gdr, sock.pxn) == (("NET/Socket",), False, False)
+    assert fabric_line(sock) == "inter-node: TCP (eth0, eth1) · NET/Socket · intra-node: SHM"
+    one = _read("two_gpus.log").fabric()
+    assert fabric_line(one, "es") == "ninguna conexión entre nodos · dentro del nodo: P2P/CUMEM"
+    # without NCCL's lines: how to get them, never a guess
+    assert _read("garbled.log").fabric() is None
+    assert fabric_line(None) == ("not in NCCL's log (run with NCCL_DEBUG=INFO to see its "
+                                 "transports and NICs)")

@@ -32,6 +32,9 @@ def test_headless_run_with_nccl_debug_reads_nccl_and_passes_output_on(procs):
     assert proc.err == ["replay: done"]
     ours = [line.removeprefix(PREFIX) for line in proc.out if line.startswith(PREFIX)]
     assert ours.count(SUMMARY) == 1
+    # and the wires it named, right after
+    fabric = ours.index(SUMMARY) + 1
+    assert ours[fabric] == "fabric: no connection between nodes · intra-node: P2P/CUMEM"
 
 
 def test_headless_run_without_nccl_debug_leaves_the_output_alone(procs):

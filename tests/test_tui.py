@@ -1991,12 +1991,15 @@ def test_an_nccl_operation_says_which_algorithm_nccls_log_reported_or_why_not() 
                   for m in scripted_all_reduce(world=2, nbytes=4096)])
     log = NcclLog()
     assert UNKNOWN_NO_LOG in inside(session.model, "en", nccl=log).plain
+    assert "fabric  not in NCCL's log (run with NCCL_DEBUG=INFO" in \
+        inside(session.model, "en", nccl=log).plain
     assert "algoritmo desconhecido (rode com NCCL_DEBUG=INFO" in \
         inside(session.model, "pt", nccl=log).plain
     for line in (Path(__file__).parent / "data/nccl/two_gpus.log").read_text().splitlines():
         log.feed(line)
     text = inside(session.model, "en", nccl=log).plain
     assert "nccl ring · 2 ranks" in text and "NCCL  algorithm: Tree/LL128 (from NCCL's log)" in text
+    assert "fabric  no connection between nodes · intra-node: P2P/CUMEM" in text
     assert "NCCL  algoritmo: Tree/LL128 (do log do NCCL)" in \
         inside(session.model, "pt", nccl=log).plain
     gloo = FakeSession()

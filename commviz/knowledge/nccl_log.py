@@ -38,6 +38,16 @@ _TREE = re.compile(r"\[(\d+)\] (-?\d+)/(-?\d+)/(-?\d+)->(\d+)->(-?\d+)")
 _CHANNELS = re.compile(r"(\d+) coll channels, (?:(\d+) collnet channels, )?"
                        r"(?:(\d+) nvls channels, )?(\d+) p2p channels")
 _NETWORK = re.compile(r"^Using network (\S+)")
+# the NICs a process uses: ``NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/RoCE [RO]; OOB ...``
+# (a port's link layer: RoCE and InfiniBand share NCCL's IB transport, only this tells them
+# apart), ``NET/Socket : Using [0]eth0:10.1.2.7<0>``
+_NET_USING = re.compile(r"^NET/(IB|Socket) : Using (.*?)(?:;|$)")
+_IB_NIC = re.compile(r"\[\d+\]([\w.-]+):\d+/(IB|RoCE)\b")
+_SOCKET_NIC = re.compile(r"\[\d+\]([\w.-]+):")
+_GDR_HCA = re.compile(r"^NET/IB : GPU Direct RDMA Enabled for HCA \d+ '([^']+)'")
+# a network connection's text after ``via``: ``NET/IB/0/GDRDMA``; ``NET/IB/0(5)/...``: sent
+# through rank 5 of the node, PXN (src/transport/net.cc)
+_NET_VIA = re.compile(r"^NET/\w+/\d+(\(\d+\))?(/GDRDMA)?")
 _COLL = re.compile(r"^(\w+): opCount ([0-9a-fA-F]+) sendbuff \S+ recvbuff \S+ count (\d+) "
                    r"datatype (\d+) op (\d+) root (-?\d+) comm (\S+) \[nranks=(\d+)")
 _TUNING = re.compile(r"^(?:(\w+): )?(\d+) Bytes -> Algo (\w+) proto (\w+)"
@@ -110,6 +120,8 @@ class ProcFacts:
     pid: int
     cuda_dev: int | None = None
     network: str | None = None
+    nics: dict[str, str] = field(default_factory=dict)  # NIC -> IB, RoCE or Socket
+    gdr_hcas: set[str] = field(default_factory=set)     # HCAs it said GPUDirect RDMA is on for
     comms: dict[str, Comm] = field(default_factory=dict)  # by pointer
     current: dict[int, str] = field(default_factory=dict)  # thread -> comm it initialises
     # thread -> what it printed before naming its communicator (old NCCL names it last)
@@ -140,6 +152,28 @@ class Link:
     kind: str               # P2P/IPC, P2P/CUMEM, SHM, NET/IB, NET/Socket...
     detail: str             # NCCL's text: P2P/IPC/read, NET/IB/0/GDRDMA...
     channels: int           # channels using this connection
+
+
+@dataclass(frozen=True)
+class Fabric:
+    """The job's wires as NCCL named them (``NcclLog.fabric``): the transports within a node
+    (P2P/CUMEM, P2P/IPC, SHM) and between nodes (NET/IB, NET/Socket), each NIC with its link
+    layer (IB, RoCE, Socket), whether GPUDirect RDMA is on (a ``/GDRDMA`` connection, or an
+    HCA NCCL said it is enabled for), and whether PXN relays a connection through a node-mate
+    (a ``NET/IB/0(5)`` connection)."""
+
+    intra: tuple[str, ...]
+    inter: tuple[str, ...]
+    nics: tuple[tuple[str, str], ...]
+    gdr: bool
+    pxn: bool
+
+    def layers(self) -> dict[str, list[str]]:
+        """The NICs by link layer: {"RoCE": ["mlx5_0", "mlx5_1"]}."""
+        out: dict[str, list[str]] = {}
+        for nic, layer in self.nics:
+            out.setdefault(layer, []).append(nic)
+        return out
 
 
 class NcclLog:
@@ -213,6 +247,13 @@ class NcclLog:
             comm.nvls_channels = int(m.group(3)) if m.group(3) else comm.nvls_channels
         elif (m := _NETWORK.match(msg)) is not None:
             proc.network = m.group(1)
+        elif (m := _NET_USING.match(msg)) is not None:
+            if m.group(1) == "IB":
+                proc.nics.update(_IB_NIC.findall(m.group(2)))
+            else:
+                proc.nics.update((nic, "Socket") for nic in _SOCKET_NIC.findall(m.group(2)))
+        elif (m := _GDR_HCA.match(msg)) is not None:
+            proc.gdr_hcas.add(m.group(1))
         elif (m := _VERSION.search(msg)) is not None:
             self.version = m.group(1)
 
@@ -337,6 +378,26 @@ class NcclLog:
                 for comm in proc.comms.values():
                     seen.setdefault(comm.comm_id or f"{key}:{comm.ptr}", comm)
             return sorted(seen.values(), key=lambda c: -c.nranks)
+
+    def fabric(self) -> Fabric | None:
+        """The wires NCCL said it uses, over every communicator and process; None when it
+        printed no connection and no NIC (no log, or a log without INIT lines)."""
+        with self._lock:
+            vias = [via for proc in self.procs.values() for comm in proc.comms.values()
+                    for linked in comm.links.values() for via in linked]
+            vias += [via for proc in self.procs.values() for comm in proc.pending.values()
+                     for linked in comm.links.values() for via in linked]
+            nics = {nic: layer for proc in self.procs.values() for nic, layer in proc.nics.items()}
+            gdr_hcas = {h for proc in self.procs.values() for h in proc.gdr_hcas}
+        if not vias and not nics:
+            return None
+        kinds = {transport_kind(v) for v in vias}
+        nets = [m for m in map(_NET_VIA.match, vias) if m is not None]
+        return Fabric(intra=tuple(sorted(k for k in kinds if not k.startswith("NET/"))),
+                      inter=tuple(sorted(k for k in kinds if k.startswith("NET/"))),
+                      nics=tuple(sorted(nics.items())),
+                      gdr=any(m.group(2) for m in nets) or bool(gdr_hcas),
+                      pxn=any(m.group(1) for m in nets))
 
     def init_summary(self, final: bool = False) -> str | None:
         """One line on what NCCL reported at init, once a communicator has completed its init

@@ -8,6 +8,7 @@ import unicodedata
 from typing import Any
 
 from commviz.knowledge.bandwidth import gbps_text
+from commviz.knowledge.nccl_log import Fabric
 from commviz.launch.launcher import signal_name
 from commviz.text import i18n
 from commviz.text.i18n import N_
@@ -202,6 +203,34 @@ def event_line(key: str, fields: dict[str, Any], lang: str = "en") -> str:
     if key == "rank ended":  # as torchrun's summary gave it: killed (SIGTERM), exit 1
         fields = {**fields, "end": process_end(fields["code"], lang)}
     return i18n.ui(key, lang).format(**fields)
+
+
+# a NIC's link layer as NCCL prints it -> its common name
+_LINK_LAYERS = {"IB": "InfiniBand", "RoCE": "RoCE", "Socket": "TCP"}
+
+
+def fabric_line(fabric: Fabric | None, lang: str = "en") -> str:
+    """The job's wires as NCCL named them, in one line: ``inter-node: RoCE (mlx5_0, mlx5_1)
+    · GPUDirect RDMA · NET/IB · intra-node: P2P/CUMEM``; without a log, how to get one."""
+    ui = functools.partial(i18n.ui, lang=lang)
+    if fabric is None:
+        return ui("fabric unknown")
+    parts = []
+    if fabric.inter:
+        nics = [f"{_LINK_LAYERS.get(layer, layer)} ({', '.join(names)})"
+                for layer, names in fabric.layers().items()]
+        parts.append(ui("fabric inter").format(", ".join(nics or fabric.inter)))
+        if fabric.gdr:
+            parts.append(ui("fabric gdr"))
+        if fabric.pxn:
+            parts.append(ui("fabric pxn"))
+        if nics:
+            parts.append(", ".join(fabric.inter))
+    else:
+        parts.append(ui("fabric one node"))
+    if fabric.intra:
+        parts.append(ui("fabric intra").format(", ".join(fabric.intra)))
+    return " · ".join(parts)
 
 
 def duration(ns: float) -> str:

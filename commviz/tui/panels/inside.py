@@ -89,7 +89,8 @@ def inside(model: Model, lang: str = "en", frame: AnimFrame | None = None,
         if not isinstance(drawing, Scaled):
             return Text(f"{inst.op}: {i18n.ui('backend unknown', lang)}", style="dim")
         current = frame.step if frame is not None else len(drawing.steps) - 1
-        return _at_scale(drawing, inst, current, lang, rows)
+        fabric = _fabric_text(nccl, lang) if backend == "nccl" and nccl is not None else None
+        return _at_scale(drawing, inst, current, lang, rows, fabric)
     try:
         sched = schedules.schedule(inst.op, backend, n, inst.size, _root_of(inst))
     except ValueError as exc:
@@ -97,8 +98,9 @@ def inside(model: Model, lang: str = "en", frame: AnimFrame | None = None,
     current = frame.step if frame is not None else len(sched.steps) - 1
     nccl_text = _nccl_text(nccl, inst.op, inst.size, n, lang) \
         if backend == "nccl" and nccl is not None else None
-    draw = functools.partial(_collective, sched, inst, backend, fit, nccl_text, current, lang,
-                             width or GRID_MAX_W)
+    fabric = _fabric_text(nccl, lang) if backend == "nccl" and nccl is not None else None
+    draw = functools.partial(_collective, sched, inst, backend, fit, nccl_text, fabric, current,
+                             lang, width or GRID_MAX_W)
     out = draw(False, MAX_STEPS_SHOWN)
     if rows is not None and text_rows(out, width or GRID_MAX_W) > rows:
         for steps in range(MAX_STEPS_SHOWN, 0, -1):
@@ -109,16 +111,19 @@ def inside(model: Model, lang: str = "en", frame: AnimFrame | None = None,
 
 
 def _at_scale(drawing: Scaled, inst: Instance, current: int, lang: str,
-              rows: int | None) -> Text:
-    """``inside`` of a large group's op: its measured time, its drawing as nodes (what it
-    assumes, each phase and the real steps it compresses), the drawn step shown and the hops
-    it uses; the cost model is fitted on groups up to REPLAY_RANKS_MAX ranks only."""
+              rows: int | None, fabric: str | None = None) -> Text:
+    """``inside`` of a large group's op: its measured time, the wires NCCL named
+    (``fabric``), its drawing as nodes (what it assumes, each phase and the real steps it
+    compresses), the drawn step shown and the hops it uses; the cost model is fitted on
+    groups up to REPLAY_RANKS_MAX ranks only."""
     ui = functools.partial(i18n.ui, lang=lang)
     out = Text(f"{op_described(inst, lang)} · {scaled_algorithm(drawing, lang)} · "
                f"S = {bytes_text(inst.size, lang)}\n", style="bold")
     times = f"{ui('time')} {text.duration(inst.time_ns)} · " \
         f"{ui('log skew')} {text.duration(inst.skew_ns)}"
     out.append(f"{ui('measured')}  {i18n.number(times, lang)}\n")
+    if fabric is not None:
+        out.append(f"{ui('fabric')}  {fabric}\n")
     out.append(f"{ui('cost')}  {ui('no cost at scale').format(most=REPLAY_RANKS_MAX)}\n",
                style="dim")
     out.append(f"{ui('schematic')}  {scaled_replay.note(drawing, lang)}\n", style="italic dim")
@@ -184,10 +189,11 @@ def ring_demo_round(members: Sequence[Instance], lang: str) -> Text:
 
 
 def _collective(sched: schedules.Schedule, inst: Instance, backend: str,
-                fit: costmodel.Fit | None, nccl_text: str | None, current: int, lang: str,
-                width: int, brief: bool, steps: int) -> Text:
-    """``inside`` of a collective: ``brief``, without its cost model and schematic note;
-    ``steps``, at most that many around the ``current`` one."""
+                fit: costmodel.Fit | None, nccl_text: str | None, fabric: str | None,
+                current: int, lang: str, width: int, brief: bool, steps: int) -> Text:
+    """``inside`` of a collective: ``brief``, without its cost model, the wires NCCL named
+    (``fabric``) and its schematic note; ``steps``, at most that many around the ``current``
+    one."""
     out, n = Text(), len(inst.group)
     algorithm = i18n.ui("algorithm", lang).format(
         backend=backend, algorithm=schedule_notes.algorithm(sched, lang))
@@ -200,6 +206,8 @@ def _collective(sched: schedules.Schedule, inst: Instance, backend: str,
         _cost_line(out, sched, inst, fit, lang)
     if nccl_text is not None:
         out.append(f"NCCL  {nccl_text}\n", style="bold")
+    if fabric is not None and not brief:
+        out.append(f"{i18n.ui('fabric', lang)}  {fabric}\n")
     if not brief:
         out.append(f"{i18n.ui('schematic', lang)}  {schedule_notes.note(sched, lang)}\n",
                    style="italic dim")
@@ -228,6 +236,11 @@ def text_rows(shown: Text, width: int) -> int:
 @functools.cache
 def _measuring_console() -> Console:
     return Console(file=io.StringIO(), width=GRID_MAX_W, color_system=None)
+
+
+def _fabric_text(nccl: Any, lang: str) -> str:
+    """The wires NCCL's log named, or how to get them (``plain_text.fabric_line``)."""
+    return text.fabric_line(nccl.fabric(), lang)
 
 
 def _nccl_text(nccl: Any, op: str, size: int, n: int, lang: str) -> str:
