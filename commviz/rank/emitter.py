@@ -143,6 +143,10 @@ class Emitter:
         self.sites: dict[int, tuple[str, int]] = {}
         self.ring: ring.RingWriter | None = None
         self._ring_ident: tuple | None = None  # the identity last noted in the ring
+        # heartbeats handed to the socket: the ring notes that the viewer has one (so a
+        # harvester need not tell who this rank is) only at the second, since a process
+        # killed a moment after handing one over takes it along, as it does its last batches
+        self._beats = 0
         self.dropped = 0
         self.sent = 0
         self.batches = 0  # ops batches sent: the last one's number (OpBatch.n)
@@ -444,7 +448,9 @@ class Emitter:
                 self._ring_ident = noted
                 self.ring.note_identity(rank, world, backend, device, nodes.hostname(), job)
             if beat:
-                self.ring.note_heartbeat()
+                self._beats += 1
+                if self._beats >= 2:
+                    self.ring.note_heartbeat()
         sent = self._topology_sent
         if sent is None or sent[0] != device or time.monotonic() - sent[1] >= TOPOLOGY_EVERY_S:
             self._send(sock, protocol.encode_topology(rank, nodes.hostname(),
