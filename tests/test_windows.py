@@ -43,11 +43,16 @@ def _play(rng: random.Random, windows: Windows, deques: dict, steps: int,
             windows.drop(key)
             del deques[key]
         batch = rng.choice([1, 3, 20, 2 * windows.length + 3])
-        names = [rng.randrange(keys) for _ in range(batch)]
-        values = [sample(k) for k in names]
-        distinct = list(dict.fromkeys(names))
-        windows.extend(distinct, np.array([distinct.index(k) for k in names], np.int64),
-                       np.array(values, np.int64))
+        if rng.random() < 0.3:  # one key's
+            names = [rng.randrange(keys)] * batch
+            values = [sample(k) for k in names]
+            windows.append(names[0], np.array(values, np.int64))
+        else:
+            names = [rng.randrange(keys) for _ in range(batch)]
+            values = [sample(k) for k in names]
+            distinct = list(dict.fromkeys(names))
+            windows.extend(distinct, np.array([distinct.index(k) for k in names], np.int64),
+                           np.array(values, np.int64))
         for k, v in zip(names, values):
             deques.setdefault(k, collections.deque(maxlen=windows.length)).append(v)
 
