@@ -120,8 +120,8 @@ def _outliers(windows: Windows) -> dict:
 
 
 def _in_order(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The distinct codes in the order they first come, and the place of each code's among
-    them: new keys get their windows in the order the records brought them."""
+    """The distinct codes in the order they first come, and each code's place among them:
+    new keys get their windows in the order the records brought them."""
     distinct, first, inverse = np.unique(codes, return_index=True, return_inverse=True)
     order = np.argsort(first)
     place = np.empty_like(order)
@@ -130,4 +130,5 @@ def _in_order(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _pair_keys(pairs: np.ndarray) -> list[tuple[int, int]]:
+    """Pairs numbered as ``src << 32 | dst``, back as (src, dst)."""
     return [(p >> 32, p & 0xFFFFFFFF) for p in pairs.tolist()]
