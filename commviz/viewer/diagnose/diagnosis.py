@@ -22,9 +22,10 @@ from commviz.viewer.diagnose.finding import Finding, resolved
 from commviz.viewer.diagnose.hangs import Hangs
 from commviz.viewer.diagnose.lost import LostRanks
 from commviz.viewer.diagnose.mismatch import Mismatches
-from commviz.viewer.diagnose.slow import SlowLinks
-from commviz.viewer.diagnose.stragglers import Lateness, Stragglers
+from commviz.viewer.diagnose.slow import SLOW_SAMPLES, SlowLinks
+from commviz.viewer.diagnose.stragglers import WINDOW, Lateness, Stragglers
 from commviz.viewer.diagnose.watch import Watch
+from commviz.viewer.diagnose.windows import Durations
 from commviz.viewer.model import Model
 from commviz.wire import protocol
 
@@ -44,11 +45,13 @@ class Diagnosis:
         self.model = model
         self.wall_ns = wall_ns
         self.watch = Watch(model, wall_ns)
-        self.stragglers = Stragglers(self.watch)
+        # the groups' transfer times: the stragglers' thresholds, what the slow links compare
+        durations = Durations(WINDOW, SLOW_SAMPLES, model.groups)
+        self.stragglers = Stragglers(self.watch, durations)
         self.hangs = Hangs(self.watch)
         self.lost = LostRanks(self.watch)
         self.mismatches = Mismatches(self.watch)
-        self.slow = SlowLinks(self.watch, self.stragglers.durations)
+        self.slow = SlowLinks(self.watch, durations)
         self.history: collections.deque[Finding] = collections.deque(maxlen=HISTORY)
         self._ended: dict[tuple, Finding] = {}  # found by finish(): they hold from then on
         self._jobs: dict[tuple, set[int]] = {}  # finding key -> the jobs of its ranks

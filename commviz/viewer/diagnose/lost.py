@@ -70,17 +70,20 @@ class LostRanks:
                 exited[job] = tuple(sorted(q for q, o in mates.items() if o.exited))
             return exited[job]
 
-        for r, s in sorted(model.ranks.items()):
-            silent = now - s.last_seen
+        silent_ranks = []
+        for r, s in model.ranks.items():  # in any order, nothing made: a pass's bulk
             # a backlog holds its messages, as the others': a silence passes it too
-            quiet = silent <= LOST_AFTER_S + model.behind_s
+            quiet = now - s.last_seen <= LOST_AFTER_S + model.behind_s
             # (a rank that said goodbye is passed over: its own is never among them)
-            left = () if s.exited or quiet else left_of(s.job)
             if s.exited or quiet or (told and s.ended_ns) \
-                    or (latest - s.last_seen <= LOST_AFTER_S and not left):
+                    or (latest - s.last_seen <= LOST_AFTER_S and not left_of(s.job)):
                 self._quiet.pop(r, None)
                 self._left_silent.pop(r, None)
-                continue
+            else:
+                silent_ranks.append(r)
+        for r in sorted(silent_ranks):  # the few left, in order
+            s = model.ranks[r]
+            silent, left = now - s.last_seen, left_of(s.job)
             if now - self._quiet.setdefault(r, now) < LOST_CONFIRM_S:
                 continue
             last = w.last_record(s)

@@ -9,13 +9,12 @@ together, so a slow rank there is not told apart from its group: the group is na
 
 from __future__ import annotations
 
-import collections
-
 import numpy as np
 
 from commviz.viewer.diagnose import facts as fx
 from commviz.viewer.diagnose import watch as w
 from commviz.viewer.diagnose.finding import Finding
+from commviz.viewer.diagnose.windows import Durations, Windows
 from commviz.wire import protocol
 
 SLOW_FACTOR = 5.0
@@ -27,31 +26,34 @@ SLOW_HOLD_S = 2.0     # how long a pair or group must stay slow to be named
 
 class SlowLinks:
     """``durations``: the groups' transfer times per (group, op, size), as the stragglers
-    keep them."""
+    keep them. The pairs' are kept here, a ``Windows`` per (op, size), keyed by pair."""
 
-    def __init__(self, watch: w.Watch, durations: dict[tuple[int, str, int], collections.deque]
-                 ) -> None:
+    def __init__(self, watch: w.Watch, durations: Durations) -> None:
         self.watch = watch
         self.durations = durations
-        self._pairs: dict[tuple[str, int], dict[tuple[int, int], collections.deque]] = {}
+        self._pairs: dict[tuple[str, int], Windows] = {}
         self._pair_seq: dict[tuple[int, int], int] = {}
         self._since: dict[tuple, float] = {}  # slow candidates: since when
 
     def transfers(self, recv: dict[str, np.ndarray], send: dict[str, np.ndarray]) -> None:
         """The transfers just paired (``Model.on_transfers``): how long each took."""
+        if not len(send["rank"]):
+            return
         ready = np.maximum(recv["t_start"], send["t_start"])
-        took = (np.maximum(recv["t_end"], send["t_end"]) - ready).tolist()
-        for src, dst, op, size, seq, t in zip(send["rank"].tolist(), recv["rank"].tolist(),
-                                              send["op"].tolist(), send["bytes_in"].tolist(),
-                                              send["seq"].tolist(), took):
-            if (protocol.OPS[op], size) not in self._pairs:
+        took = np.maximum(recv["t_end"], send["t_end"]) - ready
+        pair = (send["rank"].astype(np.int64) << 32) | recv["rank"].astype(np.int64)
+        kinds, kind_of = _in_order(send["bytes_in"].astype(np.int64) * 256 + send["op"])
+        for k, code in enumerate(kinds.tolist()):
+            key = (protocol.OPS[code % 256], code // 256)
+            if key not in self._pairs:
                 w.make_room(self._pairs)
-            by_pair = self._pairs.setdefault((protocol.OPS[op], size), {})
-            window = by_pair.get((src, dst))
-            if window is None:
-                window = by_pair[(src, dst)] = collections.deque(maxlen=SLOW_WINDOW)
-            window.append(t)
-            self._pair_seq[(src, dst)] = seq
+                self._pairs[key] = Windows(SLOW_WINDOW, SLOW_SAMPLES)
+            mine = np.flatnonzero(kind_of == k)
+            pairs, pair_of = _in_order(pair[mine])
+            self._pairs[key].extend(_pair_keys(pairs), pair_of, took[mine])
+        # each pair's last transfer: where the reversed ones first come
+        pairs, last = np.unique(pair[::-1], return_index=True)
+        self._pair_seq.update(zip(_pair_keys(pairs), send["seq"][::-1][last].tolist()))
 
     def find(self, now: float, wall: int) -> list[Finding]:
         """Slow pairs and groups that stay slow for SLOW_HOLD_S: a loaded machine makes a
@@ -78,11 +80,8 @@ class SlowLinks:
         """Groups of the same size whose transfers (after the last arrival) of the same op and
         size take far longer than the other groups': a slow link inside that group."""
         groups = self.watch.model.groups
-        kinds: dict[tuple[str, int, int], dict[int, collections.deque]] = {}
-        for (gkey, op, size), window in self.durations.items():
-            kinds.setdefault((op, size, len(groups[gkey][1])), {})[gkey] = window
         out = []
-        for (op, size, _), windows in kinds.items():
+        for (op, size, _), windows in self.durations.kinds():
             for gkey, (med, others) in _outliers(windows).items():
                 group = groups[gkey][1]
                 out.append(Finding(
@@ -94,19 +93,42 @@ class SlowLinks:
         return out
 
 
-def _outliers(windows: dict) -> dict:
+def _outliers(windows: Windows) -> dict:
     """The keys whose samples are consistently above all the others' (see the module doc),
-    each with (its median, the others' median); at least 3 keys with enough samples."""
-    full = {k: np.fromiter(window, np.float64) for k, window in windows.items()
-            if len(window) >= SLOW_SAMPLES}
-    if len(full) < 3:
+    each with (its median, the others' median); at least 3 keys with enough samples.
+
+    Only a key with enough samples above what the others' p90 and 5x their median are at
+    least (``rest_floor``) can have its 25th percentile above both: those few are looked at
+    one by one, the others by one comparison of their samples."""
+    keys, held = windows.pooled()
+    if len(keys) < 3:
         return {}
+    floor = np.maximum(SLOW_FACTOR * windows.rest_floor(held, 50),
+                       windows.rest_floor(held, 90))
+    # the 25th percentile is at most the sample after its place: that one and those above it
+    after = np.minimum(np.floor((held - 1) * 0.25).astype(np.int64) + 1, held - 1)
+    maybe = np.flatnonzero(windows.above(keys, floor) >= held - after)
     out = {}
-    for key, mine in full.items():
-        rest = np.concatenate([v for k, v in full.items() if k != key])
-        med, others, others_p90 = (float(np.median(mine)), float(np.median(rest)),
-                                   float(np.percentile(rest, 90)))
-        if (float(np.percentile(mine, 25)) > max(SLOW_FACTOR * others, others_p90)
+    for key in (keys[i] for i in maybe.tolist()):
+        mine = windows.window(key)
+        med, others = float(np.median(mine)), windows.rest_median(key)
+        if (float(np.percentile(mine, 25)) > max(SLOW_FACTOR * others,
+                                                 windows.rest_percentile(key, 90))
                 and med - others > SLOW_MIN_NS):
             out[key] = (med, others)
     return out
+
+
+def _in_order(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct codes in the order they first come, and each code's place among them:
+    new keys get their windows in the order the records brought them."""
+    distinct, first, inverse = np.unique(codes, return_index=True, return_inverse=True)
+    order = np.argsort(first)
+    place = np.empty_like(order)
+    place[order] = np.arange(len(order))
+    return distinct[order], place[inverse.ravel()]
+
+
+def _pair_keys(pairs: np.ndarray) -> list[tuple[int, int]]:
+    """Pairs numbered as ``src << 32 | dst``, back as (src, dst)."""
+    return [(p >> 32, p & 0xFFFFFFFF) for p in pairs.tolist()]

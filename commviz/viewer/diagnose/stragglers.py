@@ -24,7 +24,6 @@ for it each time, and the count says how often and how long, without a judgement
 
 from __future__ import annotations
 
-import collections
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -33,6 +32,7 @@ import numpy as np
 from commviz.viewer.diagnose import facts as fx
 from commviz.viewer.diagnose import watch as w
 from commviz.viewer.diagnose.finding import Finding
+from commviz.viewer.diagnose.windows import Durations
 from commviz.wire import protocol
 
 MIN_LATE_NS = 10_000_000
@@ -119,9 +119,9 @@ class Stragglers:
     instances' transfer times (from the last arrival to the end), the thresholds' base; the
     slow links read them too."""
 
-    def __init__(self, watch: w.Watch) -> None:
+    def __init__(self, watch: w.Watch, durations: Durations) -> None:
         self.watch = watch
-        self.durations: dict[tuple[int, str, int], collections.deque] = {}
+        self.durations = durations
         self._streaks: dict[tuple[int, str, int], _Streak] = {}  # (group, op, size) ->
         self._waits: dict[tuple[int, int], _Waits] = {}  # (group, straggler) -> its streaks'
         self._late: dict[tuple[int, int], Lateness] = {}  # (rank, job) -> its late arrivals
@@ -147,14 +147,12 @@ class Stragglers:
             keys, limits = [], np.empty(len(idx))
             for k, code in enumerate(kinds.tolist()):
                 key = (g, protocol.OPS[code % 256], code // 256)
-                window = self.durations.get(key)
-                if window is None:
+                if key not in self.durations:
                     w.make_room(self.durations)
-                    window = self.durations[key] = collections.deque(maxlen=WINDOW)
                 mine = kind_of == k
-                window.extend(transfer[idx[mine]][-WINDOW:].tolist())
+                self.durations.extend(key, transfer[idx[mine]])
                 keys.append(key)
-                limits[mine] = _late_threshold(window)
+                limits[mine] = _late_threshold(self.durations.window(key))
             late = lateness[idx] > limits
             followed = np.isin(kind_of, [k for k, key in enumerate(keys) if key in self._streaks])
             for n in np.flatnonzero(late | followed | np.isin(kind_of, kind_of[late])).tolist():
@@ -277,8 +275,7 @@ def last_two(t0: np.ndarray, starts: np.ndarray, counts: np.ndarray
     return last, latest(rest)
 
 
-def _late_threshold(durations: Iterable[int]) -> float:
-    arr = np.fromiter(durations, np.float64)
+def _late_threshold(arr: np.ndarray) -> float:
     p50 = float(np.median(arr))
     jitter = float(np.percentile(arr, 90)) - p50 if len(arr) >= 5 else 0.0
     return max(MIN_LATE_NS, LATE_DURATION_FACTOR * p50, LATE_JITTER_FACTOR * jitter)
