@@ -125,7 +125,9 @@ def test_hang_names_the_collective_and_the_missing_rank(procs, tmp_path):
     # the timeout ends them all: each failure says so, and names the deadlock as the cause
     failed = _diags(lines, "failed")
     assert sorted(f["group"] or [] for f in failed) == [[], GROUP, [0, 3]], failed
-    assert all("until a timeout ended it after 6.0 s" in f["message"] for f in failed), failed
+    # (6 s, PG_TIMEOUT_S, as the ranks' own clocks measured it: a loaded machine adds a little)
+    assert all(re.search(r"until a timeout ended it after 6\.\d s", f["message"])
+               for f in failed), failed
     assert all("cause: the deadlock of ranks 0,3" in f["message"]
                for f in failed if f["group"]), failed
     assert "exited" not in "".join(f["message"] for f in failed)
