@@ -8,7 +8,7 @@ from __future__ import annotations
 import collections
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from commviz.knowledge.nccl_log import Link, NcclLog
@@ -108,6 +108,9 @@ class Session(Collector):
         self._last_poll = time.monotonic()
         # the wall clock (ns) when the first message arrived: time zero of the headless lines
         self.first_message_ns: int | None = None
+        # what serves the session's state and stops with it, called last by ``close`` (its
+        # ``--metrics`` server: viewer/metrics.py)
+        self.on_close: list[Callable[[], None]] = []
         try:
             self.recorder = recording.Recorder(
                 record, {"host": self.model.local_host, **(about or {})}) if record else None
@@ -235,6 +238,8 @@ class Session(Collector):
             self.recorder.close({**self.summary(), "ended": ended})
             self.recorder = None
         self.receiver.close()
+        for stop in self.on_close:
+            stop()
 
     def summary(self) -> dict:
         m = self.model
