@@ -180,3 +180,30 @@ def test_metrics_addresses_default_to_loopback(spec, address):
 def test_a_wrong_metrics_address_says_what_to_give(spec):
     with pytest.raises(ValueError, match=r"\[HOST:\]PORT"):
         metrics.parse_address(spec)
+
+
+def test_a_scrape_reads_its_statistics_rows_as_they_were_under_the_lock():
+    """The rows' percentiles are figured after the lock: what the model takes in meanwhile
+    changes none of the copies read under it."""
+    clock, model, diag = _setup()
+    for seq in range(1, 4):
+        model.apply(_instance(seq))
+    taken = metrics.take(model, diag, metrics.Intake())
+    for seq in range(4, 9):
+        model.apply(_instance(seq, took_ms=5.0))
+    (ops, _, times, algbw, *_) = taken.families()
+    assert [s.value for s in ops.samples] == [3]
+    assert [s.value for s in times.samples if s.name.endswith("_count")] == [3]
+    assert [s.value for s in algbw.samples] == [pytest.approx(4.096e6)]
+
+
+def test_at_a_thousand_ranks_the_labels_stay_bounded():
+    from fleet_model import fleet_view
+
+    view = fleet_view(1024, 2.0, faults=("straggler:517:30",), fault_at=1.0)
+    got = _scrape(view.model, view.diagnosis)
+    assert sum(got["commviz_ranks_alive"].values()) == 1024
+    assert len(got["commviz_ranks_alive"]) == len(view.model.nodes())
+    late = got["commviz_late_arrivals_total"]
+    assert 0 < len(late) <= metrics.LATE_RANKS_MAX and (("rank", "517"),) in late
+    assert len(got["commviz_ranks"]) == len(view.model.nodes()) * 7

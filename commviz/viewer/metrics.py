@@ -2,8 +2,9 @@
 
 Nothing is counted on the intake path: at each scrape, a prometheus-client Collector reads
 what the model, the diagnosis and the receiver already keep, under the session's lock, in
-O(ranks + statistics rows). Bandwidths are the stats panel's own (``StatRow.summary``, with
-nccl-tests' formulas of knowledge/bandwidth), never figured a second way here.
+O(ranks + statistics rows); the rows' percentiles are figured after it. Bandwidths are the
+stats panel's own (``StatRow.summary``, with nccl-tests' formulas of knowledge/bandwidth),
+never figured a second way here.
 """
 
 from __future__ import annotations
@@ -54,13 +55,32 @@ def size_bucket(size: int) -> str:
 
 
 def families(model: Model, diagnosis: Diagnosis, intake: Intake) -> list[Metric]:
-    """Every metric of ``model`` and ``diagnosis`` now (docs/metrics.md says each); read
-    under the lock of whoever writes them."""
-    return [*_op_families(model), *_late_families(diagnosis), *_finding_families(diagnosis),
-            *_rank_families(model), *_intake_families(model, intake)]
+    """Every metric of ``model`` and ``diagnosis`` now (docs/metrics.md says each)."""
+    return take(model, diagnosis, intake).families()
 
 
-def _op_families(model: Model) -> list[Metric]:
+@dataclass
+class Taken:
+    """What a scrape read under the lock: the statistics rows (copies: their summaries, the
+    costly part, are read after it) and every other metric already made."""
+
+    rows: list[tuple[tuple[str, int, int], StatRow]]
+    others: list[Metric]
+
+    def families(self) -> list[Metric]:
+        return [*_op_families(self.rows), *self.others]
+
+
+def take(model: Model, diagnosis: Diagnosis, intake: Intake) -> Taken:
+    """What ``families`` reads of ``model`` and ``diagnosis``, under the lock of whoever writes
+    them: O(ranks + statistics rows)."""
+    rows = [(key, row.copy()) for key, row in sorted(model.stats.items())]
+    return Taken(rows, [*_count_families(model), *_late_families(diagnosis),
+                        *_finding_families(diagnosis), *_rank_families(model),
+                        *_intake_families(model, intake)])
+
+
+def _op_families(rows: list[tuple[tuple[str, int, int], StatRow]]) -> list[Metric]:
     ops = CounterMetricFamily("commviz_ops", "Collective instances and p2p transfers "
                               "completed, matched across their ranks", labels=_OP_LABELS)
     nbytes = CounterMetricFamily("commviz_op_bytes", "Bytes the completed ops moved: "
@@ -77,7 +97,7 @@ def _op_families(model: Model) -> list[Metric]:
     # the statistics rows (op, group size, exact S) summed into size buckets; a bucket's
     # bandwidth is its rows' figures weighted by their op counts
     buckets: dict[tuple[str, str, str], _Bucket] = {}
-    for (op, n, size), row in sorted(model.stats.items()):
+    for (op, n, size), row in rows:
         buckets.setdefault((op, str(n), size_bucket(size)), _Bucket()).add(row, size)
     for key, b in buckets.items():
         labels = list(key)
@@ -87,13 +107,17 @@ def _op_families(model: Model) -> list[Metric]:
         for family, (weighted, weight) in ((algbw, b.algbw), (busbw, b.busbw)):
             if weight:
                 family.add_metric(labels, weighted / weight)
+    return [ops, nbytes, times, algbw, busbw]
+
+
+def _count_families(model: Model) -> list[Metric]:
     records = CounterMetricFamily("commviz_op_records", "Op records the ranks sent, one per "
                                   "rank per op, as the viewer took them in")
     records.add_metric([], model.records)
     failed = CounterMetricFamily("commviz_ops_failed", "Ops matched across their ranks that "
                                  "failed on some rank or that the ranks called differently")
     failed.add_metric([], model.failed)
-    return [ops, nbytes, times, algbw, busbw, records, failed]
+    return [records, failed]
 
 
 @dataclass
@@ -232,4 +256,5 @@ def _of_session(session: Session) -> list[Metric]:
     receiver = session.receiver
     intake = Intake(receiver.rejected, dict(receiver.shed), session.dropped_by_relays)
     with session.lock:
-        return families(session.model, session.diagnosis, intake)
+        taken = take(session.model, session.diagnosis, intake)
+    return taken.families()

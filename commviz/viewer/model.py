@@ -39,7 +39,7 @@ from __future__ import annotations
 import collections
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
 import numpy as np
@@ -284,6 +284,12 @@ class StatRow:
             times = np.concatenate(self._times)[-SAMPLES_MAX:]
             skews = np.concatenate(self._skews)[-SAMPLES_MAX:]
             self._times, self._skews, self._kept = [times], [skews], len(times)
+
+    def copy(self) -> StatRow:
+        """A copy that later ``add``s leave as it is: its summary can be read apart from the
+        model's lock (the samples' arrays are never written once added)."""
+        return replace(self, _times=list(self._times), _skews=list(self._skews),
+                       buckets=self.buckets.copy())
 
     def summary(self) -> dict:
         times = np.concatenate(self._times) / 1e3
