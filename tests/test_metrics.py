@@ -207,3 +207,14 @@ def test_at_a_thousand_ranks_the_labels_stay_bounded():
     late = got["commviz_late_arrivals_total"]
     assert 0 < len(late) <= metrics.LATE_RANKS_MAX and (("rank", "517"),) in late
     assert len(got["commviz_ranks"]) == len(view.model.nodes()) * 7
+
+
+def test_the_commands_say_what_is_wrong_with_metrics_before_starting_anything(capsys):
+    from commviz import cli
+
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["watch", "--headless", "--metrics", "host:port"])
+    assert exit_.value.code == 2
+    assert "argument --metrics: 'host:port': give [HOST:]PORT" in capsys.readouterr().err
+    assert cli.main(["run", "--no-viewer", "--metrics", "9464", "--", "true"]) == 2
+    assert "--no-viewer starts no viewer: --metrics needs one" in capsys.readouterr().err
