@@ -253,6 +253,8 @@ class MetricsServer:
 
 
 def _of_session(session: Session) -> list[Metric]:
+    """The session's metrics (on the server's thread): the receiver's counters are the
+    collector thread's, written outside the lock, and copied at once."""
     receiver = session.receiver
     intake = Intake(receiver.rejected, dict(receiver.shed), session.dropped_by_relays)
     with session.lock:

@@ -132,8 +132,9 @@ class Session(Collector):
 
     @property
     def dropped_by_relays(self) -> int:
-        """Op records the relays between the ranks and this viewer said they dropped."""
-        return sum(dropped for dropped, _ in self.receiver.relays.values())
+        """Op records the relays between the ranks and this viewer said they dropped (read from
+        any thread: a copy of the table the collector writes, taken at once)."""
+        return sum(dropped for dropped, _ in list(self.receiver.relays.values()))
 
     def nccl_links(self) -> dict[tuple[int, int], Link]:
         """The transport between each pair of global ranks as NCCL printed it at init
