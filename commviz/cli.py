@@ -15,12 +15,15 @@ from commviz.text import i18n
 
 if TYPE_CHECKING:
     from commviz.viewer.model import Model
+    from commviz.viewer.session import Session
 
 DEFAULT_SIZE = 4096  # --size: bytes per rank per op
 BIG_RECORDING_BYTES = 20_000_000  # commviz play says it is reading one larger than this
 STATS_ROUND_RECORDS = 65_536  # commviz stats applies up to this many op records a round
 RECORD_HELP = ("write every event to FILE: JSON Lines, or the compact format (some 20 times "
                "smaller, for large jobs) when FILE ends in .cvz")
+METRICS_HELP = ("serve Prometheus metrics at http://[HOST:]PORT/metrics (HOST: 127.0.0.1 unless "
+                "given; docs/metrics.md)")
 # commviz export --format: the suffix it writes (trace: a Chrome trace, for Perfetto)
 FORMATS = {"jsonl": ".jsonl", "cvz": ".cvz", "trace": ".json"}
 
@@ -50,6 +53,7 @@ def _parser() -> argparse.ArgumentParser:
     d.add_argument("--paused", action="store_true",
                    help="start paused: each iteration waits for `n` (space plays)")
     d.add_argument("--record", metavar="FILE", help=RECORD_HELP)
+    d.add_argument("--metrics", metavar="[HOST:]PORT", type=_metrics_address, help=METRICS_HELP)
     d.add_argument("--lang", choices=i18n.LANGS, default=None,
                    help="language of the explanations (default: from the locale)")
 
@@ -57,6 +61,7 @@ def _parser() -> argparse.ArgumentParser:
     w.add_argument("--bind", default=None, help="address to listen on "
                    "(default tcp://127.0.0.1:5555)")
     w.add_argument("--record", metavar="FILE", help=RECORD_HELP)
+    w.add_argument("--metrics", metavar="[HOST:]PORT", type=_metrics_address, help=METRICS_HELP)
     w.add_argument("--keys", metavar="DIR", default=None, help="CURVE keys from `commviz "
                    "keys` (default $COMMVIZ_KEYS); needed to bind a non-loopback address")
     w.add_argument("--headless", action="store_true", help="print lines instead of the TUI")
@@ -65,12 +70,14 @@ def _parser() -> argparse.ArgumentParser:
 
     r = sub.add_parser("run", help="run a command (torchrun ..., python ...) and watch its "
                        "ranks, with no change to its code",
-                       usage="commviz run [--headless] [--record FILE] [--bind ADDR] "
+                       usage="commviz run [--headless] [--record FILE] [--metrics [HOST:]PORT] "
+                       "[--bind ADDR] "
                        f"[--keys DIR] [--no-viewer] [--lang {{{','.join(i18n.LANGS)}}}] "
                        "-- CMD [ARG ...]")
     r.add_argument("--headless", action="store_true",
                    help="print lines (prefixed [commviz]) beside the job's own output")
     r.add_argument("--record", metavar="FILE", help=RECORD_HELP)
+    r.add_argument("--metrics", metavar="[HOST:]PORT", type=_metrics_address, help=METRICS_HELP)
     r.add_argument("--bind", default=None, help="address the viewer listens on "
                    "(default: a free port on 127.0.0.1, passed to the job)")
     r.add_argument("--keys", metavar="DIR", default=None, help="CURVE keys from `commviz "
@@ -213,6 +220,7 @@ def _demo(args: argparse.Namespace) -> int:
     titles = {lang: _demo_title(args, size, lang) for lang in i18n.LANGS}
     session = Session("tcp://127.0.0.1:*", args.record, collect_instances=args.headless,
                       about={"title": titles, "demo": args.op})
+    _serve_metrics(args, session)  # before the ranks: a port in use starts none
     controller = None  # play / pause / next iteration: the TUI only; headless, never gated
     try:
         if not args.headless:
@@ -247,6 +255,32 @@ def _demo(args: argparse.Namespace) -> int:
         controller.close()  # after run_app stopped the ranks: none is left waiting
 
 
+def _metrics_address(spec: str) -> tuple[str, int]:
+    """``--metrics [HOST:]PORT``, as (host, port)."""
+    from commviz.viewer.metrics import parse_address
+
+    try:
+        return parse_address(spec)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _serve_metrics(args: argparse.Namespace, session: Session) -> None:
+    """With ``--metrics``, serve the session's metrics until it closes; a port that cannot be
+    had closes the session and raises BindError (nothing else is started yet)."""
+    if args.metrics is None:
+        return
+    from commviz.viewer.metrics import MetricsServer
+
+    try:
+        server = MetricsServer(session, *args.metrics)
+    except BaseException:
+        session.close()
+        raise
+    session.on_close.append(server.close)
+    print(f"commviz: Prometheus metrics at {server.url}", file=sys.stderr, flush=True)
+
+
 def _size_note(args: argparse.Namespace, size: int, lang: str) -> str | None:
     """What the demo makes of --size, when not exactly the bytes asked (launcher.size_note)."""
     from commviz.launch import launcher
@@ -276,6 +310,7 @@ def _watch(args: argparse.Namespace) -> int:
     except AddressInUse as exc:
         raise BindError(f"{exc}. Pick another with --bind tcp://127.0.0.1:PORT, and point the "
                         "ranks at it with COMMVIZ_ADDR.") from None
+    _serve_metrics(args, session)
     if args.headless:
         headless = _headless_module(args)
         return headless.run(session, lang=_lang(args), banner=i18n.ui(
@@ -299,7 +334,8 @@ def _run(args: argparse.Namespace) -> int:
     resolve(cmd, dict(os.environ))  # a command that cannot run is an error before anything starts
     if args.no_viewer:
         given = [opt for opt, on in (("--headless", args.headless), ("--record", args.record),
-                                     ("--bind", args.bind), ("--keys", args.keys)) if on]
+                                     ("--bind", args.bind), ("--keys", args.keys),
+                                     ("--metrics", args.metrics)) if on]
         if given:
             raise JobError(f"--no-viewer starts no viewer: {', '.join(given)} needs one "
                            "(run `commviz watch` elsewhere, or leave out --no-viewer)")
@@ -316,6 +352,7 @@ def _run(args: argparse.Namespace) -> int:
     except AddressInUse as exc:
         raise BindError(f"{exc}. Pick another with --bind tcp://127.0.0.1:PORT, or leave out "
                         "--bind: a free port is then taken, and the job is told where.") from None
+    _serve_metrics(args, session)  # before the job: a port in use starts none
     env = {**os.environ, ENV_KEYS: str(keys)} if keys else None  # this node's ranks
     if args.headless:
         headless = _headless_module(args)

@@ -10,9 +10,9 @@ from fakes import T0_NS, FakeClock, FakeSession, heartbeat, heartbeats, scripted
 from textual.geometry import Region
 
 from commviz.tui.app import CommvizApp
-from commviz.tui.rank_facts import State, rank_state
 from commviz.viewer.diagnose import Diagnosis
 from commviz.viewer.model import Model
+from commviz.viewer.rank_state import State, rank_state
 from commviz.viewer.session import behind
 from commviz.wire import protocol
 

@@ -10,9 +10,10 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from commviz.tui.rank_facts import State, ops_in, rank_state
+from commviz.tui.rank_facts import ops_in
 from commviz.viewer.diagnose import Finding, Lateness
 from commviz.viewer.model import HostClock, Model
+from commviz.viewer.rank_state import State, rank_state
 
 LATE_RECENT_NS = 10_000_000_000  # a node late this recently is not folded among the healthy
 # the worst first: a finding names a rank of it, a rank failed or fell silent, one was late

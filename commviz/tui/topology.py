@@ -42,11 +42,12 @@ from commviz.text.i18n import N_
 from commviz.tui import scaled_replay
 from commviz.tui.animation import Animator, AnimFrame, frame_label, host_of, plan
 from commviz.tui.panels.words import finding_name
-from commviz.tui.rank_facts import State, backend_of, ops_in, rank_state
+from commviz.tui.rank_facts import backend_of, ops_in
 from commviz.viewer.diagnose import Finding
 from commviz.viewer.model import Instance, Model
 from commviz.viewer.node_traffic import ALL_TO_ALL, NodePair, NodeTraffic
 from commviz.viewer.plain_text import duration, human_bytes, process_end
+from commviz.viewer.rank_state import State, rank_state
 
 RING_MAX = 16  # beyond this many ranks, a rectangle (a grid where that does not fit)
 HEATMAP_MIN = 33  # from this many ranks, a rank-by-rank traffic heatmap instead of links
@@ -634,7 +635,7 @@ def _legend(status: str, width: int, wires: Collection[bool] = (), lang: str = "
 def rank_states(model: Model, now: float | None = None, lang: str = "en",
                 findings: Iterable[Finding] = ()) -> dict[int, Text]:
     """A short state per rank ("in all_reduce", "idle", "silent", "exited"), by the ranks
-    panel's rule (``rank_facts.rank_state``), the name over it of a finding that holds now
+    panel's rule (``viewer.rank_state``), the name over it of a finding that holds now
     (``findings``) on that rank; ``now`` is the model clock's time (default: read it)."""
     ui = functools.partial(i18n.ui, lang=lang)
     now = model.clock() if now is None else now

@@ -39,7 +39,7 @@ from __future__ import annotations
 import collections
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
 import numpy as np
@@ -69,6 +69,11 @@ RECENT_MAX = 2_000
 SEGMENTS_MAX = 2_000  # completed ops kept per rank for the timeline
 LANE_COLUMNS = 5  # a lane's row: op code, t_start, t_ready, t_end, gkey
 SAMPLES_MAX = 100_000
+# the upper bounds (ns) of the buckets every StatRow counts its times in, from its first
+# sample on (its percentiles read only the newest SAMPLES_MAX): the metrics' histograms
+TIME_BUCKETS_NS = np.array([10_000, 30_000, 100_000, 300_000, 1_000_000, 3_000_000,
+                            10_000_000, 30_000_000, 100_000_000, 300_000_000, 1_000_000_000,
+                            3_000_000_000, 10_000_000_000], np.int64)
 PHASES_MAX = 2_000  # compute phases kept per rank
 TELEMETRY_MAX = 240
 # A row's ``id`` is the rank's op id plus its job generation << ID_JOB_SHIFT: each process
@@ -262,9 +267,16 @@ class StatRow:
     _times: list = field(default_factory=list)
     _skews: list = field(default_factory=list)
     _kept: int = 0
+    # per TIME_BUCKETS_NS bucket (and one beyond the last), the times that fell in it; their sum
+    buckets: np.ndarray = field(
+        default_factory=lambda: np.zeros(len(TIME_BUCKETS_NS) + 1, np.int64))
+    time_sum_ns: int = 0
 
     def add(self, times: np.ndarray, skews: np.ndarray) -> None:
         self.count += len(times)
+        self.buckets += np.bincount(np.searchsorted(TIME_BUCKETS_NS, times),
+                                    minlength=len(self.buckets))
+        self.time_sum_ns += int(times.sum())
         self._times.append(times)
         self._skews.append(skews)
         self._kept += len(times)
@@ -272,6 +284,12 @@ class StatRow:
             times = np.concatenate(self._times)[-SAMPLES_MAX:]
             skews = np.concatenate(self._skews)[-SAMPLES_MAX:]
             self._times, self._skews, self._kept = [times], [skews], len(times)
+
+    def copy(self) -> StatRow:
+        """A copy that later ``add``s leave as it is: its summary can be read apart from the
+        model's lock (the samples' arrays are never written once added)."""
+        return replace(self, _times=list(self._times), _skews=list(self._skews),
+                       buckets=self.buckets.copy())
 
     def summary(self) -> dict:
         times = np.concatenate(self._times) / 1e3

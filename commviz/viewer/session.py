@@ -8,7 +8,7 @@ from __future__ import annotations
 import collections
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from commviz.knowledge.nccl_log import Link, NcclLog
@@ -108,6 +108,9 @@ class Session(Collector):
         self._last_poll = time.monotonic()
         # the wall clock (ns) when the first message arrived: time zero of the headless lines
         self.first_message_ns: int | None = None
+        # what serves the session's state and stops with it, called last by ``close`` (its
+        # ``--metrics`` server: viewer/metrics.py)
+        self.on_close: list[Callable[[], None]] = []
         try:
             self.recorder = recording.Recorder(
                 record, {"host": self.model.local_host, **(about or {})}) if record else None
@@ -129,8 +132,9 @@ class Session(Collector):
 
     @property
     def dropped_by_relays(self) -> int:
-        """Op records the relays between the ranks and this viewer said they dropped."""
-        return sum(dropped for dropped, _ in self.receiver.relays.values())
+        """Op records the relays between the ranks and this viewer said they dropped (read from
+        any thread: a copy of the table the collector writes, taken at once)."""
+        return sum(dropped for dropped, _ in list(self.receiver.relays.values()))
 
     def nccl_links(self) -> dict[tuple[int, int], Link]:
         """The transport between each pair of global ranks as NCCL printed it at init
@@ -235,6 +239,8 @@ class Session(Collector):
             self.recorder.close({**self.summary(), "ended": ended})
             self.recorder = None
         self.receiver.close()
+        for stop in self.on_close:
+            stop()
 
     def summary(self) -> dict:
         m = self.model

@@ -22,10 +22,11 @@ from commviz.tui.panels.ranks import (
     rank_row,
 )
 from commviz.tui.panels.words import finding_name
-from commviz.tui.rank_facts import State, ops_in
+from commviz.tui.rank_facts import ops_in
 from commviz.viewer import plain_text as text
 from commviz.viewer.diagnose import Finding
 from commviz.viewer.model import HostClock, Model
+from commviz.viewer.rank_state import State
 
 # (title's UI string key, width) of a node's columns, most important first: a narrow panel
 # crops from the right

@@ -12,10 +12,11 @@ from rich.text import Text
 from commviz.text import i18n
 from commviz.text.i18n import N_
 from commviz.tui.panels.words import bytes_text, finding_name
-from commviz.tui.rank_facts import State, ops_in, rank_state
+from commviz.tui.rank_facts import ops_in
 from commviz.viewer import plain_text as text
 from commviz.viewer.diagnose import Finding, Lateness
 from commviz.viewer.model import HostClock, InFlight, Model
+from commviz.viewer.rank_state import State, rank_state
 
 SPARK = "▁▂▃▄▅▆▇█"
 

@@ -53,6 +53,9 @@ class Diagnosis:
         self.mismatches = Mismatches(self.watch)
         self.slow = SlowLinks(self.watch, durations)
         self.history: collections.deque[Finding] = collections.deque(maxlen=HISTORY)
+        # every finding told, by type, and every resolution, by the type of what it ended
+        # (``about``): what the history forgets, for the metrics' counters
+        self.reported: collections.Counter[tuple[str, str | None]] = collections.Counter()
         self._ended: dict[tuple, Finding] = {}  # found by finish(): they hold from then on
         self._jobs: dict[tuple, set[int]] = {}  # finding key -> the jobs of its ranks
         self._held: dict[tuple, dict] = {}  # first_end's: where ranks were as one ended
@@ -111,7 +114,7 @@ class Diagnosis:
         watch.completed = set()
         self.hangs.keep(current)
         watch.end()
-        self.history.extend(events)
+        self._tell(events)
         return events
 
     def finish(self, ended: Iterable[int]) -> list[Finding]:
@@ -136,9 +139,13 @@ class Diagnosis:
             if f is not None:
                 self.watch.active[f.key] = self._ended[f.key] = f
                 events.append(f)
-        self.history.extend(events)
+        self._tell(events)
         # what the others failed in without them, now that they will not come
         return events + (self.update() if events else [])
+
+    def _tell(self, events: list[Finding]) -> None:
+        self.history.extend(events)
+        self.reported.update((f.type, f.about) for f in events)
 
     def late_arrivals(self) -> list[tuple[int, Lateness]]:
         """The ranks shown now that arrived late at a collective, the others waiting for
