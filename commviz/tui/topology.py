@@ -697,6 +697,9 @@ class Topology(Widget):
         self._node_of: dict[int, int] = {}  # each rank's index in it
         self.n_ranks = 0
         self.states: dict[int, Text] = {}
+        # what the states look like, for the frame's key: made when they change, not at
+        # every frame of a replay (a thousand ranks' markup a frame)
+        self._states_key: tuple = ()
         self._timer: Timer | None = None
         self.animating = False  # whether the frame timer runs
         self._frame: AnimFrame | None = None
@@ -730,8 +733,10 @@ class Topology(Widget):
         self.alerts = tuple(sorted({link for f in findings for link in f.links}))
         self.flagged = frozenset(r for f in findings for r in f.ranks)
         self.gpu_links = model.gpu_links()
-        self.feed(items, model.world_size(), rank_states(model, lang=self.lang,
-                                                         findings=findings))
+        # a state beside each rank is drawn below HEATMAP_MIN ranks only: not built beyond
+        world = model.world_size()
+        self.feed(items, world, rank_states(model, lang=self.lang, findings=findings)
+                  if world < HEATMAP_MIN else {})
 
     def feed(self, items: Iterable[tuple[Instance, Schedule | Scaled | None]],
              n_ranks: int | None = None,
@@ -744,6 +749,7 @@ class Topology(Widget):
         if states is not None:
             self.states = {r: s if isinstance(s, Text) else Text(s, style="dim")
                            for r, s in states.items()}
+            self._states_key = tuple(sorted((r, t.markup) for r, t in self.states.items()))
         self.tick()
 
     # ---- controls (the app binds the keys) ---------------------------------------------
@@ -752,6 +758,7 @@ class Topology(Widget):
         a = self.animator
         self.animator = Animator(a.clock, step_s=a.step_s, max_waiting=a.max_waiting)
         self.n_ranks, self.states, self._frame, self._key = 0, {}, None, None
+        self._states_key = ()
         self.traffic, self._placed = NodeTraffic(), None
         self.alerts, self.flagged, self.gpu_links = (), frozenset(), {}
         self.tick()
@@ -782,7 +789,7 @@ class Topology(Widget):
         frame = self.animator.frame()
         self._frame = frame
         shown = replace(frame, progress=0.0) if frame is not None and self.static else frame
-        key = (shown, self.n_ranks, tuple(sorted((r, t.markup) for r, t in self.states.items())),
+        key = (shown, self.n_ranks, self._states_key,
                self.animator.summary(self.lang), self.lang, self.alerts, self.flagged,
                self.gpu_links, self.traffic.total, len(self.traffic.hosts))
         if key != self._key:
