@@ -139,6 +139,8 @@ def _parser() -> argparse.ArgumentParser:
     wi.add_argument("--step-s", type=float, default=None, metavar="SECONDS",
                     help="the training step's wall time (default: inferred from the "
                     "recording's repeating collectives)")
+    wi.add_argument("--lang", choices=i18n.LANGS, default=None,
+                    help="language of the report's words (default: from the locale)")
 
     e = sub.add_parser("export", help="write a recording again in the other format "
                        "(JSON Lines or compact .cvz), or as a Chrome trace for Perfetto")
@@ -586,13 +588,15 @@ def _whatif(args: argparse.Namespace) -> int:
     seen.sort(key=lambda s: s[0])
     step = None if args.step_s is not None else whatif.infer_step(
         [k for _, k in seen], [t for t, _ in seen])
-    print(report.HEADER)
-    print(report.fabric_line(fabric, scale))
+    lang = _lang(args)
+    print(report.header(lang))
+    print(report.fabric_line(fabric, scale, lang))
     print()
-    print(report.table(made, scale, args.extra_latency_us, fabric.tail > 1))
+    print(report.table(made, scale, args.extra_latency_us, fabric.tail > 1, lang))
     print()
-    print(report.fit_line(fit, backend, made))
-    for line in report.step_lines(made, step, args.step_s, fabric, args.extra_latency_us):
+    print(report.fit_line(fit, backend, made, lang))
+    for line in report.step_lines(made, step, args.step_s, fabric, args.extra_latency_us,
+                                  lang):
         print(line)
     return 0
 

@@ -174,6 +174,17 @@ def test_whatif_prints_per_op_per_step_and_per_day_for_two_fabrics(tmp_path, cap
     assert "congested)" in out.splitlines()[-1], out
 
 
+def test_whatif_speaks_the_catalogues_languages(tmp_path, capsys):
+    path = str(_recording(tmp_path / "r.jsonl"))
+    code, out, _ = _whatif(capsys, path, "--fabric", "roce", "--lang", "pt")
+    assert code == 0
+    assert out.startswith("commviz whatif: a previsão de um MODELO, não uma medição"), out
+    assert "por dia no ritmo gravado (864.000 passos): gravado 18,2 min de coletivas" in out
+    code, out, _ = _whatif(capsys, path, "--fabric", "ib-xdr", "--lang", "es")
+    assert out.startswith("commviz whatif: la predicción de un MODELO, no una medición"), out
+    assert "paso: 100 ms, el tiempo de reloj grabado por repetición" in out
+
+
 def test_whatif_with_step_s_and_a_custom_fabric(tmp_path, capsys):
     path = str(_recording(tmp_path / "r.jsonl"))
     code, out, err = _whatif(capsys, path, "--alpha-us", "10", "--beta-gbps", "10",

@@ -4,13 +4,12 @@ training step and per day. Every figure the model makes is labelled a model's.""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from commviz.knowledge import costmodel, whatif
-
-HEADER = ("commviz whatif: a MODEL's prediction, not a measurement (NCCL's cost model with "
-          "the figures and sources of docs/network.md); measured: the recording's own times")
+from commviz.text import i18n
 
 
 @dataclass(frozen=True)
@@ -48,42 +47,58 @@ def rows(stats_rows: Sequence[dict], backend: str | None, fit: costmodel.Fit | N
     return out
 
 
-def fabric_line(fabric: whatif.Fabric, scale: whatif.Scale) -> str:
+def header(lang: str = "en") -> str:
+    return i18n.ui("whatif header", lang)
+
+
+def fabric_line(fabric: whatif.Fabric, scale: whatif.Scale, lang: str = "en") -> str:
+    ui = functools.partial(i18n.ui, lang=lang)
+    num = functools.partial(i18n.number, lang=lang)
     if fabric.alpha_us is not None:
-        link = (f"custom: alpha {fabric.alpha_us:g} us a step on every hop, beta "
-                f"{fabric.intra.gbps:g} GB/s a GPU (textbook ring, no NCCL tables)")
+        link = ui("whatif custom").format(alpha=num(f"{fabric.alpha_us:g}"),
+                                          beta=num(f"{fabric.intra.gbps:g}"))
     else:
-        link = f"{fabric.name}: {fabric.intra.kind} {fabric.intra.gbps:g} GB/s a GPU inside a node"
+        link = ui("whatif preset").format(name=fabric.name, intra=fabric.intra.kind,
+                                          gbps=num(f"{fabric.intra.gbps:g}"))
         if fabric.inter is not None:
-            link += (f", network {fabric.inter.gbps:g} GB/s a GPU (one NIC a GPU), NCCL's "
-                     "per-hop latencies")
+            link += ui("whatif network").format(gbps=num(f"{fabric.inter.gbps:g}"))
         if fabric.tail > 1:
-            link += f", tail x{fabric.tail:g} on the network's share under congestion"
-    return (f"fabric {link}; scale {scale.nodes} node{'s' if scale.nodes > 1 else ''} x "
-            f"{scale.per_node} GPUs = {scale.n}: every collective taken over all {scale.n} GPUs "
-            "with its recorded size")
+            link += ui("whatif tail").format(tail=num(f"{fabric.tail:g}"))
+    return i18n.ui_n("whatif scale", scale.nodes, lang, link=link, per_node=scale.per_node,
+                     gpus=scale.n)
 
 
-def table(report: Sequence[Row], scale: whatif.Scale, extra_us: float, tail: bool) -> str:
-    head = (f"{'op':<22} {'ranks':>5} {'size':>12} {'count':>7} {'measured p50 (us)':>17} "
-            f"{'fit (us)':>9} {'fit err':>8} {f'model@{scale.n} (us)':>15} {'algo/proto':>13}")
+def table(report: Sequence[Row], scale: whatif.Scale, extra_us: float, tail: bool,
+          lang: str = "en") -> str:
+    """The rows, their numbers with a decimal point in every language, as ``stats_table``'s
+    (programs read them too)."""
+    ui = functools.partial(i18n.ui, lang=lang)
+    size, count = ui("stats size"), ui("col count")
+    measured, fitted, err_head = ui("whatif measured"), ui("whatif fit"), ui("whatif fit err")
+    model_head = ui("whatif model").format(gpus=scale.n)
+    widths = [max(w, len(h)) for w, h in ((12, size), (7, count), (17, measured), (9, fitted),
+                                          (8, err_head), (15, model_head))]
+    head = (f"{'op':<22} {'ranks':>5} " + " ".join(
+        f"{h:>{w}}" for h, w in zip((size, count, measured, fitted, err_head, model_head),
+                                    widths)) + f" {'algo/proto':>13}")
+    congested = ui("whatif congested col")
+    extra_head = ui("whatif extra col").format(x=f"{extra_us:g}")
     if tail:
-        head += f" {'congested (us)':>14}"
+        head += f" {congested:>14}"
     if extra_us:
-        head += f" {f'+{extra_us:g}us/hop (us)':>17}"
+        head += f" {extra_head:>17}"
     lines = [head, "-" * len(head)]
+    no_model = ui("whatif no model")
     for r in report:
         s = r.stats
         err = r.fit_error
-        line = (f"{s['op']:<22} {s['ranks']:>5} {s['size']:>12} {s['count']:>7} "
-                f"{s['time_p50_us']:>17.1f} "
-                f"{'-' if r.fitted_s is None else f'{r.fitted_s * 1e6:.1f}':>9} "
-                f"{'-' if err is None else f'{err:+.0%}':>8} ")
-        if r.model is None:
-            line += f"{'no model':>15} {'-':>13}"
-        else:
-            line += (f"{r.model.time_s * 1e6:>15.1f} "
-                     f"{f'{r.model.algorithm}/{r.model.protocol}':>13}")
+        cells = (s["size"], s["count"], f"{s['time_p50_us']:.1f}",
+                 "-" if r.fitted_s is None else f"{r.fitted_s * 1e6:.1f}",
+                 "-" if err is None else f"{err:+.0%}",
+                 no_model if r.model is None else f"{r.model.time_s * 1e6:.1f}")
+        line = f"{s['op']:<22} {s['ranks']:>5} " + " ".join(
+            f"{c:>{w}}" for c, w in zip(cells, widths))
+        line += " " + f"{'-' if r.model is None else f'{r.model.algorithm}/{r.model.protocol}':>13}"
         if tail:
             line += f" {'-' if r.model is None else f'{r.model.congested_s * 1e6:.1f}':>14}"
         if extra_us:
@@ -94,38 +109,37 @@ def table(report: Sequence[Row], scale: whatif.Scale, extra_us: float, tail: boo
     return "\n".join(lines)
 
 
-def fit_line(fit: costmodel.Fit | None, backend: str | None, report: Sequence[Row]) -> str:
+def fit_line(fit: costmodel.Fit | None, backend: str | None, report: Sequence[Row],
+             lang: str = "en") -> str:
+    ui = functools.partial(i18n.ui, lang=lang)
+    num = functools.partial(i18n.number, lang=lang)
     errors = sorted(abs(e) for e in (r.fit_error for r in report) if e is not None)
     if fit is None or not errors:
-        why = "its ranks ran more than one backend, or none said which" if backend is None \
-            else "it needs two shapes (sizes or group sizes) of an op with a schedule"
-        return f"fit on the recording: none made ({why}), so no error to report"
-    beta = "inf" if fit.beta_bps == float("inf") else f"{fit.beta_bps / 1e9:.3g} GB/s"
-    return (f"fit on the recording ({backend}, costmodel's alpha-beta over its own schedules): "
-            f"alpha {fit.alpha_s * 1e6:.3g} us a step, beta {beta}; its error on the "
-            f"recording's own {len(errors)} rows: median {errors[len(errors) // 2]:.0%}, "
-            f"largest {errors[-1]:.0%}")
+        return ui("whatif fit none backends" if backend is None else "whatif fit none shapes")
+    beta = "inf" if fit.beta_bps == float("inf") else num(f"{fit.beta_bps / 1e9:.3g}")
+    return ui("whatif fit line").format(
+        backend=backend, alpha=num(f"{fit.alpha_s * 1e6:.3g}"), beta=beta, rows=len(errors),
+        median=f"{errors[len(errors) // 2]:.0%}", largest=f"{errors[-1]:.0%}")
 
 
 def step_lines(report: Sequence[Row], step: whatif.Step | None, step_s: float | None,
-               fabric: whatif.Fabric, extra_us: float) -> list[str]:
+               fabric: whatif.Fabric, extra_us: float, lang: str = "en") -> list[str]:
     """How the step was taken, and the collectives' time per step and per day: recorded,
     modelled, under congestion, and what --extra-latency-us adds."""
+    ui = functools.partial(i18n.ui, lang=lang)
+    num = functools.partial(i18n.number, lang=lang)
     if step_s is not None:
-        how = f"step: {step_s:g} s, as --step-s gave it"
+        how = ui("whatif step given").format(s=num(f"{step_s:g}"))
     elif step is None:
-        return ["step: not found (no sequence of collectives repeats twice in the recording); "
-                "--step-s SECONDS gives it, for the figures per step and per day"]
+        return [ui("whatif step none")]
     else:
         step_s = step.seconds
-        how = (f"step: {step_s * 1e3:.4g} ms, the recorded wall time per repetition of its "
-               f"most frequent sequence of collectives ({len(step.pattern)} "
-               f"collective{'s' if len(step.pattern) > 1 else ''}, {step.repeats} repetitions; "
-               "--step-s sets it)")
+        how = i18n.ui_n("whatif step found", len(step.pattern), lang,
+                        ms=num(f"{step_s * 1e3:.4g}"), repeats=step.repeats)
     by_key = {r.key: r for r in report}
-    pattern = step.pattern if step is not None else tuple(by_key)
     if step is None:  # a step given, none found: one of each recorded row a step
-        how += "; taken as one of each row above a step"
+        how += ui("whatif step rows")
+    pattern = step.pattern if step is not None else tuple(by_key)
     recorded = model = congested = extra = 0.0
     unmodelled = 0
     for key in pattern:
@@ -140,26 +154,36 @@ def step_lines(report: Sequence[Row], step: whatif.Step | None, step_s: float | 
         congested += r.model.congested_s
         if r.extra is not None:
             extra += r.extra.time_s - r.model.time_s
-    steps_a_day = whatif.DAY_S / step_s
-    lines = [how,
-             f"per step: recorded {recorded * 1e3:.4g} ms of collectives; model "
-             f"{model * 1e3:.4g} ms" + (f" ({congested * 1e3:.4g} ms congested)"
-                                        if fabric.tail > 1 else "")
-             + (f"; {unmodelled} collective{'s' if unmodelled > 1 else ''} of the step "
-                "without a model left out of it" if unmodelled else ""),
-             f"per day at the recorded rate ({steps_a_day:,.0f} steps): recorded "
-             f"{_hours(whatif.per_day(recorded, step_s))} of collectives; model "
-             f"{_hours(whatif.per_day(model, step_s))}"
-             + (f" ({_hours(whatif.per_day(congested, step_s))} congested)"
-                if fabric.tail > 1 else "")]
+    tail = fabric.tail > 1
+
+    def day(seconds: float) -> str:
+        return num(_duration(whatif.per_day(seconds, step_s)))
+
+    per_step = ui("whatif per step").format(recorded=num(f"{recorded * 1e3:.4g}"),
+                                            model=num(f"{model * 1e3:.4g}"))
+    if tail:
+        per_step += ui("whatif congested").format(num(f"{congested * 1e3:.4g} ms"))
+    if unmodelled:
+        per_step += i18n.ui_n("whatif unmodelled", unmodelled, lang)
+    per_day = ui("whatif per day").format(steps=_count(whatif.DAY_S / step_s, lang),
+                                          recorded=day(recorded), model=day(model))
+    if tail:
+        per_day += ui("whatif congested").format(day(congested))
+    lines = [how, per_step, per_day]
     if extra_us:
-        lines.append(f"+{extra_us:g} us on every network hop (model): +{extra * 1e6:.4g} us a "
-                     f"step, +{_hours(whatif.per_day(extra, step_s))} a day"
-                     + ("" if extra else " (no collective crosses a network at this scale)"))
+        lines.append(ui("whatif extra").format(x=num(f"{extra_us:g}"),
+                                               step=num(f"{extra * 1e6:.4g}"), day=day(extra))
+                     + ("" if extra else ui("whatif no network")))
     return lines
 
 
-def _hours(seconds: float) -> str:
+def _count(n: float, lang: str) -> str:
+    """A whole count with its thousands grouped, by a dot where the decimal mark is a comma."""
+    text = f"{n:,.0f}"
+    return text.replace(",", ".") if i18n.ui("decimal separator", lang) == "," else text
+
+
+def _duration(seconds: float) -> str:
     if seconds >= 3600:
         return f"{seconds / 3600:.3g} h"
     if seconds >= 60:
