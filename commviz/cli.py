@@ -620,9 +620,6 @@ def _whatif_fabric(args: argparse.Namespace):
     if nodes < 1 or args.gpus_per_node < 1:
         raise WhatIfError(f"--nodes {nodes} --gpus-per-node {args.gpus_per_node}: both must "
                           "be at least 1")
-    if nodes > 1 and fabric.inter is None:
-        raise WhatIfError(f"{fabric.name} joins the GPUs of one node: --nodes {nodes} needs a "
-                          "network (--fabric ib-ndr, ib-xdr or roce, or --alpha-us/--beta-gbps)")
     if not args.extra_latency_us >= 0:
         raise WhatIfError(f"--extra-latency-us {args.extra_latency_us:g}: a latency cannot be "
                           "negative")

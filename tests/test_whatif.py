@@ -103,6 +103,8 @@ def test_the_step_is_the_repeating_sequence_between_set_up_and_end():
     assert (step.pattern, step.repeats, step.first) == (("x", "y"), 3, 2)
     assert step.seconds == pytest.approx(100e-9)
     assert whatif.infer_step(["a", "b", "c"], [0, 1, 2]) is None
+    chance = ["a", "b", "a", "b", "c", "d", "e", "f", "g"]  # 4 of 9 repeat: not a step
+    assert whatif.infer_step(chance, range(9)) is None
     assert whatif.per_day(0.001, 0.1) == pytest.approx(864.0)
 
 

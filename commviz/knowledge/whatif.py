@@ -245,7 +245,8 @@ def infer_step(keys: Sequence, starts_ns: Sequence[int]) -> Step | None:
     """The period whose unbroken repetition covers most of the sequence of collectives
     (``keys``, by start; its first ``WINDOW``), the shortest of equals: set-up before it and a
     different end after it are left out. Its wall time: from the first repetition's start to
-    the last's, over the repetitions between. None without two whole repetitions."""
+    the last's, over the repetitions between. None without two whole repetitions covering at
+    least half the collectives searched (a chance repeat among unrelated calls is no step)."""
     keys = list(keys[:WINDOW])
     best: tuple[int, int, int] | None = None  # (covered, period, first)
     for period in range(1, min(PERIOD_MAX, len(keys) // 2) + 1):
@@ -255,7 +256,7 @@ def infer_step(keys: Sequence, starts_ns: Sequence[int]) -> Step | None:
             covered = (run + period) // period * period
             if run and covered >= 2 * period and (best is None or covered > best[0]):
                 best = (covered, period, i - run + 1)
-    if best is None:
+    if best is None or 2 * best[0] < len(keys):
         return None
     covered, period, first = best
     repeats = covered // period
