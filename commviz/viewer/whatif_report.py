@@ -47,6 +47,32 @@ def rows(stats_rows: Sequence[dict], backend: str | None, fit: costmodel.Fit | N
     return out
 
 
+#: the fabrics the TUI's `w` key goes through, after none; the scale its line takes
+TUI_FABRICS = ("ib-ndr", "ib-xdr", "roce")
+TUI_SCALE = whatif.Scale(16, 8)
+
+
+def next_fabric(current: str | None) -> str | None:
+    """The fabric after ``current`` in ``TUI_FABRICS``, then None (the line hidden)."""
+    order = (None, *TUI_FABRICS)
+    return order[(order.index(current) + 1) % len(order)]
+
+
+def inside_line(op: str, size: int, fabric_name: str, lang: str = "en") -> str | None:
+    """The inside panel's `what if` line: the op replayed, S bytes, on ``fabric_name`` at
+    ``TUI_SCALE``, a model's; None for an op the model has none of."""
+    fabric = whatif.PRESETS[fabric_name]
+    p = whatif.predict(op, size, TUI_SCALE, fabric)
+    if p is None:
+        return None
+    time = f"{p.time_s * 1e6:.3g} us"
+    if fabric.tail > 1:
+        time += i18n.ui("whatif congested", lang).format(f"{p.congested_s * 1e6:.3g} us")
+    return i18n.ui("whatif inside", lang).format(
+        fabric=fabric_name, nodes=TUI_SCALE.nodes, per_node=TUI_SCALE.per_node,
+        time=i18n.number(time, lang), algorithm=f"{p.algorithm}/{p.protocol}")
+
+
 def header(lang: str = "en") -> str:
     return i18n.ui("whatif header", lang)
 
