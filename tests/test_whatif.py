@@ -171,6 +171,11 @@ def test_whatif_prints_per_op_per_step_and_per_day_for_two_fabrics(tmp_path, cap
         # the tree over 16 nodes: 8 network hops an all_reduce, two a step
         assert re.search(r"^\+1 us on every network hop \(model\): \+16 us a step, \+13\.8 s "
                          "a day", out, re.M), out
+        # the seed article's point, in this job's numbers: 2 all_reduces x 8 tree hops
+        assert out.splitlines()[-1] == (
+            "why a microsecond matters: at scale the network sets the pace, and each step of "
+            "this job crosses it 16 times (model) while every GPU waits; 864,000 steps a day "
+            "make 1 us on every hop 13.8 s a day"), out
     assert "congested" not in days["ib-ndr"]
     code, out, _ = _whatif(capsys, path, "--fabric", "roce")
     assert "congested)" in out.splitlines()[-1], out
@@ -182,6 +187,7 @@ def test_whatif_speaks_the_catalogues_languages(tmp_path, capsys):
     assert code == 0
     assert out.startswith("commviz whatif: a previsão de um MODELO, não uma medição"), out
     assert "por dia no ritmo gravado (864.000 passos): gravado 18,2 min de coletivas" in out
+    assert "864.000 passos por dia fazem de 1 us em cada salto 13,8 s por dia" in out
     code, out, _ = _whatif(capsys, path, "--fabric", "ib-xdr", "--lang", "es")
     assert out.startswith("commviz whatif: la predicción de un MODELO, no una medición"), out
     assert "paso: 100 ms, el tiempo de reloj grabado por repetición" in out

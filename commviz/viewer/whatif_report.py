@@ -167,7 +167,7 @@ def step_lines(report: Sequence[Row], step: whatif.Step | None, step_s: float | 
         how += ui("whatif step rows")
     pattern = step.pattern if step is not None else tuple(by_key)
     recorded = model = congested = extra = 0.0
-    unmodelled = 0
+    unmodelled = hops = 0
     for key in pattern:
         r = by_key.get(key)
         if r is None:
@@ -178,6 +178,7 @@ def step_lines(report: Sequence[Row], step: whatif.Step | None, step_s: float | 
             continue
         model += r.model.time_s
         congested += r.model.congested_s
+        hops += r.model.inter_steps
         if r.extra is not None:
             extra += r.extra.time_s - r.model.time_s
     tail = fabric.tail > 1
@@ -191,7 +192,8 @@ def step_lines(report: Sequence[Row], step: whatif.Step | None, step_s: float | 
         per_step += ui("whatif congested").format(num(f"{congested * 1e3:.4g} ms"))
     if unmodelled:
         per_step += i18n.ui_n("whatif unmodelled", unmodelled, lang)
-    per_day = ui("whatif per day").format(steps=_count(whatif.DAY_S / step_s, lang),
+    steps_a_day = whatif.DAY_S / step_s
+    per_day = ui("whatif per day").format(steps=_count(steps_a_day, lang),
                                           recorded=day(recorded), model=day(model))
     if tail:
         per_day += ui("whatif congested").format(day(congested))
@@ -200,6 +202,9 @@ def step_lines(report: Sequence[Row], step: whatif.Step | None, step_s: float | 
         lines.append(ui("whatif extra").format(x=num(f"{extra_us:g}"),
                                                step=num(f"{extra * 1e6:.4g}"), day=day(extra))
                      + ("" if extra else ui("whatif no network")))
+    if hops:  # the seed article's point, in this job's numbers
+        lines.append(ui("whatif teach").format(hops=hops, steps=_count(steps_a_day, lang),
+                                               day=day(hops * 1e-6)))
     return lines
 
 
