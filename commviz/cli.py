@@ -565,9 +565,10 @@ def _whatif(args: argparse.Namespace) -> int:
     model = stats_model()
     model.new_instances = []
     seen: list[tuple[int, tuple[str, int, int]]] = []  # (first start, stats key) a collective
+    cut: list[int] = []
 
     def read() -> None:
-        for batch in _rounds(recording.read(args.file, [], [], records=True)):
+        for batch in _rounds(recording.read(args.file, [], cut, records=True)):
             model.apply(batch)
             for inst in model.new_instances:
                 if inst.op not in protocol.P2P:
@@ -575,6 +576,8 @@ def _whatif(args: argparse.Namespace) -> int:
             model.new_instances.clear()
 
     _read_recording(args.file, read)
+    if cut:  # what a killed viewer leaves: everything before it is whole
+        print(f"commviz: note: {recording.cut_note(args.file, cut)}", file=sys.stderr)
     rows = [r for r in model.stats_table() if r["op"] not in protocol.P2P]
     if not rows:
         raise WhatIfError(f"{args.file} has no collectives: nothing to model")

@@ -252,3 +252,13 @@ def test_whatif_on_a_recorded_ddp_run(procs, tmp_path):
                          out.stdout, re.M), out.stdout
         assert re.search(r"^\+1 us on every network hop \(model\): \+\S+ us a step",
                          out.stdout, re.M), out.stdout
+
+
+def test_a_recording_cut_short_is_modelled_with_a_note(tmp_path, capsys):
+    """As a killed viewer leaves it: its last line cut in the middle, as stats says."""
+    whole = _recording(tmp_path / "r.jsonl").read_text(encoding="utf-8")
+    cut = tmp_path / "cut.jsonl"
+    cut.write_text(whole[: len(whole) - 40], encoding="utf-8")
+    code, out, err = _whatif(capsys, str(cut))
+    assert code == 0 and out.startswith("commviz whatif: a MODEL's prediction"), err
+    assert err.startswith(f"commviz: note: {cut}:") and "cut short" in err, err
