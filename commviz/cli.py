@@ -1,4 +1,4 @@
-"""The ``commviz`` command: demo, watch, run, relay, keys, play, stats, export."""
+"""The ``commviz`` command: demo, watch, run, relay, keys, play, stats, whatif, export."""
 
 from __future__ import annotations
 
@@ -128,6 +128,27 @@ def _parser() -> argparse.ArgumentParser:
                    help="language of the table's words and the findings (default: from the "
                    "locale; --json is always English)")
 
+    wi = sub.add_parser("whatif", help="a model's time for a recording's collectives on "
+                        "another fabric and scale, per op, per step and per day")
+    wi.add_argument("file", help="a recording: JSON Lines or compact (.cvz)")
+    wi.add_argument("--fabric", choices=tuple(whatif_presets()), default=None,
+                    help="a preset (figures and sources in docs/network.md; default ib-ndr)")
+    wi.add_argument("--alpha-us", type=float, default=None,
+                    help="a custom fabric instead: microseconds a step on every hop")
+    wi.add_argument("--beta-gbps", type=float, default=None,
+                    help="with --alpha-us: GB/s (1e9 B/s) each GPU sends at")
+    wi.add_argument("--nodes", type=int, default=None,
+                    help="nodes (default 16 with a network, 1 for nvlink and pcie)")
+    wi.add_argument("--gpus-per-node", type=int, default=8, help="GPUs a node (default 8)")
+    wi.add_argument("--extra-latency-us", type=float, default=0.0, metavar="X",
+                    help="what X more microseconds on every network hop cost per op, per "
+                    "step and per day")
+    wi.add_argument("--step-s", type=float, default=None, metavar="SECONDS",
+                    help="the training step's wall time (default: inferred from the "
+                    "recording's repeating collectives)")
+    wi.add_argument("--lang", choices=i18n.LANGS, default=None,
+                    help="language of the report's words (default: from the locale)")
+
     e = sub.add_parser("export", help="write a recording again in the other format "
                        "(JSON Lines or compact .cvz), or as a Chrome trace for Perfetto")
     e.add_argument("file", help="a recording: JSON Lines or compact (.cvz)")
@@ -161,12 +182,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.no_terminal:
         args.headless = True
     commands = {"demo": _demo, "watch": _watch, "run": _run, "relay": _relay, "keys": _keys,
-                "stats": _stats, "play": _play, "export": _export}
+                "stats": _stats, "play": _play, "export": _export, "whatif": _whatif}
     try:
         code = commands[args.command](args)
         sys.stdout.flush()  # a reader that went away (`| head`) shows here, not at exit
         return code
-    except (LaunchError, BindError, RecordingError, JobError, KeysError, RelayError) as exc:
+    except (LaunchError, BindError, RecordingError, JobError, KeysError, RelayError,
+            WhatIfError) as exc:
         print(f"commviz: error: {exc}", file=sys.stderr)
         return 2
     except BrokenPipeError:
@@ -558,6 +580,92 @@ def stats_model() -> Model:
     from commviz.viewer.model import Model
 
     return Model(lanes=False)
+
+
+class WhatIfError(Exception):
+    """A ``commviz whatif`` option the model cannot take, in one sentence."""
+
+
+def whatif_presets() -> dict:
+    from commviz.knowledge import whatif
+
+    return whatif.PRESETS
+
+
+def _whatif(args: argparse.Namespace) -> int:
+    from commviz.knowledge import costmodel, whatif
+    from commviz.viewer import recording
+    from commviz.viewer import whatif_report as report
+    from commviz.wire import protocol
+
+    fabric, scale = _whatif_fabric(args)
+    model = stats_model()
+    model.new_instances = []
+    seen: list[tuple[int, tuple[str, int, int]]] = []  # (first start, stats key) a collective
+    cut: list[int] = []
+
+    def read() -> None:
+        for batch in _rounds(recording.read(args.file, [], cut, records=True)):
+            model.apply(batch)
+            for inst in model.new_instances:
+                if inst.op not in protocol.P2P:
+                    seen.append((inst.t_first_start, (inst.op, len(inst.group), inst.size)))
+            model.new_instances.clear()
+
+    _read_recording(args.file, read)
+    if cut:  # what a killed viewer leaves: everything before it is whole
+        print(f"commviz: note: {recording.cut_note(args.file, cut)}", file=sys.stderr)
+    rows = [r for r in model.stats_table() if r["op"] not in protocol.P2P]
+    if not rows:
+        raise WhatIfError(f"{args.file} has no collectives: nothing to model")
+    backends = {s.backend for s in model.ranks.values()}
+    backend = backends.pop() if len(backends) == 1 else None
+    fit = costmodel.fit_stats(rows, backend) if backend is not None else None
+    try:
+        made = report.rows(rows, backend, fit, scale, fabric, args.extra_latency_us)
+    except ValueError as exc:
+        raise WhatIfError(str(exc)) from None
+    seen.sort(key=lambda s: s[0])
+    step = None if args.step_s is not None else whatif.infer_step(
+        [k for _, k in seen], [t for t, _ in seen])
+    lang = _lang(args)
+    print(report.header(lang))
+    print(report.fabric_line(fabric, scale, lang))
+    print()
+    print(report.table(made, scale, args.extra_latency_us, fabric.tail > 1, lang))
+    print()
+    print(report.fit_line(fit, backend, made, lang))
+    for line in report.step_lines(made, step, args.step_s, fabric, args.extra_latency_us,
+                                  lang):
+        print(line)
+    return 0
+
+
+def _whatif_fabric(args: argparse.Namespace):
+    """The fabric and scale the options name, or a WhatIfError that says what is wrong."""
+    from commviz.knowledge import whatif
+
+    custom = (args.alpha_us, args.beta_gbps)
+    if any(v is not None for v in custom):
+        if args.fabric is not None or None in custom:
+            raise WhatIfError("a custom fabric takes both --alpha-us and --beta-gbps, and no "
+                              "--fabric")
+        try:
+            fabric = whatif.custom(*custom)
+        except ValueError as exc:
+            raise WhatIfError(str(exc)) from None
+    else:
+        fabric = whatif.PRESETS[args.fabric or "ib-ndr"]
+    nodes = args.nodes if args.nodes is not None else 1 if fabric.inter is None else 16
+    if nodes < 1 or args.gpus_per_node < 1:
+        raise WhatIfError(f"--nodes {nodes} --gpus-per-node {args.gpus_per_node}: both must "
+                          "be at least 1")
+    if not args.extra_latency_us >= 0:
+        raise WhatIfError(f"--extra-latency-us {args.extra_latency_us:g}: a latency cannot be "
+                          "negative")
+    if args.step_s is not None and not args.step_s > 0:
+        raise WhatIfError(f"--step-s {args.step_s:g}: a step lasts more than 0 seconds")
+    return fabric, whatif.Scale(nodes, args.gpus_per_node)
 
 
 def _export(args: argparse.Namespace) -> int:

@@ -793,7 +793,7 @@ async def test_e_reads_the_explanation_whole_on_a_screen_of_its_own(lang: str) -
 
 def _help_text(app: CommvizApp) -> str:
     return "\n".join(strip.text for strip in app.screen.query_one(Static).render_lines(
-        Region(0, 0, 70, 14)))
+        Region(0, 0, 70, 15)))
 
 
 @sync
@@ -3089,3 +3089,37 @@ def test_the_inside_panel_of_a_large_group_shows_its_drawing_as_nodes_at_once() 
     assert drawn[-1] == "AG 955-1023 of 1023 (drawn step 30 of 30): " \
         "7 hops inside each node, 128 between nodes"
     assert inside(session.model, "en", None, rows=5).plain.count("\n") < 5
+
+
+def test_the_inside_panel_says_what_the_op_would_take_on_another_fabric() -> None:
+    """Issue 22: the `what if` line, the replayed op on a fabric at 16 nodes x 8, a model's
+    (``knowledge/whatif``, hand-checked in test_whatif.py); none until `w` picks a fabric."""
+    from commviz.knowledge import whatif
+
+    session = FakeSession()
+    session.feed(scripted_all_reduce(world=4))
+    assert "what if" not in inside(session.model, "en").plain
+    ndr = whatif.predict("all_reduce", 1 << 20, whatif.Scale(16, 8), whatif.PRESETS["ib-ndr"])
+    line = f"what if (a model): on ib-ndr at 16 nodes x 8 GPUs, {ndr.time_s * 1e6:.3g} us " \
+        f"({ndr.algorithm}/{ndr.protocol})"
+    assert line in inside(session.model, "en", whatif_fabric="ib-ndr").plain
+    roce = inside(session.model, "pt", whatif_fabric="roce").plain
+    assert re.search(r"e se \(um modelo\): em roce com 16 nós x 8 GPUs, \S+ us \(\S+ us "
+                     r"congestionado\)", roce), roce
+
+
+@sync
+async def test_w_goes_through_the_fabrics_of_the_what_if_line_then_hides_it() -> None:
+    session = FakeSession()
+    session.feed(heartbeats(4) + scripted_all_reduce(world=4))
+    app = make_app(session)
+    async with app.run_test(size=SIZE) as pilot:
+        await frame(pilot)
+        assert "what if" not in panel(app, "#inside")
+        for fabric in ("ib-ndr", "ib-xdr", "roce"):
+            await pilot.press("w")
+            await frame(pilot)
+            assert f"what if (a model): on {fabric} at 16 nodes" in panel(app, "#inside")
+        await pilot.press("w")
+        await frame(pilot)
+        assert "what if" not in panel(app, "#inside")

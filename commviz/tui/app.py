@@ -51,7 +51,7 @@ from commviz.tui.ranks_panel import FindScreen, RanksPanel
 from commviz.tui.reading import ReadingScreen
 from commviz.tui.timeline import Timeline, title
 from commviz.tui.topology import Topology
-from commviz.viewer import diagnose, end_report
+from commviz.viewer import diagnose, end_report, whatif_report
 from commviz.viewer import plain_text as text
 from commviz.viewer.playback import PlaybackControl
 from commviz.viewer.session import JOB_TAIL_LINES
@@ -129,6 +129,7 @@ class CommvizApp(App):
         # (instance, step, rows) the inside panel shows: it follows the replay, in the rows
         # the panels around it leave
         self._replayed: tuple | None = None
+        self._whatif: str | None = None  # the inside panel's `what if` fabric (`w`)
         self._fit: costmodel.Fit | None = None
         self._t0: int | None = None  # the log's time 0: its first operation's start
         self._seeked = False  # a playback went further on at once: replay only its latest
@@ -319,7 +320,7 @@ class CommvizApp(App):
             self._replayed = replayed
             width = self._inside_width()
             drawn = inside(model, self.lang, frame, self._fit, self.session.nccl, width, rows,
-                           self.demo)
+                           self.demo, self._whatif)
             # too few rows for even its smallest form (a finding's panel took them): the
             # panel gives way, so that the viewer panel below stays on screen
             crowded = rows is not None and width is not None \
@@ -783,6 +784,12 @@ class CommvizApp(App):
         self._titles()
         self._explained = self._replayed = self._sourced = None
         self._slow_at = float("-inf")
+        self.refresh_view()
+
+    def action_whatif(self) -> None:
+        """`w`: the inside panel's `what if` line on the next fabric, then none."""
+        self._whatif = whatif_report.next_fabric(self._whatif)
+        self._replayed = None
         self.refresh_view()
 
     def action_find(self) -> None:

@@ -68,6 +68,9 @@ KEYS = (
         footer=False, checked=True, more=N_("help next_finding")),
     # its help says the languages it goes through (i18n.language_cycle)
     Key("lang", "l", "switch_lang", "Language", N_("key lang"), footer=False),
+    # the inside panel's `what if` line: the op on another fabric at 16 nodes (a model)
+    Key("whatif", "w", "whatif", "What if: another fabric", N_("key whatif"), footer=False,
+        more=N_("help whatif")),
     Key("read", "e", "read", "Explanation, full screen", N_("key read"), footer=False),
     # the ranks panel by node (a job with more ranks than the screen has rows)
     Key("find", "slash", "find", "Find a rank or node", N_("key find"), key_display="/",
@@ -77,12 +80,12 @@ BY_ID = {key.id: key for key in KEYS}
 # The help screen's rows, in its order: each lists these keys' ids, one row for a pair
 HELP = (("pause",), ("step",), ("next_finding",), ("play_faster", "play_slower"),
         ("faster", "slower"), ("replay_pause",), ("zoom_in", "zoom_out"), ("group_lanes",),
-        ("restart",),
+        ("restart",), ("whatif",),
         ("read",), ("find",), ("lang",), ("view",), ("quit",), ("help",))
 # The command palette's own entries, in its order
 PALETTE = ("pause", "step", "next_finding", "play_faster", "play_slower", "faster", "slower",
-           "replay_pause", "zoom_in", "zoom_out", "group_lanes", "restart", "read", "find",
-           "lang", "view", "help")
+           "replay_pause", "zoom_in", "zoom_out", "group_lanes", "restart", "whatif", "read",
+           "find", "lang", "view", "help")
 # What keys do when a recording is played back, where it differs: n steps from one operation
 # to the next; p holds the replay while the recording plays on
 PLAYBACK_WORDS = {"key step": N_("key step op"), "key step short": N_("key step op short"),

@@ -29,6 +29,7 @@ from commviz.tui.animation import (
 from commviz.tui.panels.words import bytes_text, op_described
 from commviz.tui.rank_facts import backend_of
 from commviz.viewer import plain_text as text
+from commviz.viewer import whatif_report
 from commviz.viewer.model import Instance, Model
 from commviz.wire import protocol
 
@@ -41,7 +42,8 @@ _DIGITS = "0123456789abcdefghijklmnopqrstuvwxyz"
 
 def inside(model: Model, lang: str = "en", frame: AnimFrame | None = None,
            fit: costmodel.Fit | None = None, nccl: Any = None, width: int | None = None,
-           rows: int | None = None, demo: str | None = None) -> Text:
+           rows: int | None = None, demo: str | None = None,
+           whatif_fabric: str | None = None) -> Text:
     """Inside one operation: its measured time, its cost model, and the steps its backend
     runs with the chunks each rank holds after each step, drawn from its schedule.
 
@@ -52,7 +54,8 @@ def inside(model: Model, lang: str = "en", frame: AnimFrame | None = None,
     fit ``width`` (the panel's inner width; None: GRID_MAX_W), saying what they leave out.
     In fewer ``rows`` than it takes (None: any), a collective leaves out its cost model and
     schematic note (the replay's title has the note), then shows fewer steps. A round of
-    the ``ring_allreduce`` demo says which step of its ring it is.
+    the ``ring_allreduce`` demo says which step of its ring it is. ``whatif_fabric``: a
+    `what if` line, the same op on that fabric at 16 nodes, a model's (the `w` key).
     """
     if frame is None and not model.recent:
         return Text(i18n.ui("no operation yet", lang), style="dim")
@@ -90,7 +93,8 @@ def inside(model: Model, lang: str = "en", frame: AnimFrame | None = None,
             return Text(f"{inst.op}: {i18n.ui('backend unknown', lang)}", style="dim")
         current = frame.step if frame is not None else len(drawing.steps) - 1
         fabric = _fabric_text(nccl, lang) if backend == "nccl" and nccl is not None else None
-        return _at_scale(drawing, inst, current, lang, rows, fabric)
+        return _at_scale(drawing, inst, current, lang, rows, fabric,
+                         _whatif_text(inst, whatif_fabric, lang))
     try:
         sched = schedules.schedule(inst.op, backend, n, inst.size, _root_of(inst))
     except ValueError as exc:
@@ -99,8 +103,9 @@ def inside(model: Model, lang: str = "en", frame: AnimFrame | None = None,
     nccl_text = _nccl_text(nccl, inst.op, inst.size, n, lang) \
         if backend == "nccl" and nccl is not None else None
     fabric = _fabric_text(nccl, lang) if backend == "nccl" and nccl is not None else None
-    draw = functools.partial(_collective, sched, inst, backend, fit, nccl_text, fabric, current,
-                             lang, width or GRID_MAX_W)
+    draw = functools.partial(_collective, sched, inst, backend, fit, nccl_text, fabric,
+                             _whatif_text(inst, whatif_fabric, lang), current, lang,
+                             width or GRID_MAX_W)
     out = draw(False, MAX_STEPS_SHOWN)
     if rows is not None and text_rows(out, width or GRID_MAX_W) > rows:
         for steps in range(MAX_STEPS_SHOWN, 0, -1):
@@ -111,7 +116,7 @@ def inside(model: Model, lang: str = "en", frame: AnimFrame | None = None,
 
 
 def _at_scale(drawing: Scaled, inst: Instance, current: int, lang: str,
-              rows: int | None, fabric: str | None = None) -> Text:
+              rows: int | None, fabric: str | None = None, what_if: str | None = None) -> Text:
     """``inside`` of a large group's op: its measured time, the wires NCCL named
     (``fabric``), its drawing as nodes (what it assumes, each phase and the real steps it
     compresses), the drawn step shown and the hops it uses; the cost model is fitted on
@@ -124,6 +129,8 @@ def _at_scale(drawing: Scaled, inst: Instance, current: int, lang: str,
     out.append(f"{ui('measured')}  {i18n.number(times, lang)}\n")
     if fabric is not None:
         out.append(f"{ui('fabric')}  {fabric}\n")
+    if what_if is not None:
+        out.append(f"{what_if}\n", style="italic")
     out.append(f"{ui('cost')}  {ui('no cost at scale').format(most=REPLAY_RANKS_MAX)}\n",
                style="dim")
     out.append(f"{ui('schematic')}  {scaled_replay.note(drawing, lang)}\n", style="italic dim")
@@ -190,7 +197,8 @@ def ring_demo_round(members: Sequence[Instance], lang: str) -> Text:
 
 def _collective(sched: schedules.Schedule, inst: Instance, backend: str,
                 fit: costmodel.Fit | None, nccl_text: str | None, fabric: str | None,
-                current: int, lang: str, width: int, brief: bool, steps: int) -> Text:
+                what_if: str | None, current: int, lang: str, width: int, brief: bool,
+                steps: int) -> Text:
     """``inside`` of a collective: ``brief``, without its cost model, the wires NCCL named
     (``fabric``) and its schematic note; ``steps``, at most that many around the ``current``
     one."""
@@ -204,6 +212,8 @@ def _collective(sched: schedules.Schedule, inst: Instance, backend: str,
     out.append(f"{i18n.ui('measured', lang)}  {i18n.number(times, lang)}\n")
     if not brief:
         _cost_line(out, sched, inst, fit, lang)
+    if what_if is not None and not brief:
+        out.append(f"{what_if}\n", style="italic")
     if nccl_text is not None:
         out.append(f"NCCL  {nccl_text}\n", style="bold")
     if fabric is not None and not brief:
@@ -236,6 +246,11 @@ def text_rows(shown: Text, width: int) -> int:
 @functools.cache
 def _measuring_console() -> Console:
     return Console(file=io.StringIO(), width=GRID_MAX_W, color_system=None)
+
+
+def _whatif_text(inst: Instance, fabric: str | None, lang: str) -> str | None:
+    return None if fabric is None else whatif_report.inside_line(inst.op, inst.size, fabric,
+                                                                 lang)
 
 
 def _fabric_text(nccl: Any, lang: str) -> str:
