@@ -246,8 +246,8 @@ def test_whatif_on_a_recorded_ddp_run(procs, tmp_path):
                          r"\d+ rows: median \d+%", out.stdout, re.M), out.stdout
         assert re.search(r"^step: \S+ ms, the recorded wall time per repetition", out.stdout,
                          re.M), out.stdout
-        assert re.search(r"^per step: recorded \S+ ms of collectives; model \S+ ms$",
-                         out.stdout, re.M), out.stdout
+        assert re.search(r"^per step: recorded \S+ ms of collectives \(their times summed.*\); "
+                         r"model \S+ ms$", out.stdout, re.M), out.stdout
         assert re.search(r"^per day at the recorded rate \([\d,]+ steps\): recorded .* model ",
                          out.stdout, re.M), out.stdout
         assert re.search(r"^\+1 us on every network hop \(model\): \+\S+ us a step",
