@@ -17,11 +17,11 @@ def test_a_failed_jobs_end_gives_each_ranks_end_then_why_it_failed() -> None:
         ("rank failed", {"who": "the job", "code": 1,
                          "line": "rank 1: RuntimeError: boom on rank 1 at step 3"})]
     assert end_report.event_lines(events, "en") == [
-        "rank 0: killed (SIGTERM), says torchrun's summary",
+        "rank 0: stopped (SIGTERM), says torchrun's summary",
         "rank 1: ended, exit 1, says torchrun's summary",
         "the job failed (exit 1): rank 1: RuntimeError: boom on rank 1 at step 3"]
     assert end_report.event_lines(events[:1], "pt") == [
-        "rank 0: morto (SIGTERM), diz o resumo do torchrun"]
+        "rank 0: parado (SIGTERM), diz o resumo do torchrun"]
 
 
 def test_without_its_output_a_failure_says_how_the_job_ended() -> None:

@@ -14,6 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from commviz.viewer import metrics
 from commviz.viewer.diagnose import Diagnosis
 from commviz.viewer.model import Model
+from commviz.viewer.rank_state import State
 
 G4 = {0: ("0", (0, 1, 2, 3))}
 MS = 1_000_000
@@ -206,7 +207,7 @@ def test_at_a_thousand_ranks_the_labels_stay_bounded():
     assert len(got["commviz_ranks_alive"]) == len(view.model.nodes())
     late = got["commviz_late_arrivals_total"]
     assert 0 < len(late) <= metrics.LATE_RANKS_MAX and (("rank", "517"),) in late
-    assert len(got["commviz_ranks"]) == len(view.model.nodes()) * 7
+    assert len(got["commviz_ranks"]) == len(view.model.nodes()) * len(State)
 
 
 def test_the_commands_say_what_is_wrong_with_metrics_before_starting_anything(capsys):

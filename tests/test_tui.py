@@ -3123,3 +3123,21 @@ async def test_w_goes_through_the_fabrics_of_the_what_if_line_then_hides_it() ->
         await pilot.press("w")
         await frame(pilot)
         assert "what if" not in panel(app, "#inside")
+
+
+@pytest.mark.parametrize("code", [-15, 143])
+def test_a_rank_its_launcher_stopped_reads_stopped_not_a_failure_of_its_own(code: int) -> None:
+    """Once one rank fails, torchrun (-15) and commviz's demo launcher (143: the ranks' SIGTERM
+    handler exits so) stop the others: their rows read "stopped (SIGTERM)", dim, never the
+    red warning of a rank that failed, in the ranks panel and beside the replay's ring."""
+    from commviz.tui.topology import rank_states
+
+    session = FakeSession()
+    session.feed(heartbeats(3))
+    session.model.process_ended(1, -9)
+    session.model.process_ended(2, code)
+    assert {r: t.plain for r, t in rank_states(session.model).items()} == \
+        {0: "idle", 1: "⚠ killed (SIGKILL)", 2: "stopped (SIGTERM)"}
+    assert rank_states(session.model, lang="pt")[2].plain == "parado (SIGTERM)"
+    table = ranks_table(session.model, session.clock(), session.clock.wall_ns()).plain
+    assert "stopped (SIGTERM)" in table and "⚠ stopped" not in table

@@ -650,7 +650,7 @@ def rank_states(model: Model, now: float | None = None, lang: str = "en",
             out[rank] = Text(f"⚠ {finding_name(flagged[rank], lang)}", style="bold red")
         elif kind is State.EXITED:
             out[rank] = Text(ui("state exited"), style="dim")
-        elif kind is State.ENDED:
+        elif kind in (State.ENDED, State.STOPPED):
             out[rank] = Text(process_end(s.exit_code, lang), style="dim")
         elif kind is State.SILENT:
             out[rank] = Text(ui("state silent"), style="bold red")

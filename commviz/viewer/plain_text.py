@@ -14,6 +14,7 @@ from commviz.text import i18n
 from commviz.text.i18n import N_
 from commviz.viewer.diagnose import Finding, Lateness
 from commviz.viewer.model import HostClock, Instance
+from commviz.viewer.rank_state import STOPPED_CODES
 from commviz.wire.protocol import OPS
 
 
@@ -187,7 +188,11 @@ TIME_UNITS = (("s", 1e9), ("ms", 1e6), (MICROSECONDS, 1e3))
 
 
 def process_end(code: int, lang: str = "en") -> str:
-    """A rank process's end as its launcher told it: "killed (SIGKILL)", "ended, exit 1"."""
+    """A rank process's end as its launcher told it: "killed (SIGKILL)", "ended, exit 1",
+    "stopped (SIGTERM)" (``rank_state.STOPPED_CODES``: SIGTERM, or the exit a handler of it
+    makes)."""
+    if code in STOPPED_CODES:
+        return i18n.ui("state stopped", lang).format("SIGTERM")
     if code < 0:
         return i18n.ui("state killed", lang).format(signal_name(-code))
     return i18n.ui("state ended code", lang).format(code)

@@ -4,10 +4,14 @@ panel, the metrics' ranks alive): pure, so that the viewer's own modules read it
 from __future__ import annotations
 
 import enum
+import signal
 
 from commviz.viewer.model import RankState
 
 SILENT_AFTER_S = 1.5  # three missed heartbeats
+# how a rank its launcher stopped ends: SIGTERM itself, or exit 128+15 where the program's
+# handler exits on it (commviz's demo ranks)
+STOPPED_CODES = frozenset({-signal.SIGTERM, 128 + signal.SIGTERM})
 
 
 class State(enum.Enum):
@@ -15,6 +19,8 @@ class State(enum.Enum):
     process is plainer than any finding, a goodbye than a silence, a silence than its last
     operation."""
 
+    STOPPED = enum.auto()  # its process was stopped by SIGTERM (STOPPED_CODES): a launcher
+    # stops the others once one fails, or a scheduler its job; no crash of its own
     FAILED = enum.auto()  # its process failed (a non-zero exit code): no finding is shown
     EXITED = enum.auto()  # it said goodbye
     ENDED = enum.auto()  # its process ended with exit code 0, without a goodbye
@@ -29,6 +35,8 @@ def rank_state(s: RankState, now: float, in_op: bool, behind: float = 0.0) -> St
     operation in flight; ``behind``: how far the viewer is behind the ranks (``Model.
     behind_s``), which a silence must pass as well: a backlog holds their messages. A
     finding that names the rank is shown over any state but ``FAILED``."""
+    if s.exit_code in STOPPED_CODES:
+        return State.STOPPED
     if s.exit_code:
         return State.FAILED
     if s.exited:

@@ -34,7 +34,8 @@ NODE_COLUMNS = ((N_("col node"), 9), (N_("col ranks"), 9), (N_("col state"), 28)
                 (N_("col worst"), 16), (N_("col gpus"), 27), (N_("col clock"), 10))
 # a state's words for a count of a node's ranks in it ("3 done")
 STATE_WORDS = {State.FAILED: N_("node failed"), State.EXITED: N_("node exited"),
-               State.ENDED: N_("node ended"), State.SILENT: N_("node silent"),
+               State.ENDED: N_("node ended"), State.STOPPED: N_("node stopped"),
+               State.SILENT: N_("node silent"),
                State.DONE: N_("node done"), State.IDLE: N_("node idle")}
 OPEN, CLOSED = "▾", "▸"
 CHOSEN = "on grey27"  # the line ↑↓ chose

@@ -101,7 +101,7 @@ def rank_row(out: Text, model: Model, rank: int, now: float, now_ns: int,
         state = Text(f"⚠ {text.process_end(s.exit_code, lang)}", style="bold red")
     elif kind is State.EXITED:
         state = Text(ui("state exited"), style="dim")
-    elif kind is State.ENDED:
+    elif kind in (State.ENDED, State.STOPPED):
         state = Text(text.process_end(s.exit_code, lang), style="dim")
     elif kind is State.SILENT:
         state = Text(ui("state silent for").format(f"{now - s.last_seen:.0f}"),

@@ -13,16 +13,11 @@ findings of what it failed in say that already).
 
 from __future__ import annotations
 
-import signal
-
 from commviz.viewer.diagnose import facts as fx
 from commviz.viewer.diagnose import watch as w
 from commviz.viewer.diagnose.finding import Finding
 from commviz.viewer.model import InFlight, Model
-
-# how a rank its launcher stopped ends: SIGTERM itself, or exit 128+15 where the program's
-# handler exits on it (commviz's demo ranks)
-STOPPED_CODES = frozenset({-signal.SIGTERM, 128 + signal.SIGTERM})
+from commviz.viewer.rank_state import STOPPED_CODES
 
 
 def first_end(model: Model, now: float, wall: int,
