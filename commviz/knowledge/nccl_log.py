@@ -183,6 +183,7 @@ class NcclLog:
         self._lock = threading.Lock()
         self.version: str | None = None
         self.lines = 0  # NCCL INFO lines recognised
+        self._fabric: tuple[int, Fabric | None] = (0, None)  # (lines, fabric()) when made
         self.procs: dict[Proc, ProcFacts] = {}
         self.choices: dict[tuple[str, int, int | None], Choice] = {}
         self.ops: collections.deque[Choice] = collections.deque(maxlen=OPS_KEPT)
@@ -381,23 +382,27 @@ class NcclLog:
 
     def fabric(self) -> Fabric | None:
         """The wires NCCL said it uses, over every communicator and process; None when it
-        printed no connection and no NIC (no log, or a log without INIT lines)."""
+        printed no connection and no NIC (no log, or a log without INIT lines). Made again
+        only after a new line of NCCL's: the inside panel asks at every redraw."""
         with self._lock:
-            vias = [via for proc in self.procs.values() for comm in proc.comms.values()
+            if self._fabric[0] == self.lines:
+                return self._fabric[1]
+            vias = [via for proc in self.procs.values()
+                    for comm in (*proc.comms.values(), *proc.pending.values())
                     for linked in comm.links.values() for via in linked]
-            vias += [via for proc in self.procs.values() for comm in proc.pending.values()
-                     for linked in comm.links.values() for via in linked]
             nics = {nic: layer for proc in self.procs.values() for nic, layer in proc.nics.items()}
             gdr_hcas = {h for proc in self.procs.values() for h in proc.gdr_hcas}
-        if not vias and not nics:
-            return None
-        kinds = {transport_kind(v) for v in vias}
-        nets = [m for m in map(_NET_VIA.match, vias) if m is not None]
-        return Fabric(intra=tuple(sorted(k for k in kinds if not k.startswith("NET/"))),
-                      inter=tuple(sorted(k for k in kinds if k.startswith("NET/"))),
-                      nics=tuple(sorted(nics.items())),
-                      gdr=any(m.group(2) for m in nets) or bool(gdr_hcas),
-                      pxn=any(m.group(1) for m in nets))
+            fabric = None
+            if vias or nics:
+                kinds = {transport_kind(v) for v in vias}
+                nets = [m for m in map(_NET_VIA.match, vias) if m is not None]
+                fabric = Fabric(intra=tuple(sorted(k for k in kinds if not k.startswith("NET/"))),
+                                inter=tuple(sorted(k for k in kinds if k.startswith("NET/"))),
+                                nics=tuple(sorted(nics.items())),
+                                gdr=any(m.group(2) for m in nets) or bool(gdr_hcas),
+                                pxn=any(m.group(1) for m in nets))
+            self._fabric = (self.lines, fabric)
+            return fabric
 
     def init_summary(self, final: bool = False) -> str | None:
         """One line on what NCCL reported at init, once a communicator has completed its init

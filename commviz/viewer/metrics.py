@@ -111,13 +111,11 @@ def _op_families(rows: list[tuple[tuple[str, int, int], StatRow]]) -> list[Metri
 
 
 def _count_families(model: Model) -> list[Metric]:
-    records = CounterMetricFamily("commviz_op_records", "Op records the ranks sent, one per "
-                                  "rank per op, as the viewer took them in")
-    records.add_metric([], model.records)
-    failed = CounterMetricFamily("commviz_ops_failed", "Ops matched across their ranks that "
-                                 "failed on some rank or that the ranks called differently")
-    failed.add_metric([], model.failed)
-    return [records, failed]
+    return [CounterMetricFamily("commviz_op_records", "Op records the ranks sent, one per rank "
+                                "per op, as the viewer took them in", value=model.records),
+            CounterMetricFamily("commviz_ops_failed", "Ops matched across their ranks that "
+                                "failed on some rank or that the ranks called differently",
+                                value=model.failed)]
 
 
 @dataclass
@@ -193,11 +191,9 @@ def _rank_families(model: Model) -> list[Metric]:
 
 def _intake_families(model: Model, intake: Intake) -> list[Metric]:
     behind = GaugeMetricFamily("commviz_viewer_behind_seconds", "How far the viewer is behind "
-                               "the ranks (0: caught up)")
-    behind.add_metric([], model.behind_s)
+                               "the ranks (0: caught up)", value=model.behind_s)
     rejected = CounterMetricFamily("commviz_messages_rejected", "Messages the viewer rejected "
-                                   "as malformed or foreign")
-    rejected.add_metric([], intake.rejected)
+                                   "as malformed or foreign", value=intake.rejected)
     shed = CounterMetricFamily("commviz_messages_shed", "Messages the viewer let go of while "
                                "behind, by kind", labels=["kind"])
     for kind in KINDS:

@@ -15,7 +15,7 @@ last rank to arrive to each other rank, at the moment the last one arrived (the 
 move from then).
 
 Times are µs from the recording's first time, other hosts' clocks corrected as the viewer's
-model does: by ``clocksync.estimate`` over each host's latest clock round trips, as each
+model does: by ``clocksync.Window`` over each host's latest clock round trips, as each
 ``tel`` line brings them (the recording header's host is the reference). The file is read
 twice (once for the first time and the ranks' names, once to write) and events are written
 as they come, keeping only what the flows still wait for, bounded, so a 1,024-rank
@@ -36,7 +36,7 @@ from typing import IO, Any
 from commviz import __version__
 from commviz.viewer import recording
 from commviz.wire import protocol
-from commviz.wire.clocksync import WINDOW, Sample, estimate
+from commviz.wire.clocksync import Sample, Window
 
 # lanes (thread ids) of a rank's process
 COLLECTIVES, P2P, PHASES, ASYNC = 1, 2, 3, 4
@@ -115,13 +115,13 @@ def export(src: str | Path, dst: str | Path, cut: Cut = Cut(),
 
 class _Clocks:
     """Each incarnation's offset to the viewer's clock, as the model keeps it: its host's
-    estimate from that host's latest ``WINDOW`` round trips (0 on the viewer's host, and
-    before a host has one)."""
+    estimate from that host's latest round trips (``clocksync.Window``; 0 on the viewer's
+    host, and before a host has one)."""
 
     def __init__(self, local_host: str | None, hosts: dict[tuple[int, int], str]) -> None:
         self._local = local_host
         self._hosts = dict(hosts)  # by (rank, inc): known before a rank's line comes
-        self._samples: dict[str, collections.deque] = {}
+        self._windows: dict[str, Window] = {}
         self._offsets: dict[str, int] = {}
 
     def take(self, line: dict) -> None:
@@ -135,9 +135,10 @@ class _Clocks:
         host = self._hosts.get((line["rank"], line.get("inc", 0)))
         if host is None or host == self._local:
             return
-        samples = self._samples.setdefault(host, collections.deque(maxlen=WINDOW))
-        samples.extend(Sample(*row) for row in line["clk"])
-        est = estimate(samples)
+        window = self._windows.setdefault(host, Window())
+        for row in line["clk"]:
+            window.add(Sample(*row))
+        est = window.estimate()
         if est is not None:
             self._offsets[host] = est.offset_ns
 

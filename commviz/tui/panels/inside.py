@@ -86,15 +86,16 @@ def inside(model: Model, lang: str = "en", frame: AnimFrame | None = None,
     if backend is None:
         return Text(i18n.ui("backend not known", lang).format(op=inst.op), style="dim")
     n = len(inst.group)
+    fabric = text.fabric_line(nccl.fabric(), lang) if backend == "nccl" and nccl is not None \
+        else None
+    whatif = _whatif_text(inst, whatif_fabric, lang)
     if n > REPLAY_RANKS_MAX:  # its full schedule: seconds to build, thousands of steps to list
         drawing = frame.schedule if frame is not None and frame.instance is inst else \
             plan(inst, backend, functools.partial(host_of, model))
         if not isinstance(drawing, Scaled):
             return Text(f"{inst.op}: {i18n.ui('backend unknown', lang)}", style="dim")
         current = frame.step if frame is not None else len(drawing.steps) - 1
-        fabric = _fabric_text(nccl, lang) if backend == "nccl" and nccl is not None else None
-        return _at_scale(drawing, inst, current, lang, rows, fabric,
-                         _whatif_text(inst, whatif_fabric, lang))
+        return _at_scale(drawing, inst, current, lang, rows, fabric, whatif)
     try:
         sched = schedules.schedule(inst.op, backend, n, inst.size, _root_of(inst))
     except ValueError as exc:
@@ -102,10 +103,8 @@ def inside(model: Model, lang: str = "en", frame: AnimFrame | None = None,
     current = frame.step if frame is not None else len(sched.steps) - 1
     nccl_text = _nccl_text(nccl, inst.op, inst.size, n, lang) \
         if backend == "nccl" and nccl is not None else None
-    fabric = _fabric_text(nccl, lang) if backend == "nccl" and nccl is not None else None
-    draw = functools.partial(_collective, sched, inst, backend, fit, nccl_text, fabric,
-                             _whatif_text(inst, whatif_fabric, lang), current, lang,
-                             width or GRID_MAX_W)
+    draw = functools.partial(_collective, sched, inst, backend, fit, nccl_text, fabric, whatif,
+                             current, lang, width or GRID_MAX_W)
     out = draw(False, MAX_STEPS_SHOWN)
     if rows is not None and text_rows(out, width or GRID_MAX_W) > rows:
         for steps in range(MAX_STEPS_SHOWN, 0, -1):
@@ -251,11 +250,6 @@ def _measuring_console() -> Console:
 def _whatif_text(inst: Instance, fabric: str | None, lang: str) -> str | None:
     return None if fabric is None else whatif_report.inside_line(inst.op, inst.size, fabric,
                                                                  lang)
-
-
-def _fabric_text(nccl: Any, lang: str) -> str:
-    """The wires NCCL's log named, or how to get them (``plain_text.fabric_line``)."""
-    return text.fabric_line(nccl.fabric(), lang)
 
 
 def _nccl_text(nccl: Any, op: str, size: int, n: int, lang: str) -> str:
