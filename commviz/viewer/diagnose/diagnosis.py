@@ -78,10 +78,9 @@ class Diagnosis:
         # how a rank's process ended, the moment its node's harvester says: it stands for
         # the lost rank a silence would make of it a second later
         account = first_end(model, now, wall, self._held)
-        told = account.ranks if account is not None else ()
         if account is not None:
             current.setdefault(account.key, account)
-        lost = self.lost.find(now, wall, told)
+        lost = self.lost.find(now, wall, account is not None)
         gone = {r for f in lost for r in f.ranks}
         # a lost rank before what it leaves its peers in (a hang, a failed op)
         for found in (self.stragglers.find(now, wall), lost,
@@ -133,9 +132,8 @@ class Diagnosis:
             self.watch.active[account.key] = self._ended[account.key] = account
             if not same:
                 events.append(account)
-        told = account.ranks if account is not None else ()
         for r in sorted(set(ended)):
-            f = self.lost.ended(r, now, wall, told)
+            f = self.lost.ended(r, now, wall, account is not None)
             if f is not None:
                 self.watch.active[f.key] = self._ended[f.key] = f
                 events.append(f)

@@ -21,7 +21,7 @@ from commviz.viewer.rank_state import STOPPED_CODES
 
 
 def first_end(model: Model, now: float, wall: int,
-              held: dict[tuple, dict[int, InFlight]] | None = None) -> Finding | None:
+              held: dict[tuple, dict[int, InFlight]]) -> Finding | None:
     """The account of how the run ended, as a finding of its first rank (see the module).
     ``held``: per account, the op each rank was inside as it was first seen ending; kept
     across calls (the live diagnosis makes the account the moment a harvester says, and the
@@ -35,11 +35,10 @@ def first_end(model: Model, now: float, wall: int,
         return None
     key = ("first_end", first.rank, first.job)
     latest = _latest_in_flight(model)
-    if held is not None:
-        kept = held.setdefault(key, {})
-        for r, f in latest.items():
-            kept.setdefault(r, f)
-        latest = dict(kept)
+    kept = held.setdefault(key, {})
+    for r, f in latest.items():
+        kept.setdefault(r, f)
+    latest = dict(kept)
     own = latest.pop(first.rank, None)
     if own is not None and own.t_start > first.last_end_ns:  # it ended inside an op
         last, where, after, during = _call(own), _where(own.site), None, True

@@ -54,9 +54,9 @@ class LostRanks:
         return sorted(r for r, s in self.model.ranks.items()
                       if not s.exited and now - s.last_seen > after)
 
-    def find(self, now: float, wall: int, told: tuple[int, ...] = ()) -> list[Finding]:
-        """``told``: the rank whose end an account tells (``ending``); nor is a rank whose
-        end a harvester saw after it (its job stopping: the account is the job's) lost."""
+    def find(self, now: float, wall: int, accounted: bool = False) -> list[Finding]:
+        """``accounted``: an account tells how the run ended (``ending``): a rank whose end
+        a harvester saw is then no lost rank (its job stopping: the account is the job's)."""
         model, watch = self.model, self.watch
         out: list[Finding | _Lost] = []
         latest = max((s.last_seen for s in model.ranks.values()), default=0.0)
@@ -75,7 +75,7 @@ class LostRanks:
             # a backlog holds its messages, as the others': a silence passes it too
             quiet = now - s.last_seen <= LOST_AFTER_S + model.behind_s
             # (a rank that said goodbye is passed over: its own is never among them)
-            if s.exited or quiet or (told and s.ended_ns) \
+            if s.exited or quiet or (accounted and s.ended_ns) \
                     or (latest - s.last_seen <= LOST_AFTER_S and not left_of(s.job)):
                 self._quiet.pop(r, None)
                 self._left_silent.pop(r, None)
@@ -177,14 +177,14 @@ class LostRanks:
                 if not s.exited and not self.watch.found_lost(s.rank)]
 
     def ended(self, rank: int, now: float, wall: int,
-              told: tuple[int, ...] = ()) -> Finding | None:
+              accounted: bool = False) -> Finding | None:
         """A rank of a job that ended, if it left without a goodbye; not one its launcher
         says it stopped (SIGTERM: torchrun stops the others when one fails), nor one whose
-        end a harvester saw after the rank an account tells of (``told``, as ``find``)."""
+        end a harvester saw while an account tells how the run ended (as ``find``)."""
         s = self.model.ranks.get(rank)
         key = ("lost_rank", rank)
         code = self.model.exit_codes.get(rank) if s is None else s.exit_code
-        if (s is not None and (s.exited or told and s.ended_ns)) \
+        if (s is not None and (s.exited or accounted and s.ended_ns)) \
                 or self.watch.found_lost(rank) or code == -signal.SIGTERM:
             return None
         if s is None:  # it died before its first heartbeat could leave

@@ -162,9 +162,12 @@ class Watch:
     def found_lost(self, rank: int) -> bool:
         """Found lost alone, or with its node (a ``lost_node`` finding), or told to have
         ended first (``ending``'s account)."""
+        return self._named_lost(rank, ("lost_node", "first_end"))
+
+    def _named_lost(self, rank: int, kinds: tuple[str, ...]) -> bool:
+        """A lost-rank finding of ``rank`` holds, or one of ``kinds`` that names it."""
         return ("lost_rank", rank) in self.active or any(
-            key[0] in ("lost_node", "first_end") and rank in f.ranks
-            for key, f in self.active.items())
+            key[0] in kinds and rank in f.ranks for key, f in self.active.items())
 
     def exited(self, rank: int) -> bool:
         s = self.model.ranks.get(rank)
@@ -176,9 +179,7 @@ class Watch:
         said: the others' backends notice a dead peer within milliseconds and fail their op
         (still inside after that, they hang). Timed from the harvester's own time of the end,
         not from when a pass first told it, so that a recording played back decides alike."""
-        if self.exited(rank) or rank in lost or ("lost_rank", rank) in self.active:
-            return True
-        if any(key[0] == "lost_node" and rank in f.ranks for key, f in self.active.items()):
+        if self.exited(rank) or rank in lost or self._named_lost(rank, ("lost_node",)):
             return True
         s = self.model.ranks.get(rank)
         return s is not None and s.ended_ns > 0 and \
