@@ -129,3 +129,18 @@ def test_the_account_is_told_live_the_moment_a_harvester_says_and_again_with_mor
     assert [x for x in diag.finish((0, 1, 2)) if x.type == "lost_rank"] == []  # nothing new
     # (and ranks 0 and 2 hung in #138 without it, as they did)
     assert [x for x in by_cause(diag.findings()) if x.type == "lost_rank"] == [again]
+
+
+def test_the_op_the_others_failed_in_is_named_at_once_once_nobody_waits_in_it():
+    """Rank 1 was killed; ranks 0 and 2 failed in all_reduce #138 within milliseconds, and
+    the job ended 0.2 s later, well within ENDED_GRACE_S of rank 1's end: the op is a failed
+    one now (nobody is left to wait for a backend to notice), not after a grace, nor never."""
+    failed = protocol.FLAG_FAILED
+    model, diag = _run(
+        op_batch(0, [_rec(138, 137.2, 137.6, flags=failed)], G3, SITES),
+        op_batch(2, [_rec(138, 137.3, 137.7, flags=failed)], G3, SITES),
+        bye(0, T0_NS + 138 * MS), bye(2, T0_NS + 138 * MS), _gone(1, 137.4, 1, code=-9))
+    model.clock.advance(0.2)
+    (f,) = [x for x in diag.update() if x.type == "failed"]
+    assert (f.ranks, f.seq, f.facts.failed) == ((1,), 138, (0, 2))
+    assert f.message.endswith("(1: ended (killed by SIGKILL); its last record: all_reduce #137)")

@@ -299,9 +299,9 @@ _ROOT_CAUSE = "Root Cause (first observed failure):"
 _ROOT_FIELD = re.compile(r"^\s*(rank|exitcode)\s*:\s*(-?\d+)")
 
 
-def _killed_root_cause(lines: list[str]) -> str | None:
-    """torchrun's root cause when a signal killed that rank: it wrote no exception of its own,
-    and the first one in the output is another rank's broken connection."""
+def _root_cause(lines: list[str]) -> tuple[int, int] | None:
+    """torchrun's root cause: the rank of the first observed failure and its exit code (a
+    negative code: the signal that killed it); None without a summary."""
     try:
         start = next(i for i, line in enumerate(lines) if line.strip() == _ROOT_CAUSE)
     except StopIteration:
@@ -311,10 +311,17 @@ def _killed_root_cause(lines: list[str]) -> str | None:
         found = _ROOT_FIELD.match(line)
         if found:
             fields.setdefault(found.group(1), int(found.group(2)))
-    code, rank = fields.get("exitcode", 0), fields.get("rank")
-    if code >= 0 or rank is None:
+    if "rank" not in fields or "exitcode" not in fields:
         return None
-    return f"rank {rank} was killed by {signal_name(-code)} (torchrun's root cause)"
+    return fields["rank"], fields["exitcode"]
+
+
+def _said_root_cause(rank: int, code: int) -> str:
+    """torchrun's root cause in words, for a rank that wrote no exception of its own (a
+    signal killed it, or it exited): the other ranks' broken connections are its effects."""
+    if code < 0:
+        return i18n.ui("root cause killed").format(rank, signal_name(-code))
+    return i18n.ui("root cause exited").format(rank, code)
 
 
 def torchrun_exit_codes(lines: list[str]) -> dict[int, int]:
@@ -351,21 +358,33 @@ def _spawn_root_cause(lines: list[str]) -> str | None:
 
 
 def telling_line(lines: list[str], whose: bool = False) -> str | None:
-    """The line of a failed process's output that says why: the first exception raised in it
-    (the cause: the other ranks' errors, a launcher's summary come after), else the last line
-    with a word in it (not a rule such as torchrun's ``=====``); None when there is none. A
-    backend's C++ source location is left out of it. When torchrun's summary names a rank a
-    signal killed as the root cause, that says why; so does torch.multiprocessing.spawn's
-    failed process. ``whose``: an exception that torch marked with its rank (``[rank1]: ``)
-    says which, as ``rank 1: ...`` (a job's output mixes its ranks')."""
-    cause = _killed_root_cause(lines) or _spawn_root_cause(lines)
+    """The line of a failed process's output that says why, or None when there is none.
+
+    In turn: torchrun's root cause when a signal killed that rank (it wrote nothing of its
+    own); torch.multiprocessing.spawn's failed process; the exception of the rank torchrun
+    names as its root cause; the first exception that torch marked with no rank (the cause:
+    the other ranks' errors and a launcher's summary come after); torchrun's root cause in
+    words, when it wrote no exception (the others' broken connections are its effects); the
+    first exception of any rank; else the last line with a word in it (not a rule such as
+    torchrun's ``=====``). A backend's C++ source location is left out. ``whose``: an
+    exception that torch marked with its rank (``[rank1]: ``) says which, as ``rank 1: ...``
+    (a job's output mixes its ranks')."""
+    root = _root_cause(lines)
+    if root is not None and root[1] < 0:
+        return _said_root_cause(*root)
+    cause = _spawn_root_cause(lines)
     if cause is not None:
         return cause
-    for line in lines:
-        match = _EXCEPTION_LINE.match(line.strip())
-        if match and not match["error"].startswith(_LAUNCHER_ERRORS):
-            rank = f"rank {match['rank']}: " if whose and match["rank"] else ""
-            return rank + _readable(match["error"])
+    errors = [m for m in map(_EXCEPTION_LINE.match, map(str.strip, lines))
+              if m and not m["error"].startswith(_LAUNCHER_ERRORS)]
+    first = next((m for m in errors if root is not None and m["rank"] == str(root[0])),
+                 None) or next((m for m in errors if not m["rank"]), None)
+    if first is None and root is not None:
+        return _said_root_cause(*root)
+    first = first or next(iter(errors), None)
+    if first is not None:
+        rank = f"rank {first['rank']}: " if whose and first["rank"] else ""
+        return rank + _readable(first["error"])
     last = next((line.strip() for line in reversed(lines) if re.search(r"\w", line)), None)
     return None if last is None else _readable(last)
 

@@ -103,7 +103,8 @@ def number(text: str, lang: str = "en") -> str:
 
 
 # What the launcher writes in English of a rank that wrote no error (launch/launcher.py)
-_SAID_IN_ENGLISH = (N_("killed no error"), N_("no error written"))
+_SAID_IN_ENGLISH = (N_("killed no error"), N_("no error written"), N_("root cause killed"),
+                    N_("root cause exited"))
 
 
 def in_language(line: str, lang: str) -> str:

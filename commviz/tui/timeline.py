@@ -617,7 +617,6 @@ class Timeline(Widget):
         self._paced_s = self.window_s  # the window paced_window_s gave the last frame
         self.by_node = False  # the lanes drawn last were by node (node_runs): for the title
         self.by_group = False  # ... by group (group_runs)
-        self.ranks_fit = True  # ... per rank, because theirs fit: `g` has nothing to change
         self.group_lanes = False  # lanes by group where a lane per rank does not fit (`g`)
 
     def zoom_in(self) -> float | None:
@@ -676,6 +675,13 @@ class Timeline(Widget):
         self._version += 1
         self.refresh(layout=self._rows() != rows)
 
+    @property
+    def ranks_fit(self) -> bool:
+        """Whether a lane per rank fits the panel now (then `g` has nothing to change): read
+        from what the next frame draws, not from the last frame drawn (a key pressed before
+        the first paint)."""
+        return not self.size.height or self._rows() <= self.size.height
+
     def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
         return self._rows()
 
@@ -703,7 +709,6 @@ class Timeline(Widget):
             running = {op.rank: op for op in f.inflight}
             by = lanes_by(f.segments, running, f.phases, f.nodes, f.groups, height)
             self.by_node, self.by_group = by == NODE, by == GROUP
-            self.ranks_fit = height is None or rank_rows(f.segments, running, f.phases) <= height
             base = self.rich_style
             strips = [Strip([RichSegment(chars, _style(base, name)) for chars, name in runs])
                       .extend_cell_length(width, base) for runs in lines]

@@ -134,7 +134,9 @@ class Hangs:
             if not missing or not (u.flying or failing):
                 continue
             live = any(not watch.exited(r) for r in u.flying) if failing else True
-            gone = all(watch.gone(m, lost) for m in missing)
+            # (read only once nobody waits: then a missing rank whose process ended will never
+            # come, with no grace for the others' backends to notice it; they have)
+            gone = all(watch.gone(m, lost) or watch.ended(m) for m in missing)
             # < now: they all said goodbye, or their whole job is gone
             end = watch.job_end(job, now, lost)
             until = min(watch.until(itertools.chain(u.flying, u.pending, missing), now), end)

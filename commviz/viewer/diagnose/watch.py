@@ -173,6 +173,11 @@ class Watch:
         s = self.model.ranks.get(rank)
         return s is not None and s.exited
 
+    def ended(self, rank: int) -> bool:
+        """Whether its node's harvester saw ``rank``'s process end."""
+        s = self.model.ranks.get(rank)
+        return s is not None and s.ended_ns > 0
+
     def gone(self, rank: int, lost: Container[int]) -> bool:
         """Whether ``rank`` will not come: it said goodbye, or it is found lost (before, or
         in ``lost``: this update), or its process ended ENDED_GRACE_S ago, as its harvester
@@ -181,9 +186,8 @@ class Watch:
         not from when a pass first told it, so that a recording played back decides alike."""
         if self.exited(rank) or rank in lost or self._named_lost(rank, ("lost_node",)):
             return True
-        s = self.model.ranks.get(rank)
-        return s is not None and s.ended_ns > 0 and \
-            self.wall_ns() - s.ended_ns >= ENDED_GRACE_S * 1e9
+        return self.ended(rank) and \
+            self.wall_ns() - self.model.ranks[rank].ended_ns >= ENDED_GRACE_S * 1e9
 
     def in_ops(self, ranks: Iterable[int]) -> bool:
         """Whether each of ``ranks`` is inside an op now."""
