@@ -11,6 +11,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING
 
 from commviz import __version__
+from commviz.knowledge import sweep
 from commviz.text import i18n
 
 if TYPE_CHECKING:
@@ -52,6 +53,16 @@ def _parser() -> argparse.ArgumentParser:
     d.add_argument("--headless", action="store_true", help="print lines instead of the TUI")
     d.add_argument("--paused", action="store_true",
                    help="start paused: each iteration waits for `n` (space plays)")
+    sw = d.add_argument_group("the sweep demo (nccl-tests' options; --iters: timed calls per "
+                              f"size, default {sweep.DEFAULT_ITERS})")
+    sw.add_argument("--op", dest="sweep_op", default=None, choices=tuple(sweep.OPS),
+                    help="the collective to sweep (default all_reduce)")
+    sw.add_argument("--min", dest="sweep_min", type=_bytes, default=None, metavar="BYTES",
+                    help=f"smallest size, e.g. 8, 64K (default {sweep.DEFAULT_MIN})")
+    sw.add_argument("--max", dest="sweep_max", type=_bytes, default=None, metavar="BYTES",
+                    help="largest size, doubling from --min (default 64M)")
+    sw.add_argument("--warmup", dest="sweep_warmup", type=int, default=None, metavar="N",
+                    help=f"calls before each size's timing (default {sweep.DEFAULT_WARMUP})")
     d.add_argument("--record", metavar="FILE", help=RECORD_HELP)
     d.add_argument("--metrics", metavar="[HOST:]PORT", type=_metrics_address, help=METRICS_HELP)
     d.add_argument("--lang", choices=i18n.LANGS, default=None,
@@ -229,8 +240,11 @@ def _demo(args: argparse.Namespace) -> int:
                                    "(commviz demo --list shows them all)")
     if args.paused and args.headless:
         raise launcher.LaunchError("--paused needs the TUI: headless runs are never paused")
+    swept = _sweep(args)
     iters = args.iters if args.iters is not None else (20 if args.headless else None)
     size = args.size if args.size is not None else DEFAULT_SIZE
+    if swept is not None:  # an iteration per size; buffers of the largest, two of each
+        iters, size = len(swept.sizes()), 2 * swept.max_bytes
     info = launcher.validate(args.op, args.ranks, iters, size, args.interval or 0.0)
     interval = args.interval if args.interval is not None else (
         info.headless_interval if args.headless else 2.0)
@@ -251,8 +265,10 @@ def _demo(args: argparse.Namespace) -> int:
             controller = Controller(paused=args.paused)
 
         def start_ranks() -> launcher.Ranks:
+            env = {**(controller.env() if controller else {}),
+                   **(swept.env() if swept else {})}
             return launcher.Ranks(args.op, args.ranks, backend, session.addr, size, iters,
-                                  interval, extra_env=controller.env() if controller else None)
+                                  interval, extra_env=env)
 
         ranks = start_ranks()
     except BaseException:
@@ -266,7 +282,8 @@ def _demo(args: argparse.Namespace) -> int:
             op=args.op, n=args.ranks, why=why, addr=session.addr)
         note = _size_note(args, size, _lang(args))
         return headless.run(session, ranks, lang=_lang(args),
-                            banner=banner if note is None else f"{banner}\n{note}")
+                            banner=banner if note is None else f"{banner}\n{note}",
+                            sweep=None if swept is None else (swept, backend))
     from commviz.tui.app import run_app
 
     try:
@@ -275,6 +292,38 @@ def _demo(args: argparse.Namespace) -> int:
                        demo=args.op)
     finally:
         controller.close()  # after run_app stopped the ranks: none is left waiting
+
+
+def _bytes(text: str) -> int:
+    """``--min``/``--max``: bytes, or with K, M or G (nccl-tests' -b and -e)."""
+    try:
+        return sweep.parse_bytes(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _sweep(args: argparse.Namespace) -> sweep.Sweep | None:
+    """The sweep asked for, checked (the sweep demo), else None; the sweep's options given to
+    another demo are an error."""
+    from commviz.launch.launcher import LaunchError
+
+    given = {"--op": args.sweep_op, "--min": args.sweep_min, "--max": args.sweep_max,
+             "--warmup": args.sweep_warmup}
+    if args.op != "sweep":
+        if any(v is not None for v in given.values()):
+            raise LaunchError(f"{', '.join(k for k, v in given.items() if v is not None)}: "
+                              "options of the sweep demo (commviz demo sweep --op all_reduce)")
+        return None
+    spec = sweep.Sweep(args.sweep_op or "all_reduce",
+                       sweep.DEFAULT_MIN if args.sweep_min is None else args.sweep_min,
+                       sweep.DEFAULT_MAX if args.sweep_max is None else args.sweep_max,
+                       sweep.DEFAULT_ITERS if args.iters is None else args.iters,
+                       sweep.DEFAULT_WARMUP if args.sweep_warmup is None else args.sweep_warmup)
+    try:
+        spec.check()
+    except ValueError as exc:
+        raise LaunchError(str(exc)) from None
+    return spec
 
 
 def _metrics_address(spec: str) -> tuple[str, int]:

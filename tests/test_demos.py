@@ -6,6 +6,7 @@ import pytest
 import torch
 from ranks import REDUCE_SCATTER_TENSOR, run_ranks
 
+from commviz.knowledge import sweep
 from commviz.launch import launcher
 from commviz.launch.runner import DemoContext
 
@@ -14,7 +15,7 @@ DEMOS = launcher.demos()
 OP = {"send_recv": "send", "isend_irecv": "isend", "batch_isend_irecv": "isend",
       "objects": "all_gather_object", "ring_allreduce": "isend", "pipeline": "send",
       "all": "all_reduce", "ddp": "all_reduce", "fsdp": REDUCE_SCATTER_TENSOR,
-      "straggler": "all_reduce"}
+      "straggler": "all_reduce", "sweep": "all_reduce"}
 # fault demos that end in a failure on purpose: run end to end in test_fault_demos.py
 FAILING = {"hang", "crash", "mismatch"}
 
@@ -31,8 +32,10 @@ def _run_demo(rank, world, name, size):
 
 @pytest.mark.integration
 @pytest.mark.parametrize("name", sorted(set(DEMOS) - FAILING))
-def test_demo_runs_and_reports_its_op(name):
+def test_demo_runs_and_reports_its_op(name, monkeypatch):
     _skip_without_all_to_all(name)
+    # the sweep's ranks read it from their environment: a short one (its own tests: test_sweep)
+    monkeypatch.setenv(*sweep.Sweep(max_bytes=1024, iters=2, warmup=1).env().popitem())
     world = max(3, DEMOS[name].min_ranks)
     run = run_ranks(_run_demo, world, name, 4096, timeout=90)
     ops = {rec["op"] for rank in range(world) for rec in run.ops(rank)}

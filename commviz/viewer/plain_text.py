@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import functools
+import math
 import re
 import unicodedata
 from typing import Any
 
+from commviz.knowledge import sweep
 from commviz.knowledge.bandwidth import gbps_text
 from commviz.knowledge.nccl_log import Fabric
 from commviz.launch.launcher import signal_name
@@ -236,6 +238,20 @@ def fabric_line(fabric: Fabric | None, lang: str = "en") -> str:
     if fabric.intra:
         parts.append(ui("fabric intra").format(", ".join(fabric.intra)))
     return " · ".join(parts)
+
+
+def sweep_fit_line(points: list[sweep.Point], backend: str, lang: str = "en") -> str:
+    """The alpha-beta line fitted to a sweep's rows, named as a model, with where its
+    latency-bound sizes end; or that the rows cannot tell the two costs apart."""
+    fit = sweep.fitted(points, backend)
+    if fit is None:
+        return i18n.ui("sweep no fit", lang)
+    beta = "∞" if not math.isfinite(fit.beta_bps) else f"{gbps_text(fit.beta_bps / 1e9)} GB/s"
+    line = i18n.ui("sweep fit", lang).format(alpha=duration(fit.alpha_s * 1e9), beta=beta)
+    knee = sweep.knee(fit, points[0].op, points[0].world, backend)
+    if knee is not None:
+        line += i18n.ui("sweep knee", lang).format(size=human_bytes(knee))
+    return i18n.number(line, lang)
 
 
 def duration(ns: float) -> str:
