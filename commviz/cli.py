@@ -135,6 +135,8 @@ def _parser() -> argparse.ArgumentParser:
     s = sub.add_parser("stats", help="nccl-tests-like table of a recording")
     s.add_argument("file", help="a recording: JSON Lines or compact (.cvz)")
     s.add_argument("--json", action="store_true", help="machine-readable output")
+    s.add_argument("--plot", action="store_true", help="draw busbw and time against size for "
+                   "each op recorded at two sizes or more (a sweep's: its timed loops)")
     s.add_argument("--lang", choices=i18n.LANGS, default=None,
                    help="language of the table's words and the findings (default: from the "
                    "locale; --json is always English)")
@@ -620,7 +622,29 @@ def _stats(args: argparse.Namespace) -> int:
             for f in findings:
                 print(f"  {'  ' if f['type'] == 'resolved' else '!!'} {f['type']}: "
                       f"{recorded_text(f, lang)}")
+        if args.plot:
+            _plot(model, rows, lang)
     return 0
+
+
+def _plot(model: Model, rows: list[dict], lang: str) -> None:
+    """``commviz stats --plot``: the sweep's curves (its timed loops, where the recording is
+    one), else those of each op recorded at two sizes or more (their median call)."""
+    import shutil
+
+    from commviz.tui.sweep_plot import figure_text
+
+    swept = sweep.points(model.phases(0), len(model.ranks))
+    curves = [swept] if len(swept) >= 2 else sweep.from_stats(rows)
+    if not curves:
+        print("\n" + i18n.ui("plot nothing", lang))
+        return
+    backends = {s.backend for s in model.ranks.values()}
+    backend = backends.pop() if len(backends) == 1 else "gloo"
+    width = min(shutil.get_terminal_size((120, 40)).columns, 160)
+    for points in curves:
+        print(f"\n{points[0].op} · {points[0].world} ranks")
+        print(figure_text(points, backend, lang, width, 24, color=sys.stdout.isatty()))
 
 
 def stats_model() -> Model:

@@ -144,8 +144,36 @@ def test_the_check_counts_the_elements_a_call_left_wrong(op):
     from commviz.demos import sweep as demo
 
     count = sweep.count_of(op, 4, 64)
-    out, _call, expected = demo._expected_and_call(op, 1, 4, count, torch.device("cpu"))
+    out, _call, expected = demo._checked_call(op, 1, 4, count, torch.device("cpu"))
     want = torch.as_tensor(expected).expand(out.shape)
     assert demo._wrong(out, expected) == int((out != want).sum()) > 0
     out.copy_(want)  # as the call would have left it
     assert demo._wrong(out, expected) == 0
+
+
+def test_a_recordings_ops_at_two_sizes_or_more_make_curves_of_their_median_calls():
+    rows = [{"op": "all_reduce", "ranks": 4, "size": s, "time_p50_us": t}
+            for s, t in ((4096, 50.0), (1024, 40.0))] + [
+        {"op": "broadcast", "ranks": 4, "size": 64, "time_p50_us": 9.0},  # one size: none
+        {"op": "barrier", "ranks": 4, "size": 0, "time_p50_us": 9.0},
+        {"op": "all_reduce", "ranks": 2, "size": 64, "time_p50_us": 9.0}]
+    (curve,) = sweep.from_stats(rows)
+    assert [(p.op, p.size, p.time_s, p.world) for p in curve] == [
+        ("all_reduce", 1024, 40e-6, 4), ("all_reduce", 4096, 50e-6, 4)]
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(120)
+def test_stats_plot_draws_a_recorded_sweeps_curves(procs, tmp_path):
+    rec = tmp_path / "sweep.jsonl"
+    proc = procs.start("-m", "commviz", "demo", "sweep", "--ranks", "2", "--headless",
+                       "--max", "4K", "--iters", "3", "--record", str(rec))
+    assert proc.finish(100) == 0, proc.stderr
+    proc = procs.start("-m", "commviz", "stats", str(rec), "--plot")
+    assert proc.finish(60) == 0, proc.stderr
+    out = proc.stdout
+    assert "all_reduce · 2 ranks" in out and "\x1b[" not in out  # no colour into a pipe
+    assert "busbw (GB/s)" in out and "time per call (µs)" in out
+    assert re.search(r"^model: alpha [\d.]+ [µm]?s per step, beta [\d.]+ [GM]B/s$", out, re.M) \
+        or "no alpha-beta line" in out, out
+    assert all(tick in out for tick in ("8", "32", "128", "512", "2K"))  # every other size

@@ -104,9 +104,15 @@ def phase_name(op: str, size: int, iters: int, wrong: int) -> str:
     return f"sweep {op} {size} x{iters} wrong {wrong}"
 
 
+# the calls that reduce (nccl-tests' redop "sum"), and those with a root (its "root" 0)
+_REDUCING = {"all_reduce", "reduce", "reduce_scatter", "reduce_scatter_tensor",
+             "reduce_scatter_single"}
+_ROOTED = {"broadcast", "reduce", "gather", "scatter"}
+
+
 @dataclass(frozen=True)
 class Point:
-    """One row of the table: one size, timed on every rank."""
+    """One row of the table: one size of one call (``op``: torch.distributed's name)."""
 
     op: str
     size: int       # S, bytes
@@ -121,7 +127,7 @@ class Point:
 
     @property
     def busbw(self) -> float:
-        return self.algbw * (bandwidth.bus_factor(OPS[self.op], self.world) or 0.0)
+        return self.algbw * (bandwidth.bus_factor(self.op, self.world) or 0.0)
 
 
 def points(phases: Mapping[int, Iterable[PhaseSpan]], world: int) -> list[Point]:
@@ -137,8 +143,9 @@ def points(phases: Mapping[int, Iterable[PhaseSpan]], world: int) -> list[Point]
     out = []
     for (op, size), ranks in sorted(timed.items(), key=lambda kv: kv[0][1]):
         if len(ranks) >= world:
-            out.append(Point(op, size, size // ITEMSIZE, sum(t for t, _ in ranks) / len(ranks),
-                             sum(w for _, w in ranks), world))
+            out.append(Point(OPS[op], size, size // ITEMSIZE,
+                             sum(t for t, _ in ranks) / len(ranks), sum(w for _, w in ranks),
+                             world))
     return out
 
 
@@ -146,19 +153,32 @@ def fitted(pts: Sequence[Point], backend: str) -> Fit | None:
     """The alpha-beta line through the points (``costmodel.fit``: alpha the cost of a step,
     beta the bandwidth a rank sends at, by the backend's schedule of the op)."""
     return fit((c, p.time_s) for p in pts
-               if (c := cost_of(OPS[p.op], backend, p.world, p.size)) is not None)
+               if (c := cost_of(p.op, backend, p.world, p.size)) is not None)
 
 
 def predicted_s(f: Fit, p: Point, backend: str) -> float | None:
-    c = cost_of(OPS[p.op], backend, p.world, p.size)
+    c = cost_of(p.op, backend, p.world, p.size)
     return None if c is None else f.predict(c)
+
+
+def from_stats(rows: Iterable[dict]) -> list[list[Point]]:
+    """A recording's statistics rows (``Model.stats_table``) as points: one list per call and
+    group size recorded at two sizes or more, each size's time its median call's."""
+    by: dict[tuple[str, int], list[Point]] = {}
+    for row in rows:
+        if bandwidth.bus_factor(row["op"], row["ranks"]) is not None and row["size"] > 0:
+            by.setdefault((row["op"], row["ranks"]), []).append(Point(
+                row["op"], row["size"], row["size"] // ITEMSIZE, row["time_p50_us"] / 1e6, 0,
+                row["ranks"]))
+    return [sorted(pts, key=lambda p: p.size) for pts in by.values()
+            if len({p.size for p in pts}) >= 2]
 
 
 def knee(f: Fit, op: str, world: int, backend: str) -> int | None:
     """The size where the fitted line's bandwidth term equals its latency term: below it a
     call is latency-bound, above it bandwidth-bound (None without a schedule, or with no
     byte count that mattered)."""
-    one = cost_of(OPS[op], backend, world, 1 << 20)
+    one = cost_of(op, backend, world, 1 << 20)
     if one is None or not math.isfinite(f.beta_bps) or one.sent == 0:
         return None
     # sent grows with the size: steps x alpha = sent(S) / beta
@@ -173,8 +193,8 @@ HEADER = ("#       size         count      type   redop    root     time   algbw
 
 def row_line(p: Point) -> str:
     """A row as nccl-tests prints one (its out-of-place columns)."""
-    redop = "sum" if p.op in ("all_reduce", "reduce_scatter") else "none"
-    root = 0 if p.op == "broadcast" else -1
+    redop = "sum" if p.op in _REDUCING else "none"
+    root = 0 if p.op in _ROOTED else -1
     us = p.time_s * 1e6  # nccl-tests' precision: fewer decimals for longer times
     time = f"{us:8.0f}" if us >= 10_000 else f"{us:8.1f}" if us >= 100 else f"{us:8.2f}"
     return (f"{p.size:>12} {p.count:>13} {'float':>9} {redop:>7} {root:>7} "

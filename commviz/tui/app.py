@@ -35,7 +35,7 @@ from commviz.launch.launcher import Ranks
 from commviz.text import i18n
 from commviz.text.i18n import N_
 from commviz.tui import commands, layout
-from commviz.tui.animation import Animator
+from commviz.tui.animation import MAX_WAITING, Animator
 from commviz.tui.help import HelpScreen
 from commviz.tui.node_facts import node_rows
 from commviz.tui.oplog import Line, OpLog
@@ -49,6 +49,7 @@ from commviz.tui.panels.source import SOURCE_CONTEXT, source
 from commviz.tui.panels.stats import StatsTable, stats_table
 from commviz.tui.ranks_panel import FindScreen, RanksPanel
 from commviz.tui.reading import ReadingScreen
+from commviz.tui.sweep_plot import SweepPlot
 from commviz.tui.timeline import Timeline, title
 from commviz.tui.topology import Topology
 from commviz.viewer import diagnose, end_report, whatif_report
@@ -144,8 +145,14 @@ class CommvizApp(App):
             with Vertical(id="left"):
                 yield RanksPanel(id="ranks")
                 yield Timeline(id="timeline")
-                yield Topology(Animator(self._clock, step_s=REPLAY_STEP_S), id="topology",
-                               clock=self._clock, timer=False)  # the frame timer ticks it
+                # the sweep's hundreds of calls a size are timed, not taught one by one: its
+                # curves take the replay's place, whose queue keeps only the newest call
+                animator = Animator(self._clock, step_s=REPLAY_STEP_S,
+                                    max_waiting=1 if self.demo == "sweep" else MAX_WAITING)
+                yield Topology(animator, id="topology", clock=self._clock,
+                               timer=False)  # the frame timer ticks it
+                if self.demo == "sweep":  # its curves in the replay's place
+                    yield SweepPlot(id="sweep")
                 yield OpLog(id="log")
                 yield OpLog(id="output")
                 yield Static(id="source")
@@ -198,6 +205,9 @@ class CommvizApp(App):
         self.query_one("#findings").border_title = ui("findings")
         self.query_one("#output").border_title = ui("job output")
         self.screen.set_class(self._output is not None, "-job")
+        self.screen.set_class(self.demo == "sweep", "-sweep")
+        if self.demo == "sweep":
+            self.query_one(SweepPlot).border_title = ui("sweep title")
         self._label_keys()
 
     def _fit_titles(self) -> None:
@@ -256,6 +266,8 @@ class CommvizApp(App):
                 # its last frame's lanes changed
                 if (timeline.by_node, timeline.by_group) != self._titled_by:
                     self._fit_titles()
+                if self.demo == "sweep":
+                    self.query_one(SweepPlot).update_from(model, self.lang)
             if part in (None, 1):
                 self._refresh_ranks(model, now)
             if part in (None, 2):
@@ -298,7 +310,8 @@ class CommvizApp(App):
         self._seeked = False
         topology.animator.missed(done - self._shown - arrived)
         if self.controller is not None:  # a demo waits for its replay, unless that is held
-            self.controller.hold(topology.animator.busy and not topology.animator.paused)
+            self.controller.hold(topology.animator.busy and not topology.animator.paused
+                                 and self.demo != "sweep")  # (its ranks never wait for it)
         self._new.extend(new[-LOG_LINES_PER_FRAME:])
         self._skipped += done - self._shown - min(arrived, LOG_LINES_PER_FRAME)
         self._shown = done

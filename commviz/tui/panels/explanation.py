@@ -28,6 +28,9 @@ def explanation(model: Model, inst: Instance | None, lang: str,
     if demo == "ring_allreduce" and inst.op in protocol.P2P:
         out.append(i18n.ui("ring demo title", lang) + "\n", style="bold")
         out.append(i18n.ui("ring demo", lang) + "\n")
+    if demo == "sweep":  # how to read its curves, before the op's own words
+        out.append(i18n.ui("sweep demo title", lang) + "\n", style="bold")
+        out.append(i18n.ui("sweep demo", lang) + "\n")
     described = op_described(inst, lang)
     _explained(out, ex, backend_of(model, inst.group), lang,
                described if described != inst.op else "")
