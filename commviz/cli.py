@@ -35,7 +35,15 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"commviz {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
 
-    d = sub.add_parser("demo", help="run a demo program on real rank processes and watch it")
+    share = argparse.ArgumentParser(add_help=False)
+    share.add_argument("--share", metavar="[HOST:]PORT", type=_share_address, default=None,
+                       help="a live, read-only copy of the screen for each student who opens "
+                       "the URL printed at start (its token included); HOST: 127.0.0.1 unless "
+                       "given")
+    share.add_argument("--share-max", type=int, default=None, metavar="N",
+                       help="students who may follow at once (default 60)")
+    d = sub.add_parser("demo", help="run a demo program on real rank processes and watch it",
+                       parents=[share])
     d.add_argument("op", nargs="?", help="the demo to run (see --list)")
     d.add_argument("--list", action="store_true", help="list the demos and exit")
     d.add_argument("--ranks", type=int, default=4, help="number of rank processes (default 4)")
@@ -68,7 +76,8 @@ def _parser() -> argparse.ArgumentParser:
     d.add_argument("--lang", choices=i18n.LANGS, default=None,
                    help="language of the explanations (default: from the locale)")
 
-    w = sub.add_parser("watch", help="run the viewer alone; ranks connect with COMMVIZ_ADDR")
+    w = sub.add_parser("watch", help="run the viewer alone; ranks connect with COMMVIZ_ADDR",
+                       parents=[share])
     w.add_argument("--bind", default=None, help="address to listen on "
                    "(default tcp://127.0.0.1:5555)")
     w.add_argument("--record", metavar="FILE", help=RECORD_HELP)
@@ -119,6 +128,12 @@ def _parser() -> argparse.ArgumentParser:
                    help="folder to write them in (default ~/.config/commviz/keys)")
     k.add_argument("--force", action="store_true", help="replace keys already there")
 
+    fo = sub.add_parser("follow", help="a student's view of a shared class (what --share "
+                        "runs for each browser)")
+    fo.add_argument("addr", help="the teacher's republisher (tcp://127.0.0.1:PORT)")
+    fo.add_argument("--title", default="", help="the class's title")
+    fo.add_argument("--lang", choices=i18n.LANGS, default=None,
+                    help="language of the explanations (default: from the locale)")
     pl = sub.add_parser("play", help="play a recording back in the TUI, as it was seen live")
     pl.add_argument("file", help="a recording: JSON Lines or compact (.cvz)")
     pl.add_argument("--speed", type=float, default=1.0,
@@ -195,7 +210,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.no_terminal:
         args.headless = True
     commands = {"demo": _demo, "watch": _watch, "run": _run, "relay": _relay, "keys": _keys,
-                "stats": _stats, "play": _play, "export": _export, "whatif": _whatif}
+                "stats": _stats, "play": _play, "export": _export, "whatif": _whatif,
+                "follow": _follow}
     try:
         code = commands[args.command](args)
         sys.stdout.flush()  # a reader that went away (`| head`) shows here, not at exit
@@ -257,8 +273,9 @@ def _demo(args: argparse.Namespace) -> int:
 
     titles = {lang: _demo_title(args, size, lang) for lang in i18n.LANGS}
     session = Session("tcp://127.0.0.1:*", args.record, collect_instances=args.headless,
-                      about={"title": titles, "demo": args.op})
+                      about={"title": titles, "demo": args.op}, share=args.share is not None)
     _serve_metrics(args, session)  # before the ranks: a port in use starts none
+    shared = _start_share(args, session, titles[_lang(args)])
     controller = None  # play / pause / next iteration: the TUI only; headless, never gated
     try:
         if not args.headless:
@@ -291,7 +308,7 @@ def _demo(args: argparse.Namespace) -> int:
     try:
         return run_app(session, ranks=ranks, title=lambda lang: titles[lang],
                        lang=_lang(args), controller=controller, restart=start_ranks,
-                       demo=args.op)
+                       demo=args.op, events=shared)
     finally:
         controller.close()  # after run_app stopped the ranks: none is left waiting
 
@@ -326,6 +343,56 @@ def _sweep(args: argparse.Namespace) -> sweep.Sweep | None:
     except ValueError as exc:
         raise LaunchError(str(exc)) from None
     return spec
+
+
+def _share_address(spec: str) -> tuple[str, int]:
+    """``--share [HOST:]PORT``, as (host, port)."""
+    from commviz.tui.share_server import parse_address
+
+    try:
+        return parse_address(spec)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _start_share(args: argparse.Namespace, session: Session, title: str) -> list:
+    """With ``--share``, serve the class until the session closes; returns the viewer panel's
+    line of it (none without). A port that cannot be had closes the session and raises
+    BindError (nothing else is started yet)."""
+    if args.share is None:
+        return []
+    from commviz.tui.share_server import DEFAULT_FOLLOWERS, ShareServer, follower_command
+    from commviz.viewer.transport import BindError
+
+    most = DEFAULT_FOLLOWERS if args.share_max is None else args.share_max
+    if most < 1:
+        session.close()
+        raise BindError("--share-max must be at least 1")
+    server = ShareServer(follower_command(session.share.addr, title), *args.share, title,
+                         _lang(args), most)
+    try:
+        server.start()
+    except OSError as exc:
+        session.close()
+        raise BindError(f"--share {args.share[0]}:{args.share[1]}: cannot serve there "
+                        f"({exc.strerror or exc})") from None
+    # the followers are told the class ended as the session closes, then their pages close
+    session.on_close.append(server.close)
+    print(f"commviz: the class follows at {server.url}", file=sys.stderr, flush=True)
+    return [(i18n.N_("sharing"), {"url": server.url, "n": most})]
+
+
+def _follow(args: argparse.Namespace) -> int:
+    """A student's viewer: the teacher's messages, its own model, never a word to the ranks."""
+    from commviz.tui.app import run_app
+    from commviz.viewer.session import Session
+    from commviz.viewer.share import Subscriber
+
+    intake = Subscriber(args.addr)
+    session = Session(intake=intake)
+    return run_app(session, ranks=None,
+                   title=lambda lang: i18n.ui("following", lang).format(args.title),
+                   lang=_lang(args), class_ended=lambda: intake.ended)
 
 
 def _metrics_address(spec: str) -> tuple[str, int]:
@@ -379,11 +446,13 @@ def _watch(args: argparse.Namespace) -> int:
         session = Session(args.bind or DEFAULT_BIND, args.record,
                           collect_instances=args.headless, keys=_keys_dir(args),
                           about={"title": {lang: i18n.ui("watching", lang).format(
-                              args.bind or DEFAULT_BIND) for lang in i18n.LANGS}})
+                              args.bind or DEFAULT_BIND) for lang in i18n.LANGS}},
+                          share=args.share is not None)
     except AddressInUse as exc:
         raise BindError(f"{exc}. Pick another with --bind tcp://127.0.0.1:PORT, and point the "
                         "ranks at it with COMMVIZ_ADDR.") from None
     _serve_metrics(args, session)
+    shared = _start_share(args, session, i18n.ui("watching", _lang(args)).format(session.addr))
     if args.headless:
         headless = _headless_module(args)
         return headless.run(session, lang=_lang(args), banner=i18n.ui(
@@ -393,7 +462,7 @@ def _watch(args: argparse.Namespace) -> int:
 
     return run_app(session, ranks=None,
                    title=lambda lang: i18n.ui("watching", lang).format(session.addr),
-                   lang=_lang(args))
+                   lang=_lang(args), events=shared)
 
 
 def _run(args: argparse.Namespace) -> int:

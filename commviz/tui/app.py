@@ -71,6 +71,7 @@ if "TEXTUAL_FPS" not in os.environ:
 PARTS = 3  # the timeline, the ranks, the logs: each drawn every PARTS frames, in turns
 LOG_LINES_PER_FRAME = 20  # more than this per frame is unreadable, and costs a frame
 REPLAY_STEP_S = 0.3  # one schematic step of the replay; + and - change it
+CLASS_END_S = 4.0  # a follower says the class ended this long before it quits
 SLOW_FRAME_S = 0.5  # statistics and the teaching panels: redrawn at most twice a second
 FINDINGS_LINGER_S = 10.0  # the findings panel stays this long after the last one ended
 TAIL_LINES = 20  # of a job's output, printed when the screen closes
@@ -96,11 +97,15 @@ class CommvizApp(App):
                  clock: Any = time.monotonic, wall_ns: Any = time.time_ns,
                  lang: str = "en", controller: Controller | PlaybackControl | None = None,
                  restart: Callable[[], Ranks] | None = None, output: Any = None,
-                 demo: str | None = None) -> None:
+                 demo: str | None = None, events: Iterable[tuple[str, dict]] = (),
+                 class_ended: Callable[[], bool] | None = None) -> None:
         """``restart`` starts the demo's ranks again (the ``r`` key); None: not a demo.
         ``output``: the job's output (``job.OutputBuffer``) when running one, shown in a panel.
         ``title``: the header's, or a function of the language that gives it.
         ``demo``: the demo's name, explained before its first operation is done.
+        ``events``: lines for the viewer panel from the start (UI string key, its fields): a
+        shared class's address. ``class_ended``: a class's follower, whether the teacher's
+        viewer closed (then it says so, and quits CLASS_END_S later).
         """
         super().__init__()
         self.session, self.ranks, self.lang, self.demo = session, ranks, lang, demo
@@ -138,6 +143,8 @@ class CommvizApp(App):
         self._events: list[tuple[str, dict[str, Any]]] = []  # (UI string key, its fields)
         # why the app quit: (the signal it counts as, Job.stop's reason); run_app tells a job
         self.quit_cause: tuple[int, str] = (signal.SIGINT, "stop q")
+        self._events.extend(events)
+        self._class_ended = class_ended
 
     def compose(self) -> ComposeResult:
         yield Static(id="header")
@@ -242,6 +249,10 @@ class CommvizApp(App):
         """The frame timer: the replay every frame, the other panels every PARTS frames, in
         turns, so that no frame has to paint everything at once."""
         self._ticks += 1
+        if self._class_ended is not None and self._class_ended():
+            self._class_ended = None
+            self._events.append((N_("class ended"), {}))
+            self.set_timer(CLASS_END_S, self.exit)
         self.session.frame_begins()  # the collector holds back until the frame is painted
         self.call_after_refresh(self.session.frame_ends)
         self.refresh_view(self._ticks % PARTS)
@@ -858,7 +869,8 @@ def run_app(session: Source, ranks: Ranks | None, title: str | Callable[[str], s
             controller: Controller | PlaybackControl | None = None,
             restart: Callable[[], Ranks] | None = None, output: Any = None,
             demo: str | None = None, out: TextIO | None = None,
-            wall_ns: Callable[[], int] = time.time_ns) -> int:
+            wall_ns: Callable[[], int] = time.time_ns, events: Iterable[tuple[str, dict]] = (),
+            class_ended: Callable[[], bool] | None = None) -> int:
     """Run the TUI until quit or SIGTERM; always stops the ranks and closes the session (the
     caller closes the controller, after the ranks are stopped). Then says how the run ended
     on ``out`` (stdout; a job's run prefixes commviz's lines there): the failures, the
@@ -866,7 +878,8 @@ def run_app(session: Source, ranks: Ranks | None, title: str | Callable[[str], s
     wrote them), where the logs of a failed run are kept and, last, how a job ended.
     ``wall_ns``: the clock the ranks' times are read against (a recording's, played back)."""
     app = CommvizApp(session, ranks, title, lang=lang, controller=controller, restart=restart,
-                     output=output, demo=demo, wall_ns=wall_ns)
+                     output=output, demo=demo, wall_ns=wall_ns, events=events,
+                     class_ended=class_ended)
     session.start()
 
     def on_sigterm(signo: int, frame: Any) -> None:

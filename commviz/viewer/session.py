@@ -15,7 +15,8 @@ from commviz.knowledge.nccl_log import Link, NcclLog
 from commviz.viewer import recording
 from commviz.viewer.diagnose import Diagnosis, Finding
 from commviz.viewer.model import Model
-from commviz.viewer.transport import DEFAULT_BIND, Receiver
+from commviz.viewer.share import Republisher
+from commviz.viewer.transport import DEFAULT_BIND, Intake, Receiver
 from commviz.wire.protocol import HEARTBEAT_S
 
 POLL_MS = 20
@@ -87,11 +88,15 @@ class Collector:
 class Session(Collector):
     def __init__(self, bind: str = DEFAULT_BIND, record: str | Path | None = None,
                  collect_instances: bool = False, keys: str | Path | None = None,
-                 about: dict | None = None) -> None:
+                 about: dict | None = None, intake: Intake | None = None,
+                 share: bool = False) -> None:
         """``about``: what a recording's header says of the run (``title`` per language,
-        ``demo``), besides the viewer's host."""
+        ``demo``), besides the viewer's host. ``intake``: where messages come from other than
+        a receiver bound at ``bind`` (a class's follower: ``share.Subscriber``). ``share``:
+        republish what comes in to a class's followers (``share.Republisher``)."""
         super().__init__()
-        self.receiver = Receiver(bind, keys)
+        self.receiver = intake if intake is not None else Receiver(bind, keys, keep_raw=share)
+        self.share = Republisher() if share else None
         self.model = Model()
         if collect_instances:
             self.model.new_instances = []
@@ -116,6 +121,8 @@ class Session(Collector):
                 record, {"host": self.model.local_host, **(about or {})}) if record else None
         except OSError as exc:
             self.receiver.close()
+            if self.share is not None:
+                self.share.close()
             raise recording.RecordingError(f"cannot write {record}: {exc.strerror}") from None
 
     @property
@@ -168,6 +175,8 @@ class Session(Collector):
         self._idle.wait(FRAME_YIELD_S)
         messages = self.receiver.drain(timeout_ms)
         self._last_poll = time.monotonic()
+        if self.share is not None:  # (every poll: a follower's hello is answered at once)
+            self.share.pump(self.receiver.raw or [])
         if messages:
             if self.first_message_ns is None:
                 self.first_message_ns = time.time_ns()
@@ -239,6 +248,8 @@ class Session(Collector):
             self.recorder.close({**self.summary(), "ended": ended})
             self.recorder = None
         self.receiver.close()
+        if self.share is not None:
+            self.share.close()
         for stop in self.on_close:
             stop()
 

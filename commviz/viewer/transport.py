@@ -47,38 +47,17 @@ class AddressInUse(BindError):
 _ADDRESS = re.compile(r"tcp://\S+:(\d+|\*)|ipc://\S+")
 
 
-class Receiver:
-    """``keys``: a folder written by ``commviz keys``; needed to bind a non-loopback address,
-    optional on loopback."""
+class Intake:
+    """What every viewer does with the wire bytes it is given (``_sock``'s): decode and check
+    them, resolve their groups, take each numbered batch once, shed when behind, and count
+    what it rejected. ``raw``: with ``keep_raw``, the bytes of the last drain, as they came
+    (what a shared class republishes: ``viewer/share.py``)."""
 
-    def __init__(self, bind: str = DEFAULT_BIND, keys: str | Path | None = None) -> None:
-        if not _ADDRESS.fullmatch(bind):
-            raise BindError(f"{bind!r} is not an address to listen on: it must look like "
-                            "tcp://HOST:PORT, e.g. tcp://127.0.0.1:5555")
-        port = bind.rsplit(":", 1)[1]
-        if bind.startswith("tcp://") and port != "*" and int(port) > MAX_PORT:
-            raise BindError(f"{bind}: the port must be at most {MAX_PORT}, since the clock "
-                            "channel takes the port after it")
-        server_keys = self._server_keys(bind, keys)
-        self._ctx = zmq.Context()
-        self._auth = keys_.authenticator(self._ctx, server_keys) if server_keys else None
-        self._sock = self._ctx.socket(zmq.PULL)
-        self._sock.setsockopt(zmq.RCVHWM, RECV_HWM)
-        self._sock.setsockopt(zmq.MAXMSGSIZE, MAX_WIRE_BYTES)
-        self._sock.setsockopt(zmq.LINGER, 0)
-        if server_keys is not None:
-            keys_.secure_server(self._sock, server_keys)
-        self.clock: ClockServer | None = None
-        try:
-            bind = self._bind(bind, server_keys)
-        except zmq.ZMQError as exc:
-            self.close()
-            if exc.errno == errno.EADDRINUSE:
-                raise AddressInUse(f"{bind} (or its port + 1, the clock channel) is already "
-                                   "in use (another commviz viewer?)") from None
-            raise BindError(f"cannot bind {bind}: {exc.strerror}") from None
-        self.addr = bind
-        self.secure = server_keys is not None
+    _sock: zmq.Socket
+    addr: str
+    secure = False
+
+    def __init__(self, keep_raw: bool = False) -> None:
         self.received = 0
         self.rejected = 0
         self.reject_reasons: Counter[str] = Counter()
@@ -89,49 +68,35 @@ class Receiver:
         self.backlogged = False  # the last drain left messages on the socket
         # per relay (its node's name): what it dropped, op records and messages, in all
         self.relays: dict[str, tuple[int, int]] = {}
+        self.raw: list[bytes] | None = [] if keep_raw else None
 
-    @staticmethod
-    def _server_keys(bind: str, keys: str | Path | None) -> keys_.ServerKeys | None:
-        try:
-            if keys is not None:
-                return keys_.server_keys(keys)
-            if not is_loopback(bind):
-                raise BindError(f"{bind} can be reached from other hosts, so the viewer needs "
-                                f"keys: {keys_.HOW_TO}; or bind tcp://127.0.0.1:PORT")
-        except keys_.KeysError as exc:
-            raise BindError(str(exc)) from None
-        return None
-
-    def _bind(self, bind: str, server_keys: keys_.ServerKeys | None) -> str:
-        """Bind the events at ``bind`` and the clock channel at its port + 1."""
-        if not (bind.endswith(":*") or bind.endswith(":0")):
-            self._sock.bind(bind)
-            self._start_clock(bind, server_keys)
-            return bind
-        return bind_beside_clock(self._sock, bind.rsplit(":", 1)[0],
-                                 lambda addr: self._start_clock(addr, server_keys))
-
-    def _start_clock(self, addr: str, server_keys: keys_.ServerKeys | None) -> None:
-        caddr = clock_addr(addr)
-        if caddr is not None:
-            self.clock = ClockServer(self._ctx, caddr, server_keys)
+    def _frame(self, data: bytes) -> bytes | None:
+        """The wire bytes a received frame carries; None: not a message (a subclass's own
+        control frames)."""
+        return data
 
     def drain(self, timeout_ms: int, max_messages: int = DRAIN_MAX) -> list[protocol.Message]:
         """Wait up to ``timeout_ms`` for traffic, then take what is queued (bounded). A drain
         that leaves messages queued sheds what shedding.py says."""
         out: list[protocol.Message] = []
         self.backlogged = False
+        if self.raw is not None:
+            self.raw = []
         if not self._sock.poll(timeout_ms):
             return out
         recv = self._sock.recv
         taken = 0
         while taken < max_messages:
             try:
-                data = recv(zmq.NOBLOCK, copy=True)
+                data = self._frame(recv(zmq.NOBLOCK, copy=True))
             except zmq.Again:
                 break
+            if data is None:
+                continue
             taken += 1
             self.received += 1
+            if self.raw is not None:
+                self.raw.append(data)
             self._take(data, out, 0)
         batches = [i for i, msg in enumerate(out) if type(msg) is protocol.OpBatch]
         bad = protocol.check_columns([out[i] for i in batches])  # type: ignore[misc]
@@ -167,6 +132,68 @@ class Receiver:
             self.relays[env.node] = (env.dropped, env.lost)
         for inner in env.msgs:
             self._take(inner, out, depth + 1)
+
+
+class Receiver(Intake):
+    """``keys``: a folder written by ``commviz keys``; needed to bind a non-loopback address,
+    optional on loopback."""
+
+    def __init__(self, bind: str = DEFAULT_BIND, keys: str | Path | None = None,
+                 keep_raw: bool = False) -> None:
+        super().__init__(keep_raw)
+        if not _ADDRESS.fullmatch(bind):
+            raise BindError(f"{bind!r} is not an address to listen on: it must look like "
+                            "tcp://HOST:PORT, e.g. tcp://127.0.0.1:5555")
+        port = bind.rsplit(":", 1)[1]
+        if bind.startswith("tcp://") and port != "*" and int(port) > MAX_PORT:
+            raise BindError(f"{bind}: the port must be at most {MAX_PORT}, since the clock "
+                            "channel takes the port after it")
+        server_keys = self._server_keys(bind, keys)
+        self._ctx = zmq.Context()
+        self._auth = keys_.authenticator(self._ctx, server_keys) if server_keys else None
+        self._sock = self._ctx.socket(zmq.PULL)
+        self._sock.setsockopt(zmq.RCVHWM, RECV_HWM)
+        self._sock.setsockopt(zmq.MAXMSGSIZE, MAX_WIRE_BYTES)
+        self._sock.setsockopt(zmq.LINGER, 0)
+        if server_keys is not None:
+            keys_.secure_server(self._sock, server_keys)
+        self.clock: ClockServer | None = None
+        try:
+            bind = self._bind(bind, server_keys)
+        except zmq.ZMQError as exc:
+            self.close()
+            if exc.errno == errno.EADDRINUSE:
+                raise AddressInUse(f"{bind} (or its port + 1, the clock channel) is already "
+                                   "in use (another commviz viewer?)") from None
+            raise BindError(f"cannot bind {bind}: {exc.strerror}") from None
+        self.addr = bind
+        self.secure = server_keys is not None
+
+    @staticmethod
+    def _server_keys(bind: str, keys: str | Path | None) -> keys_.ServerKeys | None:
+        try:
+            if keys is not None:
+                return keys_.server_keys(keys)
+            if not is_loopback(bind):
+                raise BindError(f"{bind} can be reached from other hosts, so the viewer needs "
+                                f"keys: {keys_.HOW_TO}; or bind tcp://127.0.0.1:PORT")
+        except keys_.KeysError as exc:
+            raise BindError(str(exc)) from None
+        return None
+
+    def _bind(self, bind: str, server_keys: keys_.ServerKeys | None) -> str:
+        """Bind the events at ``bind`` and the clock channel at its port + 1."""
+        if not (bind.endswith(":*") or bind.endswith(":0")):
+            self._sock.bind(bind)
+            self._start_clock(bind, server_keys)
+            return bind
+        return bind_beside_clock(self._sock, bind.rsplit(":", 1)[0],
+                                 lambda addr: self._start_clock(addr, server_keys))
+
+    def _start_clock(self, addr: str, server_keys: keys_.ServerKeys | None) -> None:
+        caddr = clock_addr(addr)
+        if caddr is not None:
+            self.clock = ClockServer(self._ctx, caddr, server_keys)
 
     def close(self) -> None:
         if self.clock is not None:

@@ -1,0 +1,121 @@
+"""A real browser for the tests of ``--share``: headless Chromium (Debian's ``chromium``)
+driven over its DevTools protocol, which it speaks itself (no driver in between).
+
+A page's terminal draws on a canvas, and the terminal object lives inside textual-serve's
+script: what the page shows is read as the terminal is fed, from the websocket frames the
+page receives (the follower's screen, as the bytes its terminal draws), escape sequences
+taken out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import codecs
+import itertools
+import json
+import re
+import shutil
+import subprocess
+import tempfile
+
+import aiohttp
+
+# a terminal's control sequences: CSI (colours, moves), OSC, and single-character escapes
+_ESCAPES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-_]")
+
+
+def chromium() -> str | None:
+    return shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+class Browser:
+    """One headless Chromium, its own profile, closed (and killed) by ``close``."""
+
+    def __init__(self) -> None:
+        self.profile = tempfile.mkdtemp(prefix="commviz-chromium-")
+        self.proc = subprocess.Popen(
+            [chromium() or "chromium", "--headless=new", "--no-sandbox", "--disable-gpu",
+             "--no-first-run", "--remote-debugging-port=0", "--window-size=1800,1100",
+             f"--user-data-dir={self.profile}", "about:blank"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        self.endpoint = self._endpoint()
+        self._ids = itertools.count(1)
+        self._early: list[dict] = []  # events that came while a command was answered
+
+    def _endpoint(self) -> str:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:  # "DevTools listening on ws://127.0.0.1:PORT/devtools/..."
+            if line.startswith("DevTools listening on "):
+                return line.split(" on ", 1)[1].strip()
+        raise RuntimeError("chromium did not start its DevTools endpoint")
+
+    async def visit(self, url: str, seconds: float, until: str | None = None) -> tuple[int, str]:
+        """Open ``url`` in a new tab for up to ``seconds`` (less once ``until`` shows):
+        the page's HTTP status, and the text its terminal was fed."""
+        async with aiohttp.ClientSession() as http, http.ws_connect(self.endpoint,
+                                                                   max_msg_size=0) as ws:
+            target = (await self._call(ws, "Target.createTarget", {"url": "about:blank"}))
+            session = (await self._call(ws, "Target.attachToTarget",
+                                        {"targetId": target["targetId"], "flatten": True})
+                       )["sessionId"]
+            await self._call(ws, "Network.enable", {}, session)
+            await self._call(ws, "Page.navigate", {"url": url}, session)
+            status, text = 0, _Screen()
+            loop = asyncio.get_running_loop()
+            end = loop.time() + seconds
+            while loop.time() < end and not (until and until in text.text):
+                try:
+                    msg = self._early.pop(0) if self._early else await asyncio.wait_for(
+                        ws.receive_json(), end - loop.time())
+                except asyncio.TimeoutError:
+                    break
+                method, params = msg.get("method"), msg.get("params", {})
+                if method == "Network.responseReceived" and params.get("type") == "Document":
+                    status = params["response"]["status"]
+                elif method == "Network.webSocketFrameReceived":
+                    frame = params["response"]
+                    if frame["opcode"] == 2:  # binary: the terminal's bytes
+                        text.feed(base64.b64decode(frame["payloadData"]))
+            await self._call(ws, "Target.closeTarget", {"targetId": target["targetId"]})
+            return status, text.text
+
+    async def _call(self, ws, method: str, params: dict, session: str | None = None) -> dict:
+        """Send one command and wait for its answer; the events that come meanwhile are kept
+        for the visit's loop."""
+        number = next(self._ids)
+        await ws.send_str(json.dumps({"id": number, "method": method, "params": params,
+                                      **({"sessionId": session} if session else {})}))
+        while True:
+            msg = await ws.receive_json()
+            if msg.get("id") == number:
+                if "error" in msg:
+                    raise RuntimeError(f"{method}: {msg['error']}")
+                return msg.get("result", {})
+            if "method" in msg:
+                self._early.append(msg)
+
+    def close(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(10)
+        shutil.rmtree(self.profile, ignore_errors=True)
+
+
+class _Screen:
+    """The text a terminal was fed, its escape sequences taken out (UTF-8 split across
+    frames is joined again)."""
+
+    def __init__(self) -> None:
+        self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        self._raw = ""
+
+    def feed(self, data: bytes) -> None:
+        self._raw += self._decoder.decode(data)
+
+    @property
+    def text(self) -> str:
+        return _ESCAPES.sub(" ", self._raw)

@@ -1,0 +1,187 @@
+"""``--share``: a class follows the teacher's viewer.
+
+The republisher and its followers over real sockets (every message to each, history first for
+a late joiner, the class's end told, nothing sent back); the page's server (its token, its
+cap); then the demo with real gloo ranks, headless, and headless Chromium at the URL: refused
+without the token, and with it each browser's own follower, in its own language, showing the
+op, the four ranks and the replay's steps, until the class ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import sys
+import time
+
+import aiohttp
+import pytest
+import zmq
+from browser import Browser, chromium
+
+from commviz.tui.share_server import REFUSED_FULL, REFUSED_TOKEN, ShareServer, parse_address
+from commviz.viewer.session import Session
+from commviz.viewer.share import HELLO, Subscriber
+from commviz.wire import protocol
+
+pytestmark = pytest.mark.integration  # real sockets, processes, a browser
+
+
+def _heartbeat(rank: int) -> bytes:
+    return protocol.encode_heartbeat(
+        rank, world=2, host="h", pid=100 + rank, backend="gloo", device="cpu",
+        t_ns=time.time_ns(), dropped=0, inc=1, job="j",
+        tel={"cpu_pct": 1.0, "rss_bytes": 1.0, "gpu_util_pct": None, "gpu_mem_used": None,
+             "gpu_mem_total": None, "gpu_power_w": None})
+
+
+def _drain(sub: Subscriber, want: int, seconds: float = 5.0) -> list[protocol.Message]:
+    got: list[protocol.Message] = []
+    deadline = time.monotonic() + seconds
+    while len(got) < want and time.monotonic() < deadline:
+        got += sub.drain(50)
+    return got
+
+
+def _pump(session: Session, seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        session.poll(20)
+
+
+def test_every_follower_gets_every_message_a_late_one_the_history_first():
+    teacher = Session("tcp://127.0.0.1:*", share=True)
+    ctx = zmq.Context()
+    rank = ctx.socket(zmq.PUSH)
+    rank.connect(teacher.addr)
+    early = Subscriber(teacher.share.addr)
+    try:
+        _pump(teacher, 0.3)  # the early one's hello answered
+        rank.send(_heartbeat(0))
+        rank.send(b"\x92not a message")  # malformed: rejected by the teacher and the class
+        _pump(teacher, 0.3)
+        late = Subscriber(teacher.share.addr)
+        rank.send(_heartbeat(1))
+        _pump(teacher, 0.3)
+        for sub in (early, late):
+            got = _drain(sub, 2)
+            assert [m.rank for m in got] == [0, 1]  # the late one: rank 0's from the history
+            assert sub.rejected == teacher.rejected == 1
+        assert teacher.share.followers and len(teacher.share.followers) == 2
+    finally:
+        teacher.close()
+        rank.close(0)
+        ctx.term()
+    for sub in (early, late):  # told the class ended as the teacher's viewer closed
+        deadline = time.monotonic() + 5
+        while not sub.ended and time.monotonic() < deadline:
+            sub.drain(50)
+        assert sub.ended
+        sub.close()
+
+
+def test_a_follower_can_send_nothing_but_its_hello():
+    """What a follower sends goes nowhere but the republisher, which reads hellos only: a
+    larger message drops that connection; the ranks' receiver is never reached."""
+    teacher = Session("tcp://127.0.0.1:*", share=True)
+    ctx = zmq.Context()
+    rogue = ctx.socket(zmq.DEALER)
+    rogue.connect(teacher.share.addr)
+    try:
+        rogue.send(_heartbeat(0))  # a message of the wire, sent the wrong way
+        rogue.send(b"x" * 4096)
+        rogue.send(HELLO + b"!")
+        _pump(teacher, 0.5)
+        assert teacher.receiver.received == 0 and not teacher.share.followers
+    finally:
+        rogue.close(0)
+        ctx.term()
+        teacher.close()
+
+
+def test_share_addresses():
+    assert parse_address("8000") == ("127.0.0.1", 8000)
+    assert parse_address("0.0.0.0:8000") == ("0.0.0.0", 8000)
+    with pytest.raises(ValueError, match=r"\[HOST:\]PORT"):
+        parse_address("localhost")
+
+
+def test_the_page_needs_the_token_and_one_follower_too_many_is_told_why(procs, tmp_path):
+    sleeper = [sys.executable, "-c", "import time; time.sleep(60)"]
+    server = ShareServer(lambda lang: sleeper, "127.0.0.1", _free_port(), "class", "en", most=1)
+    server.start()
+
+    async def visit() -> None:
+        base = server.public_url
+        async with aiohttp.ClientSession() as http:
+            for url in (f"{base}/", f"{base}/?token=wrong", f"{base}/ws/wrong/en"):
+                async with http.get(url) as r:
+                    assert (r.status, await r.text()) == (403, REFUSED_TOKEN)
+            async with http.get(server.url + "&lang=pt") as r:
+                page = await r.text()
+                assert r.status == 200 and f"/ws/{server.token}/pt" in page
+            async with http.ws_connect(f"{base.replace('http', 'ws')}/ws/{server.token}/en"):
+                for _ in range(50):  # the first follower is in
+                    if server.followers:
+                        break
+                    await asyncio.sleep(0.1)
+                async with http.get(f"{base}/ws/{server.token}/en") as r:
+                    assert (r.status, await r.text()) == (503, REFUSED_FULL.format(n=1))
+
+    try:
+        asyncio.run(visit())
+    finally:
+        server.close()
+    assert server.refused == 4
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _url(proc, seconds: float = 60) -> str:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        found = re.search(r"the class follows at (\S+)", proc.stderr)
+        if found:
+            return found.group(1)
+        time.sleep(0.1)
+    pytest.fail(f"no share URL printed\n{proc.stderr}")
+
+
+@pytest.mark.skipif(chromium() is None, reason="needs Chromium (Debian: apt-get install "
+                    "chromium); .ci/run installs it")
+@pytest.mark.timeout(240)
+def test_students_follow_the_class_in_a_real_browser_each_in_their_language(procs):
+    port = _free_port()
+    # 12 iterations 1 s apart: the class runs while the browsers join and watch
+    teacher = procs.start("-m", "commviz", "demo", "all_gather", "--ranks", "4", "--headless",
+                          "--iters", "12", "--interval", "1", "--share", str(port))
+    url = _url(teacher)
+    assert url.startswith(f"http://127.0.0.1:{port}/?token=")
+    browser, other = Browser(), Browser()
+    try:
+        async def two_students():
+            return await asyncio.gather(
+                browser.visit(url, 60, until="the class ended"),
+                other.visit(url + "&lang=pt", 60, until="a aula terminou"),
+                browser.visit(url.split("?")[0], 10))
+
+        (code, en), (code_pt, pt), (refused, nothing) = asyncio.run(two_students())
+    finally:
+        browser.close()
+        other.close()
+    assert teacher.finish(60) == 0, teacher.stderr
+    assert refused == 403 and "all_gather" not in nothing
+    assert code == code_pt == 200
+    for seen in (en, pt):  # the op, every rank's row, the replay's steps of the ring
+        assert "all_gather" in seen
+        assert all(re.search(rf"\b{r} +vm|\b{r} +\S+ +cpu", seen) for r in range(4)), seen[-3000:]
+        assert re.search(r"step \w*\d+ \(\d+ of \d+\)|passo \w*\d+ \(\d+ de \d+\)", seen), \
+            seen[-3000:]
+    assert "Timeline" in en and "Linha do tempo" in pt  # each student's own language
+    assert "the class ended" in en and "a aula terminou" in pt
