@@ -1101,6 +1101,26 @@ def test_equal_pairs_are_not_slow():
     assert diag.update() == []
 
 
+def test_a_pair_whose_clocks_disagree_is_not_slow():
+    """Every receiver posts its recv 10 ms before the send comes, and each transfer takes
+    1 ms; rank 3's clock runs 8 ms ahead of rank 0's (another host, its offset not known
+    yet). On the two clocks read together, its transfers ended 9 ms after the send came; on
+    each side's own clock the side that came last (the sender) took 1 ms: no slow link (a
+    1,024-rank pipeline named 8 such pairs between two nodes 6.7 ms apart)."""
+    clock, model, diag = _setup()
+    for k in range(1, 41):
+        for dst in (1, 2, 3):
+            ahead = 8 if dst == 3 else 0
+            start = k * 100
+            model.apply([op_batch(0, [{**_rec(k, start, start + 1, op="send", peer=dst),
+                                       "id": k * 10 + dst}], G4),
+                         op_batch(dst, [{**_rec(k, start - 10 + ahead, start + 1 + ahead,
+                                                op="recv", peer=0), "id": k}], G4)])
+    found = diag.update()
+    _tick(clock, model, diagnose.SLOW_HOLD_S)
+    assert [f for f in found + diag.update() if f.type == "slow"] == []
+
+
 # ---- what the recording and the panel get --------------------------------------------------
 
 def test_findings_are_recorded_as_diag_lines_that_stats_skips(tmp_path):

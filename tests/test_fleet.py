@@ -195,6 +195,16 @@ def test_a_hung_rank_among_1024_is_one_finding_naming_its_node():
     assert "(node017) faltando" in now.text("pt")
 
 
+def test_a_slow_link_among_128_nodes_names_its_pairs_and_no_others():
+    """A 1,024-rank pipeline (4 stages of 256), the link between nodes 0 and 32 at 1/16 of
+    its bandwidth: its 8 pairs each way are named, and no pair across other nodes whose
+    clocks disagree by milliseconds (offline, no clock samples: the ranks' own clocks)."""
+    from fleet_model import fleet_view
+    view = fleet_view(1024, 6.0, shape="pipeline", faults=("slow-link:0:32",), fault_at=1.0)
+    named = {f.ranks for f in view.diagnosis.history if f.type == "slow"}
+    assert named == {(r, 256 + r) for r in range(8)} | {(256 + r, r) for r in range(8)}
+
+
 def test_workers_take_whole_nodes():
     assert fleet.split(fleet.Job(1024), None) == [(i, i + 128) for i in range(0, 1024, 128)]
     assert fleet.split(fleet.Job(16), 4) == [(0, 8), (8, 16)]

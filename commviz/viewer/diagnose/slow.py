@@ -39,8 +39,10 @@ class SlowLinks:
         """The transfers just paired (``Model.on_transfers``): how long each took."""
         if not len(send["rank"]):
             return
-        ready = np.maximum(recv["t_start"], send["t_start"])
-        took = np.maximum(recv["t_end"], send["t_end"]) - ready
+        # each side timed on its own clock, the shorter one: it is the side that came last,
+        # so it waited for nothing, and no offset between two hosts' clocks enters it (an
+        # offset not yet known, or misjudged, made every pair across two nodes look slow)
+        took = np.minimum(recv["t_end"] - recv["t_start"], send["t_end"] - send["t_start"])
         pair = (send["rank"].astype(np.int64) << 32) | recv["rank"].astype(np.int64)
         kinds, kind_of = _in_order(send["bytes_in"].astype(np.int64) * 256 + send["op"])
         for k, code in enumerate(kinds.tolist()):
