@@ -174,5 +174,6 @@ def test_small_jobs_keep_the_panel_by_rank():
 
 
 @pytest.mark.integration
-def test_snapshot_by_node_at_1024_ranks(fleet, snap_compare):
-    assert snap_compare(_app(fleet), terminal_size=(160, 48))
+@pytest.mark.parametrize("size", [(160, 48), (80, 24)], ids=lambda s: f"{s[0]}x{s[1]}")
+def test_snapshot_by_node_at_1024_ranks(fleet, snap_compare, size):
+    assert snap_compare(_app(fleet), terminal_size=size)
