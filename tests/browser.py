@@ -41,7 +41,6 @@ class Browser:
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         self.endpoint = self._endpoint()
         self._ids = itertools.count(1)
-        self._early: list[dict] = []  # events that came while a command was answered
 
     def _endpoint(self) -> str:
         assert self.proc.stderr is not None
@@ -55,18 +54,19 @@ class Browser:
         the page's HTTP status, and the text its terminal was fed."""
         async with aiohttp.ClientSession() as http, http.ws_connect(self.endpoint,
                                                                    max_msg_size=0) as ws:
-            target = (await self._call(ws, "Target.createTarget", {"url": "about:blank"}))
-            session = (await self._call(ws, "Target.attachToTarget",
+            early: list[dict] = []  # events that came while a command was answered
+            target = await self._call(ws, early, "Target.createTarget", {"url": "about:blank"})
+            session = (await self._call(ws, early, "Target.attachToTarget",
                                         {"targetId": target["targetId"], "flatten": True})
                        )["sessionId"]
-            await self._call(ws, "Network.enable", {}, session)
-            await self._call(ws, "Page.navigate", {"url": url}, session)
+            await self._call(ws, early, "Network.enable", {}, session)
+            await self._call(ws, early, "Page.navigate", {"url": url}, session)
             status, text = 0, _Screen()
             loop = asyncio.get_running_loop()
             end = loop.time() + seconds
             while loop.time() < end and not (until and until in text.text):
                 try:
-                    msg = self._early.pop(0) if self._early else await asyncio.wait_for(
+                    msg = early.pop(0) if early else await asyncio.wait_for(
                         ws.receive_json(), end - loop.time())
                 except asyncio.TimeoutError:
                     break
@@ -77,12 +77,13 @@ class Browser:
                     frame = params["response"]
                     if frame["opcode"] == 2:  # binary: the terminal's bytes
                         text.feed(base64.b64decode(frame["payloadData"]))
-            await self._call(ws, "Target.closeTarget", {"targetId": target["targetId"]})
+            await self._call(ws, [], "Target.closeTarget", {"targetId": target["targetId"]})
             return status, text.text
 
-    async def _call(self, ws, method: str, params: dict, session: str | None = None) -> dict:
+    async def _call(self, ws, early: list[dict], method: str, params: dict,
+                    session: str | None = None) -> dict:
         """Send one command and wait for its answer; the events that come meanwhile are kept
-        for the visit's loop."""
+        in ``early``, for the visit's loop."""
         number = next(self._ids)
         await ws.send_str(json.dumps({"id": number, "method": method, "params": params,
                                       **({"sessionId": session} if session else {})}))
@@ -93,7 +94,7 @@ class Browser:
                     raise RuntimeError(f"{method}: {msg['error']}")
                 return msg.get("result", {})
             if "method" in msg:
-                self._early.append(msg)
+                early.append(msg)
 
     def close(self) -> None:
         self.proc.terminate()
