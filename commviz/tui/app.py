@@ -354,15 +354,17 @@ class CommvizApp(App):
             self._show("#inside", drawn, _height_key(drawn))
         # not App.sub_title: setting that reactive repaints the whole screen every frame
         paused = self.controller is not None and self.controller.paused and not self._ended
-        live = (f"⏸ {i18n.ui('paused', self.lang)} · " if paused else "") \
-            + topology.animator.state(self.lang)
-        lag = topology.animator.lag(self.lang)
+        replay = self.demo != "sweep"  # (the sweep's replay is out of sight: its curves show)
+        live = " · ".join(filter(None, (f"⏸ {i18n.ui('paused', self.lang)}" if paused else "",
+                                        topology.animator.state(self.lang) if replay else "")))
+        lag = topology.animator.lag(self.lang) if replay else ""
         if model.behind_s >= BEHIND_SHOWN_S:  # what the screen shows is that old
             lag = " · ".join(filter(None, (i18n.ui("viewer behind", self.lang).format(
                 i18n.number(f"{model.behind_s:.1f}", self.lang)), lag)))
         view = f"[{i18n.ui(self.VIEW_NAMES[self._view], self.lang)} · v] " \
             if self.screen.has_class("-narrow") else ""  # which panels `v` shows now
-        header = layout.fit_header(f"{view}{self.title} — ", self.sub_title, f" · {live}",
+        header = layout.fit_header(f"{view}{self.title} — ", self.sub_title,
+                                   f" · {live}" if live else "",
                                    self.query_one("#header").size.width) \
             + (f" · {lag}" if lag else "")
         self._show("#header", Text(header, style="bold"), 0)
