@@ -9,6 +9,7 @@ in cores and the machine's load average (1 min) before and after.
 
     python bench/render.py [--rate 20000] [--ranks 8] [--seconds 10]
     python bench/render.py --fleet 1024 [--shape ddp] [--seconds 20] [--screenshot end.svg]
+    python bench/render.py --fleet 1024 --seconds 30 --keys   # + each key's time to its frame
 
 ``--fleet N`` plays N SIMULATED ranks on N/8 simulated nodes with bench/fleet.py instead (its
 traffic shapes, heartbeats and telemetry, in real time): the TUI at a large job's size.
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import multiprocessing as mp
 import os
 import statistics
@@ -64,10 +66,16 @@ def _nice_fleet(nice: int, *args: object) -> None:
     run_fleet(*args)  # type: ignore[arg-type]
 
 
+KEY_EVERY_S = 1.0  # a key pressed this often: z (zoom in), then Z (back out), in turn
+
+
 async def drive(app: CommvizApp, seconds: float, updates: list[float],
-                frames: list[float], shot: str | None = None) -> None:
+                frames: list[float], shot: str | None = None,
+                keys: list[float] | None = None) -> None:
     """Time every data update (the app's refresh_view) and every screen frame (a compositor
-    pass that paints what changed: the replay's animation runs at its own rate)."""
+    pass that paints what changed: the replay's animation runs at its own rate). With
+    ``keys``, a key every KEY_EVERY_S: from its press to the first frame painted after its
+    action ran (what the person pressing it waits for), appended in seconds."""
     original = app.refresh_view
 
     def timed(*part: int) -> None:
@@ -75,6 +83,14 @@ async def drive(app: CommvizApp, seconds: float, updates: list[float],
         updates.append(time.perf_counter())
 
     app.refresh_view = timed  # type: ignore[method-assign]
+    zoomed: list[float] = []  # when each z / Z had changed the timeline's window
+    zoom = app._zoom
+
+    def timed_zoom(zoom_s: float | None) -> None:
+        zoom(zoom_s)
+        zoomed.append(time.perf_counter())
+
+    app._zoom = timed_zoom  # type: ignore[method-assign]
     async with app.run_test(size=(160, 48)) as pilot:
         screen = app.screen
         paint = screen._compositor_refresh
@@ -84,7 +100,23 @@ async def drive(app: CommvizApp, seconds: float, updates: list[float],
             frames.append(time.perf_counter())
 
         screen._compositor_refresh = painted  # type: ignore[method-assign]
-        await pilot.pause(seconds)
+        if keys is None:
+            await pilot.pause(seconds)
+        else:
+            end = time.perf_counter() + seconds
+            for i in itertools.count():
+                if time.perf_counter() + KEY_EVERY_S > end:
+                    break
+                await pilot.pause(KEY_EVERY_S)
+                done = len(zoomed)
+                t0 = time.perf_counter()
+                app.simulate_key("z" if i % 2 == 0 else "Z")  # queued as a key pressed is
+                while len(zoomed) == done:  # its action ran...
+                    await asyncio.sleep(0.001)
+                while frames[-1] < zoomed[-1]:  # ... and a frame painted what it changed
+                    await asyncio.sleep(0.001)
+                keys.append(frames[-1] - t0)
+            await pilot.pause(max(0.0, end - time.perf_counter()))
         if shot is not None:  # the screen as it was at the end, to look at
             app.save_screenshot(shot)
 
@@ -109,6 +141,8 @@ def main() -> None:
                    help="with --fleet: the simulator's niceness (default 10: a real job does not "
                         "share the viewer's cores, the simulator here does)")
     p.add_argument("--screenshot", metavar="SVG", help="save the last screen there")
+    p.add_argument("--keys", action="store_true",
+                   help=f"press z / Z every {KEY_EVERY_S:g} s and time each key to its frame")
     args = p.parse_args()
     per_tick = max(1, round(args.rate * TICK_S / args.ranks))
     session = Session("tcp://127.0.0.1:*")
@@ -130,7 +164,8 @@ def main() -> None:
     load = os.getloadavg()[0]  # the machine's, before: other work slows frames down
     app = CommvizApp(session, None, "render benchmark")
     cpu0, ui0, wall0 = time.process_time(), time.thread_time(), time.perf_counter()
-    asyncio.run(drive(app, args.seconds, updates, frames, args.screenshot))
+    keys: list[float] | None = [] if args.keys else None
+    asyncio.run(drive(app, args.seconds, updates, frames, args.screenshot, keys))
     cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
     ui = time.thread_time() - ui0  # the event loop: Textual and the app
     for proc in procs:
@@ -144,6 +179,10 @@ def main() -> None:
           f"{os.getloadavg()[0]:.2f} after\n"
           f"screen frames: {intervals(frames)}\ndata updates: {intervals(updates)}\n"
           f"viewer behind the ranks at the end: {session.model.behind_s:.1f} s")
+    if keys:
+        ms = sorted(k * 1e3 for k in keys)
+        print(f"keys: {len(ms)}, press to frame p50 {statistics.median(ms):.0f} ms, "
+              f"p95 {ms[round(0.95 * (len(ms) - 1))]:.0f} ms, max {ms[-1]:.0f} ms")
 
 
 if __name__ == "__main__":
