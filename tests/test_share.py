@@ -184,4 +184,5 @@ def test_students_follow_the_class_in_a_real_browser_each_in_their_language(proc
         assert re.search(r"step \w*\d+ \(\d+ of \d+\)|passo \w*\d+ \(\d+ de \d+\)", seen), \
             seen[-3000:]
     assert "Timeline" in en and "Linha do tempo" in pt  # each student's own language
+    assert "following the teacher's viewer at tcp://127.0.0.1:" in en
     assert "the class ended" in en and "a aula terminou" in pt

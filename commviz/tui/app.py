@@ -145,6 +145,7 @@ class CommvizApp(App):
         self.quit_cause: tuple[int, str] = (signal.SIGINT, "stop q")
         self._events.extend(events)
         self._class_ended = class_ended
+        self._follower = class_ended is not None  # a student's view of a shared class
 
     def compose(self) -> ComposeResult:
         yield Static(id="header")
@@ -499,7 +500,8 @@ class CommvizApp(App):
         said = status.counts(model, self.session.addr, self.session.rejected,
                              len(self._held()), sum(f.unresolved for f in self._history()),
                              self._ended, self._playback is not None, lang,
-                             shed=self.session.shed, relays=self.session.dropped_by_relays)
+                             shed=self.session.shed, relays=self.session.dropped_by_relays,
+                             following=self._follower)
         told = status.events(self._events, lang)
         # last, under the events: what the keys do now
         control = self._control_line() if self.controller is not None else ""

@@ -23,8 +23,10 @@ EVENT_STYLES = {"rank failed": "bold red"}  # the events of the ranks that stand
 
 
 def counts(model: Model, addr: str, rejected: int, held: int, unresolved: int, ended: bool,
-           playback: bool, lang: str, shed: int = 0, relays: int = 0) -> str:
-    """Where the messages come from (``addr``; ``playback``: a recording's file), the
+           playback: bool, lang: str, shed: int = 0, relays: int = 0,
+           following: bool = False) -> str:
+    """Where the messages come from (``addr``; ``playback``: a recording's file;
+    ``following``: a shared class's teacher's viewer), the
     operations and messages counted (``shed``: let go of while the viewer was behind;
     ``relays``: records the relays dropped), the findings (``held``: that hold now; ``unresolved``:
     that ended with their job), the GPUs' links; before any rank, that the panel waits for
@@ -37,7 +39,9 @@ def counts(model: Model, addr: str, rejected: int, held: int, unresolved: int, e
     # once the job has ended (before, its records may still come); a line only then
     left = " · ".join(ui_n(key, n) for key, n in (
         (N_("failed ops"), failed), (N_("incomplete ops"), unmatched if ended else 0)) if n)
-    status = (f"{ui('playing file' if playback else 'listening on').format(addr)}\n"
+    source = N_("playing file") if playback else N_("following from") if following \
+        else N_("listening on")
+    status = (f"{ui(source).format(addr)}\n"
               f"{ui_n('op records', model.records)} · "
               f"{ui_n('collectives', model.instances)} · "
               f"{ui_n('transfers', model.transfers)}\n"
