@@ -85,26 +85,25 @@ def draw(plt: Figure, points: list[sweep.Point], backend: str, lang: str) -> Fit
         return None
     fit = sweep.fitted(points, backend)
     model = [sweep.predicted_s(fit, p, backend) for p in points] if fit else []
-    # log axes drawn by hand: sizes as log2 (doubling: evenly spaced), times as log10,
-    # each labelled in its own unit (plotext's own log scale takes no hand-made ticks)
+    # log axes drawn by hand: sizes as log2 (doubling: evenly spaced), busbw and times as
+    # log10, each labelled in its own unit (plotext's own log scale takes no hand-made ticks)
     xs = [math.log2(p.size) for p in points]
     step = max(1, math.ceil(len(xs) / 6))
     xticks = (xs[::step], [_size_label(p.size) for p in points[::step]])
-    times = [p.time_s * 1e6 for p in points]
-    yticks = _log_ticks(min(times + [t * 1e6 for t in model if t]),
-                        max(times + [t * 1e6 for t in model if t]))
     busbw_model = [p.busbw * p.time_s / t for p, t in zip(points, model) if t]
-    time_model = [math.log10(t * 1e6) for t in model if t]
+    time_model = [t * 1e6 for t in model if t]
     plt.subplots(1, 2)
     for col, (label, measured, predicted) in enumerate((
             (ui("sweep busbw axis", lang), [p.busbw for p in points], busbw_model),
-            (ui("sweep time axis", lang), [math.log10(t) for t in times],
-             time_model)), start=1):
+            (ui("sweep time axis", lang), [p.time_s * 1e6 for p in points], time_model)),
+            start=1):
         ax = plt.subplot(1, col)  # (drawn on the subplot itself: plt is the figure)
         ax.title(label)
         ax.xticks(*xticks)
-        if col == 2:
-            ax.yticks(*yticks)
+        shown = measured + (predicted if len(predicted) == len(xs) else [])
+        if min(shown) > 0:  # (a busbw of 0: a group of one rank, moving nothing)
+            ax.yticks(*_log_ticks(min(shown), max(shown)))
+            measured, predicted = ([math.log10(v) for v in vs] for vs in (measured, predicted))
         ax.scatter(xs, measured, marker="dot", color=MEASURED,
                    label=ui("sweep measured", lang))
         if len(predicted) == len(xs):
