@@ -132,10 +132,13 @@ def test_a_mismatch_that_made_gloo_abort_is_found_from_the_recovered_records(pro
                for d in lines)
     (mismatch,) = [d for d in lines if d.get("kind") == "diag" and d["type"] == "mismatch"]
     assert (mismatch["ranks"], mismatch["seq"]) == ([1], 6)
-    assert mismatch["message"].startswith(
-        "ranks disagree at #6 in group 0-3: rank 1 called all_reduce (256 B float32) at "
-        "mismatch_job.py:11, while ranks 0,2,3 called all_reduce (64 B float32) at "
-        "mismatch_job.py:11"), mismatch["message"]
+    # (a rank torchrun stopped before it came to #6 is said not to have reached it: CI,
+    # loaded, once rank 3)
+    assert re.match(
+        r"ranks disagree at #6 in group 0-3: rank 1 called all_reduce \(256 B float32\) at "
+        r"mismatch_job\.py:11, while ranks (0,2,3 called all_reduce \(64 B float32\) at "
+        r"mismatch_job\.py:11|0,\d called all_reduce \(64 B float32\) at mismatch_job\.py:11 "
+        r"\(rank \d has not reached it yet\))", mismatch["message"]), mismatch["message"]
 
 
 @pytest.mark.integration

@@ -20,6 +20,7 @@ from commviz.viewer import plain_text as text
 from commviz.viewer.model import Model
 
 MEASURED, MODEL = "cyan", "orange"
+LOG_TICKS_MOST = 5  # ticks on a log axis at most
 
 
 def _size_label(size: int) -> str:
@@ -31,13 +32,18 @@ def _size_label(size: int) -> str:
 
 
 def _log_ticks(lo: float, hi: float) -> tuple[list[float], list[str]]:
-    """Ticks for a log10 axis from ``lo`` to ``hi`` (> 0): at 1, 2 and 5 of each decade
-    within it, or its two ends when fewer fall inside (a range under one decade)."""
-    values = [m * 10.0 ** d for d in range(math.floor(math.log10(lo)),
-                                           math.ceil(math.log10(hi)) + 1)
-              for m in (1, 2, 5) if lo <= m * 10.0 ** d <= hi]
+    """Ticks for a log10 axis from ``lo`` to ``hi`` (> 0), few enough that no two share a
+    row (plotext keeps one of them, which one unsaid): the decades within it, every other one
+    past LOG_TICKS_MOST; under two decades, 1, 2 and 5 of each; else its two ends."""
+    values = [10.0 ** d for d in range(math.ceil(math.log10(lo)),
+                                       math.floor(math.log10(hi)) + 1)]
+    if len(values) < 2:
+        values = [m * 10.0 ** d for d in range(math.floor(math.log10(lo)),
+                                               math.ceil(math.log10(hi)) + 1)
+                  for m in (1, 2, 5) if lo <= m * 10.0 ** d <= hi]
     if len(values) < 2:
         values = sorted({lo, hi})
+    values = values[::math.ceil(len(values) / LOG_TICKS_MOST)]
     return [math.log10(v) for v in values], [f"{v:.3g}" for v in values]
 
 
