@@ -359,10 +359,14 @@ def _start_share(args: argparse.Namespace, session: Session, title: str) -> list
     """With ``--share``, serve the class until the session closes; returns the viewer panel's
     line of it (none without). A port that cannot be had closes the session and raises
     BindError (nothing else is started yet)."""
+    from commviz.viewer.transport import BindError
+
     if args.share is None:
+        if args.share_max is not None:
+            session.close()
+            raise BindError("--share-max caps the followers of --share: give --share too")
         return []
     from commviz.tui.share_server import DEFAULT_FOLLOWERS, ShareServer, follower_command
-    from commviz.viewer.transport import BindError
 
     most = DEFAULT_FOLLOWERS if args.share_max is None else args.share_max
     if most < 1:

@@ -99,6 +99,17 @@ def test_a_follower_can_send_nothing_but_its_hello():
         teacher.close()
 
 
+@pytest.mark.parametrize("args, said", [
+    (["--share", "nope"], "--share takes [HOST:]PORT"),
+    (["--share-max", "3"], "--share-max caps the followers of --share: give --share too"),
+    (["--share", "8123", "--share-max", "0"], "--share-max must be at least 1"),
+])
+def test_bad_share_options_get_one_sentence_and_exit_2(procs, args, said):
+    proc = procs.start("-m", "commviz", "demo", "all_gather", "--headless", *args)
+    assert proc.finish(60) == 2
+    assert said in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+
+
 def test_share_addresses():
     assert parse_address("8000") == ("127.0.0.1", 8000)
     assert parse_address("0.0.0.0:8000") == ("0.0.0.0", 8000)
