@@ -302,7 +302,7 @@ def _demo(args: argparse.Namespace) -> int:
         note = _size_note(args, size, _lang(args))
         return headless.run(session, ranks, lang=_lang(args),
                             banner=banner if note is None else f"{banner}\n{note}",
-                            sweep=None if swept is None else (swept, backend))
+                            sweep_backend=None if swept is None else backend)
     from commviz.tui.app import run_app
 
     try:
@@ -712,8 +712,7 @@ def _plot(model: Model, rows: list[dict], lang: str) -> None:
     if not curves:
         print("\n" + i18n.ui("plot nothing", lang))
         return
-    backends = {s.backend for s in model.ranks.values()}
-    backend = backends.pop() if len(backends) == 1 else "gloo"
+    backend = model.backend() or "gloo"
     width = min(shutil.get_terminal_size((120, 40)).columns, 160)
     for points in curves:
         print(f"\n{points[0].op} · {points[0].world} ranks")
@@ -764,8 +763,7 @@ def _whatif(args: argparse.Namespace) -> int:
     rows = [r for r in model.stats_table() if r["op"] not in protocol.P2P]
     if not rows:
         raise WhatIfError(f"{args.file} has no collectives: nothing to model")
-    backends = {s.backend for s in model.ranks.values()}
-    backend = backends.pop() if len(backends) == 1 else None
+    backend = model.backend()
     fit = costmodel.fit_stats(rows, backend) if backend is not None else None
     try:
         made = report.rows(rows, backend, fit, scale, fabric, args.extra_latency_us)

@@ -11,8 +11,7 @@ import time
 from collections.abc import Callable
 from typing import TextIO
 
-from commviz.knowledge import sweep as sweep_table
-from commviz.knowledge.sweep import Sweep
+from commviz.knowledge import sweep
 from commviz.launch.job import Interrupts, Job
 from commviz.launch.launcher import Ranks
 from commviz.text import i18n
@@ -26,20 +25,19 @@ FAILURE_GRACE_S = 2.0  # after a rank fails, watch this long: the diagnosis name
 
 
 def run(session: Session, ranks: Ranks | None = None, out: TextIO = sys.stdout,
-        banner: str | None = None, lang: str = "en",
-        sweep: tuple[Sweep, str] | None = None) -> int:
+        banner: str | None = None, lang: str = "en", sweep_backend: str | None = None) -> int:
     """Print until interrupted or, with ``ranks``, until they have all ended. Returns the exit code.
 
     ``banner`` is printed first, once SIGINT/SIGTERM already lead to a clean stop, so whoever
     reads it may signal at once. The handlers stay until everything is stopped and closed.
     ``lang``: the language of the lines (the numbers of the tables keep their decimal point).
-    ``sweep``: the sweep demo's spec and backend: nccl-tests' table, a row per size, rather
-    than a line per call (hundreds a size).
+    ``sweep_backend``: the sweep demo's (its fit is the backend's schedule's): nccl-tests'
+    table, a row per size, rather than a line per call (hundreds a size).
     """
     stop = threading.Event()
     previous = {sig: signal.signal(sig, lambda *_: stop.set())
                 for sig in (signal.SIGINT, signal.SIGTERM)}
-    printer = _Printer(session, out, lang, sweep)
+    printer = _Printer(session, out, lang, sweep_backend)
     code = 0
     failed_at: float | None = None
     try:
@@ -182,13 +180,13 @@ def _await_goodbyes(session: Session, world: int, printer: _Printer) -> None:
 
 class _Printer:
     def __init__(self, session: Session, out: TextIO, lang: str = "en",
-                 sweep: tuple[Sweep, str] | None = None) -> None:
+                 sweep_backend: str | None = None) -> None:
         self.session, self.out, self.lang = session, out, lang
         self.t0: int | None = None
         self.known: set[tuple[int, int]] = set()  # (rank, job) of the incarnations shown
         self.nccl_said = False  # the line on what NCCL reported at init is printed once
-        self.sweep = sweep
-        self.swept: list[sweep_table.Point] = []  # the sweep's rows printed
+        self.sweep_backend = sweep_backend
+        self.swept: list[sweep.Point] = []  # the sweep's rows printed
 
     def flush(self) -> None:
         model = self.session.model
@@ -204,7 +202,7 @@ class _Printer:
                 backend=s.backend, device=s.device)
             print(f"{i18n.ui('simulated', self.lang)}: {said}" if s.simulated else said,
                   file=self.out)
-        if self.sweep is not None:
+        if self.sweep_backend is not None:
             self._sweep_rows()
             new = []
         if new and self.t0 is None:
@@ -229,20 +227,20 @@ class _Printer:
         """The sizes every rank has timed since the last flush, as nccl-tests' rows."""
         model = self.session.model
         with self.session.lock:
-            done = sweep_table.points(model.phases(0), len(model.ranks))
+            done = sweep.points(model.phases(0), len(model.ranks))
         if done and not self.swept:
             print(i18n.ui("sweep table", self.lang), file=self.out)
-            print("\n".join(sweep_table.HEADER), file=self.out)
+            print("\n".join(sweep.HEADER), file=self.out)
         for p in done[len(self.swept):]:
-            print(sweep_table.row_line(p), file=self.out)
+            print(sweep.row_line(p), file=self.out)
         self.swept = done
 
     def sweep_end(self) -> None:
         """nccl-tests' last line, then the alpha-beta line fitted to the rows."""
-        if self.sweep is None or not self.swept:
+        if self.sweep_backend is None or not self.swept:
             return
-        print(f"# Avg bus bandwidth    : {sweep_table.avg_busbw(self.swept):.4g}", file=self.out)
-        print(text.sweep_fit_line(self.swept, self.sweep[1], self.lang), file=self.out)
+        print(f"# Avg bus bandwidth    : {sweep.avg_busbw(self.swept):.4g}", file=self.out)
+        print(text.sweep_fit_line(self.swept, self.sweep_backend, self.lang), file=self.out)
 
     def _fabric(self) -> None:
         """After NCCL's init line: the wires it named (InfiniBand or RoCE, GPUDirect RDMA)."""

@@ -57,16 +57,16 @@ def test_a_row_is_the_ranks_mean_time_and_their_wrong_elements_summed():
     assert p.algbw == pytest.approx(1024 / 20e-6 / 1e9)
     assert p.busbw == pytest.approx(p.algbw * 2 * (2 - 1) / 2)
     # nccl-tests' bus factors: (n-1)/n for all_gather, 1 for broadcast
-    assert sweep.Point("all_gather", 4096, 1024, 1e-3, 0, 4).busbw == pytest.approx(
+    assert sweep.Point("all_gather", 4096, 1e-3, 0, 4).busbw == pytest.approx(
         4096 / 1e-3 / 1e9 * 3 / 4)
-    assert sweep.Point("broadcast", 4096, 1024, 1e-3, 0, 4).busbw == pytest.approx(4.096e-3)
+    assert sweep.Point("broadcast", 4096, 1e-3, 0, 4).busbw == pytest.approx(4.096e-3)
 
 
 def test_rows_print_as_nccl_tests_prints_them():
-    p = sweep.Point("all_reduce", 1048576, 262144, 123.456e-6, 0, 8)
+    p = sweep.Point("all_reduce", 1048576, 123.456e-6, 0, 8)
     assert sweep.row_line(p).split() == ["1048576", "262144", "float", "sum", "-1", "123.5",
                                          "8.49", "14.86", "0"]
-    assert sweep.row_line(sweep.Point("broadcast", 8, 2, 12e-3, 0, 8)).split()[3:6] == [
+    assert sweep.row_line(sweep.Point("broadcast", 8, 12e-3, 0, 8)).split()[3:6] == [
         "none", "0", "12000"]
     assert len(sweep.row_line(p)) == len(sweep.HEADER[0])
 
@@ -78,7 +78,7 @@ def test_the_fit_recovers_a_known_alpha_and_beta_and_names_the_knee():
     pts = []
     for size in (1 << 10, 1 << 14, 1 << 18, 1 << 22):
         c = cost_of("all_reduce", "gloo", 4, size)
-        pts.append(sweep.Point("all_reduce", size, size // 4,
+        pts.append(sweep.Point("all_reduce", size,
                                c.steps * alpha + c.sent / beta, 0, 4))
     f = sweep.fitted(pts, "gloo")
     assert f.alpha_s == pytest.approx(alpha, rel=1e-6)

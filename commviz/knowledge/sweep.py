@@ -116,10 +116,14 @@ class Point:
 
     op: str
     size: int       # S, bytes
-    count: int      # elements
     time_s: float   # the ranks' mean time of one call
     wrong: int      # wrong elements, summed over the ranks
     world: int
+
+    @property
+    def count(self) -> int:
+        """Elements (float32: the sweep's, nccl-tests' default)."""
+        return self.size // ITEMSIZE
 
     @property
     def algbw(self) -> float:
@@ -143,9 +147,8 @@ def points(phases: Mapping[int, Iterable[PhaseSpan]], world: int) -> list[Point]
     out = []
     for (op, size), ranks in sorted(timed.items(), key=lambda kv: kv[0][1]):
         if len(ranks) >= world:
-            out.append(Point(OPS[op], size, size // ITEMSIZE,
-                             sum(t for t, _ in ranks) / len(ranks), sum(w for _, w in ranks),
-                             world))
+            out.append(Point(OPS[op], size, sum(t for t, _ in ranks) / len(ranks),
+                             sum(w for _, w in ranks), world))
     return out
 
 
@@ -168,8 +171,7 @@ def from_stats(rows: Iterable[dict]) -> list[list[Point]]:
     for row in rows:
         if bandwidth.bus_factor(row["op"], row["ranks"]) is not None and row["size"] > 0:
             by.setdefault((row["op"], row["ranks"]), []).append(Point(
-                row["op"], row["size"], row["size"] // ITEMSIZE, row["time_p50_us"] / 1e6, 0,
-                row["ranks"]))
+                row["op"], row["size"], row["time_p50_us"] / 1e6, 0, row["ranks"]))
     return [sorted(pts, key=lambda p: p.size) for pts in by.values()
             if len({p.size for p in pts}) >= 2]
 

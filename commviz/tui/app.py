@@ -847,10 +847,8 @@ class CommvizApp(App):
 
 def _fit(model: Any) -> costmodel.Fit | None:
     """The run's cost model, fitted to its statistics, for the backend its ranks use."""
-    backends = {s.backend for s in model.ranks.values()}
-    if len(backends) != 1:
-        return None
-    return costmodel.fit_stats(model.stats_table(), backends.pop())
+    backend = model.backend()
+    return None if backend is None else costmodel.fit_stats(model.stats_table(), backend)
 
 
 def _zoom_subtitle(zoom_s: float | None, lang: str) -> str:

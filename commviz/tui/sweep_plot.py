@@ -59,8 +59,7 @@ class SweepPlot(PlotextPlot):
     def update_from(self, model: Model, lang: str) -> None:
         """Take the sizes timed so far; redraw only when they, or the language, changed."""
         points = sweep.points(model.phases(0), len(model.ranks))
-        backends = {s.backend for s in model.ranks.values()}
-        backend = backends.pop() if len(backends) == 1 else "gloo"
+        backend = model.backend() or "gloo"
         key = (tuple(points), backend, lang)
         if key == self._shown:
             return

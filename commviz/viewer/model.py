@@ -492,6 +492,11 @@ class Model:
         return dict(sorted(by_host.items(), key=lambda kv: (kv[0] != self.local_host,
                                                              kv[1][0])))
 
+    def backend(self) -> str | None:
+        """The backend every rank reported; None before any, or with several."""
+        backends = {s.backend for s in self.ranks.values()}
+        return backends.pop() if len(backends) == 1 else None
+
     def clock_offsets(self) -> dict[str, HostClock]:
         """Every known host's clock offset to the viewer ± its uncertainty (see HostClock),
         in the order of ``nodes()``."""
