@@ -10,7 +10,7 @@ import zmq
 from commviz.launch.launcher import free_port
 from commviz.rank.emitter import Emitter
 from commviz.viewer.transport import Receiver
-from commviz.wire import protocol
+from commviz.wire import protocol, ring
 
 pytestmark = pytest.mark.integration  # real ranks, sockets or apps
 
@@ -175,3 +175,21 @@ def test_a_forked_child_reports_through_a_thread_and_context_of_its_own():
     finally:
         em.close()
         receiver.close()
+
+
+def test_the_ring_knows_the_rank_from_its_first_group_before_any_viewer_answers(
+        tmp_path, monkeypatch):
+    """A rank that dies before its sender thread ever connected (a short job on a busy
+    machine) must still be one a harvester can speak for: the identity is in its ring from
+    the moment the rank's first group is announced, on the rank's own thread."""
+    monkeypatch.setenv(ring.ENV_DIR, str(tmp_path))
+    em = Emitter(f"tcp://127.0.0.1:{free_port()}", lambda: (3, 4, "gloo", "cpu"),
+                 lambda: "job-key")
+    try:
+        em.note_group(0, "0", [0, 1, 2, 3])
+        got = ring.read(em.ring.path)
+        assert got.rank == 3
+        assert got.identity[:4] == (3, 4, "gloo", "cpu") and got.identity[5] == "job-key"
+        assert not got.heartbeat_sent
+    finally:
+        em.close()

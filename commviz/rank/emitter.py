@@ -213,10 +213,26 @@ class Emitter:
             self.ring.note_site(sid, *key)
 
     def note_group(self, gid: int, name: str, ranks: list[int]) -> None:
-        """A process group records name (any thread): announced in ``grp``, kept in the ring."""
+        """A process group records name (any thread): announced in ``grp``, kept in the ring.
+
+        The rank's identity goes into the ring here too, on the rank's thread before the
+        group's first record: a rank that dies before its sender thread ever connected (a
+        short job on a busy machine) is still one a harvester can speak for."""
         self.groups[gid] = (name, ranks)
         if self.ring is not None:
             self.ring.note_group(gid, name, ranks)
+            self._note_ring_identity()
+
+    def _note_ring_identity(self) -> None:
+        """What a harvester needs to speak for this rank (any thread), when it changed."""
+        ident, ring_ = self._identity(), self.ring
+        if ident is None or ring_ is None:
+            return
+        noted = (*ident, self._job())
+        if noted != self._ring_ident:
+            self._ring_ident = noted
+            rank, world, backend, device = ident
+            ring_.note_identity(rank, world, backend, device, nodes.hostname(), noted[4])
 
     def _finalize(self) -> None:
         # multiprocessing children (fork) leave through os._exit: atexit never runs there.
@@ -443,10 +459,7 @@ class Emitter:
             device=device, t_ns=time.time_ns() + self._shift, dropped=self.dropped, tel=tel,
             inc=self._inc, job=job, clk=samples))
         if self.ring is not None:
-            noted = (*ident, job)
-            if noted != self._ring_ident:  # what a harvester needs to speak for this rank
-                self._ring_ident = noted
-                self.ring.note_identity(rank, world, backend, device, nodes.hostname(), job)
+            self._note_ring_identity()  # the device may have changed since
             if beat:
                 self._beats += 1
                 if self._beats >= 2:

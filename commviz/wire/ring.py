@@ -25,6 +25,7 @@ import fcntl
 import mmap
 import os
 import struct
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -136,6 +137,7 @@ class RingWriter:
             shipped_at, batches_at, self._meta_at = _layout(capacity)
             self._meta_size = meta
             self._meta_used = 0
+            self._meta_lock = threading.Lock()
             self.shipped_ids = np.frombuffer(self.buf, np.int64, capacity, shipped_at)
             self.shipped_ids.fill(-1)
             self.shipped_in = np.frombuffer(self.buf, np.int64, capacity, batches_at)
@@ -155,17 +157,19 @@ class RingWriter:
         self.full = False  # the meta log ran out of room: later entries are lost
 
     def note(self, entry: list) -> None:
-        """Append one entry to the meta log (a call site, a group, the identity)."""
+        """Append one entry to the meta log (a call site, a group, the identity), from any
+        thread: the rank's notes its sites and groups, the sender thread the identity."""
         data = msgpack.packb(entry, use_bin_type=True)
-        end = self._meta_used + 4 + len(data)
-        if end > self._meta_size:
-            self.full = True
-            return
-        at = self._meta_at + self._meta_used
-        self.buf[at + 4:at + 4 + len(data)] = data
-        _U4.pack_into(self.buf, at, len(data))
-        self._meta_used = end
-        _U4.pack_into(self.buf, _META_USED_AT, end)  # last: a reader sees whole entries only
+        with self._meta_lock:
+            end = self._meta_used + 4 + len(data)
+            if end > self._meta_size:
+                self.full = True
+                return
+            at = self._meta_at + self._meta_used
+            self.buf[at + 4:at + 4 + len(data)] = data
+            _U4.pack_into(self.buf, at, len(data))
+            self._meta_used = end
+            _U4.pack_into(self.buf, _META_USED_AT, end)  # last: a reader sees whole entries
 
     def note_site(self, sid: int, file: str, line: int) -> None:
         self.note(["s", sid, file, line])
