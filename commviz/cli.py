@@ -16,6 +16,7 @@ from commviz.text import i18n
 
 if TYPE_CHECKING:
     from commviz.viewer.model import Model
+    from commviz.viewer.playback import Playback
     from commviz.viewer.session import Session
 
 DEFAULT_SIZE = 4096  # --size: bytes per rank per op
@@ -132,9 +133,13 @@ def _parser() -> argparse.ArgumentParser:
                         "runs for each browser)")
     fo.add_argument("addr", help="the teacher's republisher (tcp://127.0.0.1:PORT)")
     fo.add_argument("--title", default="", help="the class's title")
+    fo.add_argument("--recording", default=None, metavar="FILE",
+                    help="the recording the teacher plays (play --share): this viewer plays "
+                    "it too, where the teacher's is")
     fo.add_argument("--lang", choices=i18n.LANGS, default=None,
                     help="language of the explanations (default: from the locale)")
-    pl = sub.add_parser("play", help="play a recording back in the TUI, as it was seen live")
+    pl = sub.add_parser("play", help="play a recording back in the TUI, as it was seen live",
+                        parents=[share])
     pl.add_argument("file", help="a recording: JSON Lines or compact (.cvz)")
     pl.add_argument("--speed", type=float, default=1.0,
                     help="how many times as fast as it was recorded (default 1; ] and [ "
@@ -355,10 +360,11 @@ def _share_address(spec: str) -> tuple[str, int]:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def _start_share(args: argparse.Namespace, session: Session, title: str) -> list:
+def _start_share(args: argparse.Namespace, session: Session | Playback, title: str,
+                 recording: str | None = None) -> list:
     """With ``--share``, serve the class until the session closes; returns the viewer panel's
     line of it (none without). A port that cannot be had closes the session and raises
-    BindError (nothing else is started yet)."""
+    BindError (nothing else is started yet). A playback's followers play its ``recording``."""
     from commviz.viewer.transport import BindError
 
     if args.share is None:
@@ -372,8 +378,8 @@ def _start_share(args: argparse.Namespace, session: Session, title: str) -> list
     if most < 1:
         session.close()
         raise BindError("--share-max must be at least 1")
-    server = ShareServer(follower_command(session.share.addr, title), *args.share, title,
-                         _lang(args), most)
+    server = ShareServer(follower_command(session.share.addr, title, recording),
+                         *args.share, title, _lang(args), most)
     try:
         server.start()
     except OSError as exc:
@@ -392,11 +398,30 @@ def _follow(args: argparse.Namespace) -> int:
     from commviz.viewer.session import Session
     from commviz.viewer.share import Subscriber
 
+    def title(lang: str) -> str:
+        return i18n.ui("following", lang).format(args.title)
+
+    if args.recording is not None:
+        return _follow_playback(args, title)
     intake = Subscriber(args.addr)
     session = Session(intake=intake)
-    return run_app(session, ranks=None,
-                   title=lambda lang: i18n.ui("following", lang).format(args.title),
-                   lang=_lang(args), class_ended=lambda: intake.ended)
+    return run_app(session, ranks=None, title=title, lang=_lang(args),
+                   class_ended=lambda: intake.ended)
+
+
+def _follow_playback(args: argparse.Namespace, title) -> int:
+    """A student's playback of the teacher's recording, going where the teacher's goes."""
+    from commviz.tui.app import run_app
+    from commviz.viewer.playback import Playback, PlaybackControl
+    from commviz.viewer.share import ClockFollower
+
+    playback = _read_recording(args.recording, lambda: Playback(args.recording))
+    teacher = ClockFollower(args.addr)
+    playback.follow_class(teacher)
+    return run_app(playback, ranks=None, title=title, lang=_lang(args),
+                   controller=PlaybackControl(playback), demo=playback.demo,
+                   wall_ns=playback.clock.wall_ns, output=playback.output,
+                   class_ended=lambda: teacher.ended)
 
 
 def _metrics_address(spec: str) -> tuple[str, int]:
@@ -610,11 +635,14 @@ def _play(args: argparse.Namespace) -> int:
         playback.title.get(lang)) if part) for lang in i18n.LANGS}
     if playback.cut:
         print(f"commviz: note: {recording.cut_note(args.file, playback.cut)}", file=sys.stderr)
+    if args.share is not None:
+        playback.share_class()
+    shared = _start_share(args, playback, titles[_lang(args)], recording=args.file)
     from commviz.tui.app import run_app
 
     return run_app(playback, ranks=None, title=lambda lang: titles[lang], lang=_lang(args),
                    controller=control, restart=lambda: None, demo=playback.demo,
-                   wall_ns=playback.clock.wall_ns, output=playback.output)
+                   wall_ns=playback.clock.wall_ns, output=playback.output, events=shared)
 
 
 def _read_recording(path: str, read):

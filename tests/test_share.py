@@ -12,16 +12,26 @@ from __future__ import annotations
 import asyncio
 import re
 import sys
+import threading
 import time
 
 import aiohttp
 import pytest
 import zmq
 from browser import Browser, chromium
+from fakes import T0_NS, FakeClock, bye, scripted_all_reduce
 
-from commviz.tui.share_server import REFUSED_FULL, REFUSED_TOKEN, ShareServer, parse_address
+from commviz.tui.share_server import (
+    REFUSED_FULL,
+    REFUSED_TOKEN,
+    ShareServer,
+    follower_command,
+    parse_address,
+)
+from commviz.viewer import recording
+from commviz.viewer.playback import Playback, PlaybackControl
 from commviz.viewer.session import Session
-from commviz.viewer.share import HELLO, Subscriber
+from commviz.viewer.share import HELLO, ClockFollower, Subscriber
 from commviz.wire import protocol
 
 pytestmark = pytest.mark.integration  # real sockets, processes, a browser
@@ -97,6 +107,75 @@ def test_a_follower_can_send_nothing_but_its_hello():
         rogue.close(0)
         ctx.term()
         teacher.close()
+
+
+# ---- a playback shared (play --share): its clock, which each student's playback follows --------
+S = 1_000_000_000
+
+
+def _ten_seconds(path):
+    """Two ranks, an all_reduce at each whole second of ten, then goodbyes."""
+    messages = [m for i in range(10)
+                for m in scripted_all_reduce(world=2, steps=1, t0_ns=T0_NS + i * S, first=i)]
+    rec = recording.Recorder(path, {"demo": None})
+    rec.write([*messages, *(bye(r, T0_NS + 10 * S) for r in range(2))])
+    rec.close({"t_ns": T0_NS + 10 * S})
+    return path
+
+
+def _until(check, seconds: float = 5.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not check():
+        assert time.monotonic() < deadline, "the student never got there"
+        time.sleep(0.02)
+
+
+def _student(path, addr: str, real) -> tuple[Playback, ClockFollower]:
+    student, teacher = Playback(path, real=real), ClockFollower(addr)
+    student.follow_class(teacher)
+    student.start()
+    return student, teacher
+
+
+def test_a_students_playback_goes_where_the_teachers_goes(tmp_path):
+    """Each student's own playback of the file: it stands still until the teacher's clock is
+    told, seeks to a teacher far ahead (a late joiner too), pauses and speeds up with it,
+    starts again with it, and hears that the class ended."""
+    path = _ten_seconds(tmp_path / "r.jsonl")
+    t_real, s_real = FakeClock(), FakeClock()
+    teacher = Playback(path, real=t_real)
+    control = PlaybackControl(teacher, paused=True)
+    share = teacher.share_class()
+    student, told = _student(path, share.addr, s_real)
+    assert student.clock.stopped("teacher")  # until the teacher's clock is heard
+    teacher.start()
+    try:
+        _until(lambda: share.followers)
+        control.toggle()  # plays: 2.5 s later, three all_reduces done
+        t_real.advance(2.5)
+        _until(lambda: student.model.instances == 3 == teacher.model.instances)
+        assert abs(student.clock.wall_ns() - teacher.clock.wall_ns()) < S
+        control.toggle()  # paused: the student's clock stops where the teacher's did
+        _until(lambda: student.clock.stopped("teacher"))
+        s_real.advance(3.0)  # (its own time passing moves nothing)
+        assert student.clock.wall_ns() == teacher.clock.wall_ns()
+        control.toggle()
+        control.faster()
+        _until(lambda: student.clock.speed == 2.0 and not student.clock.stopped("teacher"))
+        t_real.advance(1.0)  # two seconds of the recording at twice the speed: 4.5 s in
+        _until(lambda: student.model.instances == 5 == teacher.model.instances)
+        late, late_told = _student(path, share.addr, FakeClock())  # joins 4.5 s in
+        try:
+            _until(lambda: late.model.instances == 5)
+        finally:
+            late.close()
+            late_told.close()
+        teacher.reset()  # `r`: from the start again, for everyone
+        _until(lambda: student.model.instances == 0 and student.epoch == 1)
+    finally:
+        teacher.close()
+    _until(lambda: (told.take(), told.ended)[1])
+    student.close()
 
 
 @pytest.mark.parametrize("args, said", [
@@ -197,3 +276,43 @@ def test_students_follow_the_class_in_a_real_browser_each_in_their_language(proc
     assert "Timeline" in en and "Linha do tempo" in pt  # each student's own language
     assert "following the teacher's viewer at tcp://127.0.0.1:" in en
     assert "the class ended" in en and "a aula terminou" in pt
+
+
+@pytest.mark.skipif(chromium() is None, reason="needs Chromium (Debian: apt-get install "
+                    "chromium); .ci/run installs it")
+@pytest.mark.timeout(180)
+def test_a_student_in_a_real_browser_follows_the_teachers_playback(tmp_path):
+    """What ``commviz play --share`` serves, its teacher in this process: the student's page
+    runs ``commviz follow --recording``, held while the teacher's playback is paused, then
+    playing the same all_reduces as the teacher's, until the class ends."""
+    path = _ten_seconds(tmp_path / "r.jsonl")
+    teacher = Playback(path)
+    control = PlaybackControl(teacher, paused=True)
+    share = teacher.share_class()
+    teacher.start()
+    server = ShareServer(follower_command(share.addr, "a recording", str(path)), "127.0.0.1",
+                         _free_port(), "a recording", "en")
+    server.start()
+    browser = Browser()
+
+    def drive() -> None:  # the teacher's keys: play once the student's follower is there
+        _until(lambda: share.followers, 60)
+        time.sleep(3)  # the student sees the playback held
+        control.toggle()
+        _until(lambda: teacher.model.instances >= 2, 30)
+        time.sleep(2)
+        teacher.close()  # the teacher quits: the class ends
+
+    driver = threading.Thread(target=drive, daemon=True)
+    driver.start()
+    try:
+        code, seen = asyncio.run(browser.visit(server.url, 90, until="the class ended"))
+    finally:
+        browser.close()
+        driver.join(60)
+        teacher.close()
+        server.close()
+    assert code == 200
+    assert "following the class · a recording" in seen
+    assert "held by the teacher" in seen and "the teacher's keys drive it" in seen, seen[-3000:]
+    assert "all_reduce" in seen and "the class ended" in seen

@@ -296,7 +296,7 @@ class CommvizApp(App):
             self._explained = key
             if shown is None and self.demo is not None and self.controller is not None:
                 explained = before_first(model, self.demo, paused, self.lang,
-                                         self._playback is not None)
+                                         self._playback is not None, self._follower)
             else:
                 explained = explanation(model, shown, self.lang, self.demo)
             self._show("#explain", explained, _height_key(explained))
@@ -606,7 +606,7 @@ class CommvizApp(App):
         held = f" · {i18n.ui('replay held', self.lang)}" \
             if self.query_one(Topology).animator.paused else ""
         if self._playback is not None:
-            return status.playback_line(self._playback, held, self.lang)
+            return status.playback_line(self._playback, held, self.lang, self._follower)
         return status.demo_line(self.controller.state,  # type: ignore[union-attr]
                                 self._ended, bool(self.check_action("restart", ())), held,
                                 self.lang)
@@ -659,11 +659,12 @@ class CommvizApp(App):
         self.exit()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """Pause and step exist only for a demo, whose ranks wait at a real step barrier."""
+        """Pause and step exist only for a demo, whose ranks wait at a real step barrier, and
+        a recording; a class's student has the teacher's (who drives them for everyone)."""
         if action in ("toggle_play", "step"):
-            return self.controller is not None and not self._ended
+            return self.controller is not None and not self._ended and not self._follower
         if action in ("play_faster", "play_slower", "next_finding"):  # a recording's clock
-            return self._playback is not None
+            return self._playback is not None and not self._follower
         if action == "restart":  # a recording holds one run: none while recording
             return self._restart is not None and not self._recording
         if action == "next_view":

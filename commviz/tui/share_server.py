@@ -11,6 +11,7 @@ with ``&lang=pt`` in the URL, or ``l`` in the page.
 from __future__ import annotations
 
 import asyncio
+import os
 import secrets
 import shlex
 import sys
@@ -172,7 +173,10 @@ def _kill(service: AppService) -> None:
         process.kill()
 
 
-def follower_command(addr: str, title: str) -> Callable[[str], list[str]]:
-    """The command a browser's follower runs: ``commviz follow`` of ``addr`` in a language."""
+def follower_command(addr: str, title: str,
+                     recording: str | None = None) -> Callable[[str], list[str]]:
+    """The command a browser's follower runs: ``commviz follow`` of ``addr`` in a language
+    (playing ``recording`` too, where the teacher plays it)."""
+    played = [] if recording is None else ["--recording", os.path.abspath(recording)]
     return lambda lang: [sys.executable, "-m", "commviz", "follow", addr, "--lang", lang,
-                         "--title", title]
+                         "--title", title, *played]

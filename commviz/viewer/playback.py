@@ -34,6 +34,7 @@ from commviz.viewer.diagnose import Diagnosis
 from commviz.viewer.model import Model, Records
 from commviz.viewer.plain_text import cell_safe
 from commviz.viewer.session import DIAGNOSE_EVERY_S, FRAME_YIELD_S, ROUND_S, Collector  # as live
+from commviz.viewer.share import ClockFollower, Republisher, clock_frame
 from commviz.wire import protocol
 from commviz.wire.control import ControlState
 from commviz.wire.protocol import ANNOUNCE_S
@@ -57,6 +58,9 @@ PASS_STEP_NS = 1_000_000_000
 SPEEDS = (1 / 16, 1 / 8, 1 / 4, 1 / 2, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0)
 _ANNOUNCE_NS = int(ANNOUNCE_S * 1e9)
 RESTART_LINE = "──── played again from the start ────"
+# a class's student this far behind the teacher's playback seeks to it (a late joiner, the
+# teacher's `f` or --from) rather than take in what lies between at the teacher's speed
+FOLLOW_SEEK_NS = 1_000_000_000
 
 
 class PlaybackClock:
@@ -108,6 +112,18 @@ class PlaybackClock:
         with self._lock:
             self._rebase()
             self.speed = speed
+
+    def follow(self, at_ns: int, speed: float, running: bool) -> None:
+        """Where another playback's clock is (a teacher's, ``--share``): there at once (never
+        back: what was taken in stays), at its speed, stopped while it is (``"teacher"``)."""
+        with self._lock:
+            self._rebase()
+            self._at_ns = max(self._at_ns, at_ns)
+            self.speed = speed
+            if running:
+                self._stops.discard("teacher")
+            else:
+                self._stops.add("teacher")
 
     def reset(self, start_ns: int) -> None:
         """Back to ``start_ns``; what stopped it for the end no longer does."""
@@ -420,6 +436,13 @@ class Playback(Collector):
         # (``take_snapshots``): a seek starts from the latest one before it
         self.snapshots = Snapshots()
         self._pass_due = False  # the pass is started after the first frame (``frame_ends``)
+        self.epoch = 0  # times it was played again from the start: a class follows them
+        # a class (``play --share``): the teacher's clock goes out on ``share``; a student's
+        # playback goes where ``following`` says the teacher's is
+        self.share: Republisher | None = None
+        self.following: ClockFollower | None = None
+        self._teacher_epoch: int | None = None
+        self.on_close: list[Callable[[], None]] = []  # what serves the class, stopped last
         self._fresh()
 
     @property
@@ -438,6 +461,31 @@ class Playback(Collector):
         """The demo recorded, if the recording was a demo's."""
         demo = self.header.get("demo")
         return demo if isinstance(demo, str) else None
+
+    def share_class(self) -> Republisher:
+        """Tell this playback's clock to a class's followers from now on (the teacher's)."""
+        self.share = Republisher()
+        return self.share
+
+    def follow_class(self, teacher: ClockFollower) -> None:
+        """Go where the teacher's playback of this recording goes (a student's): its place,
+        speed, pauses and holds, seeks and restarts; standing still until it first tells."""
+        self.following = teacher
+        self.stop_at_each_op = False  # the teacher's clock holds for the replay
+        self.clock.stop("teacher")
+
+    def _follow_teacher(self, teacher: ClockFollower) -> None:
+        told = teacher.take()
+        if told is None:
+            return
+        at_ns, speed, running, epoch = told
+        if epoch != self._teacher_epoch:  # the teacher played it again from the start
+            if self._teacher_epoch is not None:
+                self.reset()
+            self._teacher_epoch = epoch
+        if at_ns - self.clock.wall_ns() > FOLLOW_SEEK_NS:
+            self.seek((at_ns - self.origin_ns) / 1e9)
+        self.clock.follow(at_ns, speed, running)
 
     def _fresh(self) -> None:
         if not hasattr(self, "_first_table"):  # what the snapshots' pass starts from
@@ -664,6 +712,7 @@ class Playback(Collector):
         with self.lock:
             self.timetable.rewind()
             self.clock.reset(self.start_ns)
+            self.epoch += 1
             self._fresh()
             if self.output is not None and self.output.total:
                 self.output.append("stdout", RESTART_LINE)
@@ -671,12 +720,26 @@ class Playback(Collector):
     def _run(self) -> None:
         while not self._stop.is_set():
             self._idle.wait(FRAME_YIELD_S)
+            if self.following is not None:
+                self._follow_teacher(self.following)
             self.advance()
+            if self.share is not None:  # (every round: a follower's hello is answered at once)
+                clock = self.clock
+                self.share.pump([], clock_frame(clock.wall_ns(), clock.speed,
+                                                not clock.stopped(), self.epoch))
             self._stop.wait(ROUND_S)
 
     def close(self, ended: Iterable[int] | None = ()) -> None:
-        """Stop taking messages; the model stays as it is (what the screen showed last)."""
+        """Stop taking messages; the model stays as it is (what the screen showed last). A
+        class is told it ended."""
         self._stop_collecting()
+        for end in (self.share, self.following):
+            if end is not None:
+                end.close()
+        self.share = self.following = None
+        for stop in self.on_close:
+            stop()
+        self.on_close = []
 
 
 class PlaybackControl:

@@ -1,5 +1,7 @@
 """A class that follows the teacher's viewer (``--share``): every wire message the teacher's
-viewer takes in, republished to each student's own viewer, history first for late joiners.
+viewer takes in, republished to each student's own viewer, history first for late joiners;
+or, when the teacher plays a recording (``commviz play --share``), the playback's clock, which
+each student's own playback of the same file follows (``ClockFollower``).
 
 The teacher's side is a ROUTER socket on loopback (``Republisher``), pumped by the session's
 collector after each drain with the bytes as they came (``Intake.raw``). A follower's
@@ -14,6 +16,7 @@ is told the class ended.
 from __future__ import annotations
 
 import collections
+import struct
 
 import zmq
 
@@ -26,6 +29,21 @@ HISTORY_BYTES = 16 << 20  # kept for late joiners; the oldest go first (groups a
 FOLLOWER_HWM = 100_000  # messages queued per follower; past them zmq drops its newest
 END_LINGER_MS = 1_000  # how long the last words to the followers may take to leave
 FOLLOWER_SAYS_MAX = 256  # bytes of a message from a follower; a larger one drops it
+CLOCK = b"\x00commviz-clock"  # a playback's clock: where it is, how fast, whether it runs
+_CLOCK = struct.Struct("<qdBQ")  # at_ns, speed, running, epoch (the times it played again)
+
+
+def clock_frame(at_ns: int, speed: float, running: bool, epoch: int) -> bytes:
+    """The teacher's playback clock as ``Republisher.pump`` sends it."""
+    return CLOCK + _CLOCK.pack(at_ns, speed, running, epoch)
+
+
+def read_clock(data: bytes) -> tuple[int, float, bool, int] | None:
+    """(at_ns, speed, running, epoch) of a clock frame; None for anything else."""
+    if not data.startswith(CLOCK) or len(data) != len(CLOCK) + _CLOCK.size:
+        return None
+    at_ns, speed, running, epoch = _CLOCK.unpack_from(data, len(CLOCK))
+    return at_ns, speed, bool(running), epoch
 
 
 class Republisher:
@@ -45,10 +63,12 @@ class Republisher:
         self._history_bytes = 0
         self.forgotten = 0  # history let go of (the oldest, past HISTORY_BYTES)
         self.followers: set[bytes] = set()
+        self._state: bytes | None = None  # the last ``state`` pumped (no history: it replaces)
 
-    def pump(self, frames: list[bytes]) -> None:
-        """Welcome the followers who said hello (the history first), then send ``frames``, the
-        messages just taken in, to every follower."""
+    def pump(self, frames: list[bytes], state: bytes | None = None) -> None:
+        """Welcome the followers who said hello (the history first, then the state), then
+        send ``frames``, the messages just taken in, to every follower, and ``state`` (a
+        playback's clock: only the latest counts) if it changed."""
         while self._sock.poll(0):
             try:
                 who, said = self._sock.recv_multipart(zmq.NOBLOCK)
@@ -58,6 +78,12 @@ class Republisher:
                 self.followers.add(who)
                 for data in self._history:
                     self._send(who, data)
+                if self._state is not None:
+                    self._send(who, self._state)
+        if state is not None and state != self._state:
+            self._state = state
+            for who in self.followers:
+                self._send(who, state)
         for data in frames:
             self._history.append(data)
             self._history_bytes += len(data)
@@ -99,6 +125,37 @@ class Subscriber(Intake):
             self.ended = True
             return None
         return data
+
+    def close(self) -> None:
+        self._sock.close(linger=0)
+        self._ctx.term()
+
+
+class ClockFollower:
+    """A follower of a teacher's playback: the teacher's clock, never a word sent back but
+    the hello. Its own playback of the same recording goes where the teacher's goes."""
+
+    def __init__(self, addr: str) -> None:
+        self._ctx = zmq.Context()
+        self._sock = self._ctx.socket(zmq.DEALER)
+        self._sock.setsockopt(zmq.LINGER, 0)
+        self._sock.connect(addr)
+        self._sock.send(HELLO)
+        self.addr = addr
+        self.ended = False  # the teacher's viewer closed: the class is over
+
+    def take(self) -> tuple[int, float, bool, int] | None:
+        """The teacher's newest clock since the last call (None: no news)."""
+        newest = None
+        while True:
+            try:
+                data = self._sock.recv(zmq.NOBLOCK)
+            except zmq.Again:
+                return newest
+            if data == CLASS_ENDED:
+                self.ended = True
+            else:
+                newest = read_clock(data) or newest
 
     def close(self) -> None:
         self._sock.close(linger=0)

@@ -38,12 +38,14 @@ def explanation(model: Model, inst: Instance | None, lang: str,
 
 
 def before_first(model: Model, demo: str, paused: bool, lang: str,
-                 playback: bool = False) -> Text:
+                 playback: bool = False, following: bool = False) -> Text:
     """The explanation panel before a demo's first operation is done: which key steps or
-    plays it (``playback``: its recording), and what its operation is about to do (a demo
-    named after one)."""
+    plays it (``playback``: its recording; ``following``: the teacher's, a class's), and
+    what its operation is about to do (a demo named after one)."""
     out = Text()
-    if playback:  # which key starts it, in the words of this session
+    if following:
+        words = N_("before following playback")
+    elif playback:  # which key starts it, in the words of this session
         words = N_("before paused playback") if paused else N_("before playing playback")
     else:
         words = N_("before paused") if paused else N_("before playing")

@@ -84,13 +84,22 @@ def demo_line(state: ControlState, ended: bool, can_restart: bool, held: str,
     return f"⏸ {i18n.ui('paused', lang)}{waiting}{held}"
 
 
-def playback_line(control: PlaybackControl, held: str, lang: str) -> str:
-    """Where the playback is in the recording, at what speed, and what the keys do."""
+def playback_line(control: PlaybackControl, held: str, lang: str,
+                  following: bool = False) -> str:
+    """Where the playback is in the recording, at what speed, and what the keys do (a
+    class's student's: none, the teacher's drive it)."""
     ui = functools.partial(i18n.ui, lang=lang)
     playback = control.playback
     at, total = playback.at_s, playback.duration_s
     where = ui("playback at").format(at=i18n.number(f"{at:.1f}", lang),
                                      total=i18n.number(f"{total:.1f}", lang))
+    if following:
+        if control.ended:
+            return f"■ {ui('playback ended')} · {where}"
+        if playback.clock.stopped("teacher"):
+            return f"⏸ {ui('teacher holds')} · {where}{held}"
+        speed = _speed(playback.clock.speed, lang)
+        return f"▶ {ui('playing')} ×{speed} · {where} · {ui('teacher drives')}{held}"
     if control.ended:
         return f"■ {ui('playback ended')} · {where} · r: {ui('key restart')} · q: " \
             f"{ui('quit')}"
