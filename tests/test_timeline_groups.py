@@ -305,9 +305,14 @@ async def test_help_and_the_palette_list_g() -> None:
 
 @pytest.mark.integration  # runs the app
 def test_snapshot_by_group_at_1024_ranks(fleet, snap_compare) -> None:
+    shown: list[str] = []  # the panels' text as the keys left them: said if it fails
+
     async def by_group(pilot) -> None:
         await _settle(pilot)
         await pilot.press("g")
         await _settle(pilot)
+        shown.extend(panel(pilot.app, f"#{name}") for name in (
+            "ranks", "timeline", "topology", "findings", "inside", "status"))
 
-    assert snap_compare(_app(fleet), terminal_size=(160, 48), run_before=by_group)
+    assert snap_compare(_app(fleet), terminal_size=(160, 48), run_before=by_group), \
+        "\n".join(shown)
