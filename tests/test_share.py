@@ -20,7 +20,9 @@ import pytest
 import zmq
 from browser import Browser, chromium
 from fakes import T0_NS, FakeClock, bye, scripted_all_reduce
+from test_tui import frame, panel, sync
 
+from commviz.tui.app import CommvizApp
 from commviz.tui.share_server import (
     REFUSED_FULL,
     REFUSED_TOKEN,
@@ -113,11 +115,12 @@ def test_a_follower_can_send_nothing_but_its_hello():
 S = 1_000_000_000
 
 
-def _ten_seconds(path):
-    """Two ranks, an all_reduce at each whole second of ten, then goodbyes."""
+def _ten_seconds(path, demo: str | None = None):
+    """Two ranks, an all_reduce at each whole second of ten, then goodbyes (a recording of
+    the ``demo`` if one is named)."""
     messages = [m for i in range(10)
                 for m in scripted_all_reduce(world=2, steps=1, t0_ns=T0_NS + i * S, first=i)]
-    rec = recording.Recorder(path, {"demo": None})
+    rec = recording.Recorder(path, {"demo": demo})
     rec.write([*messages, *(bye(r, T0_NS + 10 * S) for r in range(2))])
     rec.close({"t_ns": T0_NS + 10 * S})
     return path
@@ -176,6 +179,34 @@ def test_a_students_playback_goes_where_the_teachers_goes(tmp_path):
         teacher.close()
     _until(lambda: (told.take(), told.ended)[1])
     student.close()
+
+
+@sync
+async def test_a_students_playback_has_no_keys_of_its_own_for_the_clock(tmp_path):
+    """Pause, step, speed and `f` are the teacher's: the student's screen offers none of
+    them, a key pressed there moves nothing, and it says who drives the playback."""
+    path = _ten_seconds(tmp_path / "r.jsonl", demo="all_reduce")
+    teacher = Playback(path)
+    PlaybackControl(teacher, paused=True)
+    share = teacher.share_class()
+    teacher.start()
+    student, told = _student(path, share.addr, time.monotonic)
+    app = CommvizApp(student, None, "class", wall_ns=student.clock.wall_ns, demo=student.demo,
+                     controller=PlaybackControl(student), class_ended=lambda: told.ended)
+    try:
+        async with app.run_test(size=(160, 48)) as pilot:
+            for action in ("toggle_play", "step", "play_faster", "play_slower",
+                           "next_finding", "restart"):
+                assert not app.check_action(action, ()), action
+            await pilot.press("space", "n", "]", "f")
+            await frame(pilot)
+            assert teacher.clock.stopped("paused") and student.clock.stopped("teacher")
+            assert student.at_s == 0 and student.model.instances == 0
+            assert "held by the teacher · 0.0 of " in panel(app, "#status")
+            assert "The teacher plays the recording" in panel(app, "#explain")
+    finally:
+        teacher.close()
+        student.close()
 
 
 @pytest.mark.parametrize("args, said", [
