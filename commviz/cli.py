@@ -510,7 +510,15 @@ def _run(args: argparse.Namespace) -> int:
         if given:
             raise JobError(f"--no-viewer starts no viewer: {', '.join(given)} needs one "
                            "(run `commviz watch` elsewhere, or leave out --no-viewer)")
-        return run_plain(cmd)
+        from commviz.viewer.black_box import BlackBox
+
+        box = BlackBox()  # the viewer is elsewhere: what dying ranks had not sent stays here
+        try:
+            return run_plain(cmd, keep=box.keep)
+        finally:
+            line = box.close()
+            if line is not None:
+                print(line, file=sys.stderr, flush=True)
     from commviz.viewer.session import Session
     from commviz.viewer.transport import AddressInUse, BindError
 

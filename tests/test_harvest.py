@@ -230,3 +230,35 @@ def test_the_ring_says_the_viewer_knows_the_rank_only_once_a_second_heartbeat_we
     assert len(beats) >= 2 and noted
     assert not any(noted)  # the first in the viewer's hands, and not yet noted in the ring
     assert second  # noted once the second was handed over
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(150)
+def test_with_no_viewer_alive_the_nodes_relay_keeps_the_dead_ranks_last_records(procs, tmp_path):
+    """``commviz run --no-viewer`` whose viewer is gone (none listens at COMMVIZ_ADDR: killed
+    with the job, or never started): rank 1, SIGKILLed right after its K-th all_reduce, and
+    the ranks torchrun then stopped, leave what they had not sent, and how each ended, in the
+    node's black box, a recording that ``commviz stats`` reads and tells the end of. No ring
+    is left."""
+    proc = procs.start("-m", "commviz", "run", "--no-viewer", "--", *TORCHRUN,
+                       str(JOBS / "killed_job.py"), "self", str(K), str(tmp_path),
+                       env={"COMMVIZ_ADDR": f"tcp://127.0.0.1:{free_port()}",
+                            "TMPDIR": str(tmp_path)})
+    assert proc.finish(120) != 0
+    said = re.search(r"had not sent when their processes ended is kept in (\S+) too",
+                     proc.stderr)
+    assert said, proc.stderr
+    box = Path(said.group(1))
+    assert box.parent == tmp_path
+    lines = _lines(box)
+    assert {d["rank"] for d in lines if d.get("kind") == "rank"} == {0, 1, 2}
+    gone = {d["rank"]: d for d in lines if d.get("kind") == "gone"}
+    assert sorted(gone) == [0, 1, 2] and gone[1]["order"] == 1  # (torchrun's children: no code)
+    ended = _all_reduces(lines, "op")[1]
+    assert max(d["seq"] for d in ended) == K and all(d["flags"] & RECOVERED for d in ended)
+    assert _rings_of(lines) == []
+    # how the job ended, as a diagnosis of the box alone finds it, told by stats
+    stats = procs.commviz("stats", str(box))
+    assert stats.returncode == 0, stats.stderr
+    assert re.search(rf"rank 1 ended first [\d.]+ ms after all_reduce #{K} at killed_job\.py",
+                     stats.stdout), stats.stdout

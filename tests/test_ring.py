@@ -6,6 +6,7 @@ temporary folder, no process: the integration tests kill real ranks."""
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import time
 import types
@@ -14,6 +15,8 @@ import pytest
 
 from commviz.launch.harvester import recovered_messages
 from commviz.rank import records
+from commviz.viewer.black_box import BlackBox
+from commviz.viewer.playback import Playback
 from commviz.wire import protocol, ring
 
 F = protocol.FLAG_RECOVERED
@@ -175,6 +178,42 @@ def test_the_harvesters_messages_are_the_unshipped_records_flagged_recovered(wri
     messages, _, _ = recovered_messages(ring.read(writer.path), t)
     assert [type(protocol.decode(m)).__name__ for m in messages] == ["Groups", "OpBatch",
                                                                       "OpBatch"]
+
+
+def test_a_black_box_is_a_recording_of_a_dead_process_that_had_sent_its_heartbeat(
+        writer, tmp_path):
+    """What a node's relay keeps (viewer/black_box.py): the process' identity although its
+    emitter had told the viewer (that viewer may be gone), its unsent records flagged
+    recovered, how it ended; a recording that a playback reads."""
+    writer.note_site(4, "train.py", 31)
+    writer.note_group(0, "0", [0, 1, 2])
+    writer.note_identity(1, 3, "gloo", "cpu", "node-a", "job")
+    writer.note_heartbeat()
+    recs = _start(3, site=4)
+    for rec in recs[:2]:
+        records.complete(rec)
+    got = ring.read(writer.path)
+    t = time.time_ns()
+    messages, recovered, running = recovered_messages(got, t, identity=True)
+    gone = protocol.encode_gone(1, 77, os.getpid(), t, 1, -9, recovered, running)
+    box = BlackBox(tmp_path)
+    assert box.close() is None and not list(tmp_path.glob("commviz-deaths-*"))  # none died
+    box.keep([*messages, gone, b"\x92not a message"])
+    said = box.close()
+    assert box.path is not None and str(box.path) in said and "what rank 1 had" in said
+    assert box.rejected == 1
+    lines = [json.loads(line) for line in box.path.read_text().splitlines()]
+    kinds = [d.get("kind") for d in lines]
+    assert kinds[1:3] == ["rank", "tel"] and "gone" in kinds and kinds[-1] == "summary"
+    told = [d["message"] for d in lines if d.get("kind") == "diag"]  # the box's own diagnosis
+    assert told and told[0].startswith("rank 1 ended first (killed by SIGKILL)"), told
+    ops = [d for d in lines if d.get("kind") in ("op", "running")]
+    first = ops[0]["seq"]  # (the group's sequence goes on from the tests before)
+    assert [(d["kind"], d["seq"] - first, d["flags"] & F) for d in ops] == [
+        ("op", 0, F), ("op", 1, F), ("running", 2, F)]
+    assert lines[-1]["ended"] == [1]
+    playback = Playback(box.path)
+    assert playback.end_ns > playback.start_ns
 
 
 def test_nothing_in_the_ring_makes_no_message(writer):

@@ -25,7 +25,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -69,14 +69,19 @@ class Harvester:
     ``to``: where the node's ranks report (the viewer's address, or the node's relay);
     ``environ``: the ranks' environment, whose keys (if any) it reports with, as they do; it
     must have ``env()`` in it. Sends never wait: with no viewer to take them, a dead rank's
-    records are dropped and counted (``unsent``), as its own emitter would have.
+    records are dropped and counted (``unsent``), as its own emitter would have. ``keep``:
+    given each dead process' messages too (with who it was, always), on the harvester's
+    thread, where the viewer is another process that may be gone with the job (a node's
+    relay: ``viewer/black_box.py``).
     """
 
     def __init__(self, to: str, directory: Path | None = None, scan_s: float = SCAN_S,
-                 out=sys.stderr, environ: Mapping[str, str] = os.environ) -> None:
+                 out=sys.stderr, environ: Mapping[str, str] = os.environ,
+                 keep: Callable[[list[bytes]], None] | None = None) -> None:
         self.tag = uuid.uuid4().hex[:16]
         self.directory = ring.ring_dir() if directory is None else directory
         self.scan_s = scan_s
+        self._keep = keep
         self.deaths: list[Death] = []
         self.unsent = 0  # messages no viewer took
         self.lock = threading.Lock()  # deaths are appended on the harvester's thread
@@ -193,19 +198,29 @@ class Harvester:
             messages = []
             if not clean:
                 messages, recovered, running = recovered_messages(got, t_ns)
-            messages.append(protocol.encode_gone(got.rank, got.inc, w.pid, t_ns, order, code,
-                                                 recovered, running))
-            for data in messages:
+            gone = protocol.encode_gone(got.rank, got.inc, w.pid, t_ns, order, code,
+                                        recovered, running)
+            for data in [*messages, gone]:
                 try:
                     self._sock.send(data, zmq.NOBLOCK)
                 except zmq.Again:  # no viewer connected
                     self.unsent += 1
+            if messages and self._keep is not None:
+                self._kept(recovered_messages(got, t_ns, identity=True)[0] + [gone])
         with self.lock:
             self.deaths.append(Death(-1 if got is None else got.rank, w.pid, t_ns, order, code,
                                      recovered, running))
         if not clean:
             _unlink(w.path)
         self._forget(w)
+
+    def _kept(self, messages: list[bytes]) -> None:
+        try:
+            self._keep(messages)  # type: ignore[misc]
+        except Exception as exc:  # the sending is done: this costs the copy only
+            print(f"commviz: a dead rank's last records could not be kept on this node "
+                  f"({type(exc).__name__}: {exc}); they went to the viewer only", file=self._out,
+                  flush=True)
 
     def _forget(self, w: _Watched) -> None:
         self._watched.pop(w.path, None)
@@ -217,9 +232,11 @@ class Harvester:
                     pass
 
 
-def recovered_messages(got: ring.Ring, t_ns: int) -> tuple[list[bytes], int, int]:
+def recovered_messages(got: ring.Ring, t_ns: int,
+                       identity: bool = False) -> tuple[list[bytes], int, int]:
     """The messages that give the viewer what a dead process had not sent: its identity if
-    it never sent a heartbeat, the groups its records name, its last batches again (under
+    it never sent a heartbeat (``identity``: always, for a recording of their own), the groups
+    its records name, its last batches again (under
     their numbers: they may have died in its socket with it, and the viewer keeps the first
     copy of each, ``viewer/batch_numbers.py``), then its records never shipped, all flagged
     recovered. Returns them with the counts of completed records never shipped and of
@@ -231,7 +248,7 @@ def recovered_messages(got: ring.Ring, t_ns: int) -> tuple[list[bytes], int, int
     recs["flags"] |= protocol.FLAG_RECOVERED
     batch = got.shipped_in[resent | got.unshipped]
     messages = []
-    if not got.heartbeat_sent and got.identity is not None:
+    if (identity or not got.heartbeat_sent) and got.identity is not None:
         rank, world, backend, device, host, job = got.identity
         messages.append(protocol.encode_heartbeat(
             rank, world=world, host=host, pid=got.pid, backend=backend, device=device,

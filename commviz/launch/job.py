@@ -163,14 +163,16 @@ class Job:
 
     def __init__(self, cmd: list[str], addr: str | None, capture: bool = False,
                  env: dict[str, str] | None = None, max_lines: int = 2000,
-                 on_line: Callable[[str], object] | None = None) -> None:
+                 on_line: Callable[[str], object] | None = None,
+                 keep: Callable[[list[bytes]], None] | None = None) -> None:
         self.cmd = list(cmd)
         self.env = job_env(addr, env)
         exe = resolve(self.cmd, self.env)
         self.tag = self.env[ENV_JOB]
         # what a rank of the job that dies had not sent, from its ring, to the same viewer
+        # (and to ``keep``: Harvester)
         self.harvester = Harvester(self.env.get("COMMVIZ_ADDR") or DEFAULT_ADDR,
-                                   environ=self.env)
+                                   environ=self.env, keep=keep)
         self.env.update(self.harvester.env())
         self.stopped_by: int | None = None  # the signal that made commviz stop the job
         self.stop_reason = ""
@@ -392,10 +394,11 @@ class Interrupts:
         self.event.set()
 
 
-def run_plain(cmd: list[str]) -> int:
+def run_plain(cmd: list[str], keep: Callable[[list[bytes]], None] | None = None) -> int:
     """``commviz run --no-viewer``: the job, with this process as its node's relay
     (``commviz/relay/``), forwarding to $COMMVIZ_ADDR (or the default of instrument()); its
-    exit code, or 128+N when signal N made commviz stop it.
+    exit code, or 128+N when signal N made commviz stop it. ``keep``: given what a dying
+    rank had not sent, besides the viewer (which may be gone with the job).
 
     The ranks report to the relay on loopback, without keys: the keys in the environment are
     the relay's, to reach the viewer."""
@@ -404,7 +407,7 @@ def run_plain(cmd: list[str]) -> int:
     env = {k: v for k, v in os.environ.items() if k not in RELAY_KEYS}
     try:
         with Interrupts() as interrupts:
-            job = Job(cmd, relay.addr, env=env)
+            job = Job(cmd, relay.addr, env=env, keep=keep)
             try:
                 while interrupts.first is None:
                     try:
