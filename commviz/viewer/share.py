@@ -107,18 +107,30 @@ class Republisher:
         self._ctx.term()
 
 
-class Subscriber(Intake):
-    """A follower's end: the teacher's messages, decoded and checked as a viewer's own."""
+class _Follower:
+    """A follower's socket: a DEALER that says hello to the teacher's republisher once, then
+    only receives; ``ended`` once the teacher's viewer closed (the class is over)."""
 
-    def __init__(self, addr: str) -> None:
-        super().__init__()
+    def _connect(self, addr: str) -> None:
         self._ctx = zmq.Context()
         self._sock = self._ctx.socket(zmq.DEALER)
         self._sock.setsockopt(zmq.LINGER, 0)
         self._sock.connect(addr)
         self._sock.send(HELLO)
         self.addr = addr
-        self.ended = False  # the teacher's viewer closed: the class is over
+        self.ended = False
+
+    def close(self) -> None:
+        self._sock.close(linger=0)
+        self._ctx.term()
+
+
+class Subscriber(_Follower, Intake):
+    """A follower's end: the teacher's messages, decoded and checked as a viewer's own."""
+
+    def __init__(self, addr: str) -> None:
+        Intake.__init__(self)
+        self._connect(addr)
 
     def _frame(self, data: bytes) -> bytes | None:
         if data == CLASS_ENDED:
@@ -126,23 +138,13 @@ class Subscriber(Intake):
             return None
         return data
 
-    def close(self) -> None:
-        self._sock.close(linger=0)
-        self._ctx.term()
 
-
-class ClockFollower:
-    """A follower of a teacher's playback: the teacher's clock, never a word sent back but
-    the hello. Its own playback of the same recording goes where the teacher's goes."""
+class ClockFollower(_Follower):
+    """A follower of a teacher's playback: the teacher's clock. Its own playback of the same
+    recording goes where the teacher's goes."""
 
     def __init__(self, addr: str) -> None:
-        self._ctx = zmq.Context()
-        self._sock = self._ctx.socket(zmq.DEALER)
-        self._sock.setsockopt(zmq.LINGER, 0)
-        self._sock.connect(addr)
-        self._sock.send(HELLO)
-        self.addr = addr
-        self.ended = False  # the teacher's viewer closed: the class is over
+        self._connect(addr)
 
     def take(self) -> tuple[int, float, bool, int] | None:
         """The teacher's newest clock since the last call (None: no news)."""
@@ -156,7 +158,3 @@ class ClockFollower:
                 self.ended = True
             else:
                 newest = read_clock(data) or newest
-
-    def close(self) -> None:
-        self._sock.close(linger=0)
-        self._ctx.term()
