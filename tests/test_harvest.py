@@ -262,3 +262,41 @@ def test_with_no_viewer_alive_the_nodes_relay_keeps_the_dead_ranks_last_records(
     assert stats.returncode == 0, stats.stderr
     assert re.search(rf"rank 1 ended first [\d.]+ ms after all_reduce #{K} at killed_job\.py",
                      stats.stdout), stats.stdout
+
+
+def _readable(path: Path) -> list[dict]:
+    """The lines of a recording whose writer was killed: a last line cut short is left out."""
+    out = []
+    for line in path.read_text().splitlines():
+        try:
+            out.append(json.loads(line))
+        except ValueError:
+            pass
+    return out
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(150)
+def test_a_viewer_killed_with_the_job_leaves_the_ranks_last_records_in_the_black_box(
+        procs, tmp_path):
+    """The viewer (``commviz watch --record``, another process) and rank 1 are SIGKILLed
+    at once, right after rank 1's K-th all_reduce, under ``commviz run --no-viewer``: what
+    the viewer's recording lacks of rank 1's K, the node's black box has."""
+    port = free_port()
+    viewer = procs.start("-m", "commviz", "watch", "--headless", "--bind",
+                         f"tcp://127.0.0.1:{port}", "--record", str(tmp_path / "viewer.jsonl"))
+    viewer.wait_for(lambda line: "listening on" in line, 30)
+    (tmp_path / "viewer.pid").write_text(str(viewer.p.pid))
+    proc = procs.start("-m", "commviz", "run", "--no-viewer", "--", *TORCHRUN,
+                       str(JOBS / "killed_job.py"), "viewer", str(K), str(tmp_path),
+                       env={"COMMVIZ_ADDR": f"tcp://127.0.0.1:{port}", "TMPDIR": str(tmp_path)})
+    assert proc.finish(120) != 0
+    assert viewer.finish(30) == -9
+    said = re.search(r"is kept in (\S+) too", proc.stderr)
+    assert said, proc.stderr
+    box = _lines(Path(said.group(1)))
+    seen = _all_reduces(_readable(tmp_path / "viewer.jsonl"), "op").get(1, [])
+    kept = _all_reduces(box, "op")[1]
+    assert max(d["seq"] for d in kept) == K
+    assert {d["seq"] for d in seen} | {d["seq"] for d in kept} == set(range(1, K + 1))
+    assert _rings_of(box) == []

@@ -2,7 +2,8 @@
 ``self`` SIGKILLs rank 1 alone, right after that op (its launcher then stops the others);
 ``exit`` leaves by ``os._exit(17)`` there (no atexit, no flush); ``all`` waits until the others
 are inside the next all_reduce, then SIGKILLs them and itself, one by one, as the OOM killer or
-a scheduler would.
+a scheduler would; ``viewer`` SIGKILLs the process whose pid PIDDIR/viewer.pid holds (a
+viewer elsewhere, gone with the job), then itself.
 
     python killed_job.py MODE K PIDDIR
 """
@@ -32,4 +33,6 @@ for i in range(1, 1_000_000):
                     time.sleep(0.05)
         if mode == "exit":
             os._exit(17)
+        if mode == "viewer":
+            os.kill(int(open(os.path.join(piddir, "viewer.pid")).read()), signal.SIGKILL)
         os.kill(os.getpid(), signal.SIGKILL)
