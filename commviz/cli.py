@@ -512,9 +512,9 @@ def _run(args: argparse.Namespace) -> int:
                            "(run `commviz watch` elsewhere, or leave out --no-viewer)")
         from commviz.viewer.black_box import BlackBox
 
-        box = BlackBox()  # the viewer is elsewhere: what dying ranks had not sent stays here
+        box = BlackBox()  # the viewer is elsewhere: what it may not have got stays here too
         try:
-            return run_plain(cmd, keep=box.keep)
+            return run_plain(cmd, keep=box.keep, keep_unforwarded=box.keep_unforwarded)
         finally:
             line = box.close()
             if line is not None:

@@ -18,6 +18,7 @@ from ranks import _child, reap
 from commviz import cli
 from commviz.launch.launcher import free_port
 from commviz.rank.emitter import Emitter, encode_batch, encode_groups
+from commviz.relay import relay as relay_module
 from commviz.relay.relay import Relay
 from commviz.viewer.model import Model
 from commviz.viewer.transport import Receiver
@@ -156,8 +157,12 @@ def test_real_ranks_on_two_nodes_through_their_relays_on_the_viewers_clock(procs
     assert max(i.skew_ns for i in reduces) < 100 * MS  # uncorrected: 500 ms
 
 
-def test_a_relay_with_no_viewer_drops_and_counts_and_never_blocks():
-    relay = Relay(f"tcp://127.0.0.1:{free_port()}", "tcp://127.0.0.1:*")
+@pytest.mark.parametrize("keep", [False, True], ids=["plain", "keeping the last dropped"])
+def test_a_relay_with_no_viewer_drops_and_counts_and_never_blocks(keep, monkeypatch):
+    """Asked to (a node's black box), it keeps the last of what it dropped, bounded."""
+    monkeypatch.setattr(relay_module, "KEPT_BYTES", 20_000)
+    relay = Relay(f"tcp://127.0.0.1:{free_port()}", "tcp://127.0.0.1:*",
+                  keep_unforwarded=keep)
     ctx = zmq.Context()
     sock = ctx.socket(zmq.PUSH)
     sock.setsockopt(zmq.SNDHWM, 10_000)
@@ -185,6 +190,13 @@ def test_a_relay_with_no_viewer_drops_and_counts_and_never_blocks():
     assert relay.forwarded == 0 and relay.lost > 0
     assert relay.dropped == 4 * relay.lost  # records, counted inside each dropped message
     assert "no viewer ever answered" in (relay.end_line() or "")
+    kept = relay.unforwarded()
+    if not keep:
+        assert kept == []
+        return
+    assert 0 < sum(map(len, kept)) <= 20_000 < sum(map(len, kept)) + len(kept[0])
+    ids = [protocol.decode(data).cols["id"].tolist()[0] for data in kept]
+    assert ids == sorted(ids) and ids[-1] == sent - 1  # the last dropped, in their order
 
 
 def test_a_relay_forwards_to_a_relay_and_the_clock_goes_through_both():

@@ -197,10 +197,10 @@ def test_a_black_box_is_a_recording_of_a_dead_process_that_had_sent_its_heartbea
     messages, recovered, running = recovered_messages(got, t, identity=True)
     gone = protocol.encode_gone(1, 77, os.getpid(), t, 1, -9, recovered, running)
     box = BlackBox(tmp_path)
-    assert box.close() is None and not list(tmp_path.glob("commviz-deaths-*"))  # none died
+    assert box.close() is None and not list(tmp_path.glob("commviz-blackbox-*"))  # none died
     box.keep([*messages, gone, b"\x92not a message"])
     said = box.close()
-    assert box.path is not None and str(box.path) in said and "what rank 1 had" in said
+    assert box.path is not None and str(box.path) in said and "what rank 1 had not sent" in said
     assert box.rejected == 1
     lines = [json.loads(line) for line in box.path.read_text().splitlines()]
     kinds = [d.get("kind") for d in lines]

@@ -394,16 +394,18 @@ class Interrupts:
         self.event.set()
 
 
-def run_plain(cmd: list[str], keep: Callable[[list[bytes]], None] | None = None) -> int:
+def run_plain(cmd: list[str], keep: Callable[[list[bytes]], None] | None = None,
+              keep_unforwarded: Callable[[list[bytes]], None] | None = None) -> int:
     """``commviz run --no-viewer``: the job, with this process as its node's relay
     (``commviz/relay/``), forwarding to $COMMVIZ_ADDR (or the default of instrument()); its
     exit code, or 128+N when signal N made commviz stop it. ``keep``: given what a dying
-    rank had not sent, besides the viewer (which may be gone with the job).
+    rank had not sent, besides the viewer (which may be gone with the job);
+    ``keep_unforwarded``: at the end, the last of what the relay could not send.
 
     The ranks report to the relay on loopback, without keys: the keys in the environment are
     the relay's, to reach the viewer."""
     to = os.environ.get("COMMVIZ_ADDR") or DEFAULT_ADDR
-    relay = Relay(to, "tcp://127.0.0.1:*")
+    relay = Relay(to, "tcp://127.0.0.1:*", keep_unforwarded=keep_unforwarded is not None)
     env = {k: v for k, v in os.environ.items() if k not in RELAY_KEYS}
     try:
         with Interrupts() as interrupts:
@@ -419,6 +421,9 @@ def run_plain(cmd: list[str], keep: Callable[[list[bytes]], None] | None = None)
                 job.stop(interrupts.first or signal.SIGINT, N_("stop signal"))
     finally:
         relay.close()  # after the job: its ranks' last messages are sent on first
+        unforwarded = relay.unforwarded()
+        if unforwarded and keep_unforwarded is not None:
+            keep_unforwarded(unforwarded)
         line = relay.end_line()
         if line is not None:
             print(line, file=sys.stderr, flush=True)

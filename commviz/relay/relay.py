@@ -6,7 +6,9 @@ keeps a rank's emitter's guarantees (``commviz/rank/emitter.py``): sends are NOB
 bounded queue, and when the viewer is absent, slow or gone, envelopes are dropped and their
 records counted, never queued without bound; while it cannot send, it stops reading, and the
 ranks' own emitters then drop and count. What it holds is one tick: a relay that dies loses
-its node's last tick and no more. It keeps its ranks' ``grp`` messages (bounded) and sends
+its node's last tick and no more. Asked to (``keep_unforwarded``: ``commviz run --no-viewer``,
+whose node keeps a black box), it keeps the last KEPT_BYTES of what it dropped, for
+``unforwarded`` to hand on at close. It keeps its ranks' ``grp`` messages (bounded) and sends
 them again after every new connection upstream: a viewer started again learns the node's
 groups at once, not at their next repeat (10 s).
 
@@ -19,6 +21,7 @@ upper level of a tree) is a CURVE server, as a viewer is.
 
 from __future__ import annotations
 
+import collections
 import errno
 import os
 import re
@@ -44,6 +47,7 @@ EXIT_LINGER_MS = 1000  # bounded wait at exit for the last envelope to reach a l
 QUIET_S = 0.2          # at close: what the ranks still send is taken until this long quiet
 CLOSE_WAIT_S = 2.0     # ... and no longer than this
 DRAIN_MAX = 10_000     # messages read in one go, so a flood cannot delay a tick's sending
+KEPT_BYTES = 32 << 20  # the last of what it could not send, kept when asked (``unforwarded``)
 DEFAULT_ADDR = "tcp://127.0.0.1:5555"  # where instrument() reports when COMMVIZ_ADDR is unset
 GROUPS_KEPT = 64       # ``grp`` messages kept per process, told again to a viewer met anew
 PROCESSES_KEPT = 256   # processes whose ``grp`` messages are kept (a node's ranks, their forks)
@@ -64,7 +68,8 @@ class Relay:
     """
 
     def __init__(self, to: str, bind: str = DEFAULT_ADDR, keys: str | Path | None = None,
-                 tick_s: float = TICK_S, environ: Mapping[str, str] = os.environ) -> None:
+                 tick_s: float = TICK_S, environ: Mapping[str, str] = os.environ,
+                 keep_unforwarded: bool = False) -> None:
         _check_addresses(to, bind)
         client, server = _keys(to, bind, keys, environ)
         self.to = to
@@ -75,6 +80,10 @@ class Relay:
         self.dropped = 0     # op records dropped
         self.lost = 0        # messages dropped, of every kind
         self.ever_connected = False
+        # the last messages dropped, oldest first (None: not kept)
+        self._unforwarded: collections.deque[bytes] | None = \
+            collections.deque() if keep_unforwarded else None
+        self._unforwarded_bytes = 0
         # each process' ``grp`` messages, sent again after a new connection upstream: a
         # viewer started again learns the node's groups at once, not at their next repeat
         self._groups: dict[tuple[int, int], list[bytes]] = {}
@@ -192,11 +201,26 @@ class Relay:
             except zmq.Again:
                 self.lost += len(msgs)
                 self.dropped += sum(relayed.records_in(m) for m in msgs)
+                self._keep(msgs)
                 continue
             self.forwarded += len(msgs)
             self.envelopes += 1
             sent = True
         return sent
+
+    def _keep(self, msgs: list[bytes]) -> None:
+        kept = self._unforwarded
+        if kept is None:
+            return
+        kept.extend(msgs)
+        self._unforwarded_bytes += sum(map(len, msgs))
+        while self._unforwarded_bytes > KEPT_BYTES and len(kept) > 1:
+            self._unforwarded_bytes -= len(kept.popleft())
+
+    def unforwarded(self) -> list[bytes]:
+        """The last messages it could not send (after ``close``; KEPT_BYTES at most), oldest
+        first, if asked to keep them."""
+        return list(self._unforwarded or ())
 
     def _last(self, link: Link, packer: relayed.Packer) -> None:
         """At close: take what the ranks still send (their goodbyes) and send it on."""
