@@ -15,6 +15,8 @@ from commviz.knowledge import sweep
 from commviz.text import i18n
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from commviz.viewer.model import Model
     from commviz.viewer.playback import Playback
     from commviz.viewer.session import Session
@@ -409,7 +411,7 @@ def _follow(args: argparse.Namespace) -> int:
                    class_ended=lambda: intake.ended)
 
 
-def _follow_playback(args: argparse.Namespace, title) -> int:
+def _follow_playback(args: argparse.Namespace, title: Callable[[str], str]) -> int:
     """A student's playback of the teacher's recording, going where the teacher's goes."""
     from commviz.tui.app import run_app
     from commviz.viewer.playback import Playback, PlaybackControl

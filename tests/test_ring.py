@@ -214,6 +214,9 @@ def test_a_black_box_is_a_recording_of_a_dead_process_that_had_sent_its_heartbea
     assert lines[-1]["ended"] == [1]
     playback = Playback(box.path)
     assert playback.end_ns > playback.start_ns
+    unwritable = BlackBox(tmp_path / "absent")  # said at the end, in a line; nothing raised
+    unwritable.keep([*messages, gone])
+    assert "black box could not be written" in unwritable.close()
 
 
 def test_nothing_in_the_ring_makes_no_message(writer):

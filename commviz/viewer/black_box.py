@@ -44,6 +44,7 @@ class BlackBox:
         self.ranks: set[int] = set()  # whose ends it holds
         self.rejected = 0  # messages that did not decode (none are expected: the harvester's)
         self.unforwarded = 0  # messages of the relay's kept
+        self.error: str | None = None  # why the file could not be written
         self._batches: set[tuple[int, int, int]] = set()  # (rank, inc, n) of those written
         self._digests: set[bytes] = set()  # of the messages written
         self._recorder: recording.Recorder | None = None
@@ -83,13 +84,18 @@ class BlackBox:
                     continue
                 self._batches.add((msg.rank, msg.inc, msg.n))
             decoded.append(msg)
-        if decoded:
+        if decoded and self.error is None:
             if self._recorder is None:
                 host = re.sub(r"[^\w.-]", "_", self.host)  # (COMMVIZ_HOST may say anything)
                 self.path = self.directory / f"commviz-blackbox-{host}-{os.getpid()}.jsonl"
-                self._recorder = recording.Recorder(self.path, {"host": self.host, "title": {
-                    lang: i18n.ui("black box title", lang).format(host=self.host)
-                    for lang in i18n.LANGS}})
+                try:
+                    self._recorder = recording.Recorder(self.path, {
+                        "host": self.host, "title": {
+                            lang: i18n.ui("black box title", lang).format(host=self.host)
+                            for lang in i18n.LANGS}})
+                except OSError as exc:  # said once, at the end; the job goes on
+                    self.error = f"{self.path}: {exc.strerror or exc}"
+                    return 0
             resolved = self._tables.resolve(decoded)
             self._model.apply(resolved)
             self._recorder.write(resolved)
@@ -99,6 +105,8 @@ class BlackBox:
     def close(self) -> str | None:
         """End the file; the line that says where it is (None: nothing was kept)."""
         with self._lock:
+            if self.error is not None:
+                return f"commviz: the node's black box could not be written ({self.error})"
             if self._recorder is None:
                 return None
             ended = sorted(self.ranks)
