@@ -33,9 +33,9 @@ from commviz.wire import nodes, protocol
 
 
 class BlackBox:
-    """``keep`` (the harvester's, on its thread) writes; ``close`` ends the file. In
-    ``directory`` (default: the temporary directory), named after the host and this
-    process."""
+    """``keep`` (the harvester's, on its thread) and ``keep_unforwarded`` (the relay's, at
+    the end) write; ``close`` ends the file. In ``directory`` (default: the temporary
+    directory), named after the host and this process."""
 
     def __init__(self, directory: str | Path | None = None) -> None:
         self.directory = Path(directory or tempfile.gettempdir())
