@@ -309,6 +309,10 @@ def test_snapshot_by_group_at_1024_ranks(fleet, snap_compare) -> None:
 
     async def by_group(pilot) -> None:
         await _settle(pilot)
+        for _ in range(100):  # laid out: `g` is read against the panel's rows (ranks_fit)
+            if pilot.app.query_one(Timeline).size.height:
+                break
+            await pilot.pause(0.02)
         await pilot.press("g")
         await _settle(pilot)
         shown.extend(panel(pilot.app, f"#{name}") for name in (
