@@ -439,10 +439,8 @@ class Playback(Collector):
         self.epoch = 0  # times it was played again from the start: a class follows them
         # a class (``play --share``): the teacher's clock goes out on ``share``; a student's
         # playback goes where ``following`` says the teacher's is
-        self.share: Republisher | None = None
         self.following: ClockFollower | None = None
         self._teacher_epoch: int | None = None
-        self.on_close: list[Callable[[], None]] = []  # what serves the class, stopped last
         self._fresh()
 
     @property
@@ -733,13 +731,10 @@ class Playback(Collector):
         """Stop taking messages; the model stays as it is (what the screen showed last). A
         class is told it ended."""
         self._stop_collecting()
-        for end in (self.share, self.following):
-            if end is not None:
-                end.close()
-        self.share = self.following = None
-        for stop in self.on_close:
-            stop()
-        self.on_close = []
+        if self.following is not None:
+            self.following.close()
+            self.following = None
+        self._stop_serving()
 
 
 class PlaybackControl:

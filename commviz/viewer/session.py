@@ -55,6 +55,10 @@ class Collector:
         self._idle.set()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        # a class (``--share``): where what the followers need goes out (``Republisher``),
+        # and what serves it and stops with the collector (its pages; ``--metrics``' server)
+        self.share: Republisher | None = None
+        self.on_close: list[Callable[[], None]] = []
 
     def frame_begins(self) -> None:
         """The viewer starts drawing a frame: hold back the collector until ``frame_ends``
@@ -83,6 +87,15 @@ class Collector:
         self._idle.set()  # no frame will end now
         if self._thread is not None:
             self._thread.join(timeout=2)
+
+    def _stop_serving(self) -> None:
+        """Tell a class it ended, then stop what serves (last, once the collector stopped)."""
+        if self.share is not None:
+            self.share.close()
+            self.share = None
+        for stop in self.on_close:
+            stop()
+        self.on_close = []
 
 
 class Session(Collector):
@@ -113,9 +126,6 @@ class Session(Collector):
         self._last_poll = time.monotonic()
         # the wall clock (ns) when the first message arrived: time zero of the headless lines
         self.first_message_ns: int | None = None
-        # what serves the session's state and stops with it, called last by ``close`` (its
-        # ``--metrics`` server: viewer/metrics.py)
-        self.on_close: list[Callable[[], None]] = []
         try:
             self.recorder = recording.Recorder(
                 record, {"host": self.model.local_host, **(about or {})}) if record else None
@@ -248,10 +258,7 @@ class Session(Collector):
             self.recorder.close({**self.summary(), "ended": ended})
             self.recorder = None
         self.receiver.close()
-        if self.share is not None:
-            self.share.close()
-        for stop in self.on_close:
-            stop()
+        self._stop_serving()
 
     def summary(self) -> dict:
         m = self.model
