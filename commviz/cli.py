@@ -745,7 +745,7 @@ def _plot(model: Model, rows: list[dict], lang: str) -> None:
 
     from commviz.tui.sweep_plot import figure_text
 
-    swept = sweep.points(model.phases(0), len(model.ranks))
+    swept = sweep.points(model.phases(0), model.world_size())
     curves = [swept] if len(swept) >= 2 else sweep.from_stats(rows)
     if not curves:
         print("\n" + i18n.ui("plot nothing", lang))

@@ -227,7 +227,7 @@ class _Printer:
         """The sizes every rank has timed since the last flush, as nccl-tests' rows."""
         model = self.session.model
         with self.session.lock:
-            done = sweep.points(model.phases(0), len(model.ranks))
+            done = sweep.points(model.phases(0), model.world_size())
         if done and not self.swept:
             print(i18n.ui("sweep table", self.lang), file=self.out)
             print("\n".join(sweep.HEADER), file=self.out)

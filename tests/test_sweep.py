@@ -7,12 +7,19 @@ table's sizes, counts, bandwidths and #wrong, against nccl-tests' formulas; and 
 
 from __future__ import annotations
 
+import io
 import re
+import threading
+import types
 
 import pytest
+from fakes import heartbeat
 
+from commviz.headless import _Printer
 from commviz.knowledge import bandwidth, sweep
 from commviz.knowledge.costmodel import cost_of
+from commviz.viewer.model import Model
+from commviz.wire import protocol
 from commviz.wire.protocol import PhaseSpan
 
 US = 1_000
@@ -178,3 +185,22 @@ def test_stats_plot_draws_a_recorded_sweeps_curves(procs, tmp_path):
     assert re.search(r"^model: alpha [\d.]+ [µm]?s per step, beta ([\d.]+ GB/s|∞)$", out, re.M) \
         or "no alpha-beta line" in out, out
     assert all(tick in out for tick in ("8", "32", "128", "512", "2K"))  # every other size
+
+
+def test_a_size_is_a_row_once_every_rank_of_the_job_has_timed_it_not_every_rank_heard():
+    """Rank 1 of 3 joins late: the ranks heard so far are not the job. Before it reports,
+    no row; then each row once (CI printed the first row twice, the header too)."""
+    model = Model()
+    session = types.SimpleNamespace(model=model, lock=threading.Lock())
+    out = io.StringIO()
+    printer = _Printer(session, out, "en", "gloo")  # type: ignore[arg-type]
+    for rank in (0, 2):
+        model.apply([heartbeat(rank, 3),
+                     protocol.Phases(rank, (_span("all_reduce", 64, 0, 100),))])
+    printer._sweep_rows()
+    assert out.getvalue() == ""
+    model.apply([heartbeat(1, 3), protocol.Phases(1, (_span("all_reduce", 64, 0, 100),))])
+    printer._sweep_rows()
+    printer._sweep_rows()
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 4 and lines[3].split()[0] == "64", lines  # title, header, one row

@@ -58,7 +58,7 @@ class SweepPlot(PlotextPlot):
 
     def update_from(self, model: Model, lang: str) -> None:
         """Take the sizes timed so far; redraw only when they, or the language, changed."""
-        points = sweep.points(model.phases(0), len(model.ranks))
+        points = sweep.points(model.phases(0), model.world_size())
         backend = model.backend() or "gloo"
         key = (tuple(points), backend, lang)
         if key == self._shown:
