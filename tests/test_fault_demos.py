@@ -41,15 +41,28 @@ def _run(procs, tmp_path: Path, demo: str, iters: int,
     return rc, proc.stdout, lines
 
 
-def _played(tmp_path: Path, demo: str) -> set[tuple[str, tuple[int, ...]]]:
-    """What ``commviz play`` finds in the demo's recording, played to its end in the rounds
-    of its collector: every finding's (type, ranks)."""
+def _played_as_live(tmp_path: Path, demo: str, lines: list[dict]) -> None:
+    """``commviz play``, on the demo's recording played to its end in the rounds of its
+    collector, finds what the live diagnosis found: every finding's (type, ranks). If not,
+    it says what each side said, and when each rank was last heard and how it ended."""
     real = FakeClock()
     playback = Playback(tmp_path / f"{demo}.jsonl", real=real)
     while not playback.clock.stopped("end"):
         real.advance(0.02)
         playback.advance()
-    return {(f.type, f.ranks) for f in playback.diagnosis.history if f.type != "resolved"}
+    played = {(f.type, f.ranks) for f in playback.diagnosis.history if f.type != "resolved"}
+    live = _live(lines)
+    if played != live:
+        at = lambda t: f"{(t - playback.origin_ns) / S:.3f} s"
+        told = [f"played {f.type} at {at(f.t_ns)}: {f.message}"
+                for f in playback.diagnosis.history] + [
+            f"live {x['type']} at {at(x['t_ns'])}: {x['message']}" for x in _diags(lines)]
+        ends = [f"{x['kind']} {x.get('rank')} at {at(x['t_ns'])} (received "
+                f"{at(x['rx_ns']) if 'rx_ns' in x else '?'}): {x.get('code', '')}"
+                for x in lines if x.get("kind") in ("bye", "gone")]
+        last = {x["rank"]: at(x["t_ns"]) for x in lines if x.get("kind") == "tel"}
+        pytest.fail("\n".join([f"played {sorted(played)} != live {sorted(live)}", *told,
+                               *ends, f"last heartbeats: {last}"]))
 
 
 def _f_shows_each_finding(tmp_path: Path, demo: str, lines: list[dict]) -> None:
@@ -96,7 +109,7 @@ def test_straggler_named_within_five_instances(procs, tmp_path):
     detectable = max(op["t_end_ns"] for op in _ops(lines, f["seq"]))
     assert 0 <= f["t_ns"] - detectable < 2 * S
     assert f"!! straggler: rank {WORLD - 1} arrived last" in out
-    assert _played(tmp_path, "straggler") == _live(lines)  # commviz play finds the same
+    _played_as_live(tmp_path, "straggler", lines)  # commviz play finds the same
     _f_shows_each_finding(tmp_path, "straggler", lines)
 
 
@@ -120,7 +133,7 @@ def test_hang_names_the_collective_and_the_missing_rank(procs, tmp_path):
     assert [f["ranks"] for f in _diags(lines, "hang") if f["group"] is None] == [[0, 3, 1, 2]]
     assert "deadlock: rank 0 (all_reduce #3) waits on 3 (recv from 0 #1), which waits on 0; " \
         "ranks 1,2 (all_reduce #3) wait on 3 too" in out
-    assert _played(tmp_path, "hang") == _live(lines)  # commviz play finds the same
+    _played_as_live(tmp_path, "hang", lines)  # commviz play finds the same
     _f_shows_each_finding(tmp_path, "hang", lines)
     # the timeout ends them all: each failure says so, and names the deadlock as the cause
     failed = _diags(lines, "failed")
@@ -178,7 +191,7 @@ def test_crash_names_the_lost_rank(procs, tmp_path):
     assert out.index("!! lost_rank: ") < out.index("rank logs kept in ")
     # the steps before the crash are whole: every rank's records reached the viewer
     assert re.search(r"^all_reduce\s+4\s+\d+\s+3\s", out, re.M), out
-    assert _played(tmp_path, "crash") == _live(lines)  # commviz play finds the same
+    _played_as_live(tmp_path, "crash", lines)  # commviz play finds the same
     _f_shows_each_finding(tmp_path, "crash", lines)
     # and tells how each rank's process ended, as the screen did
     events = [(x["key"], x["fields"]["who"], x["fields"].get("code"))
@@ -209,7 +222,7 @@ def test_mismatch_named_with_both_sides_before_the_job_fails(procs, tmp_path):
     assert 0 <= f["t_ns"] - max(op["t_start_ns"] for op in entered) < 2 * S
     assert f["t_ns"] < min(op["t_end_ns"] for op in entered)  # before the timeout failed them
     assert not _diags(lines, "hang")
-    assert _played(tmp_path, "mismatch") == _live(lines)  # commviz play finds the same
+    _played_as_live(tmp_path, "mismatch", lines)  # commviz play finds the same
     _f_shows_each_finding(tmp_path, "mismatch", lines)
 
 

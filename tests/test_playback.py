@@ -441,3 +441,28 @@ def test_f_goes_to_a_finding_made_in_the_first_seconds_from_the_start(tmp_path):
                                   closed_ns=T0_NS + 2000 * ms), T0_NS + 900 * ms)
     playback = Playback(path, real=FakeClock())
     assert playback.to_next_finding() and playback.clock.wall_ns() == T0_NS + 1300 * ms
+
+
+def test_a_silence_is_judged_from_when_the_viewer_heard_the_rank_not_from_its_stamp(tmp_path):
+    """A loaded rank's last heartbeat, stamped at 0.6 s, reached the viewer only at 1 s, with
+    rank 0's goodbye; rank 1 never said goodbye, and its harvester said it ended at 2.1 s. Live,
+    it was silent 1.1 s then, not lost (LOST_AFTER_S and LOST_CONFIRM_S: 1.2 s): its end is
+    told by the harvester's account alone. Judged from the stamp, the playback would have
+    found it lost at 1.8 s, before its end was known."""
+    s, t0 = 1_000_000_000, T0_NS
+    rec = recording.Recorder(tmp_path / "l.jsonl")
+    rec.write(heartbeats(2, t_ns=t0), received_ns=t0)
+    rec.write(heartbeats(2, t_ns=t0 + s // 2), received_ns=t0 + s // 2)
+    rec.write([heartbeats(2, t_ns=t0 + 6 * s // 10)[1], bye(0, t0 + s)], received_ns=t0 + s)
+    ended = t0 + 21 * s // 10
+    rec.write([protocol.Gone(1, 1001, ended, 1, 1, 0, 0)], received_ns=ended)
+    rec.close({"t_ns": ended + s // 5, "ended": [0, 1]})
+    lines = [json.loads(x) for x in (tmp_path / "l.jsonl").read_text().splitlines()]
+    assert [x["rx_ns"] for x in lines if x.get("kind") in ("bye", "gone")] == [t0 + s, ended]
+    real = FakeClock()
+    playback = Playback(tmp_path / "l.jsonl", real=real)
+    while not playback.clock.stopped("end"):
+        real.advance(0.02)
+        playback.advance()
+    told = [(f.type, f.ranks, f.facts.shape) for f in playback.diagnosis.history]
+    assert told == [("lost_rank", (1,), "first_end")], told

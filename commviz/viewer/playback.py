@@ -33,6 +33,7 @@ from commviz.viewer import compact, recording
 from commviz.viewer.diagnose import Diagnosis
 from commviz.viewer.model import Model, Records
 from commviz.viewer.plain_text import cell_safe
+from commviz.viewer.recording import Received
 from commviz.viewer.session import DIAGNOSE_EVERY_S, FRAME_YIELD_S, ROUND_S, Collector  # as live
 from commviz.viewer.share import ClockFollower, Republisher, clock_frame
 from commviz.wire import protocol
@@ -151,7 +152,7 @@ class Timetable:
     messages (JSON Lines, or a test's), it holds them all. A copy of it (``copy.deepcopy``)
     takes on from where it was."""
 
-    def __init__(self, messages: Iterable[protocol.Message | Records] | None = None,
+    def __init__(self, messages: Iterable[protocol.Message | Records | Received] | None = None,
                  source: recording.Parts | None = None) -> None:
         self._source = source
         self._start = copy.deepcopy(source)  # what rewind reads again
@@ -164,7 +165,7 @@ class Timetable:
             self.last_ns = source.last_ns
 
     def _fresh(self) -> None:
-        self._messages: dict[int, protocol.Message | Records] = {}  # by number, not all taken
+        self._messages: dict[int, protocol.Message | Records | Received] = {}  # not all taken
         self._left: dict[int, int] = {}  # their rows not taken yet
         self._count = 0  # messages numbered so far
         self._last_due: int | None = None  # of the last message read that carries a time
@@ -175,7 +176,7 @@ class Timetable:
             self._add(self._fed)
         self.first_ns = self.next_ns()
 
-    def _add(self, messages: list[protocol.Message | Records]) -> None:
+    def _add(self, messages: list[protocol.Message | Records | Received]) -> None:
         """Messages read, in the order they were recorded, to what is due."""
         if not messages:
             return
@@ -262,7 +263,7 @@ class Timetable:
                 mine = np.sort(their_rows[bounds[k]:bounds[k + 1]])
                 if len(mine) < len(msg):
                     msg = _rows(msg, mine)
-            out.append(msg)
+            out.append(msg.message if isinstance(msg, Received) else msg)
         return out
 
 
@@ -294,9 +295,11 @@ def _well_formed(kind: str, line: dict) -> bool:
         type(fields.get("rank", 0)) is int and type(fields.get("code", 0)) is int
 
 
-def _dues(msg: protocol.Message | Records) -> np.ndarray:
+def _dues(msg: protocol.Message | Records | Received) -> np.ndarray:
     """When each part of ``msg`` reached the live viewer, as near as its times tell (-1: it
     carries no time)."""
+    if isinstance(msg, Received):  # the recording says
+        return np.array([msg.at_ns], dtype=np.int64)
     if isinstance(msg, protocol.OpBatch | Records):
         t_end, t_start = msg.cols["t_end"], msg.cols["t_start"]
         return np.where(t_end >= 0, t_end, t_start + _ANNOUNCE_NS).astype(np.int64)

@@ -28,7 +28,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, NamedTuple
 
 import numpy as np
 
@@ -43,6 +43,14 @@ VERSION = 2  # 2: op and running lines name their group by ``g``, from a ``group
 READS = (1, 2)  # version 1: every op and running line lists its group's ranks
 FLUSH_S = 1.0
 MAX_OUTPUT_CHARS = 2000  # of one line of a job's output; the rest is left out
+
+
+class Received(NamedTuple):
+    """A message read back for a playback, with when the live viewer received it (``rx_ns``:
+    what its silences were judged from); the playback gives the model ``message``."""
+
+    message: protocol.Heartbeat | protocol.Bye | protocol.Gone
+    at_ns: int
 
 
 class RecordingError(ValueError):
@@ -65,7 +73,12 @@ class Recorder:
                                   "protocol": protocol.VERSION, "created_ns": time.time_ns(),
                                   **(about or {})})
 
-    def write(self, messages: Iterable[protocol.Message]) -> None:
+    def write(self, messages: Iterable[protocol.Message], received_ns: int | None = None) -> None:
+        """``received_ns``: when the viewer took them off its socket (wall clock), written
+        on the lines that say a rank is alive or gone (``rx_ns``): a playback judges a
+        silence from when the viewer heard a rank, as the live diagnosis did, not from the
+        rank's own stamp, which a loaded rank or viewer can put far earlier."""
+        rx = {} if received_ns is None else {"rx_ns": received_ns}
         for msg in messages:
             if isinstance(msg, protocol.OpBatch):
                 self._ops(msg)
@@ -80,17 +93,17 @@ class Recorder:
                                  **({"job": msg.job} if msg.job else {}),
                                  **({"sim": True} if msg.simulated else {})})
                 tel = {"kind": "tel", "rank": msg.rank, **_inc(msg.inc), "t_ns": msg.t_ns,
-                       "dropped": msg.dropped, **msg.telemetry}
+                       "dropped": msg.dropped, **msg.telemetry, **rx}
                 if msg.clock:  # replayed, the same clock offsets correct the same records
                     tel["clk"] = [list(row) for row in msg.clock]
                 self._write(tel)
             elif isinstance(msg, protocol.Bye):
                 self._write({"kind": "bye", "rank": msg.rank, **_inc(msg.inc), "t_ns": msg.t_ns,
-                             "dropped": msg.dropped})
+                             "dropped": msg.dropped, **rx})
             elif isinstance(msg, protocol.Gone):
                 self._write({"kind": "gone", "rank": msg.rank, **_inc(msg.inc), "pid": msg.pid,
                              "t_ns": msg.t_ns, "order": msg.order, "code": msg.code,
-                             "recovered": msg.recovered, "running": msg.running})
+                             "recovered": msg.recovered, "running": msg.running, **rx})
             elif isinstance(msg, protocol.Phases):
                 for span in msg.spans:
                     self._write({"kind": "phase", "rank": msg.rank, **_inc(msg.inc),
@@ -470,7 +483,7 @@ def _items(path: str | Path, cut: list[int] | None, tables: _Tables
 def read(path: str | Path, findings: list[dict] | None = None,
          cut: list[int] | None = None, playback: bool = False,
          lines: dict[str, list[dict]] | None = None,
-         records: bool = False) -> Iterator[protocol.Message | Records]:
+         records: bool = False) -> Iterator[protocol.Message | Records | Received]:
     """Messages equivalent to what was recorded, for the same model the live viewer uses;
     the live diagnosis's findings (``diag`` lines, without their kind) go to ``findings``,
     where a last line or chunk was cut short (a viewer killed while writing it: its line
@@ -478,9 +491,11 @@ def read(path: str | Path, findings: list[dict] | None = None,
     ``lines`` has keys for (``out``, ``event``, ``summary``: no message of the model) to
     their lists, without their kind. Both formats give the same messages.
     ``playback``: also every heartbeat with its telemetry, and the ops announced as running
-    (t_end -1), as the live viewer received them. ``records``: the op records of each batch
-    of ranks as one ``model.Records`` rather than an ``OpBatch`` a rank (the model applies
-    them alike, at a fraction of the cost: at 1,024 ranks a batch holds about 8 records)."""
+    (t_end -1), as the live viewer received them, and a rank's heartbeats, goodbye and end
+    with when the viewer received them (``Received``) where the recording says.
+    ``records``: the op records of each batch of ranks as one ``model.Records`` rather than
+    an ``OpBatch`` a rank (the model applies them alike, at a fraction of the cost: at 1,024
+    ranks a batch holds about 8 records)."""
     state = _Reading(playback, records, findings, lines)
     for where, obj in _items(path, cut, state.tables):
         yield from state.take(where, obj)
@@ -504,7 +519,7 @@ class _Reading:
         self.groups: dict[int, list[int]] = {}  # the ranks of each ``group`` line, by ``g``
 
     def take(self, where: str, obj: dict[str, Any] | _Ops
-             ) -> Iterator[protocol.Message | Records]:
+             ) -> Iterator[protocol.Message | Records | Received]:
         """The messages one line (or a compact run of op records) gives."""
         tables, playback = self.tables, self.playback
         if isinstance(obj, _Ops):  # a compact recording's records
@@ -524,9 +539,9 @@ class _Reading:
             ident = self.ranks.get((obj["rank"], obj.get("inc", 0))) \
                 if playback or obj.get("clk") else None
             if ident is not None:
-                yield _identity(ident, obj["t_ns"], obj["dropped"],
-                                tuple(map(tuple, obj.get("clk", ()))),
-                                _telemetry(obj) if playback else {})
+                yield self._received(obj, _identity(ident, obj["t_ns"], obj["dropped"],
+                                                    tuple(map(tuple, obj.get("clk", ()))),
+                                                    _telemetry(obj) if playback else {}))
             elif self.lines is not None and kind in self.lines:
                 self.lines[kind].append({k: v for k, v in obj.items() if k != "kind"})
             return
@@ -550,11 +565,13 @@ class _Reading:
             self.ranks[(obj["rank"], obj.get("inc", 0))] = obj
             yield _identity(obj, 0, 0, ())
         elif kind == "bye":  # the model's job generations end with their goodbyes
-            yield protocol.Bye(obj["rank"], obj["t_ns"], obj["dropped"], obj.get("inc", 0))
+            yield self._received(obj, protocol.Bye(obj["rank"], obj["t_ns"], obj["dropped"],
+                                                   obj.get("inc", 0)))
         elif kind == "gone":  # a harvester's notice: how the run ended is told from these
-            yield protocol.Gone(obj["rank"], obj["pid"], obj["t_ns"], obj["order"],
-                                obj.get("code"), obj["recovered"], obj["running"],
-                                obj.get("inc", 0))
+            yield self._received(obj, protocol.Gone(obj["rank"], obj["pid"], obj["t_ns"],
+                                                    obj["order"], obj.get("code"),
+                                                    obj["recovered"], obj["running"],
+                                                    obj.get("inc", 0)))
         elif kind == "phase":
             yield protocol.Phases(obj["rank"], (protocol.PhaseSpan(
                 obj["name"], obj["depth"], obj["t_start_ns"], obj["t_end_ns"]),),
@@ -567,6 +584,13 @@ class _Reading:
             self.lines[kind].append({k: v for k, v in obj.items() if k != "kind"})
         if kind == "op":
             self.with_ops.add((obj["rank"], obj.get("inc", 0)))
+
+    def _received(self, obj: dict[str, Any], msg: protocol.Heartbeat | protocol.Bye
+                  | protocol.Gone) -> protocol.Message | Received:
+        """``msg`` with when the live viewer received it, for a playback, where the line
+        says (older recordings do not)."""
+        at = obj.get("rx_ns")
+        return Received(msg, at) if self.playback and type(at) is int else msg
 
     def flush(self) -> Iterator[protocol.Message | Records]:
         """The op records not in a batch yet."""
@@ -610,11 +634,11 @@ class Parts:
         """The earliest time of what is left to read (None: nothing is left)."""
         return self._bounds[self.next] if self.next < len(self.entries) else None
 
-    def read(self) -> list[protocol.Message | Records]:
+    def read(self) -> list[protocol.Message | Records | Received]:
         """The next chunk's messages (the last one's, with the end's)."""
         entry = self.entries[self.next]
         self.next += 1
-        out: list[protocol.Message | Records] = []
+        out: list[protocol.Message | Records | Received] = []
         try:
             for chunk in compact.chunks(self.path, start=entry.offset):
                 for where, obj in _chunk_items(self.path, chunk, self._reading.tables,

@@ -191,6 +191,7 @@ class Session(Collector):
             if self.first_message_ns is None:
                 self.first_message_ns = time.time_ns()
             arrived = self.model.clock()  # off the socket now, however long applying takes
+            received_ns = time.time_ns()
             for i in range(0, len(messages), APPLY_SLICE):
                 self._idle.wait(FRAME_YIELD_S)
                 with self.lock:
@@ -202,7 +203,7 @@ class Session(Collector):
                 m.behind_s = behind(m.newest_record_ns if self.receiver.backlogged
                                     else m.newest_sent_ns, time.time_ns())
             if self.recorder:
-                self.recorder.write(messages)
+                self.recorder.write(messages, received_ns)
         else:
             self.model.behind_s = 0.0  # nothing left on the socket: caught up
             if self.recorder:
