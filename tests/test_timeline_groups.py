@@ -193,6 +193,7 @@ def fleet():
     return fleet_view(1024, 3.0, shape="tp-dp", faults=("straggler:5:30",), fault_at=1.0)
 
 
+INSIDE_MAX_ROWS = 26  # the inside panel's max-height (app.tcss)
 STRAGGLERS = {"TP? r0-r7", "DP? r5-r1021 stride 8"}  # rank 5's groups: its node's, its stride's
 
 
@@ -315,8 +316,15 @@ def test_snapshot_by_group_at_1024_ranks(fleet, snap_compare) -> None:
             await pilot.pause(0.02)
         await pilot.press("g")
         await _settle(pilot)
+        inside = pilot.app.query_one("#inside", Static)
+        for _ in range(50):  # a loaded machine: the last layout may be of earlier content
+            rows = len(inside.content.plain.splitlines()) + inside.styles.gutter.height
+            if inside.outer_size.height == min(rows, INSIDE_MAX_ROWS):
+                break
+            await frame(pilot)
         shown.extend(panel(pilot.app, f"#{name}") for name in (
             "ranks", "timeline", "topology", "findings", "inside", "status"))
+        shown.append(f"inside: {inside.outer_size.height} rows for {rows}")
 
     assert snap_compare(_app(fleet), terminal_size=(160, 48), run_before=by_group), \
         "\n".join(shown)
