@@ -14,7 +14,7 @@ from fakes import T0_NS, FakeClock, bye, heartbeat, op_batch
 
 from commviz.viewer import diagnose, recording
 from commviz.viewer import plain_text as text
-from commviz.viewer.diagnose import Diagnosis, recorded_facts, recorded_text, stragglers
+from commviz.viewer.diagnose import Diagnosis, hangs, recorded_facts, recorded_text, stragglers
 from commviz.viewer.diagnose.facts import Words
 from commviz.viewer.diagnose.finding import resolved
 from commviz.viewer.findings_text import advice
@@ -306,6 +306,47 @@ def test_a_rank_never_heard_from_is_not_called_missing():
     assert diag.update() == []
     model.apply([heartbeat(3, 4)])
     assert _types(diag.update()) == [("hang", (3,), (0, 1, 2, 3), 1)]
+
+
+def test_a_rank_whose_records_of_earlier_all_reduces_are_on_their_way_is_not_missing():
+    """Ranks 0, 1 and 3 completed all_reduce #1 and #2, which they could not without rank 2,
+    and wait in #3; rank 2's heartbeats come, its records not yet (a loaded rank, CI): it is
+    behind in its reports, not missing from #3. Once they come, and it is not in #3, it is."""
+    clock, model, diag = _setup()
+    for seq in (1, 2):
+        model.apply([b for b in _instance(seq) if b.rank != 2])
+    model.apply([_in_flight(r, 3, 3000) for r in (0, 1, 3)])
+    _tick(clock, model, 1.5)
+    assert diag.update() == []
+    model.apply([b for seq in (1, 2) for b in _instance(seq) if b.rank == 2])
+    _tick(clock, model, 0.1)
+    assert _types(diag.update()) == [("hang", (2,), (0, 1, 2, 3), 3)]
+
+
+def test_a_rank_whose_records_of_an_all_reduce_never_came_is_missing_after_a_while():
+    """Rank 2's records of all_reduce #1 and #2 were lost (a viewer started late, a drop): it
+    is taken as behind in its reports only while they could still be held on its way."""
+    clock, model, diag = _setup()
+    for seq in (1, 2):
+        model.apply([b for b in _instance(seq) if b.rank != 2])
+    model.apply([_in_flight(r, 3, 3000) for r in (0, 1, 3)])
+    clock.set_wall_ns(T0_NS + 2000 * MS)  # #2 ended at 2001.3 ms
+    _tick(clock, model, 1.5)
+    assert diag.update() == []
+    clock.set_wall_ns(T0_NS + round((2001.3 + hangs.REPORTS_LATE_S * 1000) * MS))
+    _tick(clock, model, 0.1)
+    assert _types(diag.update()) == [("hang", (2,), (0, 1, 2, 3), 3)]
+
+
+def test_an_earlier_broadcast_completed_is_no_proof_that_a_rank_took_part():
+    """Only the root's part is needed for a broadcast to complete at the root: rank 2, in none
+    of them, is missing from the all_reduce after them."""
+    clock, model, diag = _setup()
+    for seq in (1, 2):
+        model.apply([op_batch(0, [_rec(seq, seq * 1000.0, op="broadcast")], G4)])
+    model.apply([_in_flight(r, 3, 3000) for r in (0, 1, 3)])
+    _tick(clock, model, 1.5)
+    assert _types(diag.update()) == [("hang", (2,), (0, 1, 2, 3), 3)]
 
 
 def test_ranks_all_inside_with_different_ops_is_a_mismatch_not_a_hang():

@@ -2,7 +2,8 @@
 
 * hang: an instance entered by some ranks and not others for more than 1 s (no healthy demo
   came near it in 10 minutes on a loaded 2-core machine: bench/false_findings.py), while
-  someone still waits in it; the same for a send or receive whose counterpart never came;
+  someone still waits in it, and none judged while a rank's records of an earlier all_reduce
+  of its group are on their way; the same for a send or receive whose counterpart never came;
   cycles of such waits are deadlocks, named with the op each of its ranks waits in and the
   ranks that wait on them. How long is counted as ``watch`` says; no new hang is named in a
   job that is gone (nobody is left to wait).
@@ -29,9 +30,14 @@ from commviz.viewer.diagnose import facts as fx
 from commviz.viewer.diagnose import watch as w
 from commviz.viewer.diagnose.finding import Finding
 from commviz.viewer.diagnose.lost import LOST_AFTER_S
+from commviz.viewer.model import Model
 from commviz.wire import protocol
+from commviz.wire.link import CONNECT_WAIT_S
 
 HANG_AFTER_S = 1.0
+# how late a rank's records may come after records that prove it took part: a first connection
+# holds them this long
+REPORTS_LATE_S = CONNECT_WAIT_S
 
 
 class _Wait(NamedTuple):
@@ -128,6 +134,12 @@ class Hangs:
             absent, ranks_of = set(group).difference(u.flying, u.pending), model.ranks
             missing = tuple(r for r in group if r in absent and r in ranks_of
                             and ranks_of[r].job in (0, job)) if absent else ()
+            key = ("hang", gkey, seq)
+            if missing and seq > 1:  # nor one whose reports are behind in this group
+                behind = _reports_behind(model, gkey, seq, missing, wall)
+                if behind and key not in watch.active:
+                    continue  # inside or not, it does not say yet: no verdict till it does
+                missing = tuple(r for r in missing if r not in behind)
             # a rank that said goodbye inside it (stopped there) waits no more: with others
             # failed in it, it is a failed op
             failing = u.failed()
@@ -140,7 +152,6 @@ class Hangs:
             # < now: they all said goodbye, or their whole job is gone
             end = watch.job_end(job, now, lost)
             until = min(watch.until(itertools.chain(u.flying, u.pending, missing), now), end)
-            key = ("hang", gkey, seq)
             if key not in watch.active and not (
                     end >= now and self._known(gkey, u, job, now) if live else
                     _age(u, now, until) >= HANG_AFTER_S or gone):
@@ -356,6 +367,34 @@ class Hangs:
         if not timed:
             return fx.Doing("idle", last_op=s.last_op)
         return fx.Doing("idle", (wall - s.last_end_ns) / 1e9, last_op=s.last_op)
+
+
+# the collectives no rank completes before every member has entered: one rank's completed
+# record of one is proof that each of the others took part
+_EVERY_MEMBER = np.array([op not in protocol.ROOTED | protocol.P2P and op != "batch_isend_irecv"
+                          for op in protocol.OPS] + [False] * (256 - len(protocol.OPS)))
+_NOT_PROOF = protocol.FLAG_FAILED | protocol.FLAG_UNWAITED
+
+
+def _reports_behind(model: Model, gkey: int, seq: int, ranks: tuple[int, ...],
+                    wall: int) -> set[int]:
+    """Those of ``ranks`` whose records of an earlier instance of group ``gkey`` have not
+    come, where another rank completed that instance less than REPORTS_LATE_S ago and it is
+    one that needs every member (an all_reduce): they took part, so their reports are on
+    their way (a loaded rank, a first connection), and whether they are in instance ``seq``
+    is not known yet. Longer ago, their records were lost (a viewer started late).
+    Read only for a hang's candidates: a mask over the model's records waiting for a match."""
+    rows = model.pending()[0]
+    if not len(rows["rank"]):
+        return set()
+    mine = (rows["gkey"] == gkey) & (rows["seq"] < seq) \
+        & (rows["t_end"] >= wall - round(REPORTS_LATE_S * 1e9))
+    if not mine.any():
+        return set()
+    seqs, rank = rows["seq"][mine], rows["rank"][mine]
+    proof = _EVERY_MEMBER[rows["op"][mine]] & ((rows["flags"][mine] & _NOT_PROOF) == 0)
+    done = set(seqs[proof].tolist())
+    return {r for r in ranks if done - set(seqs[rank == r].tolist())}
 
 
 def _age(u: w.Unmatched, now: float, until: float) -> float:
