@@ -58,7 +58,7 @@ def _played_as_live(tmp_path: Path, demo: str, lines: list[dict]) -> None:
                 for f in playback.diagnosis.history] + [
             f"live {x['type']} at {at(x['t_ns'])}: {x['message']}" for x in _diags(lines)]
         ends = [f"{x['kind']} {x.get('rank')} at {at(x['t_ns'])} (received "
-                f"{at(x['rx_ns']) if 'rx_ns' in x else '?'}): {x.get('code', '')}"
+                f"{x.get('rx_ms', '?')} ms later): {x.get('code', '')}"
                 for x in lines if x.get("kind") in ("bye", "gone")]
         last = {x["rank"]: at(x["t_ns"]) for x in lines if x.get("kind") == "tel"}
         pytest.fail("\n".join([f"played {sorted(played)} != live {sorted(live)}", *told,

@@ -46,7 +46,7 @@ MAX_OUTPUT_CHARS = 2000  # of one line of a job's output; the rest is left out
 
 
 class Received(NamedTuple):
-    """A message read back for a playback, with when the live viewer received it (``rx_ns``:
+    """A message read back for a playback, with when the live viewer received it (``rx_ms``:
     what its silences were judged from); the playback gives the model ``message``."""
 
     message: protocol.Heartbeat | protocol.Bye | protocol.Gone
@@ -75,10 +75,10 @@ class Recorder:
 
     def write(self, messages: Iterable[protocol.Message], received_ns: int | None = None) -> None:
         """``received_ns``: when the viewer took them off its socket (wall clock), written
-        on the lines that say a rank is alive or gone (``rx_ns``): a playback judges a
-        silence from when the viewer heard a rank, as the live diagnosis did, not from the
-        rank's own stamp, which a loaded rank or viewer can put far earlier."""
-        rx = {} if received_ns is None else {"rx_ns": received_ns}
+        on the lines that say a rank is alive or gone (``rx_ms``: how long after their stamp,
+        in whole ms; a time in ns made telemetry lines 44% larger compressed, this 16%): a
+        playback judges a silence from when the viewer heard a rank, as the live diagnosis
+        did, not from the rank's own stamp, which a loaded rank or viewer puts earlier."""
         for msg in messages:
             if isinstance(msg, protocol.OpBatch):
                 self._ops(msg)
@@ -93,17 +93,18 @@ class Recorder:
                                  **({"job": msg.job} if msg.job else {}),
                                  **({"sim": True} if msg.simulated else {})})
                 tel = {"kind": "tel", "rank": msg.rank, **_inc(msg.inc), "t_ns": msg.t_ns,
-                       "dropped": msg.dropped, **msg.telemetry, **rx}
+                       "dropped": msg.dropped, **msg.telemetry, **_rx(msg.t_ns, received_ns)}
                 if msg.clock:  # replayed, the same clock offsets correct the same records
                     tel["clk"] = [list(row) for row in msg.clock]
                 self._write(tel)
             elif isinstance(msg, protocol.Bye):
                 self._write({"kind": "bye", "rank": msg.rank, **_inc(msg.inc), "t_ns": msg.t_ns,
-                             "dropped": msg.dropped, **rx})
+                             "dropped": msg.dropped, **_rx(msg.t_ns, received_ns)})
             elif isinstance(msg, protocol.Gone):
                 self._write({"kind": "gone", "rank": msg.rank, **_inc(msg.inc), "pid": msg.pid,
                              "t_ns": msg.t_ns, "order": msg.order, "code": msg.code,
-                             "recovered": msg.recovered, "running": msg.running, **rx})
+                             "recovered": msg.recovered, "running": msg.running,
+                             **_rx(msg.t_ns, received_ns)})
             elif isinstance(msg, protocol.Phases):
                 for span in msg.spans:
                     self._write({"kind": "phase", "rank": msg.rank, **_inc(msg.inc),
@@ -166,6 +167,11 @@ class Recorder:
         if new:
             self._write({"kind": "group", "g": g, "pg": name, "ranks": list(ranks)})
         return g
+
+
+def _rx(t_ns: int, received_ns: int | None) -> dict[str, int]:
+    """When the viewer received a message stamped ``t_ns``, as a recording line says it."""
+    return {} if received_ns is None else {"rx_ms": round((received_ns - t_ns) / 1e6)}
 
 
 def _inc(inc: int) -> dict[str, int]:
@@ -589,8 +595,10 @@ class _Reading:
                   | protocol.Gone) -> protocol.Message | Received:
         """``msg`` with when the live viewer received it, for a playback, where the line
         says (older recordings do not)."""
-        at = obj.get("rx_ns")
-        return Received(msg, at) if self.playback and type(at) is int else msg
+        late = obj.get("rx_ms")
+        if not self.playback or type(late) is not int or type(obj.get("t_ns")) is not int:
+            return msg
+        return Received(msg, obj["t_ns"] + late * 1_000_000)
 
     def flush(self) -> Iterator[protocol.Message | Records]:
         """The op records not in a batch yet."""
