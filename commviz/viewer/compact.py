@@ -58,7 +58,7 @@ _UNPACK = msgspec.msgpack.Decoder()  # a chunk's payload, untyped (checked below
 _BY_WHO = ("id", "seq")  # delta-coded from the same rank's previous record
 # lines of these kinds have string keys and lists only: they go to msgpack as they are;
 # the others pass through JSON first, so that they read back as JSON Lines would give them
-_PLAIN = frozenset({"rank", "tel", "bye", "phase", "topo", "gone"})
+_PLAIN = frozenset({"rank", "tel", "bye", "phase", "topo", "gone", "rx"})
 
 
 class CompactError(ValueError):

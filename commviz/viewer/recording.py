@@ -12,13 +12,15 @@ ranks the list is most of an op line), ``op`` (one completed operation on one ra
 ``running`` (an operation a rank announced as running for a while: what a hang leaves
 behind, since its ``op`` line never comes), ``phase`` (one compute phase a rank marked),
 ``topo`` (the GPUs of a rank's host and their links, when first seen or changed), ``bye`` (a
-rank left normally), ``diag`` (a finding of the live diagnosis), ``out`` (a line of the
-output of a job commviz ran), ``event`` (a rank's process ended, as its launcher told) and a
-closing ``summary``. Lines of a rank that sent an incarnation id carry it (``inc``), so that
-the records of two jobs that ran at the same time with the same rank numbers are replayed
-apart. Writes are flushed at least once a second, so a killed viewer loses at most the last
-second (a compact one, its last chunk). The header may say what was recorded (``title``,
-per language, and ``demo``, the demo's name): ``commviz play`` shows it.
+rank left normally), ``gone`` (a harvester saw a rank's process end), ``rx`` (when the
+viewer received the ``tel``, ``bye`` and ``gone`` lines after it), ``diag`` (a finding of
+the live diagnosis), ``out`` (a line of the output of a job commviz ran), ``event`` (a
+rank's process ended, as its launcher told) and a closing ``summary``. Lines of a rank that
+sent an incarnation id carry it (``inc``), so that the records of two jobs that ran at the
+same time with the same rank numbers are replayed apart. Writes are flushed at least once a
+second, so a killed viewer loses at most the last second (a compact one, its last chunk).
+The header may say what was recorded (``title``, per language, and ``demo``, the demo's
+name): ``commviz play`` shows it.
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ MAX_OUTPUT_CHARS = 2000  # of one line of a job's output; the rest is left out
 
 
 class Received(NamedTuple):
-    """A message read back for a playback, with when the live viewer received it (``rx_ms``:
+    """A message read back for a playback, with when the live viewer received it (``rx``:
     what its silences were judged from); the playback gives the model ``message``."""
 
     message: protocol.Heartbeat | protocol.Bye | protocol.Gone
@@ -75,11 +77,16 @@ class Recorder:
 
     def write(self, messages: Iterable[protocol.Message], received_ns: int | None = None) -> None:
         """``received_ns``: when the viewer took them off its socket (wall clock), written
-        on the lines that say a rank is alive or gone (``rx_ms``: how long after their stamp,
-        in whole ms; a time in ns made telemetry lines 44% larger compressed, this 16%): a
+        as an ``rx`` line before the first of them that says a rank is alive or gone: a
         playback judges a silence from when the viewer heard a rank, as the live diagnosis
-        did, not from the rank's own stamp, which a loaded rank or viewer puts earlier."""
+        did, not from the rank's own stamp, which a loaded rank or viewer puts earlier. (On
+        each line, the time made telemetry lines 44% larger compressed; rounded to the ms, as
+        a delay after the stamp, 16%, and it put a heartbeat after the goodbye it came with.)"""
         for msg in messages:
+            if received_ns is not None and isinstance(
+                    msg, protocol.Heartbeat | protocol.Bye | protocol.Gone):
+                self._write({"kind": "rx", "t_ns": received_ns})
+                received_ns = None  # once a batch of messages
             if isinstance(msg, protocol.OpBatch):
                 self._ops(msg)
             elif isinstance(msg, protocol.Heartbeat):
@@ -93,18 +100,17 @@ class Recorder:
                                  **({"job": msg.job} if msg.job else {}),
                                  **({"sim": True} if msg.simulated else {})})
                 tel = {"kind": "tel", "rank": msg.rank, **_inc(msg.inc), "t_ns": msg.t_ns,
-                       "dropped": msg.dropped, **msg.telemetry, **_rx(msg.t_ns, received_ns)}
+                       "dropped": msg.dropped, **msg.telemetry}
                 if msg.clock:  # replayed, the same clock offsets correct the same records
                     tel["clk"] = [list(row) for row in msg.clock]
                 self._write(tel)
             elif isinstance(msg, protocol.Bye):
                 self._write({"kind": "bye", "rank": msg.rank, **_inc(msg.inc), "t_ns": msg.t_ns,
-                             "dropped": msg.dropped, **_rx(msg.t_ns, received_ns)})
+                             "dropped": msg.dropped})
             elif isinstance(msg, protocol.Gone):
                 self._write({"kind": "gone", "rank": msg.rank, **_inc(msg.inc), "pid": msg.pid,
                              "t_ns": msg.t_ns, "order": msg.order, "code": msg.code,
-                             "recovered": msg.recovered, "running": msg.running,
-                             **_rx(msg.t_ns, received_ns)})
+                             "recovered": msg.recovered, "running": msg.running})
             elif isinstance(msg, protocol.Phases):
                 for span in msg.spans:
                     self._write({"kind": "phase", "rank": msg.rank, **_inc(msg.inc),
@@ -167,11 +173,6 @@ class Recorder:
         if new:
             self._write({"kind": "group", "g": g, "pg": name, "ranks": list(ranks)})
         return g
-
-
-def _rx(t_ns: int, received_ns: int | None) -> dict[str, int]:
-    """When the viewer received a message stamped ``t_ns``, as a recording line says it."""
-    return {} if received_ns is None else {"rx_ms": round((received_ns - t_ns) / 1e6)}
 
 
 def _inc(inc: int) -> dict[str, int]:
@@ -523,6 +524,7 @@ class _Reading:
         self.with_ops: set[tuple[int, int]] = set()  # (rank, inc) of every op line
         self._with_ops = np.zeros(0, bool)  # ... and of every compact record, by its ``who``
         self.groups: dict[int, list[int]] = {}  # the ranks of each ``group`` line, by ``g``
+        self.received: int | None = None  # the last ``rx`` line's time
 
     def take(self, where: str, obj: dict[str, Any] | _Ops
              ) -> Iterator[protocol.Message | Records | Received]:
@@ -555,7 +557,9 @@ class _Reading:
             yield from self.pending.all()
         if kind == "running" and playback:
             kind, obj = "op", {**obj, "t_end_ns": -1}
-        if kind == "group":
+        if kind == "rx" and type(obj.get("t_ns")) is int:
+            self.received = obj["t_ns"]
+        elif kind == "group":
             self.groups[_group_number(obj, where)] = obj["ranks"]
         elif kind == "op":
             if "group" not in obj:  # version 2: by reference to a group line
@@ -595,10 +599,8 @@ class _Reading:
                   | protocol.Gone) -> protocol.Message | Received:
         """``msg`` with when the live viewer received it, for a playback, where the line
         says (older recordings do not)."""
-        late = obj.get("rx_ms")
-        if not self.playback or type(late) is not int or type(obj.get("t_ns")) is not int:
-            return msg
-        return Received(msg, obj["t_ns"] + late * 1_000_000)
+        return msg if not self.playback or self.received is None \
+            else Received(msg, self.received)
 
     def flush(self) -> Iterator[protocol.Message | Records]:
         """The op records not in a batch yet."""
