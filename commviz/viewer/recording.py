@@ -79,9 +79,8 @@ class Recorder:
         """``received_ns``: when the viewer took them off its socket (wall clock), written
         as an ``rx`` line before the first of them that says a rank is alive or gone: a
         playback judges a silence from when the viewer heard a rank, as the live diagnosis
-        did, not from the rank's own stamp, which a loaded rank or viewer puts earlier. (On
-        each line, the time made telemetry lines 44% larger compressed; rounded to the ms, as
-        a delay after the stamp, 16%, and it put a heartbeat after the goodbye it came with.)"""
+        did, not from the rank's own stamp, which a loaded rank or viewer puts earlier. One
+        exact time a batch: it keeps their order, and costs a line a batch, not bytes a line."""
         for msg in messages:
             if received_ns is not None and isinstance(
                     msg, protocol.Heartbeat | protocol.Bye | protocol.Gone):
@@ -547,9 +546,9 @@ class _Reading:
             ident = self.ranks.get((obj["rank"], obj.get("inc", 0))) \
                 if playback or obj.get("clk") else None
             if ident is not None:
-                yield self._received(obj, _identity(ident, obj["t_ns"], obj["dropped"],
-                                                    tuple(map(tuple, obj.get("clk", ()))),
-                                                    _telemetry(obj) if playback else {}))
+                yield self._received(_identity(ident, obj["t_ns"], obj["dropped"],
+                                               tuple(map(tuple, obj.get("clk", ()))),
+                                               _telemetry(obj) if playback else {}))
             elif self.lines is not None and kind in self.lines:
                 self.lines[kind].append({k: v for k, v in obj.items() if k != "kind"})
             return
@@ -575,13 +574,12 @@ class _Reading:
             self.ranks[(obj["rank"], obj.get("inc", 0))] = obj
             yield _identity(obj, 0, 0, ())
         elif kind == "bye":  # the model's job generations end with their goodbyes
-            yield self._received(obj, protocol.Bye(obj["rank"], obj["t_ns"], obj["dropped"],
-                                                   obj.get("inc", 0)))
+            yield self._received(protocol.Bye(obj["rank"], obj["t_ns"], obj["dropped"],
+                                              obj.get("inc", 0)))
         elif kind == "gone":  # a harvester's notice: how the run ended is told from these
-            yield self._received(obj, protocol.Gone(obj["rank"], obj["pid"], obj["t_ns"],
-                                                    obj["order"], obj.get("code"),
-                                                    obj["recovered"], obj["running"],
-                                                    obj.get("inc", 0)))
+            yield self._received(protocol.Gone(obj["rank"], obj["pid"], obj["t_ns"],
+                                               obj["order"], obj.get("code"), obj["recovered"],
+                                               obj["running"], obj.get("inc", 0)))
         elif kind == "phase":
             yield protocol.Phases(obj["rank"], (protocol.PhaseSpan(
                 obj["name"], obj["depth"], obj["t_start_ns"], obj["t_end_ns"]),),
@@ -595,10 +593,10 @@ class _Reading:
         if kind == "op":
             self.with_ops.add((obj["rank"], obj.get("inc", 0)))
 
-    def _received(self, obj: dict[str, Any], msg: protocol.Heartbeat | protocol.Bye
-                  | protocol.Gone) -> protocol.Message | Received:
-        """``msg`` with when the live viewer received it, for a playback, where the line
-        says (older recordings do not)."""
+    def _received(self, msg: protocol.Heartbeat | protocol.Bye | protocol.Gone
+                  ) -> protocol.Message | Received:
+        """``msg`` with when the live viewer received it (the last ``rx`` line), for a
+        playback, where the recording says (older ones do not)."""
         return msg if not self.playback or self.received is None \
             else Received(msg, self.received)
 
