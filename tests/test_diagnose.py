@@ -338,6 +338,22 @@ def test_a_rank_whose_records_of_an_all_reduce_never_came_is_missing_after_a_whi
     assert _types(diag.update()) == [("hang", (2,), (0, 1, 2, 3), 3)]
 
 
+def test_a_rank_behind_in_its_reports_that_goes_silent_is_missing_at_once():
+    """Rank 2's records of all_reduce #2 have not come, and it has gone silent (found lost):
+    they will not come, and the hang of #3 is named without waiting for them."""
+    clock, model, diag = _setup()
+    for seq in (1, 2):
+        model.apply([b for b in _instance(seq) if b.rank != 2])
+    model.apply([_in_flight(r, 3, 3000) for r in (0, 1, 3)])
+    clock.set_wall_ns(T0_NS + 2100 * MS)  # #2 ended at 2001.3 ms
+    _tick(clock, model, 0.6, ranks=(0, 1, 3))
+    assert diag.update() == []
+    _tick(clock, model, 0.6, ranks=(0, 1, 3))  # rank 2 silent 1.2 s: lost
+    diag.update()
+    _tick(clock, model, 0.3, ranks=(0, 1, 3))  # (confirmed) #2 ended 1.5 s ago
+    assert ("hang", (2,), (0, 1, 2, 3), 3) in _types(diag.update() + diag.findings())
+
+
 def test_an_earlier_broadcast_completed_is_no_proof_that_a_rank_took_part():
     """Only the root's part is needed for a broadcast to complete at the root: rank 2, in none
     of them, is missing from the all_reduce after them."""

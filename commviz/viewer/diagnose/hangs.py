@@ -136,7 +136,8 @@ class Hangs:
                             and ranks_of[r].job in (0, job)) if absent else ()
             key = ("hang", gkey, seq)
             if missing and seq > 1:  # nor one whose reports are behind in this group
-                behind = _reports_behind(model, gkey, seq, missing, wall)
+                behind = {r for r in _reports_behind(model, gkey, seq, missing, wall)
+                          if not watch.gone(r, lost)}  # (what will not come is not behind)
                 if behind and key not in watch.active:
                     continue  # inside or not, it does not say yet: no verdict till it does
                 missing = tuple(r for r in missing if r not in behind)
