@@ -205,8 +205,9 @@ class Harvester:
                     self._sock.send(data, zmq.NOBLOCK)
                 except zmq.Again:  # no viewer connected
                     self.unsent += 1
-            if messages and self._keep is not None:
-                self._kept(recovered_messages(got, t_ns, identity=True)[0] + [gone])
+            if messages and self._keep is not None:  # a recording of its own: who it was
+                who = _identity_message(got, t_ns) if got.heartbeat_sent else []
+                self._kept(who + messages + [gone])
         with self.lock:
             self.deaths.append(Death(-1 if got is None else got.rank, w.pid, t_ns, order, code,
                                      recovered, running))
@@ -247,12 +248,7 @@ def recovered_messages(got: ring.Ring, t_ns: int,
         return [], 0, 0
     recs["flags"] |= protocol.FLAG_RECOVERED
     batch = got.shipped_in[resent | got.unshipped]
-    messages = []
-    if (identity or not got.heartbeat_sent) and got.identity is not None:
-        rank, world, backend, device, host, job = got.identity
-        messages.append(protocol.encode_heartbeat(
-            rank, world=world, host=host, pid=got.pid, backend=backend, device=device,
-            t_ns=t_ns, dropped=0, tel={}, inc=got.inc, job=job))
+    messages = _identity_message(got, t_ns) if identity or not got.heartbeat_sent else []
     rows = [[gid, *got.groups[gid]] for gid in sorted(set(recs["gid"].tolist()))
             if gid in got.groups]
     if rows:
@@ -264,6 +260,16 @@ def recovered_messages(got: ring.Ring, t_ns: int,
     never = recs[batch == 0]
     running = int((never["t_end"] < 0).sum())
     return messages, len(never) - running, running
+
+
+def _identity_message(got: ring.Ring, t_ns: int) -> list[bytes]:
+    """A dead process' identity as a heartbeat (none if its ring never learnt it)."""
+    if got.identity is None:
+        return []
+    rank, world, backend, device, host, job = got.identity
+    return [protocol.encode_heartbeat(rank, world=world, host=host, pid=got.pid,
+                                      backend=backend, device=device, t_ns=t_ns, dropped=0,
+                                      tel={}, inc=got.inc, job=job)]
 
 
 def _ops(got: ring.Ring, chunk: np.ndarray, n: int) -> bytes:
