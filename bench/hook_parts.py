@@ -5,7 +5,7 @@ closure cell inside torch's ``@_exception_logger`` wrapper is pointed at one var
 another (their order rotates every round): torch's own function ("raw"), a hook that only
 adds a Python frame ("frame"), one that also finds the call site and describes the call
 ("site+describe": the group, the bytes, an end time), and commviz's whole hook ("full": the
-record, its queueing, the flags). Per variant: the calling thread's CPU per op (median of
+record, its queueing, the flags, its ring slot; "full, no ring": the same without the slot). Per variant: the calling thread's CPU per op (median of
 blocks) and the median paired difference with the raw block of the same round.
 
     python bench/hook_parts.py [--rounds 60] [--ops 300]
@@ -68,7 +68,9 @@ def main() -> None:
         hooks._time_ns()
         return result
 
-    variants = {"raw": real, "frame": frame, "site+describe": site_describe, "full": full}
+    variants = {"raw": real, "frame": frame, "site+describe": site_describe,
+                "full, no ring": full, "full": full}
+    ring = hooks._EMITTER.ring
     names = list(variants)
     t = torch.zeros(1)
     for _ in range(200):
@@ -77,18 +79,20 @@ def main() -> None:
     for r in range(args.rounds):
         for name in names[r % len(names):] + names[:r % len(names)]:
             cell.cell_contents = variants[name]
+            records.use_ring(None if name == "full, no ring" else ring)
             c0 = time.thread_time_ns()
             for _ in range(args.ops):
                 dist.all_reduce(t)
             cpu[name].append((time.thread_time_ns() - c0) / args.ops / 1e3)
     cell.cell_contents = full
+    records.use_ring(ring)
     dist.destroy_process_group()
     print(f"4-byte all_reduce, 1 gloo rank, {args.rounds} rounds of {args.ops}-op blocks; "
           "thread CPU per op, us")
-    print(f"{'variant':<14} {'median':>8} {'added vs raw (paired median)':>30}")
+    print(f"{'variant':<15} {'median':>8} {'added vs raw (paired median)':>30}")
     for name in names:
         added = statistics.median(a - b for a, b in zip(cpu[name], cpu["raw"]))
-        print(f"{name:<14} {statistics.median(cpu[name]):8.2f} {added:+30.2f}")
+        print(f"{name:<15} {statistics.median(cpu[name]):8.2f} {added:+30.2f}")
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 import commviz
 from commviz.rank import hooks
-from commviz.wire import protocol
+from commviz.wire import protocol, ring
 
 STEPS = 3
 CAP_MB = 0.01  # about 10 KB: the model below makes two buckets
@@ -58,8 +58,11 @@ def _compare(rank, world, out, ddp_kwargs, hook, set_to_none, late=False):
     params, losses, buckets = _train(rank, ddp_kwargs, hook, set_to_none, late)
     assert losses == losses0, (losses, losses0)
     assert all(torch.equal(a, b) for a, b in zip(params, params0)), "parameters differ"
+    slots = ring.read(hooks._EMITTER.ring.path).records  # what a harvester would recover
+    in_ring = int(((slots["flags"] & protocol.FLAG_DDP) != 0).sum())
     with open(f"{out}.{rank}", "w") as f:
-        json.dump({"buckets": buckets, "param_bytes": sum(p.nbytes for p in params)}, f)
+        json.dump({"buckets": buckets, "param_bytes": sum(p.nbytes for p in params),
+                   "ddp_in_ring": in_ring}, f)
 
 
 CASES = {
@@ -84,6 +87,7 @@ def test_one_flagged_all_reduce_per_bucket_and_unchanged_results(tmp_path, case,
     for rank in range(world):
         info = json.loads((tmp_path / f"ranks.{rank}").read_text())
         ddp = [r for r in run.ops(rank) if r["flags"] & protocol.FLAG_DDP]
+        assert info["ddp_in_ring"] == len(ddp)  # the ring's slots are flagged as the records
         # the construction-time sync of parameters: one broadcast from rank 0
         assert ddp[0]["op"] == "broadcast" and ddp[0]["peer"] == 0, ddp[0]
         assert ddp[0]["bytes_in" if rank == 0 else "bytes_out"] == info["param_bytes"]
