@@ -183,7 +183,21 @@ def test_model_labels_links_between_ranks():
              _topo(5, "c", {"gpu": -1, "gpus": [], "links": [], "note": "no GPU: x"})])
     assert m.gpu_links() == {(0, 1): "NV18", (2, 3): "SYS", (2, 4): "SYS",
                              (3, 4): "same GPU"}
-    assert m.gpu_note(5) == "no GPU: x" and m.gpu_note(0) is None and m.gpu_note(9) is None
+    assert m.gpu_notes() == {"no GPU: x": [5]}
+
+
+def test_links_are_looked_for_within_each_host_of_a_1024_rank_job():
+    """128 nodes of 8 GPUs, NVLinked in pairs: the 28 pairs of each node, none across nodes
+    (every pair of the job is half a million: only those of one host are looked at)."""
+    levels = {(a, b): 50 for a in range(8) for b in range(a + 1, 8)}
+    topo = read_topology(fake_nvml(gpus=8, nvlinks=18, levels=levels), None)
+    m = Model(clock=lambda: 0.0)
+    m.apply([_topo(r, f"node{r // 8:03d}", {**topo, "gpu": r % 8}) for r in range(1024)])
+    links = m.gpu_links()
+    assert len(links) == 128 * 28
+    assert sorted(kind for (r, s), kind in links.items() if r < 8) == ["NV18"] * 4 + ["SYS"] * 24
+    assert all(r // 8 == s // 8 for r, s in links)
+    assert m.gpu_notes() == {}
 
 
 @pytest.mark.parametrize("bad", [

@@ -83,6 +83,9 @@ ID_JOB_SHIFT = 48
 
 # a rank's lane before its first row (never written)
 _NO_LANE = (np.empty((0, LANE_COLUMNS), np.int64), 0)
+# the GPUs' links by pair, the pairs by label, the ranks without a GPU by their note
+_GpuFacts = tuple[dict[tuple[int, int], str], dict[str, list[tuple[int, int]]],
+                  dict[str, list[int]]]
 _ROW_FIELDS = ("rank", "id", "op", "parent", "gkey", "seq", "peer", "bytes_in", "bytes_out",
                "dtype", "flags", "t_start", "t_end", "site")
 _COLUMNS = tuple(protocol.COLUMNS)
@@ -375,7 +378,7 @@ class Model:
         self.lane_horizon: dict[int, int] = {}
         self._phases: dict[int, collections.deque[protocol.PhaseSpan]] = {}
         self.gpu_topology: dict[int, protocol.GpuTopology] = {}  # per rank, its latest ``topo``
-        self._gpu_links: dict[tuple[int, int], str] | None = None  # gpu_links(), until a change
+        self._gpu: _GpuFacts | None = None  # gpu_links() and co, until a topology changes
         # Observers of each matching round, set by a diagnosis (viewer/diagnose/): called
         # with the member rows of the collective instances just matched (sorted by instance)
         # and the first row of each; and with the receive and send rows of the transfers
@@ -434,7 +437,7 @@ class Model:
             elif isinstance(msg, protocol.GpuTopology):
                 if self.gpu_topology.get(msg.rank) != msg:  # repeated every 10 s, seldom new
                     self.gpu_topology[msg.rank] = msg
-                    self._gpu_links = None
+                    self._gpu = None
         if batches:
             parts, run = [], []  # the rows in the order the messages came
             for b in batches:
@@ -662,32 +665,49 @@ class Model:
         """How the GPUs of two ranks on one host are joined, as ``nvidia-smi topo -m`` labels
         it: ``NV#`` (that many NVLinks), else the PCIe path (PIX, PXB, PHB, NODE, SYS), or
         ``same GPU``; per pair (r, s), r < s, of ranks that reported their GPU. Kept until a
-        rank's topology changes: the TUI asks every frame."""
-        if self._gpu_links is not None:
-            return self._gpu_links
-        out: dict[tuple[int, int], str] = {}
-        ranks = sorted(r for r, t in self.gpu_topology.items() if t.gpu >= 0)
-        for i, r in enumerate(ranks):
-            t = self.gpu_topology[r]
-            for s in ranks[i + 1:]:
-                u = self.gpu_topology[s]
-                if u.host != t.host:
-                    continue
-                a, b = sorted((t.gpu, u.gpu))
-                if a == b:
-                    out[(r, s)] = "same GPU"
-                    continue
-                link = next((li for li in t.links if (li[0], li[1]) == (a, b)), None)
-                if link is not None and (link[2] or link[3]):
-                    out[(r, s)] = f"NV{link[2]}" if link[2] else link[3]
-        self._gpu_links = out
-        return out
+        rank's topology changes, as are ``gpu_link_kinds`` and ``gpu_notes``: the TUI asks
+        every frame. Pairs are only looked for within a host: O(ranks + pairs on one host),
+        where every pair of the job was half a million at 1,024 ranks."""
+        return self._gpu_facts()[0]
 
-    def gpu_note(self, rank: int) -> str | None:
-        """Why a rank has no GPU link to show ("no GPU: ..."), None if it has a GPU or has
-        not said."""
-        t = self.gpu_topology.get(rank)
-        return t.note if t is not None and t.gpu < 0 and t.note else None
+    def gpu_link_kinds(self) -> dict[str, list[tuple[int, int]]]:
+        """``gpu_links`` by label, each label's pairs in order."""
+        return self._gpu_facts()[1]
+
+    def gpu_notes(self) -> dict[str, list[int]]:
+        """The ranks without a GPU link to show by why (their note, "no GPU: ..."), in rank
+        order."""
+        return self._gpu_facts()[2]
+
+    def _gpu_facts(self) -> _GpuFacts:
+        if self._gpu is not None:
+            return self._gpu
+        links: dict[tuple[int, int], str] = {}
+        notes: dict[str, list[int]] = {}
+        by_host: dict[str, list[int]] = {}
+        for r in sorted(self.gpu_topology):
+            t = self.gpu_topology[r]
+            if t.gpu >= 0:
+                by_host.setdefault(t.host, []).append(r)
+            elif t.note:
+                notes.setdefault(t.note, []).append(r)
+        for ranks in by_host.values():
+            for i, r in enumerate(ranks):
+                t = self.gpu_topology[r]
+                by_pair = {(li[0], li[1]): li for li in t.links}
+                for s in ranks[i + 1:]:
+                    a, b = sorted((t.gpu, self.gpu_topology[s].gpu))
+                    if a == b:
+                        links[(r, s)] = "same GPU"
+                        continue
+                    link = by_pair.get((a, b))
+                    if link is not None and (link[2] or link[3]):
+                        links[(r, s)] = f"NV{link[2]}" if link[2] else link[3]
+        kinds: dict[str, list[tuple[int, int]]] = {}
+        for pair, kind in sorted(links.items()):
+            kinds.setdefault(kind, []).append(pair)
+        self._gpu = (links, kinds, notes)
+        return self._gpu
 
     # ---- internals --------------------------------------------------------------------
     def _rank(self, rank: int) -> RankState:

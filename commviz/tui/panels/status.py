@@ -149,20 +149,13 @@ def gpu_links_line(model: Model, lang: str = "en") -> str:
     """One line on how the ranks' GPUs are joined (NVML, ``nvidia-smi topo -m``'s labels),
     by kind: the pairs, or how many; without a GPU, why (the ranks' own note); "" before any
     rank has said."""
-    links = model.gpu_links()
-    if links:
-        by_kind: dict[str, list[str]] = {}
-        for (a, b), kind in sorted(links.items()):
-            by_kind.setdefault(kind, []).append(f"{a}↔{b}")
+    by_kind = model.gpu_link_kinds()
+    if by_kind:
         return i18n.ui("gpu links", lang) + " · ".join(
-            f"{kind} {' '.join(pairs)}" if len(pairs) <= 3 else
+            f"{kind} {' '.join(f'{a}↔{b}' for a, b in pairs)}" if len(pairs) <= 3 else
             f"{kind} {i18n.ui('pairs', lang).format(n=len(pairs))}"
             for kind, pairs in by_kind.items())
-    notes: dict[str, list[int]] = {}
-    for rank in sorted(model.gpu_topology):
-        note = model.gpu_note(rank)
-        if note:
-            notes.setdefault(note, []).append(rank)
+    notes = model.gpu_notes()
     if not notes:
         return ""
     note, ranks = max(notes.items(), key=lambda kv: len(kv[1]))
