@@ -5,8 +5,9 @@ closure cell inside torch's ``@_exception_logger`` wrapper is pointed at one var
 another (their order rotates every round): torch's own function ("raw"), a hook that only
 adds a Python frame ("frame"), one that also finds the call site and describes the call
 ("site+describe": the group, the bytes, an end time), and commviz's whole hook ("full": the
-record, its queueing, the flags, its ring slot; "full, no ring": the same without the slot). Per variant: the calling thread's CPU per op (median of
-blocks) and the median paired difference with the raw block of the same round.
+record, its queueing, the flags, its ring slot; "full, no ring": the same without the slot).
+Per variant: the calling thread's CPU per op (median of blocks) and the median paired
+difference with the raw block of the same round.
 
     python bench/hook_parts.py [--rounds 60] [--ops 300]
 

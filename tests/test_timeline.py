@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import math
+import random
 
+import numpy as np
 import pytest
 from fakes import T0_NS, FakeClock, FakeSession, heartbeat, inflight, op_batch
 from rich.console import Console
@@ -114,6 +116,46 @@ def test_history_is_bounded_and_keeps_the_newest_per_rank(
         assert 5 <= len(starts) <= 10 and starts == list(range(k + 1 - len(starts), k + 1))
         assert m.lane_horizon[1] == T0_NS + (starts[0] - 1) * 10 + 5
     assert m._lanes[0][0].shape == (10, model_mod.LANE_COLUMNS)
+
+
+def _lanes_read_whole(m: Model, since: int, until: int | None, groups: bool) -> dict:
+    """What Model.lanes gives, read the plain way: every lane's rows filtered and sorted."""
+    retired = m.ranks.keys() - m.shown_ranks().keys()
+    out = {}
+    for rank in sorted((m.ranks.keys() | m._lanes.keys()) - retired):
+        lane, n = m._lanes.get(rank, (np.zeros((0, 5), np.int64), 0))
+        lane = lane[:n, :5 if groups else 4]
+        lane = lane[(lane[:, 3] >= since) & (until is None or lane[:, 1] <= until)]
+        out[rank] = lane[np.argsort(lane[:, 1], kind="stable")]
+    return out
+
+
+def test_lanes_read_from_where_the_last_window_began_give_every_row_in_view(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Windows that move on (and now and then back, as a zoom out or a seek does) over lanes
+    that fill up and drop their oldest rows, with ops long and short, overlapping (later
+    ones ending first): the rows in view are those of every lane read whole."""
+    monkeypatch.setattr(model_mod, "SEGMENTS_MAX", 6)
+    rng = random.Random(7)
+    m = Model(FakeClock())
+    m.apply([heartbeat(2, 3)])  # a rank without rows has an empty lane
+    t, seq = 0, 0
+    for _ in range(60):
+        batches = {r: [] for r in range(2)}
+        for _ in range(rng.randint(0, 4)):
+            seq += 1
+            t += rng.randint(1, 40)
+            for r in range(2):
+                start = t + rng.randint(0, 5)
+                batches[r].append(_coll(r, seq, start, start + rng.choice((3, 10, 200))))
+        m.apply([op_batch(r, batch, G2) for r, batch in batches.items() if batch])
+        for _ in range(2):
+            since = T0_NS + max(0, t - rng.choice((30, 60, 300)))
+            until = rng.choice((None, since + 50))
+            groups = rng.random() < 0.5
+            got, want = m.lanes(since, until, groups), _lanes_read_whole(m, since, until, groups)
+            assert got.keys() == want.keys() == {0, 1, 2}
+            assert all(np.array_equal(got[r], want[r]) for r in want), (since, until)
 
 
 def test_a_lane_grows_with_use() -> None:

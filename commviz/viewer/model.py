@@ -376,6 +376,9 @@ class Model:
         self._lanes: dict[int, tuple[np.ndarray, int]] = {}
         # per rank: the latest t_end of a segment dropped from its lane (older is not shown)
         self.lane_horizon: dict[int, int] = {}
+        # lanes(): the window it last copied began here, and each lane's first row in it
+        self._lanes_since = 0
+        self._lane_from: dict[int, int] = {}
         self._phases: dict[int, collections.deque[protocol.PhaseSpan]] = {}
         self.gpu_topology: dict[int, protocol.GpuTopology] = {}  # per rank, its latest ``topo``
         self._gpu: _GpuFacts | None = None  # gpu_links() and co, until a topology changes
@@ -629,19 +632,46 @@ class Model:
               groups: bool = False) -> dict[int, np.ndarray]:
         """``timeline`` as copied (n, 4) int64 arrays of op code, t_start, t_ready, t_end:
         cheap enough to take under the session lock at a frame rate. ``groups``: (n, 5),
-        each row's group too (its gkey, an index into ``groups``), for lanes by group."""
-        out: dict[int, np.ndarray] = {}
+        each row's group too (its gkey, an index into ``groups``), for lanes by group.
+
+        A frame's window only moves on, so each lane is read from the first row the last call
+        kept (``_lane_from``; a row before it ended before that window began): every lane's
+        new rows and those still in view, in one array, filtered and sorted at once. A window
+        that begins earlier (zoomed out, a seek back) looks for each lane's first row again."""
         retired = self.ranks.keys() - self.shown_ranks().keys()  # (a later job has none)
+        ranks = sorted((self.ranks.keys() | self._lanes.keys()) - retired)
         columns = LANE_COLUMNS if groups else LANE_COLUMNS - 1
-        for rank in sorted((self.ranks.keys() | self._lanes.keys()) - retired):
-            lane, n = self._lanes.get(rank, (np.zeros((0, LANE_COLUMNS), np.int64), 0))
-            lane = lane[:n, :columns]
-            keep = lane[:, 3] >= since_ns
-            if until_ns is not None:
-                keep &= lane[:, 1] <= until_ns
-            lane = lane[keep]
-            out[rank] = lane[np.argsort(lane[:, 1], kind="stable")]
-        return out
+        if since_ns < self._lanes_since:
+            self._lane_from.clear()
+        self._lanes_since = since_ns
+        lanes, lane_from = self._lanes, self._lane_from
+        tails = []
+        for rank in ranks:
+            lane, n = lanes.get(rank, _NO_LANE)
+            at = lane_from.get(rank)
+            if at is None:  # its first row in view (n: none), looked for once
+                at = lane_from[rank] = int(np.argmax(np.r_[lane[:n, 3] >= since_ns, True]))
+            tails.append(lane[at:n, :columns])
+        counts = np.fromiter(map(len, tails), np.int64, len(tails))
+        rows = np.concatenate([np.zeros((0, columns), np.int64), *tails])
+        lane_of = np.repeat(np.arange(len(ranks)), counts)
+        in_view = np.flatnonzero(rows[:, 3] >= since_ns)
+        # each lane's first row in view is where the next call begins (none: past its rows)
+        advance = counts.copy()
+        if len(in_view):
+            heads = in_view[np.r_[True, lane_of[in_view][1:] != lane_of[in_view][:-1]]]
+            advance[lane_of[heads]] = heads - (np.cumsum(counts) - counts)[lane_of[heads]]
+        for rank, step in zip(ranks, advance.tolist()):
+            if step:
+                lane_from[rank] += step
+        if until_ns is not None:
+            in_view = in_view[rows[in_view, 1] <= until_ns]
+        lane_of = lane_of[in_view]
+        order = _by_lane_then_start(lane_of, rows[in_view, 1])
+        out_rows = rows[in_view[order]] if order is not None else \
+            rows if len(in_view) == len(rows) else rows[in_view]
+        ends = np.cumsum(np.bincount(lane_of, minlength=len(ranks))).tolist()
+        return {rank: out_rows[lo:hi] for rank, lo, hi in zip(ranks, [0, *ends], ends)}
 
     def phases(self, since_ns: int, until_ns: int | None = None
                ) -> dict[int, list[protocol.PhaseSpan]]:
@@ -1243,6 +1273,7 @@ class Model:
                 lane = np.concatenate([lane[:n], np.empty((size - n, LANE_COLUMNS), np.int64)])
             if n + m > len(lane):  # full: keep the last rows
                 keep = SEGMENTS_MAX - m
+                self._lane_from.pop(rank, None)  # its rows moved
                 self._drop(rank, lane[:n - keep, 3])
                 lane[:keep] = lane[n - keep:n]
                 n = keep
@@ -1262,6 +1293,19 @@ class Model:
         self.evicted += extra
         oldest_last = np.argsort(rows["t_end"], kind="stable")[extra:]
         return _take(rows, np.sort(oldest_last))
+
+
+def _by_lane_then_start(lane: np.ndarray, t_start: np.ndarray) -> np.ndarray | None:
+    """The order of rows by lane (ascending already), then start, ties in their order; None
+    when they are in it. One stable sort of a key that holds both where the starts span less
+    than 2**40 ns (18 minutes; the rows come nearly in that order), else a lexsort."""
+    if len(lane) < 2:
+        return None
+    base = int(t_start.min())
+    if int(t_start.max()) - base >= 1 << 40 or int(lane[-1]) >= 1 << 22:
+        return np.lexsort((t_start, lane))
+    key = (lane << 40) | (t_start - base)
+    return None if (key[1:] >= key[:-1]).all() else np.argsort(key, kind="stable")
 
 
 def _empty_rows() -> dict[str, np.ndarray]:
