@@ -650,7 +650,10 @@ class Model:
             lane, n = lanes.get(rank, _NO_LANE)
             at = lane_from.get(rank)
             if at is None:  # its first row in view (n: none), looked for once
-                at = lane_from[rank] = int(np.argmax(np.r_[lane[:n, 3] >= since_ns, True]))
+                at = int((lane[:n, 3] >= since_ns).argmax()) if n else 0
+                if n and lane[at, 3] < since_ns:
+                    at = n
+                lane_from[rank] = at
             tails.append(lane[at:n, :columns])
         counts = np.fromiter(map(len, tails), np.int64, len(tails))
         rows = np.concatenate([np.zeros((0, columns), np.int64), *tails])
