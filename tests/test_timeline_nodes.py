@@ -96,6 +96,61 @@ def test_regrouping_merges_lanes_into_one_with_their_first_and_last() -> None:
     assert merged.last_rank.tolist() == [1, 8] and merged.late.tolist() == [MS, 4 * MS]
 
 
+def _spans_the_plain_way(lanes: dict[int, np.ndarray], members: list[list[int]]) -> dict:
+    """arrivals.spans, one row at a time: per (instance, lane), by instance (numbered by
+    ready, then op) then lane; the last arrival's rank the last row of ties."""
+    lane_of = {r: i for i, ranks in enumerate(members) for r in ranks}
+    rows = [(r, *map(int, row)) for r, lane in lanes.items() if r in lane_of for row in lane]
+    number = {key: i for i, key in enumerate(sorted({(ready, op) for _, op, _, ready, _
+                                                     in rows}))}
+    first: dict[int, int] = {}
+    for _, op, start, ready, _ in rows:
+        i = number[(ready, op)]
+        first[i] = min(first.get(i, start), start)
+    out: dict[tuple[int, int], dict] = {}
+    for r, op, start, ready, end in rows:
+        i = number[(ready, op)]
+        got = out.setdefault((i, lane_of[r]), {"op": op, "first": start, "last": start,
+                                               "ready": ready, "end": end, "last_rank": r})
+        got["first"], got["end"] = min(got["first"], start), max(got["end"], end)
+        if start >= got["last"]:
+            got["last"], got["last_rank"] = start, r
+    return {key: {**v, "late": v["last"] - first[key[0]]} for key, v in sorted(out.items())}
+
+
+def test_spans_are_those_read_one_row_at_a_time() -> None:
+    """Random lanes, with ties in every column (arrivals, readies, ends): what the array
+    passes give is what a loop over the rows gives, and each lane's worst is its latest."""
+    rng = np.random.default_rng(3)
+    for _ in range(30):
+        ranks = int(rng.integers(1, 12))
+        members = [list(range(a, min(a + 3, ranks))) for a in range(0, ranks, 3)]
+        if rng.random() < 0.3:
+            members = members[1:]  # ranks in no lane
+        lanes = {}
+        for r in range(ranks):
+            k = int(rng.integers(0, 6))
+            ready = rng.integers(0, 4, k) * 10
+            lanes[r] = np.stack([rng.choice([AR, protocol.OP_CODE["broadcast"]], k),
+                                 ready - rng.integers(0, 3, k), ready,
+                                 ready + rng.integers(0, 3, k)], axis=1).astype(np.int64)
+        s = arrivals.spans(lanes, members)
+        want = _spans_the_plain_way(lanes, members)
+        assert list(zip(s.instance.tolist(), s.lane.tolist())) == list(want)
+        for name in ("op", "first", "last", "ready", "end", "last_rank", "late"):
+            assert getattr(s, name).tolist() == [v[name] for v in want.values()], name
+        worst = {w.lane: w for w in arrivals.worst_first(s, len(members))}
+        for lane in range(len(members)):
+            mine = [(v["late"], i) for i, ((_, ln), v) in enumerate(want.items()) if ln == lane]
+            if not mine:
+                assert worst[lane].late_ns == -1 and worst[lane].last_rank == -1
+                continue
+            late, i = max(mine)  # the last of ties
+            v = list(want.values())[i]
+            assert (worst[lane].late_ns, worst[lane].last_rank, worst[lane].at_ns) == \
+                (late, v["last_rank"], v["last"])
+
+
 def test_long_rank_lists_are_compressed_and_short_ones_kept() -> None:
     assert ranks_label(list(range(17, 1024))) == "r17-r1023"
     assert ranks_label([*range(24), *range(32, 1024)]) == "r0-r23,r32-r1023"
