@@ -11,9 +11,10 @@ first is the one whose collectives waited longest.
 
 Pure: it reads the model's lane rows (``Model.lanes``: op code, t_start, t_ready, t_end per
 rank, and the row's group for lanes by group) and a partition of the ranks (``Model.nodes``)
-or of the groups, and costs a few sorts of the rows in view, without a Python loop over ranks
-or ops. An instance is told by its op and its t_ready (every member's is the instance's last
-arrival), and by its group's lane where lanes are groups: no other column names it.
+or of the groups, and costs a few array passes over the rows in view (rows numbered by their
+instance or lane, then reduced by number), without a Python loop over ranks or ops. An
+instance is told by its op and its t_ready (every member's is the instance's last arrival),
+and by its group's lane where lanes are groups: no other column names it.
 """
 
 from __future__ import annotations
