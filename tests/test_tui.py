@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import functools
+import gc
 import io
 import json
 import math
@@ -150,6 +151,16 @@ async def test_each_frame_tells_the_collector_when_it_begins_and_when_it_is_pain
         begun, ended = session.frames_begun, session.frames_ended
     assert begun >= 3  # the frame timer ran
     assert begun - 1 <= ended <= begun  # every frame but perhaps the last was painted
+
+
+@sync
+async def test_full_collections_are_rare_while_the_app_runs_and_as_before_after() -> None:
+    before = gc.get_threshold()
+    app = make_app(FakeSession())
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        assert gc.get_threshold() == (*before[:2], app_module.FULL_COLLECTION_EVERY) != before
+    assert gc.get_threshold() == before
 
 
 @sync
