@@ -18,6 +18,7 @@ from commviz.text import i18n
 from commviz.text.i18n import N_
 from commviz.viewer import end_report
 from commviz.viewer import plain_text as text
+from commviz.viewer.gc_policy import RareFullCollections
 from commviz.viewer.session import Session
 
 BYE_WAIT_S = 2.0
@@ -40,6 +41,8 @@ def run(session: Session, ranks: Ranks | None = None, out: TextIO = sys.stdout,
     printer = _Printer(session, out, lang, sweep_backend)
     code = 0
     failed_at: float | None = None
+    collections = RareFullCollections()
+    collections.start()
     try:
         if banner is not None:
             print(banner, file=out, flush=True)
@@ -84,6 +87,7 @@ def run(session: Session, ranks: Ranks | None = None, out: TextIO = sys.stdout,
                     ranks.cleanup_logs()
             printer.summary()
         finally:
+            collections.stop()
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
     return code
@@ -100,7 +104,7 @@ def run_job(session: Session, start: Callable[[], Job], out: TextIO = sys.stdout
     out = Prefixed(out, PREFIX)
     printer = _Printer(session, out, lang)
     job: Job | None = None
-    with Interrupts() as interrupts:
+    with Interrupts() as interrupts, RareFullCollections():
         try:
             if banner is not None:
                 print(banner, file=out, flush=True)

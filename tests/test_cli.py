@@ -8,6 +8,7 @@ demo launches are few: each rank imports torch, which takes seconds on a small m
 from __future__ import annotations
 
 import ast
+import gc
 import io
 import json
 import os
@@ -27,6 +28,7 @@ from fakes import FakeClock
 from procs import INSTANCE, PY, SUMMARY, TAG_VAR, Proc, Procs
 
 from commviz.launch import launcher
+from commviz.viewer import gc_policy
 from commviz.viewer.playback import Playback, PlaybackControl
 
 REPO = Path(__file__).resolve().parent.parent
@@ -607,11 +609,17 @@ def test_failing_rank_is_reported_by_headless_run(procs, monkeypatch):
         session.close()
         raise
     out = io.StringIO()
+    before, during, poll = gc.get_threshold(), [], session.poll
+    monkeypatch.setattr(session, "poll", lambda ms: (during.append(gc.get_threshold()),
+                                                     poll(ms))[1])
     try:
         code = headless.run(session, ranks, out=out)
     finally:
         ranks.stop()
     text = out.getvalue()
+    # full collections rare while it ran (viewer/gc_policy.py), as before once it returned
+    assert during and {t[2] for t in during} == {gc_policy.FULL_COLLECTION_EVERY} != {before[2]}
+    assert gc.get_threshold() == before
     try:
         assert code == 1, text
         assert re.search(r"^rank [01] failed \(exit 1\): ModuleNotFoundError: .*"

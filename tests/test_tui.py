@@ -61,8 +61,8 @@ from commviz.tui.panels.status import gpu_links_line
 from commviz.tui.panels.words import finding_name
 from commviz.tui.timeline import Timeline
 from commviz.tui.topology import Topology
+from commviz.viewer import gc_policy, recording
 from commviz.viewer import plain_text as text_mod
-from commviz.viewer import recording
 from commviz.viewer.diagnose import Diagnosis, Finding
 from commviz.viewer.diagnose.facts import Words
 from commviz.viewer.playback import Playback, PlaybackControl
@@ -159,7 +159,7 @@ async def test_full_collections_are_rare_while_the_app_runs_and_as_before_after(
     app = make_app(FakeSession())
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
-        assert gc.get_threshold() == (*before[:2], app_module.FULL_COLLECTION_EVERY) != before
+        assert gc.get_threshold() == (*before[:2], gc_policy.FULL_COLLECTION_EVERY) != before
     assert gc.get_threshold() == before
 
 

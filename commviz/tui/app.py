@@ -54,6 +54,7 @@ from commviz.tui.timeline import Timeline, title
 from commviz.tui.topology import Topology
 from commviz.viewer import diagnose, end_report, whatif_report
 from commviz.viewer import plain_text as text
+from commviz.viewer.gc_policy import RareFullCollections
 from commviz.viewer.playback import PlaybackControl
 from commviz.viewer.session import JOB_TAIL_LINES
 from commviz.viewer.source import Source
@@ -68,11 +69,6 @@ BEHIND_SHOWN_S = 1.0  # the header says how far behind the ranks the viewer is f
 PAINT_FPS = 120
 if "TEXTUAL_FPS" not in os.environ:
     textual_screen.UPDATE_PERIOD = 1 / PAINT_FPS  # type: ignore[misc]
-# A full collection of the cyclic garbage collector holds the GIL, so no frame is drawn while
-# it runs: 70-170 ms at 1,024 ranks. Python starts one after every 10 collections of the
-# middle generation, which there made one a second; after every 100 they come about every
-# 6 s, each longer (more garbage waits), and the frames between them are the steadier.
-FULL_COLLECTION_EVERY = 100
 PARTS = 3  # the timeline, the ranks, the logs: each drawn every PARTS frames, in turns
 LOG_LINES_PER_FRAME = 20  # more than this per frame is unreadable, and costs a frame
 REPLAY_STEP_S = 0.3  # one schematic step of the replay; + and - change it
@@ -113,7 +109,7 @@ class CommvizApp(App):
         viewer closed (then it says so, and quits CLASS_END_S later).
         """
         super().__init__()
-        self._gc_thresholds = gc.get_threshold()  # put back as they were when it unmounts
+        self._collections = RareFullCollections()  # while mounted: steadier frames
         self.session, self.ranks, self.lang, self.demo = session, ranks, lang, demo
         self.controller = controller  # a demo's step gate; None when watching a job
         # a recording played back: the controller plays, pauses and steps its clock
@@ -195,12 +191,11 @@ class CommvizApp(App):
         # what exists by now lives as long as the app: out of the collector's sight, a full
         # collection takes ~10 ms rather than two frames
         gc.freeze()
-        self._gc_thresholds = gc.get_threshold()
-        gc.set_threshold(*self._gc_thresholds[:2], FULL_COLLECTION_EVERY)
+        self._collections.start()
 
     def on_unmount(self) -> None:
         gc.unfreeze()
-        gc.set_threshold(*self._gc_thresholds)
+        self._collections.stop()
 
     def _titles(self) -> None:
         """The panels' titles, the footer's keys and the header's title, in the language."""
