@@ -30,7 +30,7 @@ from torch.distributed import distributed_c10d as c10d
 from torch.nn.parallel import DistributedDataParallel
 
 from commviz.rank import describe, records
-from commviz.rank.records import COLLECTIVE, FLAGS, complete, finish, ring_write, site_id, start
+from commviz.rank.records import COLLECTIVE, complete, finish, flag, site_id, start
 from commviz.wire import protocol
 
 # Frames of torch and of commviz are not the program's line: the site is found outside them;
@@ -121,8 +121,7 @@ def _bucket_all_reduce(tensor: Any, group: Any, site: int) -> Any:
     nb = tensor.nbytes
     rec = start(_ALL_REDUCE, COLLECTIVE, protocol.NO_CODE, info, -1, nb, nb, tensor, True,
                 site)
-    rec[FLAGS] |= protocol.FLAG_DDP
-    ring_write(rec)  # its slot too: a harvester recovers it as DDP's
+    flag(rec, protocol.FLAG_DDP)
     try:
         work = _pg_allreduce(group, [tensor])  # not the wrapped method: recorded once
     except BaseException:
@@ -258,8 +257,7 @@ def _broadcast_wrapper(orig: Any) -> Any:
                     nb if mine else 0, 0 if mine else nb,
                     tensors[0] if len(tensors) else None, False, site_id(frame))
         if _called_by_ddp(caller):  # FSDP1's sync_module_states broadcasts this way too
-            rec[FLAGS] |= protocol.FLAG_DDP
-            ring_write(rec)
+            flag(rec, protocol.FLAG_DDP)
         try:
             result = orig(process_group, tensors, buffer_size, src)
         except BaseException:

@@ -158,6 +158,13 @@ def ring_write(rec: list) -> None:
             pass
 
 
+def flag(rec: list, bits: int) -> None:
+    """Set ``bits`` in a started record's flags, and in its ring slot: a harvester recovers the
+    record as the viewer would have had it."""
+    rec[FLAGS] |= bits
+    ring_write(rec)
+
+
 def _after_fork_in_child() -> None:
     """A forked child's first record goes through Emitter.push, which starts its sender
     (and its own ring: the parent's mapping is shared, and not the child's to write)."""

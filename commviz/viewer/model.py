@@ -662,8 +662,10 @@ class Model:
         # each lane's first row in view is where the next call begins (none: past its rows)
         advance = counts.copy()
         if len(in_view):
-            heads = in_view[np.r_[True, lane_of[in_view][1:] != lane_of[in_view][:-1]]]
-            advance[lane_of[heads]] = heads - (np.cumsum(counts) - counts)[lane_of[heads]]
+            seen = lane_of[in_view]
+            heads = np.r_[True, seen[1:] != seen[:-1]]
+            first = in_view[heads]  # each lane's first row in view, in ``rows``
+            advance[seen[heads]] = first - (np.cumsum(counts) - counts)[seen[heads]]
         for rank, step in zip(ranks, advance.tolist()):
             if step:
                 lane_from[rank] += step
