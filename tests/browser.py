@@ -1,5 +1,6 @@
-"""A real browser for the tests of ``--share``: headless Chromium (Debian's ``chromium``)
-driven over its DevTools protocol, which it speaks itself (no driver in between).
+"""A real browser for the tests of ``--share`` (and the pictures in docs/): headless Chromium
+(Debian's ``chromium``) driven over its DevTools protocol, which it speaks itself (no driver
+in between).
 
 A page's terminal draws on a canvas, and the terminal object lives inside textual-serve's
 script: what the page shows is read as the terminal is fed, from the websocket frames the
@@ -79,6 +80,49 @@ class Browser:
                         text.feed(base64.b64decode(frame["payloadData"]))
             await self._call(ws, [], "Target.closeTarget", {"targetId": target["targetId"]})
             return status, text.text
+
+    async def screenshot(self, url: str, out: str, ready: str, steps: list[str],
+                         seconds: float, size: tuple[int, int] = (1600, 900)) -> None:
+        """Open ``url``, wait up to ``seconds`` until the JavaScript ``ready`` is true, run each
+        of ``steps`` (JavaScript; a promise is awaited), and write the page as a PNG to
+        ``out``. Raises RuntimeError when the page is not ready in time or a step fails."""
+        async with aiohttp.ClientSession() as http, http.ws_connect(self.endpoint,
+                                                                   max_msg_size=0) as ws:
+            early: list[dict] = []
+            target = await self._call(ws, early, "Target.createTarget", {"url": "about:blank"})
+            session = (await self._call(ws, early, "Target.attachToTarget",
+                                        {"targetId": target["targetId"], "flatten": True})
+                       )["sessionId"]
+            width, height = size
+            await self._call(ws, early, "Emulation.setDeviceMetricsOverride",
+                             {"width": width, "height": height, "deviceScaleFactor": 1,
+                              "mobile": False}, session)
+            await self._call(ws, early, "Page.navigate", {"url": url}, session)
+
+            async def run(expression: str) -> object:
+                answer = await self._call(ws, early, "Runtime.evaluate", {
+                    "expression": expression, "awaitPromise": True, "returnByValue": True},
+                    session)
+                if "exceptionDetails" in answer:
+                    raise RuntimeError(f"{expression[:80]}: "
+                                       f"{answer['exceptionDetails'].get('exception', {})}")
+                return answer.get("result", {}).get("value")
+
+            loop = asyncio.get_running_loop()
+            end = loop.time() + seconds
+            while not await run(f"Boolean((() => {{ try {{ return {ready}; }} "
+                                f"catch (e) {{ return false; }} }})())"):
+                if loop.time() > end:
+                    raise RuntimeError(f"{url} was not ready within {seconds:.0f} s ({ready})")
+                await asyncio.sleep(0.5)
+            for step in steps:
+                await run(step)
+                await asyncio.sleep(1.5)  # let the page draw what the step changed
+            shot = await self._call(ws, early, "Page.captureScreenshot", {"format": "png"},
+                                    session)
+            with open(out, "wb") as f:
+                f.write(base64.b64decode(shot["data"]))
+            await self._call(ws, [], "Target.closeTarget", {"targetId": target["targetId"]})
 
     async def _call(self, ws, early: list[dict], method: str, params: dict,
                     session: str | None = None) -> dict:
