@@ -27,6 +27,7 @@ import os
 import struct
 import threading
 import time
+from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -138,11 +139,11 @@ class RingWriter:
             self._meta_size = meta
             self._meta_used = 0
             self._meta_lock = threading.Lock()
-            self.shipped_ids = np.frombuffer(self.buf, np.int64, capacity, shipped_at)
-            self.shipped_ids.fill(-1)
-            self.shipped_in = np.frombuffer(self.buf, np.int64, capacity, batches_at)
-            # the file as int64 words: slot k's id is word FIRST_WORD + k * WORDS_PER_SLOT
+            # the file as int64 words: slot k's id is word FIRST_WORD + k * WORDS_PER_SLOT, the
+            # id shipped from it word _shipped + k, that id's batch word _batches + k
             self.words = memoryview(self.buf).cast("q")
+            self._shipped, self._batches = shipped_at // 8, batches_at // 8
+            self.words[self._shipped:self._shipped + capacity] = array("q", [-1]) * capacity
             os.rename(hidden, self.path)
         except OSError as exc:
             os.close(fd)
@@ -191,18 +192,24 @@ class RingWriter:
     def mark_shipped(self, ids: list[int], batch: int) -> None:
         """The completed records ``ids`` go to the socket in batch number ``batch``: marked
         before the send (a process that dies in between has them sent again, as one whose
-        batch died in its socket), unmarked (``unmark``) if the send fails."""
+        batch died in its socket), unmarked (``unmark``) if the send fails.
+
+        A loop of word stores, not numpy: on the emitter thread, woken once a tick with its
+        caches cold, numpy's few calls took 70-77 us for 150 ids, the loop 18."""
         if ids:
-            arr = np.fromiter(ids, np.int64, len(ids))
-            self.shipped_ids[arr & self.mask] = arr
-            self.shipped_in[arr & self.mask] = batch
-            self._last = max(self._last, int(arr.max()))
+            words, mask, shipped, batches = self.words, self.mask, self._shipped, self._batches
+            for i in ids:
+                at = i & mask
+                words[shipped + at] = i
+                words[batches + at] = batch
+            self._last = max(self._last, max(ids))
             _SHIPPED.pack_into(self.buf, _SHIPPED_AT, self._last, batch)
 
     def unmark(self, ids: list[int]) -> None:
         """The batch that was to ship ``ids`` could not be sent: they are unshipped again."""
-        if ids:
-            self.shipped_ids[np.fromiter(ids, np.int64, len(ids)) & self.mask] = -1
+        words, mask, shipped = self.words, self.mask, self._shipped
+        for i in ids:
+            words[shipped + (i & mask)] = -1
 
     def remove(self) -> None:
         """The process leaves cleanly: nothing of its ring is left."""
@@ -218,8 +225,7 @@ class RingWriter:
         self._release()
 
     def _release(self) -> None:
-        self.shipped_ids = self.shipped_in = None  # type: ignore[assignment]  # views on buf first
-        self.words.release()
+        self.words.release()  # before the mapping it views
         try:
             self.buf.close()  # its own dup of the file goes with it
         except (BufferError, ValueError):
