@@ -45,7 +45,7 @@ def main() -> None:
         raise SystemExit("this torch is not hooked in place: nothing to compare here")
     full = cell.cell_contents
     real = full.__wrapped__
-    getframe, sites, site_id = sys._getframe, records.sites_by_instr, records.site_id
+    getframe, sites, direct_site = sys._getframe, hooks._direct_sites, hooks._direct_site
     extract, torch_files = describe.EXTRACTORS["all_reduce"], hooks._TORCH_FILES
 
     def frame(*a, **kw):
@@ -57,11 +57,10 @@ def main() -> None:
         if hooks._ACTIVE is None:
             return real(*a, **kw)
         caller = getframe(2)
-        code = caller.f_code
-        if code.co_filename in torch_files:
-            return real(*a, **kw)
-        if sites.get((id(code), caller.f_lasti)) is None:
-            site_id(caller)
+        if sites.get((id(caller.f_code), caller.f_lasti)) is None:
+            if caller.f_code.co_filename in torch_files:
+                return real(*a, **kw)
+            direct_site(caller)
         info, peer, b_in, b_out, tensor, async_op = extract(*a, **kw)
         if info is None or not info.member:
             return real(*a, **kw)

@@ -91,8 +91,11 @@ _OP_CODE = OP_CODE
 _FLAG_GPU_TIME = protocol.FLAG_GPU_TIME
 _time_ns = time.time_ns
 _getframe = sys._getframe
-# bound here, not imported: a method called on an imported name compiles to a slower load
-_sites_by_instr = records.sites_by_instr
+# The call sites of direct calls (from the program, not from torch), by the caller's code
+# object and instruction: looked up first, so that a call from a line seen before needs no
+# other test. A caller inside torch (FSDP, DTensor) is put at the program's line that led to
+# it, which differs from call to call: such callers are never kept here.
+_direct_sites: dict[tuple[int, int], int] = {}
 
 
 class _State:
@@ -344,6 +347,16 @@ def _nested(name: str, caller: Any) -> tuple[str, str | None, int] | None:
     return op, parent, site_id(user)
 
 
+def _direct_site(caller: Any) -> int:
+    """The call site of a call from ``caller``, a frame outside torch.distributed's own files;
+    kept in ``_direct_sites`` when the caller is the program's (records.site_id keeps the
+    code object alive, so that its id is not reused)."""
+    site = site_id(caller)
+    if not caller.f_code.co_filename.startswith(records.TORCH_DIR):
+        _direct_sites[(id(caller.f_code), caller.f_lasti)] = site
+    return site
+
+
 def _api_hook(name: str, real: Any, depth: int) -> Any:
     """The hook that records a call of API function ``name`` and runs ``real``; the program's
     frame is ``depth`` frames up (2 inside torch's @_exception_logger wrapper)."""
@@ -357,13 +370,15 @@ def _api_hook(name: str, real: Any, depth: int) -> Any:
         if _ACTIVE is None:
             return real(*args, **kwargs)
         caller = _getframe(depth)
-        code = caller.f_code
-        if code.co_filename in _TORCH_FILES:  # called by torch itself
-            named = _nested(name, caller)
-            if named is None:
-                return real(*args, **kwargs)
-        else:
-            named = None
+        site = _direct_sites.get((id(caller.f_code), caller.f_lasti))
+        named = None
+        if site is None:
+            if caller.f_code.co_filename in _TORCH_FILES:  # called by torch itself
+                named = _nested(name, caller)
+                if named is None:
+                    return real(*args, **kwargs)
+            else:
+                site = _direct_site(caller)
         try:
             info, peer, b_in, b_out, tensor, async_op = extract(*args, **kwargs)
         except Exception:
@@ -372,9 +387,6 @@ def _api_hook(name: str, real: Any, depth: int) -> Any:
             return real(*args, **kwargs)
         if named is None:  # the usual direct call
             op = name
-            site = _sites_by_instr.get((id(code), caller.f_lasti))
-            if site is None:
-                site = site_id(caller)
             rec = start(op_code, kind, _NO_CODE, info, peer, b_in, b_out, tensor, async_op,
                         site)
         else:

@@ -359,7 +359,7 @@ class TimedWork:
 
 # ---- call sites --------------------------------------------------------------------------
 # torch's own files, found without importing torch (see the module's docstring)
-_TORCH_DIR = os.path.dirname(importlib.util.find_spec("torch").origin) + os.sep
+TORCH_DIR = os.path.dirname(importlib.util.find_spec("torch").origin) + os.sep
 _sites: dict[tuple[str, int], int] = {}  # (file, line) -> site id
 # call sites by (id of the code object, instruction): a code object's own hash is computed
 # afresh on every use (hundreds of ns); the code objects are kept so that ids stay unique
@@ -376,9 +376,9 @@ def site_id(frame: Any) -> int:
     """
     if frame is None:
         return _site_id_of(("<unknown>", 0))
-    if frame.f_code.co_filename.startswith(_TORCH_DIR):
+    if frame.f_code.co_filename.startswith(TORCH_DIR):
         outer = frame.f_back
-        while outer is not None and outer.f_code.co_filename.startswith(_TORCH_DIR):
+        while outer is not None and outer.f_code.co_filename.startswith(TORCH_DIR):
             outer = outer.f_back
         frame = outer or frame
     code = frame.f_code
