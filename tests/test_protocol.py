@@ -96,6 +96,32 @@ def test_rejects(name):
         protocol.decode(BAD[name])
 
 
+@pytest.mark.parametrize("column", list(protocol.COLUMNS))
+def test_a_column_one_item_short_is_rejected_after_a_whole_batch_of_that_size(column):
+    """Valid column lengths are remembered per batch size: what is remembered must be every
+    column's length, not the batch's size alone."""
+    assert len(protocol.decode(_ops(cols=_cols(n=3), groups=[[7, "0", [0, 1]]]))) == 3
+    short = _cols(n=3)
+    short[column] = short[column][:-protocol.COLUMN_DTYPES[column].itemsize]
+    with pytest.raises(protocol.ProtocolError):
+        protocol.decode(_ops(cols=short))
+
+
+def test_a_batchs_distinct_ids_are_those_numpy_reads():
+    rng = np.random.default_rng(1)
+    for n in (1, 2, 50, 1000):
+        gids = rng.integers(0, 1 << 32, n, dtype=np.uint64).astype(np.uint32)
+        sites = rng.integers(0, 4, n).astype(np.uint32)
+        batch = protocol.decode(protocol.encode_ops(
+            1, _cols(n=n, gid=gids.astype("<u4").tobytes(), site=sites.astype("<u4").tobytes()),
+            [[int(g), "0", [0, 1]] for g in set(gids.tolist())],
+            [[int(s), "train.py", 42] for s in set(sites.tolist())]))
+        assert protocol.distinct(batch.cols, "gid") == set(gids.tolist())
+        assert protocol.distinct(batch.cols, "site") == set(sites.tolist())
+        assert protocol.distinct({"gid": gids}, "gid") == set(gids.tolist())
+        assert len(batch) == n
+
+
 def test_random_bytes_never_escape_as_other_errors():
     rng = np.random.default_rng(0)
     good = _ops()

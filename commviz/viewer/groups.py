@@ -79,7 +79,7 @@ class GroupTables:
             self._reject(NEVER_ANNOUNCED, 1)
 
     def _complete(self, batch: protocol.OpBatch) -> protocol.OpBatch | None:
-        gids = set(batch.cols["gid"].tolist())
+        gids = protocol.distinct(batch.cols, "gid")
         if gids <= batch.groups.keys():  # a batch that carries its groups (older ranks)
             return batch
         table = self._tables.get((batch.rank, batch.inc))

@@ -29,6 +29,8 @@ module is the reference. Never pickle.
 from __future__ import annotations
 
 import operator
+import struct
+import sys
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, NamedTuple
@@ -180,10 +182,11 @@ class Columns(Mapping[str, np.ndarray]):
     batches and converts each column once (``join_columns``): converting them batch by batch cost
     more than the rest of decoding a batch."""
 
-    __slots__ = ("raw", "_arrays")
+    __slots__ = ("raw", "rows", "_arrays")
 
-    def __init__(self, raw: tuple[bytes, ...]) -> None:
+    def __init__(self, raw: tuple[bytes, ...], rows: int) -> None:
         self.raw = raw
+        self.rows = rows  # the batch's records, each column's items
         self._arrays: dict[str, np.ndarray] = {}
 
     def __getitem__(self, name: str) -> np.ndarray:
@@ -193,11 +196,24 @@ class Columns(Mapping[str, np.ndarray]):
                                                      COLUMN_DTYPES[name])
         return col
 
+    def distinct(self, name: str) -> set[int]:
+        """The values of the ``<u4`` column ``name`` (gid, site), as a set: from its bytes, as
+        the few ids of a small batch are cheaper read than made into an array first."""
+        raw = self.raw[_COLUMN_AT[name]]
+        if _NATIVE_U4:
+            return set(memoryview(raw).cast("I"))
+        return set(np.frombuffer(raw, COLUMN_DTYPES[name]).tolist())
+
     def __iter__(self) -> Iterator[str]:
         return iter(COLUMNS)
 
     def __len__(self) -> int:
         return len(COLUMNS)
+
+
+def distinct(cols: Mapping[str, np.ndarray], name: str) -> set[int]:
+    """The values of column ``name`` of a batch's ``cols`` (the wire's or arrays), as a set."""
+    return cols.distinct(name) if type(cols) is Columns else set(cols[name].tolist())
 
 
 def join_columns(columns: Sequence[Mapping[str, np.ndarray]],
@@ -208,15 +224,18 @@ def join_columns(columns: Sequence[Mapping[str, np.ndarray]],
     if len(columns) == 1:
         return {name: columns[0][name] for name in names}
     if all(type(c) is Columns for c in columns):
-        raws = [c.raw for c in columns]  # type: ignore[attr-defined]
-        return {name: np.frombuffer(b"".join([r[_COLUMN_AT[name]] for r in raws]),
-                                    COLUMN_DTYPES[name]) for name in names}
+        # every batch's bytes by column, in one C-level pass over them all
+        by_column = list(zip(*[c.raw for c in columns]))  # type: ignore[attr-defined]
+        return {name: np.frombuffer(b"".join(by_column[_COLUMN_AT[name]]), COLUMN_DTYPES[name])
+                for name in names}
     return {name: np.concatenate([c[name] for c in columns]) for name in names}
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True, eq=False)
 class OpBatch:
-    """A validated ``ops`` message: numpy columns plus its lookup tables."""
+    """A validated ``ops`` message: numpy columns plus its lookup tables. Not frozen, though
+    nothing changes one once made: a frozen dataclass is four times as long to make, and the
+    viewer makes two per message, tens of thousands a second at 1,024 ranks."""
 
     rank: int
     cols: Mapping[str, np.ndarray]  # by COLUMNS name: a dict, or the wire's Columns
@@ -231,7 +250,8 @@ class OpBatch:
     n: int = 0
 
     def __len__(self) -> int:
-        return len(self.cols["id"])
+        cols = self.cols
+        return cols.rows if type(cols) is Columns else len(cols["id"])
 
 
 @dataclass(frozen=True)
@@ -354,6 +374,9 @@ class _WireCols(msgspec.Struct, forbid_unknown_fields=True):
 
 _COLUMN_BYTES = operator.attrgetter(*COLUMNS)  # a batch's columns, in COLUMNS order
 _ITEM_SIZES = [dt.itemsize for dt in COLUMN_DTYPES.values()]
+_ROWS_OF_LENGTHS: dict[tuple[int, ...], int] = {}  # see _rows_of_lengths
+# a <u4 column's bytes read as the machine's own unsigned ints (Columns.distinct)
+_NATIVE_U4 = sys.byteorder == "little" and struct.calcsize("I") == 4
 
 
 class _WireOps(_Wire, tag="ops"):
@@ -473,25 +496,37 @@ def _groups(rows: list[GroupRow]) -> dict[int, tuple[str, tuple[int, ...]]]:
 
 def _ops(wire: _WireOps, columns: bool = True) -> OpBatch:
     bufs = _COLUMN_BYTES(wire.cols)
-    n = len(bufs[0]) // 8  # the id column's items
-    if not 0 < n <= MAX_BATCH or list(map(len, bufs)) != [n * size for size in _ITEM_SIZES]:
-        if not all(len(buf) % size == 0 for buf, size in zip(bufs, _ITEM_SIZES)):
-            raise ProtocolError("a column must be whole items of its type")
-        if len({len(buf) // size for buf, size in zip(bufs, _ITEM_SIZES)}) > 1:
-            raise ProtocolError("columns differ in length")
-        raise ProtocolError(f"batch must hold 1..{MAX_BATCH} records")
-    cols = Columns(bufs)
+    lengths = tuple(map(len, bufs))
+    n = _ROWS_OF_LENGTHS.get(lengths)
+    if n is None:
+        n = _rows_of_lengths(lengths)
+    cols = Columns(bufs, n)
     sites = {sid: (file, line) for sid, file, line in wire.sites}
     # a set of the few distinct ids: far cheaper than np.isin on a batch's small arrays
-    if not set(cols["site"].tolist()) <= sites.keys():
+    if not cols.distinct("site") <= sites.keys():
         raise ProtocolError("op refers to a call site missing from the batch")
     if columns:
         _check_values(cols)
-    groups = _groups(wire.groups)
+    groups = _groups(wire.groups) if wire.groups else {}
     # a batch carries all its groups (as older ranks send) or none (announced in ``grp``)
-    if groups and not set(cols["gid"].tolist()) <= groups.keys():
+    if groups and not cols.distinct("gid") <= groups.keys():
         raise ProtocolError("op refers to a group missing from the batch")
     return OpBatch(wire.rank, cols, groups, sites, wire.inc, wire.n)
+
+
+def _rows_of_lengths(lengths: tuple[int, ...]) -> int:
+    """The records of a batch whose columns are ``lengths`` bytes long, or ProtocolError;
+    valid lengths are kept in ``_ROWS_OF_LENGTHS`` (one entry per batch size: at most
+    MAX_BATCH), which answers the next batch of that size in one lookup."""
+    n = lengths[0] // 8  # the id column's items
+    if not 0 < n <= MAX_BATCH or list(lengths) != [n * size for size in _ITEM_SIZES]:
+        if not all(length % size == 0 for length, size in zip(lengths, _ITEM_SIZES)):
+            raise ProtocolError("a column must be whole items of its type")
+        if len({length // size for length, size in zip(lengths, _ITEM_SIZES)}) > 1:
+            raise ProtocolError("columns differ in length")
+        raise ProtocolError(f"batch must hold 1..{MAX_BATCH} records")
+    _ROWS_OF_LENGTHS[lengths] = n
+    return n
 
 
 def _heartbeat(wire: _WireHeartbeat) -> Heartbeat:
