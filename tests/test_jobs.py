@@ -62,7 +62,8 @@ def test_two_jobs_in_a_row_with_equal_seq_numbers_never_match_across():
     m.apply(_job((21, 22), (1, 2, 3), t=60 * SEC))
     assert (m.instances, m.transfers) == (2 + 3, 2 + 3)
     assert all(i.skew_ns < SEC for i in m.new_instances)  # nothing paired across the minute
-    assert len(m._coll["rank"]) == 1 and len(m._p2p["rank"]) == 1  # job 1's leftovers wait on
+    coll, p2p = m.pending()
+    assert len(coll["rank"]) == 1 and len(p2p["rank"]) == 1  # job 1's leftovers wait on
     assert [sorted(j) for j in m.jobs] == [[0, 1], [0, 1]]
     assert [m.ranks[r].job for r in (0, 1)] == [2, 2]
     assert [m.job_of(g) for g in range(len(m.groups))] == [1, 2]  # the group, once per job
@@ -82,7 +83,7 @@ def test_a_failed_leftover_does_not_swallow_the_next_jobs_op():
         ("all_reduce", 1, 16000), ("broadcast", 2, 16000), ("all_reduce", 3, 16000),
         ("broadcast", 4, 16000), ("all_reduce", 5, 16000), ("broadcast", 6, 16000)]
     assert m.instances == 3 + 6
-    assert m.stats[("broadcast", 2, 16000)].count == 3 and len(m._coll["rank"]) == 1
+    assert m.stats[("broadcast", 2, 16000)].count == 3 and len(m.pending()[0]["rank"]) == 1
 
 
 def test_a_job_killed_without_goodbyes_is_still_left_behind():

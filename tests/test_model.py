@@ -1,10 +1,13 @@
 """Pure model tests: scripted messages in, matched instances and statistics out."""
 
+import random
+
 import pytest
 from fakes import T0_NS, FakeClock, bye, heartbeat, inflight, op_batch
 
 from commviz.knowledge import bandwidth
 from commviz.viewer import model as model_mod
+from commviz.viewer import waiting_rows
 from commviz.viewer.model import Model
 
 G4 = {0: ("0", (0, 1, 2, 3))}
@@ -278,8 +281,8 @@ def test_pending_is_bounded(monkeypatch):
     monkeypatch.setattr(model_mod, "PENDING_MAX", 10)
     m = Model(FakeClock())
     m.apply([op_batch(0, [_coll(0, s, end=s) for s in range(1, 26)], G4)])  # never completed
-    assert len(m._coll["rank"]) == 10 and m.evicted == 15
-    assert sorted(m._coll["seq"].tolist()) == list(range(16, 26))  # the newest are kept
+    assert len(m.pending()[0]["rank"]) == 10 and m.evicted == 15
+    assert sorted(m.pending()[0]["seq"].tolist()) == list(range(16, 26))  # the newest are kept
 
 
 def test_batches_from_many_rounds_match_in_any_order():
@@ -287,7 +290,7 @@ def test_batches_from_many_rounds_match_in_any_order():
     for seq in (3, 1, 2):
         for r in (2, 0, 3, 1):
             m.apply([op_batch(r, [_coll(r, seq)], G4)])
-    assert m.instances == 3 and not len(m._coll["rank"])
+    assert m.instances == 3 and not len(m.pending()[0]["rank"])
     assert [i.seq for i in m.recent] == [3, 1, 2]
 
 
@@ -300,3 +303,40 @@ def test_latest_stats_lists_the_shapes_that_completed_most_recently_first() -> N
     assert [r["op"] for r in m.latest_stats(5)] == ["all_reduce", "broadcast"]
     assert [r["op"] for r in m.latest_stats(1)] == ["all_reduce"]
     assert [r["op"] for r in m.stats_table()] == ["all_reduce", "broadcast"]
+
+
+def test_instances_match_whatever_rounds_their_rows_come_in():
+    """16 ranks' records of 300 all_reduces on two groups, in rounds of random sizes with the
+    ranks far out of step (thousands of rows wait at once, so the waiting store compacts many
+    times): every instance is matched once, from its own rows' times, and nothing waits at
+    the end. It fails if a compaction or a merge loses, repeats or mixes up a row."""
+    rng = random.Random(3)
+    groups = {0: ("0", tuple(range(16))), 1: ("1", tuple(range(0, 16, 2)))}
+    per_rank = {r: [] for r in range(16)}
+    for seq in range(1, 301):
+        for gid, (_, members) in groups.items():
+            for r in members:
+                start, end = seq * 1000 + r * 7 + gid, seq * 1000 + 900 + r + gid
+                per_rank[r].append({**_coll(r, seq, gid=gid, start=start, end=end),
+                                    "id": 2 * seq + gid})
+    m = Model(FakeClock())
+    m.new_instances = []
+    waited = 0
+    while any(per_rank.values()):
+        batches = []
+        for r in rng.sample(range(16), rng.randint(1, 16)):
+            n = rng.randint(0, 60)
+            take, per_rank[r] = per_rank[r][:n], per_rank[r][n:]
+            if take:
+                batches.append(op_batch(r, take, groups))
+        m.apply(batches)
+        waited = max(waited, len(m.pending()[0]["rank"]))
+    assert waited > waiting_rows.MIN_ROWS  # the store was full, and compacted
+    assert m.instances == 600 and not len(m.pending()[0]["rank"])
+    got = sorted((i.group, i.seq, i.t_first_start, i.t_last_start, i.t_end)
+                 for i in m.new_instances)
+    want = sorted((members, seq, T0_NS + seq * 1000 + members[0] * 7 + gid,
+                   T0_NS + seq * 1000 + members[-1] * 7 + gid,
+                   T0_NS + seq * 1000 + 900 + members[-1] + gid)
+                  for seq in range(1, 301) for gid, (_, members) in groups.items())
+    assert got == want

@@ -47,6 +47,7 @@ import numpy as np
 from commviz.knowledge import bandwidth, group_shapes
 from commviz.viewer.groups import GroupNumbers
 from commviz.viewer.inflight import Flying, InFlight
+from commviz.viewer.waiting_rows import WaitingRows
 from commviz.wire import nodes, protocol
 from commviz.wire.clocksync import Offset, Sample, Window
 
@@ -369,8 +370,7 @@ class Model:
         # (the live diagnosis reports them)
         self.failed = 0
         self.evicted = 0
-        self._coll = _empty_rows()  # sorted by (group, seq): see _match_collectives
-        self._coll_key = np.zeros(0, np.int64)
+        self._coll = WaitingRows(_empty_rows())  # by (group, seq): see _match_collectives
         self._p2p = _empty_rows()
         # per rank: rows of op code, t_start, t_ready, t_end, gkey (int64) and how many are used
         self._lanes: dict[int, tuple[np.ndarray, int]] = {}
@@ -588,7 +588,7 @@ class Model:
         Read-only: the arrays are the model's own (columns as in ``_ROW_FIELDS``, ``gkey``
         indexing ``groups``).
         """
-        return self._coll, self._p2p
+        return self._coll.rows(), self._p2p
 
     def incomplete(self) -> tuple[int, int]:
         """Collective instances and transfers that some ranks' records are still waiting in:
@@ -596,7 +596,7 @@ class Model:
         may still complete while their job runs, not once it has ended (a rank that died
         inside the call sends no record). What a summary adds to ``failed``, and reports
         beside it as unmatched."""
-        coll, p2p = self._coll, self._p2p
+        coll, p2p = self.pending()
         send = _SEND_CODES[p2p["op"]]
         failed = unmatched = 0
         for rows, key in ((coll, (coll["seq"], coll["gkey"])),
@@ -1059,32 +1059,32 @@ class Model:
         """Merge a round's collective rows into those waiting, and take out the instances
         they complete.
 
-        What waits is kept sorted by (group, seq), in arrival order within each: a round
-        sorts only its own rows and merges them in, and only the instances it touched can have
-        completed, so it costs a pass over what waits rather than a sort of it (at a thousand
-        ranks, a hundred thousand rows wait for the slowest rank).
+        What waits (``WaitingRows``) is kept sorted by (group, seq), in arrival order within
+        each: a round sorts only its own rows and merges their places in, and only the
+        instances it touched can have completed, so it costs a pass over the index of what
+        waits rather than a sort of it, or a copy of its columns (at a thousand ranks, a
+        hundred thousand rows wait for the slowest rank).
         """
         if not len(new["rank"]):
             return
         new_key = (new["gkey"] << 40) | new["seq"]  # seq < 2**40, groups < 2**23
         order = np.argsort(new_key, kind="stable")
         new_key = new_key[order]
-        # where each row of (waiting, new) goes among them merged, as indexes into both
-        # one after the other: the key is merged, and every other column taken once for the
-        # instances and once for what still waits, rather than inserted into first
-        waiting, old_key = self._coll, self._coll_key
+        waiting = self._coll
+        new_at = waiting.add(new)[order]
+        # the places of (waiting, new) merged in key order: the new ones go after the waiting
+        # ones of their key, so that each instance's rows stay in arrival order
+        old_at, old_key = waiting.at, waiting.key
         if len(old_key):
-            at = np.searchsorted(old_key, new_key, side="right") + np.arange(len(new_key))
+            into = np.searchsorted(old_key, new_key, side="right") + np.arange(len(new_key))
             merged = np.empty(len(old_key) + len(new_key), np.int64)
-            merged[at] = order + len(old_key)
-            is_old = np.ones(len(merged), bool)
-            is_old[at] = False
-            merged[is_old] = np.arange(len(old_key))
             key = np.empty(len(merged), np.int64)
-            key[at], key[is_old] = new_key, old_key
-            columns = {k: np.concatenate([waiting[k], v]) for k, v in new.items()}
+            is_old = np.ones(len(merged), bool)
+            is_old[into] = False
+            merged[into], merged[is_old] = new_at, old_at
+            key[into], key[is_old] = new_key, old_key
         else:
-            merged, key, columns = order, new_key, new
+            merged, key = new_at, new_key
         touched = new_key[np.r_[True, new_key[1:] != new_key[:-1]]]
         lo = np.searchsorted(key, touched, side="left")
         counts = np.searchsorted(key, touched, side="right") - lo
@@ -1095,7 +1095,7 @@ class Model:
             counts, n = counts[complete], n[complete]
             members = np.repeat(lo[complete] - np.r_[0, np.cumsum(counts)[:-1]], counts) \
                 + np.arange(int(counts.sum()))
-            self._emit_instances({k: v[merged[members]] for k, v in columns.items()},
+            self._emit_instances(waiting.take(merged[members]),
                                  np.r_[0, np.cumsum(counts)[:-1]], counts,
                                  np.ones(len(counts), bool), n)
             rest = np.ones(len(key), bool)
@@ -1104,9 +1104,9 @@ class Model:
         extra = len(key) - PENDING_MAX
         if extra > 0:
             self.evicted += extra
-            newest = np.sort(np.argsort(columns["t_end"][kept], kind="stable")[extra:])
+            newest = np.sort(np.argsort(waiting.column("t_end", kept), kind="stable")[extra:])
             kept, key = kept[newest], key[newest]
-        self._coll, self._coll_key = {k: v[kept] for k, v in columns.items()}, key
+        waiting.keep(kept, key)
 
     def _emit_instances(self, rows: dict[str, np.ndarray], starts: np.ndarray,
                         counts: np.ndarray, complete: np.ndarray, n: np.ndarray) -> None:
