@@ -29,9 +29,6 @@ class WaitingRows:
         self.key = np.zeros(0, np.int64)
         self._rows: dict[str, np.ndarray] | None = None  # rows(), until the index changes
 
-    def __len__(self) -> int:
-        return len(self.at)
-
     def add(self, rows: dict[str, np.ndarray]) -> np.ndarray:
         """Store ``rows`` (not yet in the index) and return their places, in their order.
         May compact the store, which renumbers ``at``: read it after."""
