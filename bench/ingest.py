@@ -2,7 +2,8 @@
 
 Sender processes replay the batches a rank's emitter would send (an all_reduce job, every
 rank's records, each rank on its own socket) as fast as they can; the viewer process drains,
-validates, decodes and applies them to the model, then reports events/s, and the records
+validates, decodes and applies them to the model (in the slices a viewing session applies
+under its lock), then reports events/s, and the records
 per second of the viewer process' own CPU (what it would take in on a machine where the
 senders do not share its cores, as ranks on other nodes do not). Every record must be applied
 and every collective instance matched for the figures to count.
@@ -26,6 +27,7 @@ import zmq
 from commviz.viewer.diagnose import Diagnosis
 from commviz.viewer.groups import GroupTables
 from commviz.viewer.model import Model
+from commviz.viewer.session import APPLY_SLICE
 from commviz.viewer.transport import Receiver
 from commviz.wire import protocol
 
@@ -153,7 +155,8 @@ def main() -> None:
         d0 = time.perf_counter()
         messages = receiver.drain(1000, max_messages=args.round)
         d1 = time.perf_counter()
-        model.apply(messages)
+        for i in range(0, len(messages), APPLY_SLICE):  # as a viewing session applies them
+            model.apply(messages[i:i + APPLY_SLICE])
         decode_s += d1 - d0
         if diagnosis is not None and d1 >= next_diagnosis:
             findings += len(diagnosis.update())
