@@ -3,10 +3,10 @@
 Sender processes replay the batches a rank's emitter would send (an all_reduce job, every
 rank's records, each rank on its own socket) as fast as they can; the viewer process drains,
 validates, decodes and applies them to the model (in the slices a viewing session applies
-under its lock), then reports events/s, and the records
-per second of the viewer process' own CPU (what it would take in on a machine where the
-senders do not share its cores, as ranks on other nodes do not). Every record must be applied
-and every collective instance matched for the figures to count.
+under its lock), then reports events/s and the records per second of the viewer process' own
+CPU (what it would take in on a machine where the senders do not share its cores, as ranks
+on other nodes do not). Every record must be applied and every collective instance matched
+for the figures to count.
 
     python bench/ingest.py [--events 2000000] [--batch 1024] [--ranks 4] [--diagnose]
                            [--groups-in-batches] [--round N] [--in-process]

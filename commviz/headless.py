@@ -41,8 +41,8 @@ def run(session: Session, ranks: Ranks | None = None, out: TextIO = sys.stdout,
     printer = _Printer(session, out, lang, sweep_backend)
     code = 0
     failed_at: float | None = None
-    collections = RareFullCollections()
-    collections.start()
+    rare_full_gc = RareFullCollections()
+    rare_full_gc.start()
     try:
         if banner is not None:
             print(banner, file=out, flush=True)
@@ -87,7 +87,7 @@ def run(session: Session, ranks: Ranks | None = None, out: TextIO = sys.stdout,
                     ranks.cleanup_logs()
             printer.summary()
         finally:
-            collections.stop()
+            rare_full_gc.stop()
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
     return code
