@@ -78,8 +78,8 @@ async def drive(app: CommvizApp, seconds: float, updates: list[float],
     action ran (what the person pressing it waits for), appended in seconds."""
     original = app.refresh_view
 
-    def timed(*part: int) -> None:
-        original(*part)
+    def timed(*part: int, **how: bool) -> None:
+        original(*part, **how)
         updates.append(time.perf_counter())
 
     app.refresh_view = timed  # type: ignore[method-assign]

@@ -69,7 +69,9 @@ BEHIND_SHOWN_S = 1.0  # the header says how far behind the ranks the viewer is f
 PAINT_FPS = 120
 if "TEXTUAL_FPS" not in os.environ:
     textual_screen.UPDATE_PERIOD = 1 / PAINT_FPS  # type: ignore[misc]
-PARTS = 3  # the timeline, the ranks, the logs: each drawn every PARTS frames, in turns
+# the timeline, the ranks, the logs: each drawn every PARTS frames, in turns; the timeline's
+# copy of the model is taken a frame before it is drawn, with the logs (the lightest turn)
+PARTS = 3
 LOG_LINES_PER_FRAME = 20  # more than this per frame is unreadable, and costs a frame
 REPLAY_STEP_S = 0.3  # one schematic step of the replay; + and - change it
 CLASS_END_S = 4.0  # a follower says the class ended this long before it quits
@@ -260,25 +262,23 @@ class CommvizApp(App):
             self.set_timer(CLASS_END_S, self.exit)
         self.session.frame_begins()  # the collector holds back until the frame is painted
         self.call_after_refresh(self.session.frame_ends)
-        self.refresh_view(self._ticks % PARTS)
+        self.refresh_view(self._ticks % PARTS, staged=True)
 
-    def refresh_view(self, part: int | None = None) -> None:
+    def refresh_view(self, part: int | None = None, staged: bool = False) -> None:
         """Draw the model: ``part`` 0 the timeline, 1 the ranks and findings, 2 the logs and
         the viewer's status, None everything; the replay and the teaching panels that follow
-        it, always."""
+        it, always. ``staged`` (the frame timer's turns): the timeline draws at 0 what it
+        copied at 2, the frame before."""
         if not self.is_running:  # a frame timer tick can race the shutdown (run_test, Pilot)
             return
         self._watch_ranks()
         with self.session.lock:
             model, now = self.session.model, self._clock()
             self._refresh_replay(model, now, slow=part in (None, PARTS - 1))
+            timeline = self.query_one(Timeline)
             if part in (None, 0):
-                paused = self.controller is not None and self.controller.paused
-                timeline = self.query_one(Timeline)
-                # behind the ranks, the window ends where what it has ends (the header
-                # says how far behind), rather than draw seconds of nothing
-                timeline.update_from(model, self._wall_ns() - int(model.behind_s * 1e9),
-                                     paused, self._held())
+                if not (staged and timeline.show_staged()):
+                    self._copy_timeline(model)
                 # its last frame's lanes changed
                 if (timeline.by_node, timeline.by_group) != self._titled_by:
                     self._fit_titles()
@@ -288,6 +288,17 @@ class CommvizApp(App):
                 self._refresh_ranks(model, now)
             if part in (None, 2):
                 self._refresh_logs(model)
+                if staged:
+                    self._copy_timeline(model, staged=True)
+
+    def _copy_timeline(self, model: Any, staged: bool = False) -> None:
+        """The timeline's copy of the model (under the session lock), drawn at once or, when
+        ``staged``, at its next turn."""
+        paused = self.controller is not None and self.controller.paused
+        # behind the ranks, the window ends where what it has ends (the header says how far
+        # behind), rather than draw seconds of nothing
+        self.query_one(Timeline).update_from(model, self._wall_ns() - int(model.behind_s * 1e9),
+                                             paused, self._held(), staged=staged)
 
     def _explain(self, model: Any, shown: Any) -> None:
         """The explanation and source panels for the op ``shown`` (None: before the first),

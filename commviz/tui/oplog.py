@@ -17,7 +17,8 @@ from collections.abc import Callable
 from rich.text import Text
 from textual.binding import Binding
 from textual.strip import Strip
-from textual.widget import Widget
+
+from commviz.tui.line_style import LineStyled
 
 MAX_LINES = 500
 
@@ -28,7 +29,7 @@ def line_text(line: Line, width: int | None = None) -> str:
     return line if isinstance(line, str) else line(width)
 
 
-class OpLog(Widget, can_focus=True):
+class OpLog(LineStyled, can_focus=True):
     DEFAULT_CSS = """
     OpLog {
         height: 8;
@@ -84,14 +85,14 @@ class OpLog(Widget, can_focus=True):
     def render_line(self, y: int) -> Strip:
         width, height = self.size
         strips = self._strips(width, height)
-        return strips[y] if y < len(strips) else Strip.blank(width, self.rich_style)
+        return strips[y] if y < len(strips) else Strip.blank(width, self.line_style)
 
     def _strips(self, width: int, height: int) -> list[Strip]:
-        key = (self._version, width, height, self.rich_style)  # a new theme: redraw
+        key = (self._version, width, height, self.line_style)  # a new theme: redraw
         if self._cached is None or self._cached[0] != key:
             end = len(self.lines) - self.back
             tail = list(self.lines)[max(0, end - height):end] if height > 0 else []
-            console, style = self.app.console, self.rich_style
+            console, style = self.app.console, self.line_style
             strips = [Strip(_fitted(line_text(line, width), width).render(console))
                       .crop_extend(0, width, style).apply_style(style) for line in tail]
             self._cached = (key, strips)

@@ -31,11 +31,11 @@ from rich.text import Text
 from textual.geometry import Size
 from textual.reactive import reactive
 from textual.strip import Strip
-from textual.widget import Widget
 
 from commviz.knowledge import group_shapes
 from commviz.text import i18n
 from commviz.text.i18n import N_
+from commviz.tui.line_style import LineStyled
 from commviz.viewer import arrivals, shape_words
 from commviz.viewer.diagnose import Finding
 from commviz.viewer.model import InFlight, Instance, Model, Segment
@@ -221,7 +221,7 @@ def node_runs(segments_by_rank: Mapping[int, Lane], running: Mapping[int, Sequen
     the right with how late it came after the instance's first arrival (``arrivals``). The
     nodes that do not fit share one summary lane: how many, and the latest of them."""
     names, members = list(nodes), list(nodes.values())
-    rows = {rank: _rows(lane) for rank, lane in segments_by_rank.items()}
+    rows = _row_lanes(segments_by_rank)
     node_of = {rank: i for i, ranks in enumerate(members) for rank in ranks}
     return _span_runs(arrivals.spans(rows, members), len(members),
                       lambda i: _node_label(names[i]), N_("timeline other nodes"),
@@ -265,7 +265,7 @@ def group_runs(segments_by_rank: Mapping[int, Lane], running: Mapping[int, Seque
         return int(lane_of[op.gkey]) if 0 <= op.gkey < len(lane_of) \
             and op.op not in protocol.P2P else -1
 
-    rows = {rank: _rows(lane) for rank, lane in segments_by_rank.items()}
+    rows = _row_lanes(segments_by_rank)
     return _span_runs(arrivals.group_spans(rows, lane_of, len(groups.members)),
                       len(groups.members),
                       lambda i: shape_words.group_label(groups.members[i], groups.guessed, lang),
@@ -407,6 +407,13 @@ def _cut(runs: list[tuple[str, str]], width: int) -> list[tuple[str, str]]:
         out.append((chars[:left], style))
         left -= len(chars[:left])
     return out
+
+
+def _row_lanes(segments_by_rank: Mapping[int, Lane]) -> Mapping[int, np.ndarray]:
+    """Every rank's rows, as ``arrivals.spans`` takes them: the model's as they are."""
+    if isinstance(segments_by_rank, arrivals.Lanes):
+        return segments_by_rank
+    return {rank: _rows(lane) for rank, lane in segments_by_rank.items()}
 
 
 def _rows(segments: Lane) -> np.ndarray:
@@ -591,7 +598,7 @@ class _Frame:
     groups: GroupLanes | None  # the groups, for lanes by group (`g`); None: by node
 
 
-class Timeline(Widget):
+class Timeline(LineStyled):
     """Swimlanes of the last ``window_s`` seconds at least (``paced_window_s``), or of the
     window the person zoomed to (``zoom_in``, ``zoom_out``), which ends at the latest activity
     rather than now: a zoomed view holds the last training step still to be read. Fed by
@@ -610,6 +617,7 @@ class Timeline(Widget):
                  classes: str | None = None) -> None:
         super().__init__(name=name, id=id, classes=classes)
         self._frame: _Frame | None = None  # nothing is drawn until the app feeds a frame
+        self._staged: _Frame | None = None  # copied, not drawn yet (``show_staged``)
         self._version = 0
         self._cached: tuple[tuple, list[Strip]] | None = None
         self.lang = "en"  # of the time axis; the app sets it
@@ -637,11 +645,13 @@ class Timeline(Widget):
         return self.zoom_s or ((f.t1_ns - f.t0_ns) / 1e9 if f is not None else self.window_s)
 
     def update_from(self, model: Model, now_ns: int, paused: bool = False,
-                    findings: Iterable[Finding] = ()) -> None:
+                    findings: Iterable[Finding] = (), staged: bool = False) -> None:
         """Copy what the next frame draws. Call it under the session lock; drawing happens
         later, outside it. ``paused``: the demo's ranks wait for a key, so the window holds
         the latest activity, as a zoomed one does, rather than scroll it away. ``findings``:
-        those that hold now (``Diagnosis.findings``), for the ranks found lost."""
+        those that hold now (``Diagnosis.findings``), for the ranks found lost. ``staged``:
+        kept until ``show_staged``, so that copying and drawing can fall in different app
+        frames (at a thousand ranks each takes a good part of one)."""
         self._paced_s = paced_window_s(model.recent, self.window_s)
         window_ns = int((self.zoom_s or self._paced_s) * 1e9)
         inflight = list(model.inflight.values())
@@ -664,16 +674,25 @@ class Timeline(Widget):
             if latest > 0 and latest + window_ns // END_MARGIN < now_ns:
                 now_ns, right = latest + window_ns // END_MARGIN, N_("latest")
         since = now_ns - window_ns
-        rows = self._rows()
         groups = None
         if self.group_lanes:  # the groups of the job shown, each shape's guess for its name
             guessed = shape_words.guesses(model.group_families()[0])
             groups = group_lanes(model.groups, model.shown_groups(), guessed)
-        self._frame = _Frame(model.lanes(since, now_ns, groups=self.group_lanes), inflight,
-                             dict(model.lane_horizon), since, now_ns,
-                             model.phases(since, now_ns), right, exits, model.nodes(), groups)
+        self._staged = _Frame(model.lanes(since, now_ns, groups=self.group_lanes), inflight,
+                              dict(model.lane_horizon), since, now_ns,
+                              model.phases(since, now_ns), right, exits, model.nodes(), groups)
+        if not staged:
+            self.show_staged()
+
+    def show_staged(self) -> bool:
+        """Draw the frame ``update_from`` copied last, if not drawn yet; whether one was."""
+        if self._staged is None:
+            return False
+        rows = self._rows()
+        self._frame, self._staged = self._staged, None
         self._version += 1
         self.refresh(layout=self._rows() != rows)
+        return True
 
     @property
     def ranks_fit(self) -> bool:
@@ -695,13 +714,13 @@ class Timeline(Widget):
     def render_line(self, y: int) -> Strip:
         width = self.size.width
         strips = self._strips(width)
-        return strips[y] if y < len(strips) else Strip.blank(width, self.rich_style)
+        return strips[y] if y < len(strips) else Strip.blank(width, self.line_style)
 
     def _strips(self, width: int) -> list[Strip]:
         if self._frame is None:
             return []
         # a new frame, size, theme or language: redraw
-        key = (self._version, width, self.size.height, self.rich_style, self.lang)
+        key = (self._version, width, self.size.height, self.line_style, self.lang)
         if self._cached is None or self._cached[0] != key:
             f, height = self._frame, self.size.height or None
             lines = lane_runs(f.segments, f.inflight, f.t0_ns, f.t1_ns, width, f.horizon,
@@ -709,7 +728,7 @@ class Timeline(Widget):
             running = {op.rank: op for op in f.inflight}
             by = lanes_by(f.segments, running, f.phases, f.nodes, f.groups, height)
             self.by_node, self.by_group = by == NODE, by == GROUP
-            base = self.rich_style
+            base = self.line_style
             strips = [Strip([RichSegment(chars, _style(base, name)) for chars, name in runs])
                       .extend_cell_length(width, base) for runs in lines]
             self._cached = (key, strips)

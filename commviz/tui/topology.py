@@ -33,7 +33,6 @@ from rich.text import Text
 from textual.geometry import Region
 from textual.strip import Strip
 from textual.timer import Timer
-from textual.widget import Widget
 
 from commviz.knowledge.hierarchy import Scaled
 from commviz.knowledge.schedules import Schedule, Transfer
@@ -41,6 +40,7 @@ from commviz.text import i18n, schedule_notes
 from commviz.text.i18n import N_
 from commviz.tui import scaled_replay
 from commviz.tui.animation import Animator, AnimFrame, frame_label, host_of, plan
+from commviz.tui.line_style import LineStyled
 from commviz.tui.panels.words import finding_name
 from commviz.tui.rank_facts import backend_of, ops_in
 from commviz.viewer.diagnose import Finding
@@ -663,7 +663,7 @@ def rank_states(model: Model, now: float | None = None, lang: str = "en",
 
 # ----------------------------------------------------------------------------- widget
 
-class Topology(Widget):
+class Topology(LineStyled):
     """The ranks and the animated transfers of the instances fed to it.
 
     Feed it under the session lock with ``update_from(model, new_instances)`` (or ``feed``
@@ -832,17 +832,17 @@ class Topology(Widget):
     def render_line(self, y: int) -> Strip:
         width, height = self.size
         strips = self._strips(width, height)
-        return strips[y] if y < len(strips) else Strip.blank(width, self.rich_style)
+        return strips[y] if y < len(strips) else Strip.blank(width, self.line_style)
 
     def _strips(self, width: int, height: int) -> list[Strip]:
         static = self.static
-        key = (self._version, width, height, static, self.rich_style)  # new theme: redraw
+        key = (self._version, width, height, static, self.line_style)  # new theme: redraw
         if self._cached is None or self._cached[0] != key:
             texts = render_topology(self.n_ranks, self._frame, width, height, self.states,
                                     static=static, status=self.animator.summary(self.lang),
                                     lang=self.lang, alerts=self.alerts, flagged=self.flagged,
                                     gpu_links=self.gpu_links, nodes=self._node_map())
-            console, style = self.app.console, self.rich_style
+            console, style = self.app.console, self.line_style
             # a line drawn the frame before, at this size and style: the same strip
             reuse = self._lines if self._cached is not None and \
                 self._cached[0][1:] == key[1:] else {}

@@ -28,6 +28,20 @@ import numpy as np
 from commviz.wire import protocol
 
 
+class Lanes(dict):
+    """Rank -> its rows (``Model.lanes``), also held whole: ``rows``, every rank's rows one
+    after another in the order of the keys, and ``rank``, each row's rank. Lanes by node or
+    by group take them whole rather than join a thousand ranks' slices again each frame."""
+
+    __slots__ = ("rows", "rank")
+
+    def __init__(self, ranks: Sequence[int], rows: np.ndarray, counts: np.ndarray) -> None:
+        ends = np.cumsum(counts).tolist()
+        super().__init__((rank, rows[lo:hi]) for rank, lo, hi in zip(ranks, [0, *ends], ends))
+        self.rows = rows
+        self.rank = np.repeat(np.asarray(ranks, np.int64), counts)
+
+
 @dataclass(frozen=True)
 class Spans:
     """One row per (lane, instance) that has ranks of the lane in view, aligned arrays.
@@ -135,6 +149,8 @@ _TRANSFER_CODES = np.array([op in protocol.P2P for op in protocol.OPS])
 
 def _flat(lanes: Mapping[int, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """Every rank's rows as one array, and each row's rank."""
+    if type(lanes) is Lanes:
+        return lanes.rank, lanes.rows
     ranks = np.fromiter(lanes.keys(), np.int64, len(lanes))
     counts = np.fromiter(map(len, lanes.values()), np.int64, len(lanes))
     width = max((lane.shape[1] for lane in lanes.values()), default=4)

@@ -45,6 +45,7 @@ from typing import NamedTuple
 import numpy as np
 
 from commviz.knowledge import bandwidth, group_shapes
+from commviz.viewer import arrivals
 from commviz.viewer.groups import GroupNumbers
 from commviz.viewer.inflight import Flying, InFlight
 from commviz.viewer.waiting_rows import WaitingRows
@@ -335,6 +336,7 @@ class Model:
         self._group_shapes = np.zeros(0, dtype=np.int64)
         self.hosts_version = 0  # bumped when a rank's host changes: group_families' cache
         self._families: tuple[tuple, tuple[list, list]] | None = None
+        self._nodes: tuple[tuple[int, int], dict[str, list[int]]] | None = None  # nodes()
         # per job generation (job n at index n - 1): its incarnations by rank number
         self.jobs: list[dict[int, RankState]] = []
         self._incs: dict[tuple[int, int], RankState] = {}  # by (rank, inc), inc != 0
@@ -490,13 +492,20 @@ class Model:
 
     def nodes(self) -> dict[str, list[int]]:
         """Hosts -> their ranks (sorted): the viewer's own host first, then by lowest rank.
-        Ranks not heard from by heartbeat yet are under ``"?"``."""
+        Ranks not heard from by heartbeat yet are under ``"?"``. Not to be changed: with one
+        job, the same answer is given until a rank or a host is new (every panel asks every
+        frame, 1 ms at 1,024 ranks)."""
+        key = (len(self.ranks), self.hosts_version)
+        if len(self.jobs) < 2 and self._nodes is not None and self._nodes[0] == key:
+            return self._nodes[1]
         by_host: dict[str, list[int]] = {}
         shown = self.shown_ranks()
         for rank in sorted(shown):
             by_host.setdefault(shown[rank].host, []).append(rank)
-        return dict(sorted(by_host.items(), key=lambda kv: (kv[0] != self.local_host,
-                                                             kv[1][0])))
+        nodes = dict(sorted(by_host.items(), key=lambda kv: (kv[0] != self.local_host,
+                                                              kv[1][0])))
+        self._nodes = (key, nodes)
+        return nodes
 
     def backend(self) -> str | None:
         """The backend every rank reported; None before any, or with several."""
@@ -675,8 +684,7 @@ class Model:
         order = _by_lane_then_start(lane_of, rows[in_view, 1])
         out_rows = rows[in_view[order]] if order is not None else \
             rows if len(in_view) == len(rows) else rows[in_view]
-        ends = np.cumsum(np.bincount(lane_of, minlength=len(ranks))).tolist()
-        return {rank: out_rows[lo:hi] for rank, lo, hi in zip(ranks, [0, *ends], ends)}
+        return arrivals.Lanes(ranks, out_rows, np.bincount(lane_of, minlength=len(ranks)))
 
     def phases(self, since_ns: int, until_ns: int | None = None
                ) -> dict[int, list[protocol.PhaseSpan]]:

@@ -68,6 +68,9 @@ class Collector:
     def frame_ends(self) -> None:
         self._idle.set()
 
+    def _yield_to_frame(self) -> None:
+        self._idle.wait(FRAME_YIELD_S)
+
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="commviz-collector", daemon=True)
         self._thread.start()
@@ -182,8 +185,8 @@ class Session(Collector):
             # the viewer itself did not run (a loaded machine): what the ranks sent meanwhile
             # is still arriving, so judge silences and waits once it has been taken in
             self._next_diagnosis = time.monotonic() + STALL_S
-        self._idle.wait(FRAME_YIELD_S)
-        messages = self.receiver.drain(timeout_ms)
+        self._yield_to_frame()
+        messages = self.receiver.drain(timeout_ms, pause=self._yield_to_frame)
         self._last_poll = time.monotonic()
         if self.share is not None:  # (every poll: a follower's hello is answered at once)
             self.share.pump(self.receiver.raw or [])
@@ -193,7 +196,7 @@ class Session(Collector):
             arrived = self.model.clock()  # off the socket now, however long applying takes
             received_ns = time.time_ns()
             for i in range(0, len(messages), APPLY_SLICE):
-                self._idle.wait(FRAME_YIELD_S)
+                self._yield_to_frame()
                 with self.lock:
                     self.model.apply(messages[i:i + APPLY_SLICE], arrived)
             with self.lock:

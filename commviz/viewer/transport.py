@@ -13,6 +13,7 @@ from __future__ import annotations
 import errno
 import re
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import zmq
@@ -31,6 +32,7 @@ DEFAULT_BIND = "tcp://127.0.0.1:5555"
 # seconds each and at most about 1 GB in all
 RECV_HWM = 250
 DRAIN_MAX = 20_000  # messages one round takes in; a drain that finds more: the viewer is behind
+PAUSE_EVERY = 64  # messages taken in between two of a drain's ``pause`` calls (about 0.5 ms)
 MAX_WIRE_BYTES = 4 * protocol.MAX_MESSAGE_BYTES  # larger frames: libzmq drops the peer
 MAX_RELAYS = 65_536  # relays whose counts are kept: node names come from the peers
 
@@ -75,9 +77,12 @@ class Intake:
         control frames)."""
         return data
 
-    def drain(self, timeout_ms: int, max_messages: int = DRAIN_MAX) -> list[protocol.Message]:
+    def drain(self, timeout_ms: int, max_messages: int = DRAIN_MAX,
+              pause: Callable[[], object] | None = None) -> list[protocol.Message]:
         """Wait up to ``timeout_ms`` for traffic, then take what is queued (bounded). A drain
-        that leaves messages queued sheds what shedding.py says."""
+        that leaves messages queued sheds what shedding.py says. ``pause``: called every
+        PAUSE_EVERY messages, where the caller may wait (for a frame being drawn: a drain of
+        thousands of messages would otherwise share the interpreter with it)."""
         out: list[protocol.Message] = []
         self.backlogged = False
         if self.raw is not None:
@@ -95,6 +100,8 @@ class Intake:
                 continue
             taken += 1
             self.received += 1
+            if pause is not None and taken % PAUSE_EVERY == 0:
+                pause()
             if self.raw is not None:
                 self.raw.append(data)
             self._take(data, out, 0)

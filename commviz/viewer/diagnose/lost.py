@@ -131,8 +131,8 @@ class LostRanks:
         merged: each names the op every other rank is stuck in). Its ranks found lost while
         its other ranks have been quiet NODE_QUIET_S wait for them (half a heartbeat or so):
         a node's ranks fall silent a few ms apart."""
-        nodes = self.model.nodes()
-        nodes.pop("?", None)  # ranks not heard from by heartbeat: no host to name
+        # ranks not heard from by heartbeat ("?"): no host to name
+        nodes = {host: ranks for host, ranks in self.model.nodes().items() if host != "?"}
         lost = {x.rank: x for x in found if isinstance(x, _Lost)}
         if len(nodes) < 2 or not lost:
             return [self._lost(x, now, wall) if isinstance(x, _Lost) else x for x in found]
