@@ -5,7 +5,9 @@ closure cell inside torch's ``@_exception_logger`` wrapper is pointed at one var
 another (their order rotates every round): torch's own function ("raw"), a hook that only
 adds a Python frame ("frame"), one that also finds the call site and describes the call
 ("site+describe": the group, the bytes, an end time), and commviz's whole hook ("full": the
-record, its queueing, the flags, its ring slot; "full, no ring": the same without the slot).
+record, its queueing, the flags, its ring slot; "full, no ring": the same without the slot),
+and torch's function after the ring's two writes alone, each on its own ("slot pack": one
+``pack_into`` of a slot; "one word": one int64 store through the ring's ``words``).
 Per variant: the calling thread's CPU per op (median of blocks) and the median paired
 difference with the raw block of the same round.
 
@@ -30,6 +32,7 @@ import torch.distributed as dist
 import commviz
 from commviz.launch.launcher import free_port
 from commviz.rank import describe, hooks, records
+from commviz.wire import ring as ring_
 
 
 def main() -> None:
@@ -68,9 +71,22 @@ def main() -> None:
         hooks._time_ns()
         return result
 
-    variants = {"raw": real, "frame": frame, "site+describe": site_describe,
-                "full, no ring": full, "full": full}
     ring = hooks._EMITTER.ring
+    pack, slots_at, words, first = ring_.SLOT.pack_into, ring_.HEADER_BYTES, ring.words, \
+        ring_.FIRST_WORD
+    fields = (0,) * len(ring_.SLOT_FIELDS)
+
+    def slot_pack(*a, **kw):  # the ring's start alone: one slot packed, into slot 0
+        pack(ring.buf, slots_at, *fields)
+        return real(*a, **kw)
+
+    def one_word(*a, **kw):  # the ring's end alone: one int64 store, into slot 0's first word
+        words[first] = 0
+        return real(*a, **kw)
+
+    variants = {"raw": real, "frame": frame, "site+describe": site_describe,
+                "full, no ring": full, "full": full, "slot pack": slot_pack,
+                "one word": one_word}
     names = list(variants)
     t = torch.zeros(1)
     for _ in range(200):
